@@ -1,0 +1,26 @@
+// RoCEv2 invariant CRC (IBA vol. 1 annex A17.3.3 for IPv4): a standard CRC-32 (zlib's) over
+// 8 bytes of 0xFF, then the IPv4 header, UDP header, BTH and everything after it up to the
+// ICRC, with the fields that routers may change set to all ones first: IPv4 TOS, TTL and header
+// checksum; the UDP checksum (where PPCID lives); BTH byte 4 (FECN, BECN). It is sent least
+// significant byte first.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace spraynet {
+
+// `ip` points at the IPv4 header; `len` counts the bytes from there up to, not including, the
+// ICRC. The caller guarantees len >= IHL*4 + 8 + 12 (PacketParser does).
+uint32_t compute_icrc(const uint8_t* ip, size_t len);
+
+// `len` here includes the trailing 4-byte ICRC.
+bool verify_icrc(const uint8_t* ip, size_t len);
+
+// Writes the ICRC of the `len` bytes at `ip` into the four bytes that follow them.
+void write_icrc(uint8_t* ip, size_t len);
+
+// The ICRC as carried in the packet (little-endian on the wire).
+uint32_t load_icrc(const uint8_t* icrc_bytes);
+
+}  // namespace spraynet
