@@ -16,6 +16,7 @@ constexpr uint16_t kEtherVlan = 0x8100;
 constexpr uint16_t kEtherQinQ = 0x88A8;
 constexpr uint16_t kEtherMacControl = 0x8808;
 constexpr uint8_t kIpProtoUdp = 17;
+constexpr uint8_t kIpProtoTcp = 6;
 }  // namespace
 
 std::string_view to_string(ParseStatus s) {
@@ -32,6 +33,7 @@ std::string_view to_string(ParseStatus s) {
     case ParseStatus::kBadIpChecksum: return "bad_ip_checksum";
     case ParseStatus::kTruncatedUdp: return "truncated_udp";
     case ParseStatus::kUdpLengthMismatch: return "udp_length_mismatch";
+    case ParseStatus::kTruncatedTcp: return "truncated_tcp";
     case ParseStatus::kTruncatedBth: return "truncated_bth";
     case ParseStatus::kUnknownRoceOpcode: return "unknown_roce_opcode";
     case ParseStatus::kTruncatedRoce: return "truncated_roce";
@@ -104,9 +106,18 @@ ParseStatus PacketParser::parse_ipv4(const uint8_t* frame, size_t len, ParsedPac
   out.dst_ip = load_be32(ip + 16);
   out.ip_fragment = (load_be16(ip + 6) & 0x3FFF) != 0;  // MF set or a non-zero offset
   out.kind = PacketKind::kIpv4;
-  if (out.ip_proto != kIpProtoUdp || out.ip_fragment) return ParseStatus::kOk;
+  if (out.ip_fragment) return ParseStatus::kOk;
 
   const size_t l4 = l3 + ihl;
+  if (out.ip_proto == kIpProtoTcp) {
+    if (total < ihl + 20) return ParseStatus::kTruncatedTcp;
+    out.l4_offset = static_cast<uint16_t>(l4);
+    out.src_port = load_be16(frame + l4);
+    out.dst_port = load_be16(frame + l4 + 2);
+    out.kind = PacketKind::kTcp;
+    return ParseStatus::kOk;
+  }
+  if (out.ip_proto != kIpProtoUdp) return ParseStatus::kOk;
   if (total < ihl + 8) return ParseStatus::kTruncatedUdp;
   out.l4_offset = static_cast<uint16_t>(l4);
   out.src_port = load_be16(frame + l4);

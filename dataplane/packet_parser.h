@@ -24,6 +24,7 @@ enum class ParseStatus : uint8_t {
   kBadIpChecksum,
   kTruncatedUdp,       // fewer than 8 bytes of UDP header inside the IP datagram
   kUdpLengthMismatch,  // UDP length != IP payload length
+  kTruncatedTcp,       // IP payload too short for a TCP header
   kTruncatedBth,       // UDP 4791 with fewer bytes than BTH + ICRC
   kUnknownRoceOpcode,  // reserved or unsupported BTH opcode
   kTruncatedRoce,      // extension headers + pad + ICRC longer than the UDP payload
@@ -37,7 +38,8 @@ std::string_view to_string(ParseStatus s);
 enum class PacketKind : uint8_t {
   kUnknown = 0,  // not parsed far enough to say (status != kOk)
   kMacControl,   // EtherType 0x8808 (PFC, PAUSE): goes to the PFC stage
-  kIpv4,         // IPv4 that is not UDP, or a fragment (no L4 header to read)
+  kIpv4,         // IPv4 that is not UDP or TCP, or a fragment (no L4 header to read)
+  kTcp,
   kUdp,
   kRoce,         // UDP destination port 4791 with a well-formed BTH
 };
@@ -68,7 +70,7 @@ struct ParsedPacket {
   uint32_t dst_ip = 0;
   uint16_t src_port = 0;
   uint16_t dst_port = 0;
-  uint16_t udp_length = 0;
+  uint16_t udp_length = 0;  // UDP only
   uint16_t udp_checksum = 0;  // as on the wire; on a sprayed RoCE packet it carries the PPCID
   // RoCE
   uint8_t bth_opcode = 0;

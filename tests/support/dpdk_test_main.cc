@@ -4,6 +4,7 @@
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 #include <rte_eal.h>
+#include <rte_errno.h>
 #include <rte_mempool.h>
 #include <unistd.h>
 

@@ -1,0 +1,129 @@
+#include "dataplane/runtime/logging.h"
+
+#include <rte_log.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+
+#include <cstdio>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace spraynet::runtime {
+namespace {
+
+// The logger that owns the shared sink. Keeping the sink in spdlog's registry (rather than in
+// a static of our own) means every component logger finds it the same way, from any thread.
+constexpr const char* kRootName = "spraynet";
+constexpr const char* kPattern = "[%Y-%m-%d %H:%M:%S.%e] [%n] [%^%l%$] %v";
+
+// Another thread may register the same name between our get() and register_logger();
+// spdlog then throws, and the winner's logger is the one to use.
+std::shared_ptr<spdlog::logger> get_or_register(std::shared_ptr<spdlog::logger> fresh) {
+  try {
+    spdlog::register_logger(fresh);
+    return fresh;
+  } catch (const spdlog::spdlog_ex&) {
+    if (auto existing = spdlog::get(fresh->name())) return existing;
+    throw;
+  }
+}
+
+std::shared_ptr<spdlog::logger> make_logger(std::string name, std::vector<spdlog::sink_ptr> sinks) {
+  auto l = std::make_shared<spdlog::logger>(std::move(name), sinks.begin(), sinks.end());
+  l->set_pattern(kPattern);
+  l->set_level(spdlog::get_level());
+  return l;
+}
+
+std::shared_ptr<spdlog::logger> root() {
+  if (auto r = spdlog::get(kRootName)) return r;
+  return get_or_register(
+      make_logger(kRootName, {std::make_shared<spdlog::sinks::stderr_color_sink_mt>()}));
+}
+
+spdlog::level::level_enum from_dpdk(int level) {
+  switch (level) {
+    case RTE_LOG_EMERG:
+    case RTE_LOG_ALERT:
+    case RTE_LOG_CRIT:
+      return spdlog::level::critical;
+    case RTE_LOG_ERR:
+      return spdlog::level::err;
+    case RTE_LOG_WARNING:
+      return spdlog::level::warn;
+    case RTE_LOG_DEBUG:
+      return spdlog::level::debug;
+    default:  // NOTICE, INFO, and writes to the stream from outside rte_log()
+      return spdlog::level::info;
+  }
+}
+
+struct DpdkLogCookie {
+  std::shared_ptr<spdlog::logger> log;  // held so that late DPDK lines still have a target
+};
+
+// The stream is unbuffered, so glibc formats each rte_log() call into one write() here, on the
+// thread that logged it: rte_log_cur_msg_loglevel() is that message's level. A message may hold
+// several lines (usage text); each becomes its own record.
+ssize_t dpdk_log_write(void* cookie, const char* buf, size_t size) {
+  auto* c = static_cast<DpdkLogCookie*>(cookie);
+  const auto level = from_dpdk(rte_log_cur_msg_loglevel());
+  std::string_view rest(buf, size);
+  while (!rest.empty()) {
+    const size_t eol = rest.find('\n');
+    std::string_view line = rest.substr(0, eol);
+    rest = eol == std::string_view::npos ? std::string_view{} : rest.substr(eol + 1);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (!line.empty()) c->log->log(level, "{}", line);
+  }
+  return static_cast<ssize_t>(size);
+}
+
+int dpdk_log_close(void* cookie) {
+  delete static_cast<DpdkLogCookie*>(cookie);
+  return 0;
+}
+
+}  // namespace
+
+std::shared_ptr<spdlog::logger> logger(std::string_view component) {
+  const std::string name(component);
+  if (auto l = spdlog::get(name)) return l;
+  auto r = root();
+  if (name == kRootName) return r;
+  return get_or_register(make_logger(name, r->sinks()));
+}
+
+void bridge_dpdk_log() {
+  auto* cookie = new DpdkLogCookie{logger("dpdk")};
+  cookie_io_functions_t io{};
+  io.write = dpdk_log_write;
+  io.close = dpdk_log_close;
+  FILE* f = fopencookie(cookie, "w", io);
+  if (f == nullptr) {
+    delete cookie;
+    throw std::runtime_error("bridge_dpdk_log: fopencookie failed");
+  }
+  setvbuf(f, nullptr, _IONBF, 0);
+  // DPDK keeps the stream until the process ends (rte_eal_cleanup closes only its default
+  // stream), so this FILE is never closed; a second call leaves the first one unused.
+  rte_openlog_stream(f);
+}
+
+void set_level(std::string_view level) {
+  static constexpr std::string_view kNames[] = {"trace", "debug",    "info", "warn",
+                                                "error", "critical", "off"};
+  static constexpr spdlog::level::level_enum kLevels[] = {
+      spdlog::level::trace, spdlog::level::debug,    spdlog::level::info, spdlog::level::warn,
+      spdlog::level::err,   spdlog::level::critical, spdlog::level::off};
+  for (size_t i = 0; i < std::size(kNames); ++i) {
+    if (level == kNames[i]) {
+      spdlog::set_level(kLevels[i]);
+      return;
+    }
+  }
+  throw std::invalid_argument("unknown log level \"" + std::string(level) +
+                              "\": use one of trace|debug|info|warn|error|critical|off");
+}
+
+}  // namespace spraynet::runtime
