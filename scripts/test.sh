@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Installs what is missing, builds, and runs every test: the whole suite on the normal build,
+# the unit suite again under AddressSanitizer + UndefinedBehaviorSanitizer.
+# Last line: "tests: N passed, M failed" (one per meson test); non-zero exit on any failure.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+JOBS=${JOBS:-$(nproc)}
+passed=0
+failed=0
+
+finish() {
+  echo "tests: ${passed} passed, ${failed} failed"
+  [ "$failed" -eq 0 ]
+  exit $?
+}
+
+step_failed() {  # a step that is not a test (set-up, configure, build) failing counts as one
+  echo "test.sh: $1 failed" >&2
+  failed=$((failed + 1))
+  finish
+}
+
+# Counts the results meson wrote for the run just made.
+count_results() {
+  local log="$1/meson-logs/testlog.json"
+  [ -f "$log" ] || return
+  local p f
+  p=$(grep -c '"result": "OK"' "$log")
+  f=$(grep -cE '"result": "(FAIL|TIMEOUT|ERROR|UNEXPECTEDPASS)"' "$log")
+  passed=$((passed + p))
+  failed=$((failed + f))
+}
+
+scripts/setup.sh || step_failed "scripts/setup.sh"
+
+configure() {  # dir, options...
+  local dir=$1
+  shift
+  if [ ! -f "$dir/build.ninja" ]; then
+    meson setup "$dir" "$@" >"$dir.setup.log" 2>&1 || { cat "$dir.setup.log" >&2; return 1; }
+  fi
+}
+
+configure build -Dbenchmarks=enabled || step_failed "meson setup build"
+ninja -C build -j "$JOBS" || step_failed "build"
+meson test -C build --no-rebuild --print-errorlogs
+count_results build
+
+# Sanitizers: the unit suite only (the integration tests run the same code out of process).
+# b_lundef=false: the ASan runtime is linked into the executables, not the static libraries.
+configure build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dbenchmarks=disabled \
+  || step_failed "meson setup build-asan"
+ninja -C build-asan -j "$JOBS" || step_failed "sanitizer build"
+ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:halt_on_error=1:abort_on_error=1} \
+UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
+  meson test -C build-asan --no-rebuild --print-errorlogs --suite unit
+count_results build-asan
+
+finish
