@@ -1,0 +1,292 @@
+#include "control/switch_config.h"
+
+#include <set>
+
+namespace spraynet::control {
+
+namespace {
+
+constexpr uint64_t kMaxPorts = 64;
+
+PortSettings parse_port(const ConfigNode& n) {
+  n.allow_only({"name", "device", "link", "queue_bytes"});
+  PortSettings p;
+  p.name = n.string("name");
+  p.device = n.string("device");
+  p.queue_bytes = n.uint_or("queue_bytes", p.queue_bytes, 2048, uint64_t{1} << 32);
+  if (auto link = n.optional_child("link")) {
+    link->allow_only({"rate_gbps", "delay_ns", "ber", "loss", "up"});
+    p.link.rate_gbps = link->number_or("rate_gbps", p.link.rate_gbps, 0.001, 10000.0);
+    p.link.delay_ns = link->uint_or("delay_ns", p.link.delay_ns, 0, 10'000'000'000ull);
+    p.link.ber = link->number_or("ber", p.link.ber, 0.0, 1.0);
+    p.link.loss = link->number_or("loss", p.link.loss, 0.0, 1.0);
+    p.link.up = link->boolean_or("up", p.link.up);
+  }
+  return p;
+}
+
+uint16_t port_ref(const SwitchConfig& c, const ConfigNode& n, std::string_view key,
+                  const std::string& name) {
+  const int idx = c.port_index(name);
+  if (idx < 0) {
+    std::string known;
+    for (const auto& p : c.ports) known += (known.empty() ? "" : "|") + p.name;
+    n.fail(key, "unknown port \"" + name + "\" (ports: " + known + ")");
+  }
+  return static_cast<uint16_t>(idx);
+}
+
+GroupSettings parse_group(const SwitchConfig& c, const ConfigNode& n) {
+  n.allow_only({"name", "mode", "ports", "weights", "dlb_gap_ns", "flowlet_entries"});
+  GroupSettings g;
+  g.name = n.string("name");
+  g.mode = n.choice_or("mode", g.mode, {"ecmp", "weighted", "dlb", "drill"});
+  const auto names = n.string_list("ports");
+  if (names.empty()) n.fail("ports", "required: a list of one or more port names");
+  std::set<uint16_t> seen;
+  for (const auto& name : names) {
+    const uint16_t idx = port_ref(c, n, "ports", name);
+    if (!seen.insert(idx).second) n.fail("ports", "port \"" + name + "\" listed twice");
+    g.ports.push_back(idx);
+  }
+  for (uint64_t w : n.uint_list("weights", 0, 65535)) g.weights.push_back(static_cast<uint32_t>(w));
+  if (!g.weights.empty() && g.weights.size() != g.ports.size()) {
+    n.fail("weights", "must have one weight per port (" + std::to_string(g.ports.size()) +
+                          "), got " + std::to_string(g.weights.size()));
+  }
+  g.dlb_gap_ns = n.uint_or("dlb_gap_ns", g.dlb_gap_ns, 1, 10'000'000'000ull);
+  g.flowlet_entries =
+      static_cast<uint32_t>(n.uint_or("flowlet_entries", g.flowlet_entries, 1, 1u << 24));
+  if ((g.flowlet_entries & (g.flowlet_entries - 1)) != 0) {
+    n.fail("flowlet_entries", "must be a power of two, got " + std::to_string(g.flowlet_entries));
+  }
+  return g;
+}
+
+uint8_t protocol(const ConfigNode& n) {
+  const std::string s = n.string("proto");
+  if (s == "udp") return 17;
+  if (s == "tcp") return 6;
+  if (s == "icmp") return 1;
+  const auto v = parse_uint(s);
+  if (!v || *v > 255) n.fail("proto", "must be udp|tcp|icmp or a number 0-255, got \"" + s + "\"");
+  return static_cast<uint8_t>(*v);
+}
+
+TcamRuleSettings parse_rule(const SwitchConfig& c, const ConfigNode& n) {
+  n.allow_only({"id", "priority", "partition", "match", "action", "port"});
+  TcamRuleSettings r;
+  r.id = static_cast<uint32_t>(n.uint("id", 0, 0xFFFFFFFF));
+  const double prio = n.number_or("priority", 0, -2147483648.0, 2147483647.0);
+  r.priority = static_cast<int32_t>(prio);
+  r.partition = n.string_or("partition", r.partition);
+  r.action = n.choice_or("action", r.action, {"ecmp", "spray", "pin", "drop", "mirror"});
+  if (r.action == "pin" || r.action == "mirror") {
+    if (!n.has("port")) n.fail("port", "required for action " + r.action);
+    r.port = port_ref(c, n, "port", n.string("port"));
+  } else if (n.has("port")) {
+    n.fail("port", "only pin and mirror take a port");
+  }
+  if (auto m = n.optional_child("match")) {
+    m->allow_only({"src", "dst", "proto", "src_port", "dst_port", "dest_qp"});
+    if (auto p = m->optional_prefix("src")) r.src = *p;
+    if (auto p = m->optional_prefix("dst")) r.dst = *p;
+    if (m->has("proto")) {
+      r.proto = protocol(*m);
+      r.proto_mask = 0xFF;
+    }
+    r.src_port = m->range_or_all("src_port", 0, 0xFFFF);
+    r.dst_port = m->range_or_all("dst_port", 0, 0xFFFF);
+    r.dest_qp = m->range_or_all("dest_qp", 0, 0xFFFFFF);
+  }
+  return r;
+}
+
+void parse_tcam(SwitchConfig& c, const ConfigNode& n) {
+  n.allow_only({"capacity", "spray_rule_limit", "partitions", "rules"});
+  c.tcam.capacity = static_cast<uint32_t>(n.uint_or("capacity", c.tcam.capacity, 0, 1u << 20));
+  c.tcam.spray_rule_limit = static_cast<uint32_t>(
+      n.uint_or("spray_rule_limit", c.tcam.capacity, 0, 1u << 20));
+  std::set<std::string> names = {"default"};
+  for (const auto& p : n.list("partitions")) {
+    p.allow_only({"name", "capacity"});
+    TcamPartitionSettings s;
+    s.name = p.string("name");
+    if (!names.insert(s.name).second) p.fail("name", "partition \"" + s.name + "\" defined twice");
+    s.capacity = static_cast<uint32_t>(p.uint("capacity", 0, 1u << 20));
+    c.tcam.partitions.push_back(s);
+  }
+  std::set<uint32_t> ids;
+  for (const auto& r : n.list("rules")) {
+    TcamRuleSettings rule = parse_rule(c, r);
+    if (!names.count(rule.partition)) {
+      std::string known;
+      for (const auto& s : names) known += (known.empty() ? "" : "|") + s;
+      r.fail("partition", "unknown partition \"" + rule.partition + "\" (partitions: " + known + ")");
+    }
+    if (!ids.insert(rule.id).second) r.fail("id", "rule id " + std::to_string(rule.id) + " used twice");
+    c.tcam.rules.push_back(rule);
+  }
+}
+
+std::vector<std::pair<uint8_t, uint8_t>> class_map(const ConfigNode& n, std::string_view key,
+                                                   uint64_t max_code) {
+  std::vector<std::pair<uint8_t, uint8_t>> out;
+  for (const auto& e : n.list(key)) {
+    e.allow_only({"code", "tc"});
+    out.emplace_back(static_cast<uint8_t>(e.uint("code", 0, max_code)),
+                     static_cast<uint8_t>(e.uint("tc", 0, 7)));
+  }
+  return out;
+}
+
+void parse_pfc(SwitchConfig& c, const ConfigNode& n) {
+  n.allow_only({"enabled", "priorities", "buffer_bytes", "xoff", "xon", "quanta", "fast_feedback",
+                "watchdog"});
+  PfcSettings& p = c.pfc;
+  p.enabled = n.boolean_or("enabled", true);
+  if (n.has("priorities")) {
+    p.priorities = 0;
+    for (uint64_t prio : n.uint_list("priorities", 0, 7)) p.priorities |= uint8_t(1u << prio);
+    if (p.priorities == 0) n.fail("priorities", "must list at least one priority 0-7");
+  }
+  p.buffer_bytes = n.uint_or("buffer_bytes", p.buffer_bytes, 2048, uint64_t{1} << 32);
+  p.xoff = n.number_or("xoff", p.xoff, 0.05, 1.0);
+  p.xon = n.number_or("xon", std::min(p.xon, p.xoff - 0.15), 0.0, 1.0);
+  if (p.xon >= p.xoff) {
+    n.fail("xon", "must be below xoff (" + std::to_string(p.xoff) + ") for hysteresis, got " +
+                      std::to_string(p.xon));
+  }
+  p.quanta = static_cast<uint16_t>(n.uint_or("quanta", p.quanta, 1, 0xFFFF));
+  p.fast_feedback = n.boolean_or("fast_feedback", p.fast_feedback);
+  if (auto w = n.optional_child("watchdog")) {
+    w->allow_only({"enabled", "detect_ms", "restore_ms"});
+    p.watchdog = w->boolean_or("enabled", true);
+    p.watchdog_detect_ns = w->uint_or("detect_ms", 200, 1, 3'600'000) * 1'000'000;
+    p.watchdog_restore_ns = w->uint_or("restore_ms", 200, 1, 3'600'000) * 1'000'000;
+  }
+}
+
+}  // namespace
+
+int SwitchConfig::port_index(const std::string& n) const {
+  for (size_t i = 0; i < ports.size(); ++i) {
+    if (ports[i].name == n) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+SwitchConfig parse_switch_config(const ConfigNode& root) {
+  root.allow_only({"name", "seed", "mempool_mbufs", "ports", "groups", "routes", "tcam", "hash",
+                   "qos", "pfc", "lcores"});
+  SwitchConfig c;
+  c.file = root.file();
+  c.name = root.string_or("name", c.name);
+  c.seed = root.uint_or("seed", c.seed, 0, UINT64_MAX);
+  c.mempool_mbufs =
+      static_cast<uint32_t>(root.uint_or("mempool_mbufs", 0, 0, 16u << 20));
+
+  const auto ports = root.list("ports");
+  if (ports.empty()) root.fail("ports", "required: a list of one or more ports");
+  if (ports.size() > kMaxPorts) root.fail("ports", "at most " + std::to_string(kMaxPorts) + " ports");
+  for (const auto& p : ports) {
+    PortSettings s = parse_port(p);
+    if (c.port_index(s.name) >= 0) p.fail("name", "port \"" + s.name + "\" defined twice");
+    c.ports.push_back(s);
+  }
+
+  for (const auto& g : root.list("groups")) {
+    GroupSettings s = parse_group(c, g);
+    for (const auto& other : c.groups) {
+      if (other.name == s.name) g.fail("name", "group \"" + s.name + "\" defined twice");
+    }
+    c.groups.push_back(s);
+  }
+
+  std::set<std::pair<uint32_t, uint8_t>> prefixes;
+  for (const auto& r : root.list("routes")) {
+    r.allow_only({"prefix", "group", "port"});
+    RouteSettings s;
+    s.prefix = r.prefix("prefix");
+    if (!prefixes.insert({s.prefix.address, s.prefix.length}).second) {
+      r.fail("prefix", "route " + format_ipv4(s.prefix.address) + "/" +
+                           std::to_string(s.prefix.length) + " defined twice");
+    }
+    if (r.has("group") == r.has("port")) r.fail_here("needs exactly one of group or port");
+    if (r.has("port")) {
+      // A route to one port is a group of one, named after the port.
+      const uint16_t port = port_ref(c, r, "port", r.string("port"));
+      const std::string name = "port:" + c.ports[port].name;
+      int idx = -1;
+      for (size_t i = 0; i < c.groups.size(); ++i) {
+        if (c.groups[i].name == name) idx = static_cast<int>(i);
+      }
+      if (idx < 0) {
+        GroupSettings g;
+        g.name = name;
+        g.ports = {port};
+        c.groups.push_back(g);
+        idx = static_cast<int>(c.groups.size() - 1);
+      }
+      s.group = static_cast<uint32_t>(idx);
+    } else {
+      const std::string name = r.string("group");
+      int idx = -1;
+      for (size_t i = 0; i < c.groups.size(); ++i) {
+        if (c.groups[i].name == name) idx = static_cast<int>(i);
+      }
+      if (idx < 0) r.fail("group", "unknown group \"" + name + "\"");
+      s.group = static_cast<uint32_t>(idx);
+    }
+    c.routes.push_back(s);
+  }
+
+  if (auto t = root.optional_child("tcam")) parse_tcam(c, *t);
+
+  if (auto h = root.optional_child("hash")) {
+    h->allow_only({"algorithm", "seed", "dest_qp"});
+    c.hash.algorithm = h->choice_or("algorithm", c.hash.algorithm, {"crc32c", "crc32"});
+    c.hash.seed = static_cast<uint32_t>(h->uint_or("seed", 0, 0, 0xFFFFFFFF));
+    c.hash.dest_qp = h->boolean_or("dest_qp", false);
+  }
+
+  if (auto q = root.optional_child("qos")) {
+    q->allow_only({"trust", "dscp_to_tc", "pcp_to_tc"});
+    c.qos.trust = q->choice_or("trust", c.qos.trust, {"dscp", "pcp"});
+    c.qos.dscp_to_tc = class_map(*q, "dscp_to_tc", 63);
+    c.qos.pcp_to_tc = class_map(*q, "pcp_to_tc", 7);
+  }
+
+  if (auto p = root.optional_child("pfc")) parse_pfc(c, *p);
+
+  std::vector<int> polled(c.ports.size(), -1);
+  std::set<unsigned> lcore_ids;
+  for (const auto& l : root.list("lcores")) {
+    l.allow_only({"lcore", "ports"});
+    LcoreSettings s;
+    s.lcore = static_cast<unsigned>(l.uint("lcore", 0, 1023));
+    if (!lcore_ids.insert(s.lcore).second) l.fail("lcore", "lcore " + std::to_string(s.lcore) + " listed twice");
+    for (const auto& name : l.string_list("ports")) {
+      const uint16_t idx = port_ref(c, l, "ports", name);
+      if (polled[idx] >= 0) {
+        l.fail("ports", "port \"" + name + "\" is already polled by lcore " +
+                            std::to_string(polled[idx]));
+      }
+      polled[idx] = static_cast<int>(s.lcore);
+      s.ports.push_back(idx);
+    }
+    c.lcores.push_back(s);
+  }
+  if (!c.lcores.empty()) {
+    for (size_t i = 0; i < c.ports.size(); ++i) {
+      if (polled[i] < 0) root.fail("lcores", "port \"" + c.ports[i].name + "\" is polled by no lcore");
+    }
+  }
+  return c;
+}
+
+SwitchConfig load_switch_config(const std::string& path) {
+  return parse_switch_config(ConfigNode::load_file(path));
+}
+
+}  // namespace spraynet::control

@@ -1,0 +1,119 @@
+// The switch_emu configuration: what the YAML file says, validated, with names resolved to
+// indices. Every error is `file: key: reason` (see config_reader.h).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "control/config_reader.h"
+
+namespace spraynet::control {
+
+struct LinkSettings {
+  double rate_gbps = 100.0;
+  uint64_t delay_ns = 1000;
+  double ber = 0.0;
+  double loss = 0.0;
+  bool up = true;
+};
+
+struct PortSettings {
+  std::string name;
+  std::string device;  // DPDK port id, ethdev name, or vdev spec (see runtime::PortConfig)
+  LinkSettings link;
+  uint64_t queue_bytes = 1 << 20;  // per traffic class
+};
+
+struct GroupSettings {
+  std::string name;
+  std::string mode = "ecmp";  // ecmp | weighted | dlb | drill
+  std::vector<uint16_t> ports;  // indices into SwitchConfig::ports
+  std::vector<uint32_t> weights;  // weighted mode: initial weights (default equal)
+  uint64_t dlb_gap_ns = 100'000;
+  uint32_t flowlet_entries = 4096;
+};
+
+struct RouteSettings {
+  Ipv4Prefix prefix;
+  uint32_t group = 0;  // index into SwitchConfig::groups
+};
+
+struct TcamRuleSettings {
+  uint32_t id = 0;
+  int32_t priority = 0;
+  std::string partition = "default";
+  Ipv4Prefix src{0, 0};
+  Ipv4Prefix dst{0, 0};
+  uint8_t proto = 0;
+  uint8_t proto_mask = 0;  // 0: any protocol
+  UintRange src_port{0, 0xFFFF};
+  UintRange dst_port{0, 0xFFFF};
+  UintRange dest_qp{0, 0xFFFFFF};
+  std::string action = "ecmp";  // ecmp | spray | pin | drop | mirror
+  uint16_t port = 0;            // pin and mirror: index into SwitchConfig::ports
+};
+
+struct TcamPartitionSettings {
+  std::string name;
+  uint32_t capacity = 0;
+};
+
+struct TcamSettings {
+  uint32_t capacity = 16384;
+  uint32_t spray_rule_limit = 16384;
+  std::vector<TcamPartitionSettings> partitions;
+  std::vector<TcamRuleSettings> rules;
+};
+
+struct HashSettings {
+  std::string algorithm = "crc32c";  // crc32c | crc32
+  uint32_t seed = 0;
+  bool dest_qp = false;
+};
+
+struct QosSettings {
+  std::string trust = "dscp";  // dscp | pcp
+  std::vector<std::pair<uint8_t, uint8_t>> dscp_to_tc;  // overrides of dscp >> 3
+  std::vector<std::pair<uint8_t, uint8_t>> pcp_to_tc;   // overrides of identity
+};
+
+struct PfcSettings {
+  bool enabled = false;
+  uint8_t priorities = 1u << 3;  // bitmask: lossless priorities
+  uint64_t buffer_bytes = 256 * 1024;  // per (ingress port, priority)
+  double xoff = 0.80;
+  double xon = 0.60;
+  uint16_t quanta = 0xFFFF;
+  bool fast_feedback = false;
+  bool watchdog = true;
+  uint64_t watchdog_detect_ns = 200'000'000;
+  uint64_t watchdog_restore_ns = 200'000'000;
+};
+
+struct LcoreSettings {
+  unsigned lcore = 0;
+  std::vector<uint16_t> ports;  // indices into SwitchConfig::ports polled by this lcore
+};
+
+struct SwitchConfig {
+  std::string file;
+  std::string name = "switch";
+  uint64_t seed = 1;
+  uint32_t mempool_mbufs = 0;  // 0: sized from ports and descriptors
+  std::vector<PortSettings> ports;
+  std::vector<GroupSettings> groups;
+  std::vector<RouteSettings> routes;
+  TcamSettings tcam;
+  HashSettings hash;
+  QosSettings qos;
+  PfcSettings pfc;
+  std::vector<LcoreSettings> lcores;  // empty: the main lcore polls every port
+
+  int port_index(const std::string& name) const;  // -1 when unknown
+};
+
+SwitchConfig parse_switch_config(const ConfigNode& root);
+SwitchConfig load_switch_config(const std::string& path);
+
+}  // namespace spraynet::control

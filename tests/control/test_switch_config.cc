@@ -1,0 +1,130 @@
+#include "control/switch_config.h"
+
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <string>
+
+using namespace spraynet::control;
+
+namespace {
+
+SwitchConfig parse(const std::string& yaml) {
+  return parse_switch_config(ConfigNode::load_string(yaml, "test.yaml"));
+}
+
+std::string error_of(const std::string& yaml) {
+  try {
+    parse(yaml);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+const std::string kPorts = R"(
+ports:
+  - {name: a, device: net_ring0}
+  - {name: b, device: net_ring1, link: {rate_gbps: 25, delay_ns: 5000, ber: 1e-12}}
+  - {name: c, device: "2"}
+)";
+
+}  // namespace
+
+TEST_CASE("every file in configs/ loads") {
+  const std::filesystem::path dir = SPRAYNET_SOURCE_DIR "/configs";
+  int loaded = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().extension() != ".yaml") continue;
+    INFO(entry.path().string());
+    const std::string path = entry.path().string();
+    SwitchConfig c;
+    REQUIRE_NOTHROW(c = load_switch_config(path));
+    CHECK_FALSE(c.ports.empty());
+    ++loaded;
+  }
+  CHECK(loaded >= 3);
+}
+
+TEST_CASE("a full config resolves names to indices") {
+  const auto c = parse(kPorts + R"(
+groups:
+  - {name: g, mode: dlb, ports: [b, c], dlb_gap_ns: 50000}
+routes:
+  - {prefix: 10.1.0.0/16, group: g}
+  - {prefix: 0.0.0.0/0, port: a}
+tcam:
+  capacity: 8
+  partitions: [{name: roce, capacity: 4}]
+  rules:
+    - {id: 7, priority: 5, partition: roce, action: pin, port: c,
+       match: {proto: udp, dst_port: 4791, dest_qp: 0x10-0x1f, dst: 10.1.2.0/24}}
+pfc: {priorities: [3, 4], xoff: 0.65}
+lcores:
+  - {lcore: 0, ports: [a]}
+  - {lcore: 1, ports: [b, c]}
+)");
+  REQUIRE(c.ports.size() == 3);
+  CHECK(c.ports[1].link.rate_gbps == 25);
+  CHECK(c.ports[1].link.ber == 1e-12);
+  REQUIRE(c.groups.size() == 2);  // g, plus the implicit one-port group of the default route
+  CHECK(c.groups[0].mode == "dlb");
+  CHECK(c.groups[0].ports == std::vector<uint16_t>{1, 2});
+  CHECK(c.groups[1].ports == std::vector<uint16_t>{0});
+  CHECK(c.routes[0].prefix.address == 0x0A010000);
+  CHECK(c.routes[0].prefix.length == 16);
+  CHECK(c.routes[1].group == 1);
+  REQUIRE(c.tcam.rules.size() == 1);
+  const auto& r = c.tcam.rules[0];
+  CHECK(r.action == "pin");
+  CHECK(r.port == 2);
+  CHECK(r.proto == 17);
+  CHECK(r.dst_port.lo == 4791);
+  CHECK(r.dst_port.hi == 4791);
+  CHECK(r.dest_qp.lo == 0x10);
+  CHECK(r.dest_qp.hi == 0x1f);
+  CHECK(c.tcam.spray_rule_limit == 8);  // defaults to the capacity
+  CHECK(c.pfc.enabled);
+  CHECK(c.pfc.priorities == 0b00011000);
+  CHECK(c.pfc.xoff == 0.65);
+  CHECK(c.pfc.xon < c.pfc.xoff);
+  CHECK(c.lcores.size() == 2);
+}
+
+TEST_CASE("errors name the file, the key and what is allowed") {
+  CHECK(error_of("ports: []") == "test.yaml: ports: required: a list of one or more ports");
+  CHECK(error_of(kPorts + "groups: [{name: g, mode: fastest, ports: [a]}]") ==
+        "test.yaml: groups[0].mode: must be one of ecmp|weighted|dlb|drill, got \"fastest\"");
+  CHECK(error_of(kPorts + "groups: [{name: g, ports: [a, z]}]") ==
+        "test.yaml: groups[0].ports: unknown port \"z\" (ports: a|b|c)");
+  CHECK(error_of("ports: [{name: a, device: x, link: {rate_gbps: fast}}]") ==
+        "test.yaml: ports[0].link.rate_gbps: must be a number in [0.001, 10000], got \"fast\"");
+  CHECK(error_of("ports: [{name: a, device: x, lnik: {}}]") ==
+        "test.yaml: ports[0].lnik: unknown key (allowed here: name|device|link|queue_bytes)");
+  CHECK(error_of(kPorts + "routes: [{prefix: 10.0.0.0/33, port: a}]") ==
+        "test.yaml: routes[0].prefix: must be an IPv4 address or prefix such as 10.0.0.0/8, got "
+        "\"10.0.0.0/33\"");
+  CHECK(error_of(kPorts + "routes: [{prefix: 10.0.0.0/8, group: nope}]") ==
+        "test.yaml: routes[0].group: unknown group \"nope\"");
+  CHECK(error_of(kPorts + "tcam: {rules: [{id: 1, action: pin}]}") ==
+        "test.yaml: tcam.rules[0].port: required for action pin");
+  CHECK(error_of(kPorts + "tcam: {rules: [{id: 1, match: {dest_qp: 5-2}}]}") ==
+        "test.yaml: tcam.rules[0].match.dest_qp: must be N or LO-HI within [0, 16777215], got "
+        "\"5-2\"");
+  CHECK(error_of(kPorts + "pfc: {xoff: 0.5, xon: 0.7}") ==
+        "test.yaml: pfc.xon: must be below xoff (0.500000) for hysteresis, got 0.700000");
+  CHECK(error_of(kPorts + "lcores: [{lcore: 0, ports: [a, b]}]") ==
+        "test.yaml: lcores: port \"c\" is polled by no lcore");
+  CHECK(error_of(kPorts + "hash: {algorithm: md5}") ==
+        "test.yaml: hash.algorithm: must be one of crc32c|crc32, got \"md5\"");
+  CHECK(error_of("ports: [") .find("test.yaml: YAML syntax error") == 0);
+}
+
+TEST_CASE("a missing file is named") {
+  try {
+    load_switch_config("/nonexistent/sw.yaml");
+    FAIL("no error");
+  } catch (const ConfigError& e) {
+    CHECK(std::string(e.what()) == "/nonexistent/sw.yaml: cannot open file");
+  }
+}
