@@ -1,5 +1,6 @@
 #include "control/switch_config.h"
 
+#include <cstdio>
 #include <set>
 
 namespace spraynet::control {
@@ -9,11 +10,23 @@ namespace {
 constexpr uint64_t kMaxPorts = 64;
 
 PortSettings parse_port(const ConfigNode& n) {
-  n.allow_only({"name", "device", "link", "queue_bytes"});
+  n.allow_only({"name", "device", "link", "queue_bytes", "peer_mac"});
   PortSettings p;
   p.name = n.string("name");
   p.device = n.string("device");
   p.queue_bytes = n.uint_or("queue_bytes", p.queue_bytes, 2048, uint64_t{1} << 32);
+  if (n.has("peer_mac")) {
+    const std::string mac = n.string("peer_mac");
+    std::array<uint8_t, 6> m{};
+    unsigned b[6];
+    char tail;
+    if (std::sscanf(mac.c_str(), "%2x:%2x:%2x:%2x:%2x:%2x%c", &b[0], &b[1], &b[2], &b[3], &b[4],
+                    &b[5], &tail) != 6) {
+      n.fail("peer_mac", "must be a MAC address such as 02:00:00:00:00:01, got \"" + mac + "\"");
+    }
+    for (int i = 0; i < 6; ++i) m[i] = static_cast<uint8_t>(b[i]);
+    p.peer_mac = m;
+  }
   if (auto link = n.optional_child("link")) {
     link->allow_only({"rate_gbps", "delay_ns", "ber", "loss", "up"});
     p.link.rate_gbps = link->number_or("rate_gbps", p.link.rate_gbps, 0.001, 10000.0);
@@ -177,14 +190,16 @@ int SwitchConfig::port_index(const std::string& n) const {
 }
 
 SwitchConfig parse_switch_config(const ConfigNode& root) {
-  root.allow_only({"name", "seed", "mempool_mbufs", "ports", "groups", "routes", "tcam", "hash",
+  root.allow_only({"name", "seed", "ppcid_layout", "mempool_mbufs", "mbuf_data_room", "ports", "groups", "routes", "tcam", "hash",
                    "qos", "pfc", "lcores"});
   SwitchConfig c;
   c.file = root.file();
   c.name = root.string_or("name", c.name);
   c.seed = root.uint_or("seed", c.seed, 0, UINT64_MAX);
-  c.mempool_mbufs =
-      static_cast<uint32_t>(root.uint_or("mempool_mbufs", 0, 0, 16u << 20));
+  c.ppcid_layout = root.choice_or("ppcid_layout", c.ppcid_layout, {"ts-high", "path-high"});
+  c.mempool_mbufs = static_cast<uint32_t>(root.uint_or("mempool_mbufs", 0, 0, 16u << 20));
+  c.mbuf_data_room =
+      static_cast<uint32_t>(root.uint_or("mbuf_data_room", c.mbuf_data_room, 1024, 65535));
 
   const auto ports = root.list("ports");
   if (ports.empty()) root.fail("ports", "required: a list of one or more ports");

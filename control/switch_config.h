@@ -2,7 +2,9 @@
 // indices. Every error is `file: key: reason` (see config_reader.h).
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,6 +25,9 @@ struct PortSettings {
   std::string device;  // DPDK port id, ethdev name, or vdev spec (see runtime::PortConfig)
   LinkSettings link;
   uint64_t queue_bytes = 1 << 20;  // per traffic class
+  // The next hop's MAC: when set, routed packets leaving this port get it as destination and
+  // the port's own MAC as source, as a router with a static neighbour does.
+  std::optional<std::array<uint8_t, 6>> peer_mac;
 };
 
 struct GroupSettings {
@@ -100,7 +105,11 @@ struct SwitchConfig {
   std::string file;
   std::string name = "switch";
   uint64_t seed = 1;
+  std::string ppcid_layout = "ts-high";  // how TCAM spray rules read the PPCID: ts-high | path-high
   uint32_t mempool_mbufs = 0;  // 0: sized from ports and descriptors
+  // Data room of each mbuf: a frame must fit one segment (the pipeline refuses chained mbufs).
+  // The default holds a RoCEv2 packet at MTU 4096 with every header; 9344 fits 9216-byte jumbos.
+  uint32_t mbuf_data_room = 4096 + 256 + 128;
   std::vector<PortSettings> ports;
   std::vector<GroupSettings> groups;
   std::vector<RouteSettings> routes;

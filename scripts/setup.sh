@@ -7,7 +7,7 @@ PKGS=(
   # build
   build-essential g++ meson ninja-build pkg-config
   # DPDK 22.11 (libdpdk pkg-config, PMDs: ring, null, pcap, af_packet, tap, memif) and its tools
-  libdpdk-dev dpdk libpcap-dev
+  libdpdk-dev dpdk dpdk-dev libpcap-dev
   # libraries
   libspdlog-dev libfmt-dev catch2 libyaml-cpp-dev libcli11-dev nlohmann-json3-dev libbenchmark-dev
   libibverbs-dev

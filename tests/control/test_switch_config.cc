@@ -100,7 +100,11 @@ TEST_CASE("errors name the file, the key and what is allowed") {
   CHECK(error_of("ports: [{name: a, device: x, link: {rate_gbps: fast}}]") ==
         "test.yaml: ports[0].link.rate_gbps: must be a number in [0.001, 10000], got \"fast\"");
   CHECK(error_of("ports: [{name: a, device: x, lnik: {}}]") ==
-        "test.yaml: ports[0].lnik: unknown key (allowed here: name|device|link|queue_bytes)");
+        "test.yaml: ports[0].lnik: unknown key (allowed here: name|device|link|queue_bytes|"
+        "peer_mac)");
+  CHECK(error_of("ports: [{name: a, device: x, peer_mac: 02:00:00:00:00}]") ==
+        "test.yaml: ports[0].peer_mac: must be a MAC address such as 02:00:00:00:00:01, got "
+        "\"02:00:00:00:00\"");
   CHECK(error_of(kPorts + "routes: [{prefix: 10.0.0.0/33, port: a}]") ==
         "test.yaml: routes[0].prefix: must be an IPv4 address or prefix such as 10.0.0.0/8, got "
         "\"10.0.0.0/33\"");

@@ -1,0 +1,301 @@
+// switch_emu: the spraynet switch on DPDK poll-mode lcores.
+//
+//   switch_emu [EAL arguments] -- --config FILE [--stats FILE] [--idle-exit-ms N] ...
+//
+// Each configured port is a DPDK port (PCI, vdev, or a vdev spec in the config); each lcore
+// polls its ports' rx queues, runs the SwitchNode pipeline and transmits what the node's
+// egress releases on the ports it polls. Counters are on the telemetry socket under /spraynet/
+// (dpdk-telemetry.py) and in the end-of-run report; rte_pdump is initialised for dpdk-dumpcap.
+#include <CLI/CLI.hpp>
+#include <rte_eal.h>
+#include <rte_ethdev.h>
+#include <rte_lcore.h>
+#include <rte_pdump.h>
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "control/switch_config.h"
+#include "control/telemetry_commands.h"
+#include "dataplane/runtime/eal.h"
+#include "dataplane/runtime/lcore_runner.h"
+#include "dataplane/runtime/logging.h"
+#include "dataplane/runtime/packet_pool.h"
+#include "dataplane/runtime/poll_loop.h"
+#include "dataplane/runtime/port.h"
+#include "dataplane/runtime/stop_signal.h"
+#include "dataplane/runtime/tsc_clock.h"
+#include "switch_emu/switch_lcore.h"
+#include "switch_emu/switch_node.h"
+#include "switch_emu/switch_report.h"
+
+namespace {
+
+using namespace spraynet;
+using nlohmann::json;
+
+struct Options {
+  std::string config;
+  std::string stats;
+  std::string log_level = "info";
+  uint64_t idle_exit_ms = 0;
+  uint64_t duration_ms = 0;
+};
+
+void describe(CLI::App& app, Options& o) {
+  app.description(
+      "switch_emu: the spraynet switch on DPDK poll-mode lcores.\n"
+      "Usage: switch_emu [EAL arguments] -- --config FILE [options]\n"
+      "EAL arguments are DPDK's own (e.g. -l 0-1 --no-huge -m 512 --no-pci --file-prefix sw\n"
+      "--vdev net_ring0); ports may also be vdev specs in the config. The config (YAML) names\n"
+      "ports and their emulated links, routes, ECMP groups and their modes (ecmp, weighted,\n"
+      "dlb, drill), the hash, TCAM rules, QoS, PFC and the lcore layout: see configs/ and the\n"
+      "README. Counters: dpdk-telemetry.py -f PREFIX, commands under /spraynet/.");
+  app.add_option("--config", o.config, "switch config (YAML)")->required();
+  app.add_option("--stats", o.stats, "write the end-of-run report (JSON) to this file");
+  app.add_option("--log-level", o.log_level, "trace|debug|info|warn|error|critical|off")
+      ->capture_default_str();
+  app.add_option("--idle-exit-ms", o.idle_exit_ms,
+                 "stop once no packet has arrived for this long and every egress queue is "
+                 "empty (0: run until SIGINT/SIGTERM); for pcap inputs")
+      ->capture_default_str();
+  app.add_option("--duration-ms", o.duration_ms, "stop after this long (0: no limit)")
+      ->capture_default_str();
+}
+
+void register_telemetry(switch_emu::SwitchShared& s, const runtime::TscClock& clock) {
+  using control::TelemetryCommands;
+  auto node = [&s]() -> switch_emu::SwitchNode& { return *s.node; };
+  auto port_param = [&s](std::string_view params) {
+    const std::string p(params);
+    const int idx = s.node->config().port_index(p);
+    if (idx >= 0) return static_cast<uint16_t>(idx);
+    char* end = nullptr;
+    const unsigned long v = std::strtoul(p.c_str(), &end, 10);
+    if (p.empty() || *end != '\0' || v >= s.node->port_count()) {
+      throw std::invalid_argument("parameter must be a port index 0.." +
+                                  std::to_string(s.node->port_count() - 1) + " or a port name");
+    }
+    return static_cast<uint16_t>(v);
+  };
+  TelemetryCommands::add("/spraynet/ports", "Port names, in node port order", [&s](std::string_view) {
+    json names = json::array();
+    for (const auto& p : s.node->config().ports) names.push_back(p.name);
+    return names;
+  });
+  TelemetryCommands::add("/spraynet/port", "Counters of one port. Parameter: index or name",
+                         [&s, &clock, port_param](std::string_view params) {
+                           const uint16_t p = port_param(params);
+                           std::lock_guard<std::mutex> g(s.lock);
+                           return switch_emu::port_json(*s.node, p, clock.now_ns());
+                         });
+  TelemetryCommands::add("/spraynet/drops", "Drops by cause", [&s](std::string_view) {
+    std::lock_guard<std::mutex> g(s.lock);
+    return switch_emu::drops_json(*s.node);
+  });
+  TelemetryCommands::add("/spraynet/counters", "Switch-wide counters", [&s](std::string_view) {
+    std::lock_guard<std::mutex> g(s.lock);
+    return switch_emu::counters_json(*s.node);
+  });
+  TelemetryCommands::add("/spraynet/groups", "ECMP group names", [&s](std::string_view) {
+    json names = json::array();
+    for (const auto& g : s.node->config().groups) names.push_back(g.name);
+    return names;
+  });
+  TelemetryCommands::add("/spraynet/group", "One ECMP group. Parameter: group index",
+                         [&s, node](std::string_view params) {
+                           const std::string p(params);
+                           char* end = nullptr;
+                           const unsigned long g = std::strtoul(p.c_str(), &end, 10);
+                           if (p.empty() || *end != '\0' || g >= s.node->group_count()) {
+                             throw std::invalid_argument("parameter must be a group index");
+                           }
+                           std::lock_guard<std::mutex> lock(s.lock);
+                           return switch_emu::group_json(node(), g);
+                         });
+  TelemetryCommands::add("/spraynet/tcam", "TCAM counters and rules", [&s, node](std::string_view) {
+    std::lock_guard<std::mutex> g(s.lock);
+    json j = switch_emu::tcam_json(node());
+    j.erase("rules");  // per-rule detail does not fit telemetry's flat model; see --stats
+    return j;
+  });
+  TelemetryCommands::add("/spraynet/pfc", "PFC state of one port. Parameter: index or name",
+                         [&s, port_param](std::string_view params) {
+                           const uint16_t p = port_param(params);
+                           std::lock_guard<std::mutex> g(s.lock);
+                           json j = switch_emu::pfc_json(*s.node, p);
+                           if (j.contains("priorities")) {
+                             // Flatten per priority into arrays indexed by priority.
+                             json flat;
+                             for (const auto& pr : j["priorities"]) {
+                               for (const auto& [k, v] : pr.items()) flat[k].push_back(v);
+                             }
+                             j["priorities"] = flat;
+                           }
+                           return j;
+                         });
+}
+
+int run(int argc, char** argv) {
+  // --help must work without EAL (and without root or hugepages).
+  bool after_dashes = false, help = false, has_dashes = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--") has_dashes = after_dashes = true;
+    if ((a == "--help" || a == "-h") && (after_dashes || !has_dashes)) help = true;
+  }
+  Options opt;
+  CLI::App app;
+  describe(app, opt);
+  if (help) {
+    std::cout << app.help();
+    return 0;
+  }
+
+  runtime::bridge_dpdk_log();
+  runtime::Eal eal(argc, argv);
+  try {
+    app.parse(eal.app_argc(), eal.app_argv());
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  runtime::set_level(opt.log_level);
+  auto log = runtime::logger("switch_emu");
+
+  const control::SwitchConfig config = control::load_switch_config(opt.config);
+
+  // Lcore layout: as configured, or the main lcore polling every port.
+  std::vector<control::LcoreSettings> layout = config.lcores;
+  if (layout.empty()) {
+    control::LcoreSettings all;
+    all.lcore = rte_get_main_lcore();
+    for (uint16_t p = 0; p < config.ports.size(); ++p) all.ports.push_back(p);
+    layout.push_back(all);
+  }
+  std::vector<unsigned> lcores;
+  for (const auto& l : layout) {
+    if (!rte_lcore_is_enabled(l.lcore)) {
+      throw control::ConfigError(config.file, "lcores",
+                                 "lcore " + std::to_string(l.lcore) +
+                                     " is not enabled by the EAL arguments (-l/--lcores)");
+    }
+    lcores.push_back(l.lcore);
+  }
+
+  const unsigned desc = 1024;
+  runtime::PacketPoolConfig pc;
+  pc.name = "switch_emu";
+  pc.data_room = static_cast<uint16_t>(config.mbuf_data_room);
+  // Descriptors, caches and bursts (pool_size_for), plus what the egress queues may hold.
+  pc.mbufs = config.mempool_mbufs != 0
+                 ? config.mempool_mbufs
+                 : runtime::pool_size_for(static_cast<unsigned>(config.ports.size()), 1, 1, desc,
+                                          desc, static_cast<unsigned>(lcores.size()), 32, 256) +
+                       8192;
+  runtime::PacketPool pool(pc);
+
+  std::vector<runtime::Port> ports;
+  std::vector<MacAddress> macs;
+  switch_emu::SwitchShared shared;
+  shared.node_port_of.assign(RTE_MAX_ETHPORTS, -1);
+  for (uint16_t i = 0; i < config.ports.size(); ++i) {
+    runtime::PortConfig portcfg;
+    portcfg.device = config.ports[i].device;
+    portcfg.rx_descriptors = portcfg.tx_descriptors = desc;
+    ports.emplace_back(portcfg, pool.get());
+    const rte_ether_addr mac = ports.back().mac();
+    macs.push_back({mac.addr_bytes[0], mac.addr_bytes[1], mac.addr_bytes[2], mac.addr_bytes[3],
+                    mac.addr_bytes[4], mac.addr_bytes[5]});
+    shared.dpdk_port.push_back(ports.back().id());
+    shared.node_port_of[ports.back().id()] = i;
+    log->info("port {} = {} (DPDK port {}), {} Gbit/s, delay {} ns", config.ports[i].name,
+              ports.back().name(), ports.back().id(), config.ports[i].link.rate_gbps,
+              config.ports[i].link.delay_ns);
+  }
+  if (rte_pdump_init() != 0) log->warn("rte_pdump_init failed: dpdk-dumpcap cannot attach");
+
+  runtime::TscClock clock;
+  runtime::StopSignal stop;
+  std::optional<switch_emu::SwitchNode> node;
+  node.emplace(config, pool.get(), macs, runtime::logger("switch"));
+  shared.node = &*node;
+  shared.stop = &stop;
+  shared.idle_exit_ns = opt.idle_exit_ms * 1'000'000;
+  shared.stop_at_ns = opt.duration_ms * 1'000'000;
+  register_telemetry(shared, clock);
+
+  std::vector<std::unique_ptr<switch_emu::SwitchLcore>> handlers;
+  std::vector<std::unique_ptr<runtime::PollLoop>> loops;
+  for (const auto& l : layout) {
+    std::vector<runtime::RxQueue> rx;
+    std::vector<runtime::TxQueue> tx;
+    for (uint16_t p : l.ports) {
+      rx.push_back({&ports[p], 0});
+      tx.push_back({&ports[p], 0});
+    }
+    handlers.push_back(std::make_unique<switch_emu::SwitchLcore>(shared, l.ports));
+    loops.push_back(std::make_unique<runtime::PollLoop>(rx, tx, *handlers.back(), clock));
+  }
+  log->info("switch {} running: {} ports, {} lcore(s); stop with SIGINT/SIGTERM", config.name,
+            config.ports.size(), lcores.size());
+  runtime::LcoreRunner(lcores).run([&](unsigned, unsigned index) { loops[index]->run(stop); });
+
+  const uint64_t end_ns = clock.now_ns();
+  control::TelemetryCommands::clear();
+  json report = switch_emu::report_json(*node, end_ns);
+  uint64_t tx_dropped = 0;
+  for (const auto& l : loops) tx_dropped += l->counters().tx_dropped;
+  report["tx_dropped"] = tx_dropped;
+  node.reset();  // frees whatever the egress queues still held
+  rte_pdump_uninit();
+  ports.clear();  // stops ports; net_pcap flushes its files
+  report["mempool_in_use_at_exit"] = pool.in_use();
+  if (!opt.stats.empty()) {
+    std::ofstream f(opt.stats);
+    f << report.dump(2) << "\n";
+    if (!f) log->error("--stats {}: cannot write", opt.stats);
+  }
+  // One line a port on stdout: what came in, went out, and was dropped.
+  std::printf("%-10s %12s %12s %12s\n", "port", "rx_packets", "tx_packets", "queue_drops");
+  for (const auto& p : report["ports"]) {
+    uint64_t qd = 0;
+    for (const auto& c : p["classes"]) {
+      qd += c["drops_queue_full"].get<uint64_t>() + c["drops_link_down"].get<uint64_t>() +
+            c["drops_watchdog"].get<uint64_t>() + c["drops_bit_error"].get<uint64_t>() +
+            c["drops_loss"].get<uint64_t>();
+    }
+    std::printf("%-10s %12lu %12lu %12lu\n", p["name"].get<std::string>().c_str(),
+                p["rx_packets"].get<uint64_t>(), p["tx_packets"].get<uint64_t>(), qd);
+  }
+  std::printf("pipeline drops: %lu", report["drops"]["total"].get<uint64_t>());
+  for (const auto& [k, v] : report["drops"].items()) {
+    if (k != "total" && v.get<uint64_t>() != 0) std::printf(", %s %lu", k.c_str(), v.get<uint64_t>());
+  }
+  std::printf("\nmempool: %u mbufs in use at exit\n", pool.in_use());
+  if (!pool.whole()) {
+    log->error("{} mbufs were not returned to the pool", pool.in_use());
+    return 3;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const spraynet::control::ConfigError& e) {
+    std::fprintf(stderr, "switch_emu: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "switch_emu: %s\n", e.what());
+    return 1;
+  }
+}

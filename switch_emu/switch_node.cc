@@ -1,0 +1,336 @@
+#include "switch_emu/switch_node.h"
+
+#include <spdlog/spdlog.h>
+
+#include <cstring>
+#include <stdexcept>
+
+#include "dataplane/flow_key.h"
+#include "dataplane/ipv4_ttl.h"
+#include "dataplane/pfc_frame.h"
+
+namespace spraynet::switch_emu {
+
+namespace {
+
+constexpr uint16_t kBurst = 32;
+
+TcamConfig tcam_config(const control::TcamSettings& t) {
+  TcamConfig c;
+  c.capacity = t.capacity;
+  c.spray_rule_limit = t.spray_rule_limit;
+  for (const auto& p : t.partitions) c.partitions.push_back({p.name, p.capacity});
+  return c;
+}
+
+TcamRule tcam_rule(const control::TcamRuleSettings& r) {
+  TcamRule t;
+  t.id = r.id;
+  t.priority = r.priority;
+  t.partition = r.partition;
+  t.src_ip = r.src.address;
+  t.src_prefix_len = r.src.length;
+  t.dst_ip = r.dst.address;
+  t.dst_prefix_len = r.dst.length;
+  t.ip_proto = r.proto;
+  t.ip_proto_mask = r.proto_mask;
+  t.src_port_lo = static_cast<uint16_t>(r.src_port.lo);
+  t.src_port_hi = static_cast<uint16_t>(r.src_port.hi);
+  t.dst_port_lo = static_cast<uint16_t>(r.dst_port.lo);
+  t.dst_port_hi = static_cast<uint16_t>(r.dst_port.hi);
+  t.dest_qp_lo = static_cast<uint32_t>(r.dest_qp.lo);
+  t.dest_qp_hi = static_cast<uint32_t>(r.dest_qp.hi);
+  t.action = *parse_tcam_action(r.action);
+  t.port = r.port;
+  return t;
+}
+
+PfcStateConfig pfc_config(const control::SwitchConfig& c) {
+  PfcStateConfig p;
+  p.enabled_priorities = c.pfc.priorities;
+  p.buffer_bytes = c.pfc.buffer_bytes;
+  p.xoff_fraction = c.pfc.xoff;
+  p.xon_fraction = c.pfc.xon;
+  p.xoff_quanta = c.pfc.quanta;
+  p.fast_feedback = c.pfc.fast_feedback;
+  p.watchdog = c.pfc.watchdog;
+  p.watchdog_detection_ns = c.pfc.watchdog_detect_ns;
+  p.watchdog_restoration_ns = c.pfc.watchdog_restore_ns;
+  for (const auto& port : c.ports) p.port_link_gbps.push_back(port.link.rate_gbps);
+  return p;
+}
+
+}  // namespace
+
+SwitchNode::SwitchNode(const control::SwitchConfig& config, rte_mempool* pool,
+                       std::vector<MacAddress> port_macs, std::shared_ptr<spdlog::logger> logger)
+    : config_(config),
+      pool_(pool),
+      macs_(std::move(port_macs)),
+      logger_(std::move(logger)),
+      hasher_(HashConfig{*parse_hash_algorithm(config.hash.algorithm), config.hash.seed,
+                         config.hash.dest_qp}),
+      classes_(*parse_trust_mode(config.qos.trust)),
+      ppcid_layout_(*parse_ppcid_layout(config.ppcid_layout)) {
+  const size_t n = config_.ports.size();
+  if (n == 0 || n >= PathSelector::kNoPort) throw std::invalid_argument("a switch needs 1..65534 ports");
+  for (size_t i = macs_.size(); i < n; ++i) {
+    macs_.push_back({0x02, 0x00, 0x00, 0x00, 0x00, static_cast<uint8_t>(i)});
+  }
+  for (const auto& [dscp, tc] : config_.qos.dscp_to_tc) classes_.set_dscp(dscp, tc);
+  for (const auto& [pcp, tc] : config_.qos.pcp_to_tc) classes_.set_pcp(pcp, tc);
+
+  tcam_ = std::make_unique<Tcam>(tcam_config(config_.tcam), logger_);
+  for (const auto& r : config_.tcam.rules) tcam_->add(tcam_rule(r));
+  tcam_->commit();
+
+  routes_ = std::make_unique<RouteTable>("rt_" + std::to_string(reinterpret_cast<uintptr_t>(this)),
+                                         static_cast<uint32_t>(config_.routes.size() + 16));
+  for (const auto& r : config_.routes) routes_->add(r.prefix.address, r.prefix.length, r.group);
+
+  for (size_t g = 0; g < config_.groups.size(); ++g) {
+    const auto& gs = config_.groups[g];
+    PathGroupConfig pg;
+    pg.mode = *parse_lb_mode(gs.mode);
+    pg.member_ports = gs.ports;
+    pg.dlb_gap_ns = gs.dlb_gap_ns;
+    pg.dlb_table_entries = gs.flowlet_entries;
+    pg.seed = config_.seed * 1000003 + g;
+    groups_.push_back(std::make_unique<PathSelector>(pg));
+    if (!gs.weights.empty()) groups_.back()->set_weights(gs.weights);
+  }
+
+  if (config_.pfc.enabled) pfc_ = std::make_unique<PfcState>(pfc_config(config_), logger_);
+  for (size_t i = 0; i < n; ++i) {
+    const auto& ps = config_.ports[i];
+    EgressPortConfig ec;
+    ec.link.rate_gbps = ps.link.rate_gbps;
+    ec.link.propagation_delay_ns = ps.link.delay_ns;
+    ec.link.bit_error_rate = ps.link.ber;
+    ec.link.loss_rate = ps.link.loss;
+    ec.link.up = ps.link.up;
+    ec.link.seed = config_.seed * 7919 + i;
+    ec.class_limit_bytes.fill(ps.queue_bytes);
+    egress_.push_back(std::make_unique<EgressPort>(ec));
+    if (pfc_) pfc_->attach_port(static_cast<uint16_t>(i), *egress_.back());
+  }
+  loads_.resize(n);
+  ports_.resize(n);
+}
+
+SwitchNode::~SwitchNode() { free_all(); }
+
+void SwitchNode::refresh_loads(uint64_t now_ns) {
+  for (size_t i = 0; i < egress_.size(); ++i) {
+    if (pfc_) {
+      loads_[i] = pfc_->path_load(static_cast<uint16_t>(i), now_ns);
+    } else {
+      loads_[i] = PathLoad{egress_[i]->queued_bytes(), egress_[i]->link_up()};
+    }
+  }
+}
+
+void SwitchNode::receive(uint16_t port, rte_mbuf** pkts, uint16_t n, uint64_t now_ns) {
+  if (port >= egress_.size()) {
+    drops_.bad_port += n;
+    rte_pktmbuf_free_bulk(pkts, n);
+    return;
+  }
+  refresh_loads(now_ns);
+  auto& pc = ports_[port];
+  for (uint16_t base = 0; base < n; base += kBurst) {
+    const uint16_t count = std::min<uint16_t>(kBurst, n - base);
+    ParsedPacket parsed[kBurst];
+    const ParsedPacket* ip[kBurst];
+    rte_mbuf* ip_mbufs[kBurst];
+    uint16_t nip = 0;
+    for (uint16_t i = 0; i < count; ++i) {
+      rte_mbuf* m = pkts[base + i];
+      pc.rx_packets++;
+      pc.rx_bytes += rte_pktmbuf_pkt_len(m);
+      const ParseStatus s = parser_.parse(m, parsed[nip]);
+      if (s != ParseStatus::kOk) {
+        drops_.parse[static_cast<size_t>(s)]++;
+        rte_pktmbuf_free(m);
+        continue;
+      }
+      if (parsed[nip].kind == PacketKind::kMacControl) {
+        handle_mac_control(port, m, now_ns);
+        continue;
+      }
+      ip[nip] = &parsed[nip];
+      ip_mbufs[nip] = m;
+      ++nip;
+    }
+    if (nip == 0) continue;
+
+    TcamMatch match[kBurst];
+    tcam_->classify(ip, nip, match);
+    uint32_t dst[kBurst];
+    uint32_t group[kBurst];
+    for (uint16_t i = 0; i < nip; ++i) dst[i] = parsed[i].dst_ip;
+    routes_->lookup_burst(std::span<const uint32_t>(dst, nip), std::span<uint32_t>(group, nip));
+    for (uint16_t i = 0; i < nip; ++i) forward(port, ip_mbufs[i], parsed[i], match[i], group[i], now_ns);
+  }
+}
+
+void SwitchNode::handle_mac_control(uint16_t port, rte_mbuf* m, uint64_t now_ns) {
+  PfcFrame frame;
+  const PfcParseStatus s =
+      parse_pfc_frame(rte_pktmbuf_mtod(m, const uint8_t*), rte_pktmbuf_data_len(m), frame);
+  if (s == PfcParseStatus::kOk) {
+    ports_[port].pfc_frames_received++;
+    counters_.pfc_received++;
+    // A switch without PFC enabled consumes the frame, as hardware does, and honours nothing.
+    if (pfc_) egress_[port]->apply(pfc_->on_pfc_frame(port, frame, now_ns), now_ns);
+  } else if (s == PfcParseStatus::kNotPfc) {
+    drops_.mac_control_not_pfc++;
+  } else {
+    drops_.pfc_malformed++;
+  }
+  rte_pktmbuf_free(m);
+}
+
+void SwitchNode::forward(uint16_t in_port, rte_mbuf* m, const ParsedPacket& p,
+                         const TcamMatch& match, uint32_t group, uint64_t now_ns) {
+  if (match.matched && match.action == TcamAction::kDrop) {
+    drops_.tcam_drop++;
+    rte_pktmbuf_free(m);
+    return;
+  }
+  if (match.matched && match.action == TcamAction::kMirror && match.port < egress_.size()) {
+    // An ingress mirror: the copy is the packet as it arrived, before any rewrite.
+    rte_mbuf* copy = rte_pktmbuf_copy(m, pool_, 0, UINT32_MAX);
+    if (copy == nullptr) {
+      drops_.mirror_no_mbuf++;
+    } else {
+      counters_.mirrored++;
+      egress_[match.port]->enqueue(copy, classes_.classify(p), EgressPort::kNoIngressPort, 0,
+                                   now_ns);
+    }
+  }
+
+  uint16_t out_port;
+  if (match.matched && match.action == TcamAction::kPinPort && match.port < egress_.size()) {
+    counters_.pinned++;
+    out_port = match.port;
+  } else {
+    if (group == RouteTable::kNoRoute || group >= groups_.size()) {
+      drops_.no_route++;
+      rte_pktmbuf_free(m);
+      return;
+    }
+    const uint32_t hash = hasher_.hash(make_flow_key(p, hasher_.config().dest_qp_in_key));
+    PathSelector& sel = *groups_[group];
+    if (match.matched && match.action == TcamAction::kSpray) {
+      if (p.kind == PacketKind::kRoce && p.udp_checksum != 0) {
+        counters_.sprayed++;
+        const uint8_t path = ppcid_decode(p.udp_checksum, ppcid_layout_).path_id;
+        out_port = sel.select_sprayed(hash, path, now_ns, loads_);
+      } else {
+        counters_.spray_without_ppcid++;
+        out_port = sel.select(hash, now_ns, loads_);
+      }
+    } else {
+      out_port = sel.select(hash, now_ns, loads_);
+    }
+    if (out_port == PathSelector::kNoPort) {
+      drops_.no_eligible_port++;
+      rte_pktmbuf_free(m);
+      return;
+    }
+  }
+
+  uint8_t* frame = rte_pktmbuf_mtod(m, uint8_t*);
+  if (decrement_ttl(frame + p.l3_offset) == TtlVerdict::kExpired) {
+    drops_.ttl_expired++;
+    rte_pktmbuf_free(m);
+    return;
+  }
+  enqueue(out_port, in_port, m, p, now_ns);
+}
+
+void SwitchNode::enqueue(uint16_t out_port, uint16_t in_port, rte_mbuf* m, const ParsedPacket& p,
+                         uint64_t now_ns) {
+  const auto& peer = config_.ports[out_port].peer_mac;
+  if (peer) {
+    uint8_t* eth = rte_pktmbuf_mtod(m, uint8_t*);
+    std::memcpy(eth, peer->data(), 6);
+    std::memcpy(eth + 6, macs_[out_port].data(), 6);
+  }
+  const uint8_t tc = classes_.classify(p);
+  // Priority follows the traffic class 1:1 (PFC priority n pauses class n).
+  const EgressEnqueueResult r = egress_[out_port]->enqueue(m, tc, in_port, tc, now_ns);
+  if (r == EgressEnqueueResult::kQueued) {
+    ports_[out_port].forwarded_packets++;
+  } else {
+    drops_.egress_refused++;
+  }
+  // Keep the load view current within a burst, so DLB and DRILL see their own decisions.
+  if (pfc_) {
+    loads_[out_port] = pfc_->path_load(out_port, now_ns);
+  } else {
+    loads_[out_port].queued_bytes = egress_[out_port]->queued_bytes();
+  }
+}
+
+void SwitchNode::poll(uint64_t now_ns) {
+  if (!pfc_) return;
+  pfc_->tick(now_ns);
+  PfcEmission due[16];
+  size_t n;
+  while ((n = pfc_->take_frames(now_ns, due)) > 0) {
+    for (size_t i = 0; i < n; ++i) {
+      rte_mbuf* m = rte_pktmbuf_alloc(pool_);
+      if (m == nullptr || !build_pfc_frame(m, macs_[due[i].port].data(), due[i].frame)) {
+        // The frame is lost, as on a switch out of buffer; the refresh timer sends it again.
+        if (m != nullptr) rte_pktmbuf_free(m);
+        continue;
+      }
+      counters_.pfc_frames_sent++;
+      egress_[due[i].port]->enqueue_control(m, now_ns);
+    }
+    if (n < std::size(due)) break;
+  }
+}
+
+uint16_t SwitchNode::transmit(uint16_t port, uint64_t now_ns, rte_mbuf** out, uint16_t max) {
+  if (port >= egress_.size()) return 0;
+  const uint16_t n = egress_[port]->dequeue(now_ns, out, max);
+  ports_[port].tx_packets += n;
+  for (uint16_t i = 0; i < n; ++i) ports_[port].tx_bytes += rte_pktmbuf_pkt_len(out[i]);
+  return n;
+}
+
+uint64_t SwitchNode::next_event_ns(uint64_t now_ns) const {
+  uint64_t next = EgressPort::kNever;
+  for (const auto& e : egress_) next = std::min(next, e->next_event_ns());
+  if (pfc_) next = std::min(next, pfc_->next_event_ns(now_ns));
+  return next;
+}
+
+bool SwitchNode::idle() const {
+  for (const auto& e : egress_) {
+    if (e->queued_bytes() != 0 || e->in_flight() != 0) return false;
+  }
+  return true;
+}
+
+void SwitchNode::free_all() {
+  for (auto& e : egress_) e->free_all();
+}
+
+void SwitchNode::set_link_up(uint16_t port, bool up, uint64_t now_ns) {
+  egress_.at(port)->set_link_up(up, now_ns);
+  refresh_loads(now_ns);
+}
+
+uint64_t SwitchNode::total_drops() const {
+  uint64_t t = drops_.mac_control_not_pfc + drops_.pfc_malformed + drops_.tcam_drop +
+               drops_.no_route + drops_.ttl_expired + drops_.no_eligible_port +
+               drops_.egress_refused + drops_.bad_port;
+  for (uint64_t v : drops_.parse) t += v;
+  return t;
+}
+
+}  // namespace spraynet::switch_emu

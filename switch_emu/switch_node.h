@@ -1,0 +1,144 @@
+// A switch: its pipeline plus its ports, with one entry point. A burst arrives on port p at
+// now_ns; the node parses, classifies (TCAM), routes (LPM), picks a path (the group's mode),
+// rewrites (TTL, L2 when a next hop MAC is configured), accounts for PFC and enqueues on the
+// egress port's traffic class; egress (shaper, delay line, PFC pauses) says what may leave each
+// port by when. The same node runs under switch_emu's poll-mode lcores (TSC time) and under
+// fabric_emu's event clock (virtual time).
+//
+// Ports are node-local indices 0..N-1 in config order; the driver maps them to DPDK port ids.
+// Single-threaded: a driver with several lcores serialises calls (switch_emu takes a lock).
+#pragma once
+
+#include <rte_mbuf.h>
+
+#include <array>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "control/switch_config.h"
+#include "dataplane/egress_port.h"
+#include "dataplane/flow_hasher.h"
+#include "dataplane/packet_builder.h"
+#include "dataplane/packet_parser.h"
+#include "dataplane/path_selector.h"
+#include "dataplane/pfc_state.h"
+#include "dataplane/ppcid.h"
+#include "dataplane/route_table.h"
+#include "dataplane/tcam.h"
+#include "dataplane/traffic_class_map.h"
+
+namespace spdlog {
+class logger;
+}
+
+namespace spraynet::switch_emu {
+
+// Every packet the node takes in is forwarded, or counted here under exactly one cause.
+struct SwitchDropCounters {
+  std::array<uint64_t, static_cast<size_t>(ParseStatus::kCount)> parse{};  // by ParseStatus
+  uint64_t mac_control_not_pfc = 0;  // 802.3x PAUSE and other MAC control frames: consumed
+  uint64_t pfc_malformed = 0;        // EtherType 0x8808, opcode PFC, but not a valid frame
+  uint64_t tcam_drop = 0;            // a TCAM rule said drop
+  uint64_t no_route = 0;             // no route for the destination
+  uint64_t ttl_expired = 0;
+  uint64_t no_eligible_port = 0;     // every member of the group down, paused or dropping
+  uint64_t egress_refused = 0;       // EgressPort refused it (its counters say why)
+  uint64_t mirror_no_mbuf = 0;       // a mirror copy could not be allocated (the original went on)
+  uint64_t bad_port = 0;             // receive() on a port the node does not have
+};
+
+struct SwitchPortCounters {
+  uint64_t rx_packets = 0;
+  uint64_t rx_bytes = 0;
+  uint64_t tx_packets = 0;  // handed to the driver by transmit()
+  uint64_t tx_bytes = 0;
+  uint64_t forwarded_packets = 0;  // enqueued on this port's egress by the pipeline
+  uint64_t pfc_frames_received = 0;
+};
+
+struct SwitchCounters {
+  uint64_t pfc_received = 0;
+  uint64_t pfc_frames_sent = 0;
+  uint64_t mirrored = 0;
+  uint64_t pinned = 0;
+  uint64_t sprayed = 0;
+  uint64_t spray_without_ppcid = 0;  // spray rule hit a packet with UDP checksum 0: sent by ECMP
+};
+
+class SwitchNode {
+ public:
+  // Ports' MACs by node port index (the source MAC of routed packets and of PFC frames); empty:
+  // 02:00:00:00:00:<index>. Throws control::ConfigError-like std::invalid_argument for a
+  // config the stages refuse.
+  SwitchNode(const control::SwitchConfig& config, rte_mempool* pool,
+             std::vector<MacAddress> port_macs = {},
+             std::shared_ptr<spdlog::logger> logger = nullptr);
+  ~SwitchNode();
+  SwitchNode(const SwitchNode&) = delete;
+  SwitchNode& operator=(const SwitchNode&) = delete;
+
+  size_t port_count() const { return egress_.size(); }
+
+  // Takes ownership of every mbuf: each is enqueued on an egress port or freed and counted.
+  void receive(uint16_t port, rte_mbuf** pkts, uint16_t n, uint64_t now_ns);
+  // Egress timers: the PFC watchdog and the PFC frames due. Call every poll, or at
+  // next_event_ns() under an event clock.
+  void poll(uint64_t now_ns);
+  // Up to max frames that have crossed `port`'s emulated link by now_ns; the caller owns them
+  // (sends them with tx_burst, or delivers them to the next node).
+  uint16_t transmit(uint16_t port, uint64_t now_ns, rte_mbuf** out, uint16_t max);
+  // Earliest time anything is due on any port; EgressPort::kNever when idle.
+  uint64_t next_event_ns(uint64_t now_ns) const;
+  // True when nothing is queued or in flight on any port.
+  bool idle() const;
+  // Frees every mbuf still held (shutdown).
+  void free_all();
+
+  // Run-time control (validated by the caller).
+  void set_link_up(uint16_t port, bool up, uint64_t now_ns);
+  PathSelector& group(size_t i) { return *groups_[i]; }
+  size_t group_count() const { return groups_.size(); }
+  Tcam& tcam() { return *tcam_; }
+
+  const SwitchDropCounters& drops() const { return drops_; }
+  const SwitchCounters& counters() const { return counters_; }
+  const SwitchPortCounters& port_counters(uint16_t port) const { return ports_[port]; }
+  const EgressPort& egress(uint16_t port) const { return *egress_[port]; }
+  const PfcState* pfc() const { return pfc_.get(); }
+  const control::SwitchConfig& config() const { return config_; }
+  // A JSON-ready snapshot of every counter, for telemetry and the end-of-run report.
+  uint64_t total_drops() const;
+
+ private:
+  void refresh_loads(uint64_t now_ns);
+  void handle_mac_control(uint16_t port, rte_mbuf* m, uint64_t now_ns);
+  void forward(uint16_t in_port, rte_mbuf* m, const ParsedPacket& p, const TcamMatch& match,
+               uint32_t group, uint64_t now_ns);
+  void enqueue(uint16_t out_port, uint16_t in_port, rte_mbuf* m, const ParsedPacket& p,
+               uint64_t now_ns);
+
+  control::SwitchConfig config_;
+  rte_mempool* pool_;
+  std::vector<MacAddress> macs_;
+  std::shared_ptr<spdlog::logger> logger_;
+
+  PacketParser parser_;
+  FlowHasher hasher_;
+  TrafficClassMap classes_;
+  PpcidLayout ppcid_layout_;
+  std::unique_ptr<Tcam> tcam_;
+  std::unique_ptr<RouteTable> routes_;
+  std::vector<std::unique_ptr<PathSelector>> groups_;
+  // PfcState before the egress ports: it is their listener and must outlive them.
+  std::unique_ptr<PfcState> pfc_;
+  std::vector<std::unique_ptr<EgressPort>> egress_;
+  std::vector<PathLoad> loads_;
+
+  std::vector<SwitchPortCounters> ports_;
+  SwitchDropCounters drops_;
+  SwitchCounters counters_;
+};
+
+}  // namespace spraynet::switch_emu

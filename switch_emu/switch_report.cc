@@ -1,0 +1,154 @@
+#include "switch_emu/switch_report.h"
+
+namespace spraynet::switch_emu {
+
+using nlohmann::json;
+
+json port_json(const SwitchNode& node, uint16_t port, uint64_t now_ns) {
+  const auto& c = node.port_counters(port);
+  const auto& e = node.egress(port);
+  json classes = json::array();
+  for (uint8_t tc = 0; tc < EgressPort::kClasses; ++tc) {
+    const auto k = e.counters(tc, now_ns);
+    classes.push_back({{"enqueued", k.enqueued},
+                       {"transmitted_packets", k.transmitted_packets},
+                       {"transmitted_bytes", k.transmitted_bytes},
+                       {"drops_queue_full", k.drops_queue_full},
+                       {"drops_link_down", k.drops_link_down},
+                       {"drops_watchdog", k.drops_watchdog},
+                       {"drops_bit_error", k.drops_bit_error},
+                       {"drops_loss", k.drops_loss},
+                       {"paused_ns", k.paused_ns},
+                       {"queued_bytes", e.queued_bytes(tc)}});
+  }
+  return {{"name", node.config().ports[port].name},
+          {"link_up", e.link_up()},
+          {"rate_gbps", e.link().rate_gbps()},
+          {"rx_packets", c.rx_packets},
+          {"rx_bytes", c.rx_bytes},
+          {"forwarded_packets", c.forwarded_packets},
+          {"tx_packets", c.tx_packets},
+          {"tx_bytes", c.tx_bytes},
+          {"pfc_frames_received", c.pfc_frames_received},
+          {"queued_bytes", e.queued_bytes()},
+          {"classes", classes}};
+}
+
+json drops_json(const SwitchNode& node) {
+  const auto& d = node.drops();
+  json j;
+  for (size_t s = 1; s < d.parse.size(); ++s) {
+    j[std::string("parse_") + std::string(to_string(static_cast<ParseStatus>(s)))] = d.parse[s];
+  }
+  j["mac_control_not_pfc"] = d.mac_control_not_pfc;
+  j["pfc_malformed"] = d.pfc_malformed;
+  j["tcam_drop"] = d.tcam_drop;
+  j["no_route"] = d.no_route;
+  j["ttl_expired"] = d.ttl_expired;
+  j["no_eligible_port"] = d.no_eligible_port;
+  j["egress_refused"] = d.egress_refused;
+  j["mirror_no_mbuf"] = d.mirror_no_mbuf;
+  j["bad_port"] = d.bad_port;
+  j["total"] = node.total_drops();
+  return j;
+}
+
+json counters_json(const SwitchNode& node) {
+  const auto& c = node.counters();
+  return {{"pfc_received", c.pfc_received},   {"pfc_frames_sent", c.pfc_frames_sent},
+          {"mirrored", c.mirrored},           {"pinned", c.pinned},
+          {"sprayed", c.sprayed},             {"spray_without_ppcid", c.spray_without_ppcid}};
+}
+
+json group_json(SwitchNode& node, size_t g) {
+  const PathSelector& sel = node.group(g);
+  const auto& cfg = node.config();
+  json members = json::array();
+  for (uint16_t p : sel.member_ports()) members.push_back(cfg.ports[p].name);
+  json packets = json::array();
+  for (uint64_t v : sel.member_packets()) packets.push_back(v);
+  json buckets = json::array();
+  for (size_t m = 0; m < sel.member_ports().size(); ++m) {
+    buckets.push_back(sel.bucket_table().buckets_of(static_cast<uint16_t>(m)));
+  }
+  const auto& c = sel.counters();
+  return {{"name", cfg.groups[g].name},
+          {"mode", std::string(to_string(sel.mode()))},
+          {"members", members},
+          {"member_packets", packets},
+          {"member_buckets", buckets},
+          {"selected", c.selected},
+          {"sprayed", c.sprayed},
+          {"no_eligible_port", c.no_eligible_port},
+          {"rehashed_ineligible", c.rehashed_ineligible}};
+}
+
+json tcam_json(SwitchNode& node) {
+  Tcam& t = node.tcam();
+  const TcamCounters c = t.counters();
+  json refused_by_cause, fallback_by_cause;
+  for (size_t i = 1; i < kTcamRefusalCount; ++i) {
+    const std::string cause(to_string(static_cast<TcamRefusal>(i)));
+    refused_by_cause[cause] = c.refused_rules_by_cause[i];
+    fallback_by_cause[cause] = c.fallback_packets_by_cause[i];
+  }
+  json rules = json::array();
+  for (const auto& r : node.config().tcam.rules) {
+    const auto refusal = t.refusal_of(r.id);
+    rules.push_back({{"id", r.id},
+                     {"action", r.action},
+                     {"admitted", refusal && *refusal == TcamRefusal::kNone},
+                     {"refusal", refusal ? std::string(to_string(*refusal)) : "unknown"},
+                     {"hits", t.rule_hits(r.id)}});
+  }
+  return {{"capacity", t.config().capacity},
+          {"spray_rule_limit", t.config().spray_rule_limit},
+          {"admitted_rules", t.admitted_rules()},
+          {"refused_rules", t.refused_rules()},
+          {"classified_packets", c.classified_packets},
+          {"matched_packets", c.matched_packets},
+          {"fallback_ecmp_packets", c.fallback_ecmp_packets},
+          {"fallback_packets_by_cause", fallback_by_cause},
+          {"refused_rules_by_cause", refused_by_cause},
+          {"rules", rules}};
+}
+
+json pfc_json(const SwitchNode& node, uint16_t port) {
+  const PfcState* pfc = node.pfc();
+  if (pfc == nullptr) return {{"enabled", false}};
+  const auto& c = pfc->counters(port);
+  json prio = json::array();
+  for (uint8_t p = 0; p < kPriorities; ++p) {
+    const auto& k = c.priority[p];
+    prio.push_back({{"xoff_sent", k.xoff_sent},
+                    {"xon_sent", k.xon_sent},
+                    {"xoff_received", k.xoff_received},
+                    {"xon_received", k.xon_received},
+                    {"buffered_bytes", pfc->buffered_bytes(port, p)},
+                    {"xoff_asserted", pfc->xoff_asserted(port, p)},
+                    {"watchdog_dropping", pfc->watchdog_dropping(port, p)},
+                    {"watchdog_storms_detected", k.watchdog_storms_detected},
+                    {"watchdog_restorations", k.watchdog_restorations}});
+  }
+  return {{"enabled", true},
+          {"port", node.config().ports[port].name},
+          {"frames_sent", c.frames_sent},
+          {"frames_received", c.frames_received},
+          {"ignored_priority_pauses", c.ignored_priority_pauses},
+          {"priorities", prio}};
+}
+
+json report_json(SwitchNode& node, uint64_t now_ns) {
+  json ports = json::array(), groups = json::array(), pfc = json::array();
+  for (uint16_t p = 0; p < node.port_count(); ++p) {
+    ports.push_back(port_json(node, p, now_ns));
+    if (node.pfc()) pfc.push_back(pfc_json(node, p));
+  }
+  for (size_t g = 0; g < node.group_count(); ++g) groups.push_back(group_json(node, g));
+  json j = {{"switch", node.config().name}, {"ports", ports},         {"drops", drops_json(node)},
+            {"counters", counters_json(node)}, {"groups", groups}, {"tcam", tcam_json(node)}};
+  if (node.pfc()) j["pfc"] = pfc;
+  return j;
+}
+
+}  // namespace spraynet::switch_emu

@@ -1,0 +1,21 @@
+// Every counter of a SwitchNode as JSON: for the end-of-run report (--stats), for telemetry
+// commands and for tests. Names in JSON are the counter names used everywhere else.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include "switch_emu/switch_node.h"
+
+namespace spraynet::switch_emu {
+
+nlohmann::json port_json(const SwitchNode& node, uint16_t port, uint64_t now_ns);
+nlohmann::json drops_json(const SwitchNode& node);
+nlohmann::json counters_json(const SwitchNode& node);
+nlohmann::json group_json(SwitchNode& node, size_t group);
+nlohmann::json tcam_json(SwitchNode& node);
+nlohmann::json pfc_json(const SwitchNode& node, uint16_t port);
+// All of the above: {"switch", "ports": [...], "drops", "counters", "groups": [...], "tcam",
+// "pfc": [...] (when enabled)}.
+nlohmann::json report_json(SwitchNode& node, uint64_t now_ns);
+
+}  // namespace spraynet::switch_emu
