@@ -1,0 +1,414 @@
+// The switch pipeline in-process, in virtual time: packets built with the packet builder go into
+// SwitchNode::receive on a port, and what its egress releases is read back per port.
+#include "switch_emu/switch_node.h"
+
+#include <catch2/catch.hpp>
+
+#include <map>
+#include <set>
+#include <random>
+#include <vector>
+
+#include "control/switch_config.h"
+#include "dataplane/flow_key.h"
+#include "dataplane/pfc_frame.h"
+#include "tests/support/dpdk_test.h"
+
+using namespace spraynet;
+using spraynet::switch_emu::SwitchNode;
+using spraynet::test::TestPool;
+
+namespace {
+
+control::SwitchConfig config_of(const std::string& yaml) {
+  return control::parse_switch_config(control::ConfigNode::load_string(yaml, "test.yaml"));
+}
+
+// Ports in0, p0..p(n-1); every destination routes to group g over p0..p(n-1).
+std::string fanout_yaml(int n, const std::string& mode, const std::string& extra = "",
+                        const std::string& port_extra = "") {
+  std::string y = "ports:\n  - {name: in0, device: x" + port_extra + "}\n";
+  for (int i = 0; i < n; ++i) {
+    y += "  - {name: p" + std::to_string(i) + ", device: x, queue_bytes: 67108864" + port_extra + "}\n";
+  }
+  y += "groups:\n  - {name: g, mode: " + mode + ", ports: [";
+  for (int i = 0; i < n; ++i) y += (i ? ", p" : "p") + std::to_string(i);
+  y += "]}\nroutes:\n  - {prefix: 0.0.0.0/0, group: g}\nhash: {algorithm: crc32c, seed: 0x1234}\n";
+  return y + extra;
+}
+
+// Independent CRC32C: reflected Castagnoli, register starts at the seed, no final inversion
+// (DPDK's rte_hash_crc), over the 5-tuple in network order.
+uint32_t crc32c_bitwise(const uint8_t* p, size_t n, uint32_t crc) {
+  for (size_t i = 0; i < n; ++i) {
+    crc ^= p[i];
+    for (int b = 0; b < 8; ++b) crc = (crc >> 1) ^ (0x82F63B78u & (0u - (crc & 1u)));
+  }
+  return crc;
+}
+
+struct Flow {
+  uint32_t src, dst;
+  uint16_t sport, dport;
+};
+
+uint32_t flow_crc(const Flow& f, uint32_t seed) {
+  const uint8_t k[13] = {uint8_t(f.src >> 24), uint8_t(f.src >> 16), uint8_t(f.src >> 8),
+                         uint8_t(f.src),       uint8_t(f.dst >> 24), uint8_t(f.dst >> 16),
+                         uint8_t(f.dst >> 8),  uint8_t(f.dst),       uint8_t(f.sport >> 8),
+                         uint8_t(f.sport),     uint8_t(f.dport >> 8), uint8_t(f.dport), 17};
+  return crc32c_bitwise(k, sizeof k, seed);
+}
+
+rte_mbuf* udp(const TestPool& pool, const Flow& f, uint8_t dscp = 0, size_t payload = 64,
+              uint8_t ttl = 64) {
+  std::vector<uint8_t> data(payload, 0xA5);
+  FrameSpec fs;
+  fs.ip.src = f.src;
+  fs.ip.dst = f.dst;
+  fs.ip.tos = static_cast<uint8_t>(dscp << 2);
+  fs.ip.ttl = ttl;
+  fs.udp.src_port = f.sport;
+  fs.udp.dst_port = f.dport;
+  fs.payload = data;
+  rte_mbuf* m = build_udp_mbuf(pool.get(), fs);
+  REQUIRE(m != nullptr);
+  return m;
+}
+
+// Reads everything each port releases by now_ns; returns (port, parsed) pairs and frees mbufs.
+std::vector<std::pair<uint16_t, ParsedPacket>> drain(SwitchNode& node, uint64_t now_ns) {
+  std::vector<std::pair<uint16_t, ParsedPacket>> out;
+  rte_mbuf* m[64];
+  PacketParser parser;
+  for (uint16_t p = 0; p < node.port_count(); ++p) {
+    uint16_t n;
+    while ((n = node.transmit(p, now_ns, m, 64)) > 0) {
+      for (uint16_t i = 0; i < n; ++i) {
+        ParsedPacket pp;
+        parser.parse(m[i], pp);  // PFC frames parse as kMacControl
+        out.emplace_back(p, pp);
+        rte_pktmbuf_free(m[i]);
+      }
+    }
+  }
+  return out;
+}
+
+std::vector<Flow> random_flows(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<Flow> flows(n);
+  for (auto& f : flows) {
+    f = {static_cast<uint32_t>(rng()), static_cast<uint32_t>(rng()), static_cast<uint16_t>(rng()),
+         static_cast<uint16_t>(rng())};
+    // UDP 4791 is RoCEv2: these payloads are not BTHs, and the parser would rightly drop them.
+    if (f.dport == 4791) f.dport = 4792;
+  }
+  return flows;
+}
+
+}  // namespace
+
+TEST_CASE("ECMP: 100,000 random 5-tuples over 8 ports, even within 3%, hash % 8") {
+  TestPool pool(8191);
+  const auto cfg = config_of(fanout_yaml(8, "ecmp"));
+  SwitchNode node(cfg, pool.get());
+  const auto flows = random_flows(100000, 42);
+  std::vector<uint64_t> per_port(9, 0);
+  uint64_t now = 0, mismatches = 0, seen = 0;
+  for (size_t base = 0; base < flows.size(); base += 32) {
+    rte_mbuf* burst[32];
+    const uint16_t n = static_cast<uint16_t>(std::min<size_t>(32, flows.size() - base));
+    for (uint16_t i = 0; i < n; ++i) burst[i] = udp(pool, flows[base + i]);
+    node.receive(0, burst, n, now);
+    now += 10'000;
+    for (const auto& [port, p] : drain(node, now)) {
+      const Flow f{p.src_ip, p.dst_ip, p.src_port, p.dst_port};
+      const uint16_t expected = 1 + flow_crc(f, 0x1234) % 8;
+      mismatches += (port != expected);
+      per_port[port]++;
+      ++seen;
+    }
+  }
+  for (const auto& [port, p] : drain(node, now + 1'000'000'000)) per_port[port]++, ++seen;
+  CHECK(seen == flows.size());
+  CHECK(mismatches == 0);
+  CHECK(per_port[0] == 0);
+  for (int p = 1; p <= 8; ++p) {
+    INFO("port p" << p - 1 << ": " << per_port[p]);
+    CHECK(std::abs(static_cast<double>(per_port[p]) - 12500.0) <= 0.03 * 12500);
+  }
+  CHECK(node.total_drops() == 0);
+  node.free_all();
+  CHECK(pool.whole());
+}
+
+TEST_CASE("ECMP keeps every packet of a flow on one port; a down link rehashes to 7") {
+  TestPool pool(4095);
+  const auto cfg = config_of(fanout_yaml(8, "ecmp"));
+  SwitchNode node(cfg, pool.get());
+  const auto flows = random_flows(500, 7);
+  std::map<std::pair<uint32_t, uint16_t>, std::set<uint16_t>> ports_of;
+  uint64_t now = 0;
+  for (int round = 0; round < 4; ++round) {
+    for (const auto& f : flows) {
+      rte_mbuf* m = udp(pool, f);
+      node.receive(0, &m, 1, now);
+      now += 100;
+    }
+    for (const auto& [port, p] : drain(node, now + 10'000'000)) {
+      ports_of[{p.src_ip, p.src_port}].insert(port);
+    }
+    now += 10'000'000;
+  }
+  CHECK(ports_of.size() == flows.size());
+  for (const auto& [k, ports] : ports_of) CHECK(ports.size() == 1);
+
+  node.set_link_up(3, false, now);  // p2 down: hash % 7 over p0, p1, p3..p7
+  std::vector<uint64_t> per_port(9, 0);
+  uint64_t mismatches = 0;
+  for (const auto& f : flows) {
+    rte_mbuf* m = udp(pool, f);
+    node.receive(0, &m, 1, now);
+  }
+  for (const auto& [port, p] : drain(node, now + 10'000'000)) {
+    const uint32_t k = flow_crc({p.src_ip, p.dst_ip, p.src_port, p.dst_port}, 0x1234) % 7;
+    const uint16_t expected = static_cast<uint16_t>(1 + (k < 2 ? k : k + 1));
+    mismatches += (port != expected);
+    per_port[port]++;
+  }
+  CHECK(per_port[3] == 0);
+  CHECK(mismatches == 0);
+  node.free_all();
+  CHECK(pool.whole());
+}
+
+TEST_CASE("weighted buckets follow their weights within 2%") {
+  TestPool pool(8191);
+  // 32:12:32:20 buckets, as the reweighting formula gives paths at 0%, 85%, 0% and 75%.
+  auto cfg = config_of(fanout_yaml(4, "weighted"));
+  cfg.groups[0].weights = {32, 12, 32, 20};
+  SwitchNode node(cfg, pool.get());
+  const auto flows = random_flows(200000, 99);
+  std::vector<uint64_t> per_port(5, 0);
+  uint64_t now = 0;
+  for (size_t base = 0; base < flows.size(); base += 32) {
+    rte_mbuf* burst[32];
+    for (int i = 0; i < 32; ++i) burst[i] = udp(pool, flows[base + i]);
+    node.receive(0, burst, 32, now);
+    now += 10'000;
+    for (const auto& [port, p] : drain(node, now)) per_port[port]++;
+  }
+  for (const auto& [port, p] : drain(node, now + 1'000'000'000)) per_port[port]++;
+  const double total = 200000, weights[4] = {32, 12, 32, 20};
+  for (int m = 0; m < 4; ++m) {
+    const double expected = total * weights[m] / 96.0;
+    INFO("member " << m << ": " << per_port[m + 1] << " expected " << expected);
+    CHECK(std::abs(per_port[m + 1] - expected) <= 0.02 * expected);
+  }
+  node.free_all();
+  CHECK(pool.whole());
+}
+
+TEST_CASE("DLB sends new flowlets away from a congested port") {
+  TestPool pool(16383);
+  // p1's link is 1 Gbit/s, the others 100: what is sent to p1 queues up there.
+  auto cfg = config_of(fanout_yaml(4, "dlb"));
+  cfg.ports[2].link.rate_gbps = 1.0;
+  // Big enough that no fresh flow shares a flowlet entry with a busy one (entries are shared
+  // on hash collisions, as in hardware).
+  cfg.groups[0].flowlet_entries = 1u << 20;
+  SwitchNode node(cfg, pool.get());
+  // Phase 1: one long flow pinned by DLB to whatever port its first flowlet chose; find a flow
+  // that lands on p1 and keep it busy within the gap so that its flowlet stays there.
+  uint64_t now = 0;
+  const auto flows = random_flows(64, 5);
+  std::map<std::pair<uint32_t, uint16_t>, uint16_t> first_port;
+  for (const auto& f : flows) {
+    rte_mbuf* m = udp(pool, f, 0, 1000);
+    node.receive(0, &m, 1, now);
+  }
+  // Drain p0, p2, p3 (fast) but leave p1 congested: at 1 Gbit/s its 1 kB frames take 8 us each.
+  now += 1000;
+  CHECK(node.egress(2).queued_bytes() > 0);
+  const uint64_t congested = node.egress(2).queued_bytes();
+  // Phase 2: 200 new flows, one packet each, arriving while p1 is still backed up: DLB puts
+  // their flowlets on the least-loaded ports, never on p1.
+  const auto fresh = random_flows(200, 6);
+  std::vector<uint64_t> per_port(5, 0);
+  for (const auto& f : fresh) {
+    rte_mbuf* m = udp(pool, f, 0, 64);
+    node.receive(0, &m, 1, now);
+    now += 10;
+  }
+  CHECK(node.egress(2).queued_bytes() >= congested - 2000);  // p1 drained at most a frame or two
+  const auto out = drain(node, now + 1'000'000'000);
+  for (const auto& [port, p] : out) {
+    if (p.payload_length == 0 && p.udp_length == 8 + 64) per_port[port]++;
+  }
+  CHECK(per_port[2] == 0);
+  CHECK(per_port[1] + per_port[3] + per_port[4] == fresh.size());
+  node.free_all();
+  CHECK(pool.whole());
+}
+
+TEST_CASE("TCAM: priorities hold; a rule that does not fit falls back to ECMP, counted") {
+  TestPool pool(4095);
+  const std::string tcam = R"(
+tcam:
+  capacity: 2
+  rules:
+    - {id: 1, priority: 10, action: drop, match: {dst: 10.9.0.0/16}}
+    - {id: 2, priority: 20, action: pin, port: p3, match: {dst: 10.9.9.0/24}}
+    - {id: 3, priority: 30, action: drop, match: {dst: 10.8.0.0/16}}
+)";
+  SwitchNode node(config_of(fanout_yaml(4, "ecmp", tcam)), pool.get());
+  REQUIRE(node.tcam().refusal_of(3) == TcamRefusal::kCapacity);
+  uint64_t now = 0;
+  // 10.9.9.x: both 1 and 2 match; 2 has the higher priority: pinned to p3.
+  for (int i = 0; i < 10; ++i) {
+    rte_mbuf* m = udp(pool, {0x0A000001, 0x0A090901, static_cast<uint16_t>(1000 + i), 80});
+    node.receive(0, &m, 1, now);
+  }
+  // 10.9.1.x: only rule 1: dropped.
+  for (int i = 0; i < 7; ++i) {
+    rte_mbuf* m = udp(pool, {0x0A000001, 0x0A090101, static_cast<uint16_t>(1000 + i), 80});
+    node.receive(0, &m, 1, now);
+  }
+  // 10.8.x.x: rule 3 was refused: its traffic goes by ECMP, and the fallback counter says so.
+  for (int i = 0; i < 5; ++i) {
+    rte_mbuf* m = udp(pool, {0x0A000001, 0x0A080101, static_cast<uint16_t>(1000 + i), 80});
+    node.receive(0, &m, 1, now);
+  }
+  std::vector<uint64_t> per_port(5, 0);
+  for (const auto& [port, p] : drain(node, now + 1'000'000)) per_port[port]++;
+  CHECK(per_port[4] >= 10);
+  CHECK(node.drops().tcam_drop == 7);
+  CHECK(node.counters().pinned == 10);
+  CHECK(per_port[1] + per_port[2] + per_port[3] + per_port[4] == 15);
+  const auto c = node.tcam().counters();
+  CHECK(c.fallback_ecmp_packets == 5);
+  CHECK(c.fallback_packets_by_cause[static_cast<size_t>(TcamRefusal::kCapacity)] == 5);
+  CHECK(node.tcam().rule_hits(2) == 10);
+  node.free_all();
+  CHECK(pool.whole());
+}
+
+TEST_CASE("malformed, unroutable and expiring packets are counted and never forwarded") {
+  TestPool pool(1023);
+  auto yaml = fanout_yaml(2, "ecmp");
+  yaml.replace(yaml.find("prefix: 0.0.0.0/0"), 17, "prefix: 10.0.0.0/8");
+  SwitchNode node(config_of(yaml), pool.get());
+  uint64_t now = 0;
+  const Flow good{0x0A000001, 0x0A000002, 1234, 80};
+  auto send = [&](rte_mbuf* m) { node.receive(0, &m, 1, now); };
+
+  rte_mbuf* trunc = udp(pool, good);
+  rte_pktmbuf_trim(trunc, rte_pktmbuf_data_len(trunc) - 30);  // cut inside the IPv4 header
+  send(trunc);
+  rte_mbuf* badsum = udp(pool, good);
+  rte_pktmbuf_mtod(badsum, uint8_t*)[14 + 10] ^= 0xFF;
+  send(badsum);
+  rte_mbuf* arp = udp(pool, good);
+  rte_pktmbuf_mtod(arp, uint8_t*)[12] = 0x08;
+  rte_pktmbuf_mtod(arp, uint8_t*)[13] = 0x06;
+  send(arp);
+  send(udp(pool, {0x0A000001, 0xC0A80001, 1, 2}));  // 192.168.0.1: no route
+  send(udp(pool, good, 0, 64, 1));                  // TTL 1: expires here
+  send(udp(pool, good));                            // the one good packet
+
+  const auto out = drain(node, now + 1'000'000);
+  REQUIRE(out.size() == 1);
+  CHECK(out[0].second.ttl == 63);
+  const auto& d = node.drops();
+  CHECK(d.parse[static_cast<size_t>(ParseStatus::kTruncatedIpv4)] +
+            d.parse[static_cast<size_t>(ParseStatus::kBadTotalLength)] ==
+        1);
+  CHECK(d.parse[static_cast<size_t>(ParseStatus::kBadIpChecksum)] == 1);
+  CHECK(d.parse[static_cast<size_t>(ParseStatus::kNotIpv4)] == 1);
+  CHECK(d.no_route == 1);
+  CHECK(d.ttl_expired == 1);
+  CHECK(node.total_drops() == 5);
+  node.free_all();
+  CHECK(pool.whole());
+}
+
+TEST_CASE("PFC: XOFF is sent upstream when the threshold is crossed; a PAUSE holds the queue") {
+  TestPool pool(8191);
+  // in0 -> p0 at 1 Gbit/s: lossless priority 3 traffic (DSCP 26 -> class 3) backs up at p0 and
+  // fills in0's ingress buffer (64 KiB, XOFF at 80%).
+  auto cfg = config_of(fanout_yaml(1, "ecmp", R"(
+pfc: {priorities: [3], buffer_bytes: 65536, xoff: 0.8, xon: 0.5}
+)"));
+  cfg.ports[1].link.rate_gbps = 1.0;
+  SwitchNode node(cfg, pool.get());
+  uint64_t now = 0;
+  int sent = 0;
+  while (node.pfc()->buffered_bytes(0, 3) < 52429 && sent < 200) {
+    rte_mbuf* m = udp(pool, {0x0A000001, 0x0A000002, 5000, 6000}, 26, 1000);
+    node.receive(0, &m, 1, now);
+    ++sent;
+  }
+  CHECK(node.pfc()->xoff_asserted(0, 3));
+  node.poll(now);
+  // The XOFF leaves on in0 (towards the sender) ahead of everything else.
+  rte_mbuf* m[8];
+  const uint16_t n = node.transmit(0, now + 1'000'000, m, 8);
+  REQUIRE(n >= 1);
+  PfcFrame f;
+  REQUIRE(parse_pfc_frame(rte_pktmbuf_mtod(m[0], const uint8_t*), rte_pktmbuf_data_len(m[0]), f) ==
+          PfcParseStatus::kOk);
+  CHECK(f.enabled(3));
+  CHECK(f.quanta[3] == 0xFFFF);
+  CHECK(node.counters().pfc_frames_sent >= 1);
+  for (uint16_t i = 0; i < n; ++i) rte_pktmbuf_free(m[i]);
+
+  // Now pause p0's class 3 from downstream: 1000 quanta at 1 Gbit/s = 512,000 ns.
+  drain(node, now + 2'000'000'000);  // empty everything first
+  now += 2'000'000'000;
+  PfcFrame pause;
+  pause.class_enable = 1 << 3;
+  pause.quanta[3] = 1000;
+  rte_mbuf* pm = pool.alloc();
+  const uint8_t src[6] = {2, 0, 0, 0, 0, 9};
+  REQUIRE(build_pfc_frame(pm, src, pause));
+  node.receive(1, &pm, 1, now);
+  rte_mbuf* d = udp(pool, {0x0A000001, 0x0A000002, 5000, 6000}, 26, 100);
+  node.receive(0, &d, 1, now);
+  // Serialisation of 170 B at 1 Gbit/s plus the 1 us delay would finish well before 512 us.
+  CHECK(drain(node, now + 511'999).empty());
+  const auto after = drain(node, now + 512'000 + 2'000 + 1'000);
+  CHECK(after.size() == 1);
+  node.free_all();
+  CHECK(pool.whole());
+}
+
+TEST_CASE("PFC watchdog: a queue paused too long goes to drop mode, counted") {
+  TestPool pool(4095);
+  auto cfg = config_of(fanout_yaml(1, "ecmp", R"(
+pfc: {priorities: [3], watchdog: {enabled: true, detect_ms: 200, restore_ms: 200}}
+)"));
+  SwitchNode node(cfg, pool.get());
+  const uint8_t src[6] = {2, 0, 0, 0, 0, 9};
+  uint64_t now = 0;
+  rte_mbuf* d = udp(pool, {0x0A000001, 0x0A000002, 5000, 6000}, 26, 100);
+  // A storm: the downstream keeps p0's class 3 paused (0xFFFF quanta at 100G = 335 us), for
+  // 300 ms of virtual time.
+  for (int i = 0; i < 1000; ++i) {
+    PfcFrame pause;
+    pause.class_enable = 1 << 3;
+    pause.quanta[3] = 0xFFFF;
+    rte_mbuf* pm = pool.alloc();
+    REQUIRE(build_pfc_frame(pm, src, pause));
+    node.receive(1, &pm, 1, now);
+    if (i == 0) node.receive(0, &d, 1, now);
+    node.poll(now);
+    now += 300'000;
+  }
+  CHECK(node.pfc()->watchdog_dropping(1, 3));
+  CHECK(node.pfc()->counters(1).priority[3].watchdog_storms_detected == 1);
+  CHECK(node.egress(1).counters(3, now).drops_watchdog >= 1);
+  drain(node, now);
+  node.free_all();
+  CHECK(pool.whole());
+}
