@@ -1,0 +1,111 @@
+// Path selection for one ECMP group: which member port a packet leaves by. The group's mode
+// decides per packet:
+//   ecmp      hash % N over the eligible members in member order, the classic formula: with
+//             all 8 members up it is hash % 8; with one down, hash % 7 over the other seven.
+//   weighted  the group's power-of-two bucket table (equal weights until set_weights); when
+//             the bucket's member is ineligible (or every weight is 0), the hash spread over
+//             the eligible members by a Fibonacci multiply.
+//   dlb       the flowlet table: a flowlet stays on its member within the gap, a new one goes
+//             to the eligible member with the fewest queued bytes.
+//   drill     per packet, the least loaded of two random members and the last winner.
+// Packets hit by a TCAM `spray` rule go through select_sprayed() whatever the mode: the member
+// comes from the packet's PPCID path id through the bucket table, so one QP's path ids spread
+// over the uplinks in proportion to the weights.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "dataplane/bucket_table.h"
+#include "dataplane/drill_selector.h"
+#include "dataplane/flowlet_table.h"
+#include "dataplane/path_load.h"
+
+namespace spraynet {
+
+enum class LbMode : uint8_t { kEcmp, kWeighted, kDlb, kDrill };
+
+std::string_view to_string(LbMode mode);
+std::optional<LbMode> parse_lb_mode(std::string_view name);  // ecmp | weighted | dlb | drill
+
+struct PathGroupConfig {
+  LbMode mode = LbMode::kEcmp;
+  // The node's port ids (the index into select()'s port_loads), in member order; distinct.
+  std::vector<uint16_t> member_ports;
+  uint64_t dlb_gap_ns = FlowletTable::kDefaultGapNs;
+  uint32_t dlb_table_entries = 4096;  // power of two
+  uint64_t seed = 0;                  // DRILL's random samples
+};
+
+struct PathSelectorCounters {
+  uint64_t selected = 0;             // packets given a port by select()
+  uint64_t sprayed = 0;              // packets given a port by select_sprayed()
+  uint64_t no_eligible_port = 0;     // kNoPort returned: no member eligible (the caller drops)
+  uint64_t rehashed_ineligible = 0;  // weighted/sprayed: the bucket's member was ineligible
+  uint64_t empty_table = 0;          // weighted/sprayed with every weight 0: hashed instead
+  uint64_t missing_load = 0;         // a member's port id was beyond port_loads: ineligible
+};
+
+class PathSelector {
+ public:
+  static constexpr uint16_t kNoPort = 0xFFFF;
+  static constexpr size_t kMaxMembers = 4096;
+
+  // Throws std::invalid_argument for an empty or oversized member list, a duplicate member, a
+  // port id of kNoPort, or a DLB table size that is not a power of two.
+  explicit PathSelector(const PathGroupConfig& config);
+
+  // The port for a packet of the flow with this hash. `port_loads` is indexed by port id (one
+  // entry per port of the node, shared by every group); a member whose port id is beyond it
+  // counts as ineligible. kNoPort when no member is eligible.
+  uint16_t select(uint32_t flow_hash, uint64_t now_ns, std::span<const PathLoad> port_loads);
+
+  // The port for a sprayed packet: the bucket table at flow_hash + path_id * stride, with
+  // stride the odd number nearest table size / golden ratio, so that one QP's path ids land on
+  // well-spread buckets and take members in proportion to their weights (8 equal members and
+  // path ids 0..15: exactly two path ids each). When the bucket's member is ineligible,
+  // flow_hash + path_id spread over the eligible members by a Fibonacci multiply, so the path
+  // ids still spread. The same in every mode.
+  uint16_t select_sprayed(uint32_t flow_hash, uint8_t path_id, uint64_t now_ns,
+                          std::span<const PathLoad> port_loads);
+
+  // Changes the mode at run time. Entering dlb starts from the flowlets it last knew; those
+  // older than the gap are new flowlets anyway.
+  void set_mode(LbMode mode) { mode_ = mode; }
+  // New bucket weights, one per member (0 = no buckets); rebuilt moving as few buckets as
+  // possible. Throws std::invalid_argument when the size differs from the member count.
+  void set_weights(std::span<const uint32_t> weights);
+
+  LbMode mode() const { return mode_; }
+  std::span<const uint16_t> member_ports() const { return members_; }
+  const BucketTable& bucket_table() const { return buckets_; }
+  const FlowletTable& flowlet_table() const { return flowlets_; }
+  const DrillSelector& drill() const { return drill_; }
+  const PathSelectorCounters& counters() const { return counters_; }
+  // Packets sent to each member (by member index), all modes and sprayed together.
+  std::span<const uint64_t> member_packets() const { return member_packets_; }
+
+ private:
+  // Copies the members' loads into member order; returns how many are eligible.
+  uint32_t gather_loads(std::span<const PathLoad> port_loads);
+  // Member index of the k-th eligible member (k < eligible count) in member order.
+  uint16_t nth_eligible(uint32_t k) const;
+  uint16_t hash_over_eligible(uint32_t hash, uint32_t eligible) const;
+  uint16_t from_bucket(uint32_t index, uint32_t fallback_key, uint32_t eligible);
+  uint16_t to_port(uint16_t member);
+
+  LbMode mode_;
+  std::vector<uint16_t> members_;
+  BucketTable buckets_;
+  FlowletTable flowlets_;
+  DrillSelector drill_;
+  std::vector<PathLoad> member_loads_;  // scratch, sized once: no allocation per packet
+  uint32_t spray_stride_;               // follows the bucket table's size
+  std::vector<uint64_t> member_packets_;
+  PathSelectorCounters counters_;
+};
+
+}  // namespace spraynet

@@ -1,0 +1,304 @@
+#include "dataplane/pfc_state.h"
+
+#include <spdlog/logger.h>
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+namespace spraynet {
+
+std::string PfcStateConfig::check() const {
+  if (buffer_bytes == 0) return "buffer_bytes: must be > 0";
+  if (!(xoff_fraction > 0.0 && xoff_fraction <= 1.0)) {
+    return "xoff_fraction: must be in (0, 1]";
+  }
+  if (!(xon_fraction > 0.0 && xon_fraction < xoff_fraction)) {
+    return "xon_fraction: must be > 0 and below xoff_fraction";
+  }
+  if (std::llround(buffer_bytes * xon_fraction) >= std::llround(buffer_bytes * xoff_fraction)) {
+    return "xon_fraction: the buffer is too small for XON to lie below XOFF";
+  }
+  if (xoff_quanta == 0) return "xoff_quanta: must be > 0 (0 is XON)";
+  if (watchdog && watchdog_detection_ns == 0) return "watchdog_detection_ns: must be > 0";
+  if (watchdog && watchdog_restoration_ns == 0) return "watchdog_restoration_ns: must be > 0";
+  if (port_link_gbps.size() >= EgressPort::kNoIngressPort) return "port_link_gbps: too many ports";
+  for (size_t p = 0; p < port_link_gbps.size(); ++p) {
+    const double g = port_link_gbps[p];
+    if (!std::isfinite(g) || g <= 0.0) {
+      return "port_link_gbps[" + std::to_string(p) + "]: must be > 0";
+    }
+  }
+  return {};
+}
+
+namespace {
+
+const PfcStateConfig& checked(const PfcStateConfig& config) {
+  if (auto r = config.check(); !r.empty()) throw std::invalid_argument("pfc: " + r);
+  return config;
+}
+
+uint64_t fraction_of(uint64_t bytes, double fraction) {
+  return static_cast<uint64_t>(std::llround(static_cast<double>(bytes) * fraction));
+}
+
+}  // namespace
+
+PfcState::PfcState(PfcStateConfig config, std::shared_ptr<spdlog::logger> logger)
+    : config_(checked(config)),
+      logger_(std::move(logger)),
+      xoff_threshold_bytes_(fraction_of(config_.buffer_bytes, config_.xoff_fraction)),
+      xon_threshold_bytes_(fraction_of(config_.buffer_bytes, config_.xon_fraction)),
+      ports_(config_.port_link_gbps.size()) {}
+
+void PfcState::attach_port(uint16_t port, EgressPort& egress) {
+  if (port >= ports_.size()) {
+    throw std::out_of_range("pfc: attach_port: port " + std::to_string(port) + " of " +
+                            std::to_string(ports_.size()));
+  }
+  ports_[port].egress = &egress;
+  egress.set_listener(this);
+}
+
+double PfcState::port_link_gbps(uint16_t port) const {
+  const PortState& s = ports_.at(port);
+  return s.egress != nullptr ? s.egress->link().rate_gbps() : config_.port_link_gbps[port];
+}
+
+uint64_t PfcState::pause_duration_ns(uint16_t port, uint16_t quanta) const {
+  return pfc_quanta_to_ns(quanta, port_link_gbps(port));
+}
+
+uint64_t PfcState::xoff_refresh_interval_ns(uint16_t port) const {
+  // Half the pause asked for: a refresh that is delayed behind a full control queue, or lost,
+  // still lands before the upstream sender's timer runs out.
+  return std::max<uint64_t>(1, pause_duration_ns(port, config_.xoff_quanta) / 2);
+}
+
+PfcState::PriorityState* PfcState::accounted(uint16_t port, uint8_t priority) {
+  if (port == EgressPort::kNoIngressPort) return nullptr;
+  if (port >= ports_.size() || priority >= kPriorities) {
+    ++unknown_port_events_;
+    return nullptr;
+  }
+  if (!enabled(priority)) return nullptr;
+  return &ports_[port].priority[priority];
+}
+
+void PfcState::make_due(uint16_t port, uint8_t priority, uint16_t quanta, bool refresh) {
+  PortState& p = ports_[port];
+  if (p.due_classes == 0) ++ports_with_frames_due_;
+  const uint8_t bit = static_cast<uint8_t>(1u << priority);
+  p.due_classes |= bit;
+  // The latest wish wins: an XOFF followed by an XON before sending is sent as XON.
+  p.due_quanta[priority] = quanta;
+  if (refresh) {
+    p.due_refreshes |= bit;
+  } else {
+    p.due_refreshes &= static_cast<uint8_t>(~bit);
+  }
+}
+
+void PfcState::on_enqueue(uint16_t ingress_port, uint8_t priority, uint32_t bytes,
+                          uint64_t now_ns) {
+  PriorityState* s = accounted(ingress_port, priority);
+  if (s == nullptr) return;
+  s->buffered_bytes += bytes;
+  if (!s->xoff && s->buffered_bytes >= xoff_threshold_bytes_) {
+    s->xoff = true;
+    ++xoff_asserted_count_;
+    s->next_refresh_ns = now_ns + xoff_refresh_interval_ns(ingress_port);
+    make_due(ingress_port, priority, config_.xoff_quanta, false);
+  }
+}
+
+void PfcState::on_release(uint16_t ingress_port, uint8_t priority, uint32_t bytes,
+                          uint64_t now_ns) {
+  (void)now_ns;  // the XON goes out with the next take_frames
+  PriorityState* s = accounted(ingress_port, priority);
+  if (s == nullptr) return;
+  if (s->buffered_bytes < bytes) {
+    ++accounting_underflows_;
+    s->buffered_bytes = 0;
+  } else {
+    s->buffered_bytes -= bytes;
+  }
+  if (s->xoff && s->buffered_bytes < xon_threshold_bytes_) {
+    s->xoff = false;
+    --xoff_asserted_count_;
+    make_due(ingress_port, priority, 0, false);
+  }
+}
+
+void PfcState::queue_refreshes(uint64_t now_ns) {
+  if (xoff_asserted_count_ == 0) return;
+  for (uint16_t port = 0; port < ports_.size(); ++port) {
+    for (uint8_t prio = 0; prio < kPriorities; ++prio) {
+      PriorityState& s = ports_[port].priority[prio];
+      if (!s.xoff || now_ns < s.next_refresh_ns) continue;
+      s.next_refresh_ns = now_ns + xoff_refresh_interval_ns(port);
+      make_due(port, prio, config_.xoff_quanta, true);
+    }
+  }
+}
+
+size_t PfcState::take_frames(uint64_t now_ns, std::span<PfcEmission> out) {
+  queue_refreshes(now_ns);
+  size_t n = 0;
+  for (uint16_t port = 0; port < ports_.size() && ports_with_frames_due_ > 0; ++port) {
+    PortState& p = ports_[port];
+    if (p.due_classes == 0) continue;
+    if (n == out.size()) break;
+    PfcEmission& e = out[n++];
+    e.port = port;
+    e.frame = PfcFrame{};
+    e.frame.class_enable = p.due_classes;
+    for (uint8_t prio = 0; prio < kPriorities; ++prio) {
+      if (!((p.due_classes >> prio) & 1)) continue;
+      e.frame.quanta[prio] = p.due_quanta[prio];
+      PfcPriorityCounters& c = p.counters.priority[prio];
+      if (p.due_quanta[prio] == 0) {
+        ++c.xon_sent;
+      } else {
+        ++c.xoff_sent;
+        if ((p.due_refreshes >> prio) & 1) ++c.xoff_refreshes_sent;
+      }
+    }
+    ++p.counters.frames_sent;
+    p.due_classes = 0;
+    p.due_refreshes = 0;
+    --ports_with_frames_due_;
+  }
+  return n;
+}
+
+PfcPauseUpdate PfcState::on_pfc_frame(uint16_t port, const PfcFrame& frame, uint64_t now_ns) {
+  PfcPauseUpdate update;
+  if (port >= ports_.size()) {
+    ++unknown_port_events_;
+    return update;
+  }
+  PortState& p = ports_[port];
+  ++p.counters.frames_received;
+  const double gbps = port_link_gbps(port);
+  for (uint8_t prio = 0; prio < kPriorities; ++prio) {
+    if (!frame.enabled(prio)) continue;
+    if (!enabled(prio)) {
+      ++p.counters.ignored_priority_pauses;
+      continue;
+    }
+    const uint8_t bit = static_cast<uint8_t>(1u << prio);
+    if (frame.quanta[prio] == 0) {
+      update.resume_classes |= bit;
+      ++p.counters.priority[prio].xon_received;
+    } else {
+      update.pause_classes |= bit;
+      update.pause_until_ns[prio] = now_ns + pfc_quanta_to_ns(frame.quanta[prio], gbps);
+      ++p.counters.priority[prio].xoff_received;
+      p.priority[prio].last_pause_received_ns = now_ns;
+    }
+  }
+  return update;
+}
+
+uint64_t PfcState::restoration_deadline_ns(const PriorityState& s) const {
+  return std::max(s.drop_mode_since_ns, s.last_pause_received_ns) + config_.watchdog_restoration_ns;
+}
+
+void PfcState::tick(uint64_t now_ns) {
+  if (!config_.watchdog) return;
+  for (uint16_t port = 0; port < ports_.size(); ++port) {
+    PortState& p = ports_[port];
+    if (p.egress == nullptr) continue;
+    for (uint8_t prio = 0; prio < kPriorities; ++prio) {
+      if (!enabled(prio)) continue;
+      PriorityState& s = p.priority[prio];
+      PfcPriorityCounters& c = p.counters.priority[prio];
+      if (!p.egress->drop_mode(prio)) {
+        const uint64_t since = p.egress->stalled_since_ns(prio, now_ns);
+        if (since == EgressPort::kNever || now_ns < since ||
+            now_ns - since < config_.watchdog_detection_ns) {
+          continue;
+        }
+        const size_t stuck = p.egress->queued_packets(prio);
+        p.egress->set_drop_mode(prio, true, now_ns);
+        s.drop_mode_since_ns = now_ns;
+        ++c.watchdog_storms_detected;
+        if (logger_) {
+          logger_->warn(
+              "PFC watchdog: pause storm detected on port {} priority {}: paused with {} packets "
+              "queued and nothing sent for {} ms; entering drop mode (queue flushed, new packets "
+              "dropped, pause frames ignored) until no pause frame arrives for {} ms",
+              port, prio, stuck, config_.watchdog_detection_ns / 1'000'000,
+              config_.watchdog_restoration_ns / 1'000'000);
+        }
+      } else if (now_ns >= restoration_deadline_ns(s)) {
+        p.egress->set_drop_mode(prio, false, now_ns);
+        ++c.watchdog_restorations;
+        if (logger_) {
+          logger_->info(
+              "PFC watchdog: port {} priority {} restored: no pause frame for {} ms, leaving drop "
+              "mode",
+              port, prio, config_.watchdog_restoration_ns / 1'000'000);
+        }
+      }
+    }
+  }
+}
+
+uint64_t PfcState::next_event_ns(uint64_t now_ns) const {
+  if (ports_with_frames_due_ > 0) return now_ns;
+  uint64_t next = kNever;
+  for (uint16_t port = 0; port < ports_.size(); ++port) {
+    const PortState& p = ports_[port];
+    for (uint8_t prio = 0; prio < kPriorities; ++prio) {
+      if (!enabled(prio)) continue;
+      const PriorityState& s = p.priority[prio];
+      if (s.xoff) next = std::min(next, s.next_refresh_ns);
+      if (!config_.watchdog || p.egress == nullptr) continue;
+      if (p.egress->drop_mode(prio)) {
+        next = std::min(next, restoration_deadline_ns(s));
+      } else if (uint64_t since = p.egress->stalled_since_ns(prio, now_ns);
+                 since != EgressPort::kNever) {
+        next = std::min(next, since + config_.watchdog_detection_ns);
+      }
+    }
+  }
+  return next;
+}
+
+bool PfcState::eligible(uint16_t port, uint64_t now_ns) const {
+  if (port >= ports_.size()) return false;
+  const EgressPort* egress = ports_[port].egress;
+  if (egress == nullptr) return true;
+  if (!egress->link_up() || egress->any_drop_mode()) return false;
+  return !(config_.fast_feedback && egress->any_paused(now_ns, config_.enabled_priorities));
+}
+
+PathLoad PfcState::path_load(uint16_t port, uint64_t now_ns) const {
+  PathLoad load;
+  load.eligible = eligible(port, now_ns);
+  if (port < ports_.size() && ports_[port].egress != nullptr) {
+    load.queued_bytes = ports_[port].egress->queued_bytes();
+  }
+  return load;
+}
+
+uint64_t PfcState::buffered_bytes(uint16_t port, uint8_t priority) const {
+  if (port >= ports_.size() || priority >= kPriorities) return 0;
+  return ports_[port].priority[priority].buffered_bytes;
+}
+
+bool PfcState::xoff_asserted(uint16_t port, uint8_t priority) const {
+  if (port >= ports_.size() || priority >= kPriorities) return false;
+  return ports_[port].priority[priority].xoff;
+}
+
+bool PfcState::watchdog_dropping(uint16_t port, uint8_t priority) const {
+  if (port >= ports_.size() || priority >= kPriorities) return false;
+  const EgressPort* egress = ports_[port].egress;
+  return egress != nullptr && egress->drop_mode(priority);
+}
+
+}  // namespace spraynet

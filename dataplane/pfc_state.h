@@ -1,0 +1,178 @@
+// A switch's priority flow control (802.1Qbb), one per switch:
+//  - ingress accounting per (ingress port, priority): bytes of that port's lossless traffic
+//    sitting in any egress queue. Crossing XOFF sends an XOFF PFC frame back out of that ingress
+//    port (to the upstream sender), refreshed at half the pause it asked for while the buffer
+//    stays at or above XON; falling below XON sends XON (quanta 0).
+//  - received PFC frames: what they ask of the receiving port's classes (priority n -> class n).
+//  - the PFC watchdog, like SONiC's: a (port, class) that stays paused with packets queued and
+//    nothing transmitted for the detection time enters drop mode (queue flushed, arrivals
+//    dropped, pauses ignored), logged once; after the restoration time without pause frames it
+//    returns to normal.
+//  - fast feedback for path selection: eligible() / path_load().
+//
+// The node's part:
+//   set-up:   attach_port(p, egress[p]) for every port (PfcState becomes the port's
+//             EgressQueueListener, so accounting of packets handed to an attached EgressPort is
+//             automatic: never call on_enqueue/on_release for them as well);
+//   rx:       a PFC frame received on p -> egress[p].apply(on_pfc_frame(p, frame, now), now);
+//   each poll: tick(now); then take_frames(now, out), build each with build_pfc_frame and
+//             egress[e.port].enqueue_control(m, now);
+//   selection: path_load(p, now) for each candidate.
+// Attached ports must not outlive this object (declare it before the ports in the node).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "dataplane/egress_port.h"
+#include "dataplane/path_load.h"
+#include "dataplane/pfc_frame.h"
+
+namespace spdlog {
+class logger;
+}
+
+namespace spraynet {
+
+struct PfcStateConfig {
+  uint8_t enabled_priorities = 1u << 3;  // bit n: priority n is lossless (RoCE's usual 3)
+  uint64_t buffer_bytes = 256 * 1024;    // per (ingress port, priority)
+  double xoff_fraction = 0.80;           // XOFF when the buffer holds at least this much
+  // XON when it holds less than this. The gap is the hysteresis that keeps a port from
+  // flapping between XOFF and XON on every packet; 0.60 leaves room below the 0.65 setting.
+  double xon_fraction = 0.60;
+  uint16_t xoff_quanta = 0xFFFF;  // pause time asked for in each XOFF, in 512-bit-time quanta
+  // A port with a paused lossless class leaves the DLB/spray candidate set at once.
+  bool fast_feedback = false;
+  bool watchdog = true;
+  uint64_t watchdog_detection_ns = 200'000'000;    // SONiC's default detection time
+  uint64_t watchdog_restoration_ns = 200'000'000;  // and restoration time
+  // One entry per port: its link rate, which turns quanta into time. A port with an attached
+  // EgressPort uses that port's current link rate instead.
+  std::vector<double> port_link_gbps;
+
+  // Empty when valid, else "key: reason".
+  std::string check() const;
+};
+
+// One PFC frame to send out of `port`.
+struct PfcEmission {
+  uint16_t port = 0;
+  PfcFrame frame;
+};
+
+struct PfcPriorityCounters {
+  uint64_t xoff_sent = 0;  // including refreshes
+  uint64_t xoff_refreshes_sent = 0;
+  uint64_t xon_sent = 0;
+  uint64_t xoff_received = 0;
+  uint64_t xon_received = 0;
+  uint64_t watchdog_storms_detected = 0;
+  uint64_t watchdog_restorations = 0;
+};
+
+struct PfcPortCounters {
+  uint64_t frames_sent = 0;
+  uint64_t frames_received = 0;
+  // Received pause times for priorities not enabled here: not honoured, as on a real switch.
+  uint64_t ignored_priority_pauses = 0;
+  std::array<PfcPriorityCounters, kPriorities> priority{};
+};
+
+class PfcState final : public EgressQueueListener {
+ public:
+  static constexpr uint64_t kNever = UINT64_MAX;
+
+  // Throws std::invalid_argument with config.check()'s reason when the config is invalid.
+  // `logger` may be null (nothing is logged).
+  PfcState(PfcStateConfig config, std::shared_ptr<spdlog::logger> logger);
+
+  size_t ports() const { return ports_.size(); }
+  // Makes PfcState the listener of `egress` (port's egress) and lets the watchdog and path_load
+  // see it. Throws std::out_of_range for a port beyond the configured ones.
+  void attach_port(uint16_t port, EgressPort& egress);
+
+  // Ingress accounting (EgressQueueListener). Packets from EgressPort::kNoIngressPort and of
+  // priorities not enabled are ignored; an unknown port is counted in unknown_port_events().
+  void on_enqueue(uint16_t ingress_port, uint8_t priority, uint32_t bytes,
+                  uint64_t now_ns) override;
+  void on_release(uint16_t ingress_port, uint8_t priority, uint32_t bytes,
+                  uint64_t now_ns) override;
+
+  // Moves up to out.size() frames due by now_ns (XOFF/XON from threshold crossings, refreshes)
+  // into out, at most one per port; returns how many. Frames that did not fit stay due.
+  size_t take_frames(uint64_t now_ns, std::span<PfcEmission> out);
+
+  // A PFC frame received on `port`: for each priority enabled both in the frame and here, pause
+  // its class until now + quanta x 512 bit times at the port's link rate, or resume it (0).
+  PfcPauseUpdate on_pfc_frame(uint16_t port, const PfcFrame& frame, uint64_t now_ns);
+
+  // The watchdog: call every poll (or at next_event_ns()).
+  void tick(uint64_t now_ns);
+  // Earliest time at which take_frames or tick has something to do: now_ns when frames are due;
+  // kNever when nothing is pending.
+  uint64_t next_event_ns(uint64_t now_ns) const;
+
+  // Whether path selection may send new traffic to `port`: its link is up, no class is in
+  // watchdog drop mode, and, with fast feedback on, no lossless class is paused. An unknown port
+  // is never eligible; a known port without an attached EgressPort always is.
+  bool eligible(uint16_t port, uint64_t now_ns) const;
+  PathLoad path_load(uint16_t port, uint64_t now_ns) const;
+
+  uint64_t xoff_threshold_bytes() const { return xoff_threshold_bytes_; }
+  uint64_t xon_threshold_bytes() const { return xon_threshold_bytes_; }
+  double port_link_gbps(uint16_t port) const;
+  // How long `quanta` pause `port`'s link; and how often an asserted XOFF is refreshed there.
+  uint64_t pause_duration_ns(uint16_t port, uint16_t quanta) const;
+  uint64_t xoff_refresh_interval_ns(uint16_t port) const;
+
+  uint64_t buffered_bytes(uint16_t port, uint8_t priority) const;
+  bool xoff_asserted(uint16_t port, uint8_t priority) const;
+  bool watchdog_dropping(uint16_t port, uint8_t priority) const;
+
+  const PfcStateConfig& config() const { return config_; }
+  const PfcPortCounters& counters(uint16_t port) const { return ports_.at(port).counters; }
+  uint64_t unknown_port_events() const { return unknown_port_events_; }
+  // Releases of more bytes than were accounted: a bug in the caller, never expected.
+  uint64_t accounting_underflows() const { return accounting_underflows_; }
+
+ private:
+  struct PriorityState {
+    uint64_t buffered_bytes = 0;
+    bool xoff = false;  // XOFF asserted toward the upstream sender
+    uint64_t next_refresh_ns = 0;
+    uint64_t last_pause_received_ns = 0;  // last non-zero pause time received, for restoration
+    uint64_t drop_mode_since_ns = 0;
+  };
+  struct PortState {
+    EgressPort* egress = nullptr;
+    uint8_t due_classes = 0;    // priorities with a frame due
+    uint8_t due_refreshes = 0;  // of which refreshes
+    std::array<uint16_t, kPriorities> due_quanta{};
+    std::array<PriorityState, kPriorities> priority{};
+    PfcPortCounters counters;
+  };
+
+  bool enabled(uint8_t priority) const { return (config_.enabled_priorities >> priority) & 1; }
+  // The accounting state for (port, priority), or nullptr for events to ignore.
+  PriorityState* accounted(uint16_t port, uint8_t priority);
+  void make_due(uint16_t port, uint8_t priority, uint16_t quanta, bool refresh);
+  void queue_refreshes(uint64_t now_ns);
+  uint64_t restoration_deadline_ns(const PriorityState& s) const;
+
+  PfcStateConfig config_;
+  std::shared_ptr<spdlog::logger> logger_;
+  uint64_t xoff_threshold_bytes_;
+  uint64_t xon_threshold_bytes_;
+  std::vector<PortState> ports_;
+  uint32_t xoff_asserted_count_ = 0;  // skips the refresh scan when nothing is asserted
+  uint32_t ports_with_frames_due_ = 0;
+  uint64_t unknown_port_events_ = 0;
+  uint64_t accounting_underflows_ = 0;
+};
+
+}  // namespace spraynet
