@@ -50,6 +50,9 @@ void add_flat(rte_tel_data* d, const std::string& prefix, const nlohmann::json& 
     const std::string name = telemetry_name(prefix.empty() ? key : prefix + "/" + key);
     if (v.is_object()) {
       add_flat(d, name, v);
+    } else if (v.is_array() && !v.empty() && v.front().is_object()) {
+      // Arrays of objects (per-class counters, ...) become "name/<index>/field" entries.
+      for (size_t i = 0; i < v.size(); ++i) add_flat(d, name + "/" + std::to_string(i), v[i]);
     } else if (v.is_array()) {
       if (rte_tel_data* c = array_container(v)) rte_tel_data_add_dict_container(d, name.c_str(), c, 0);
     } else if (v.is_string()) {

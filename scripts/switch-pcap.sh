@@ -57,5 +57,7 @@ OUT_ABS=$(cd "$OUT" && pwd)
   echo "hash: {algorithm: $HASH, seed: $SEED, dest_qp: $DESTQP}"
 } >"$OUT/switch.yaml"
 
-"$BIN" --no-huge -m 1024 --no-pci --file-prefix "switch-pcap-$$" --log-level lib.eal:error \
+PREFIX="switch-pcap-$$"
+trap 'rm -rf "/var/run/dpdk/$PREFIX"' EXIT  # EAL leaves its runtime directory behind
+"$BIN" --no-huge -m 1024 --no-pci --file-prefix "$PREFIX" --log-level lib.eal:error \
   -- --config "$OUT/switch.yaml" --idle-exit-ms 300 --stats "$OUT/stats.json" --log-level warn

@@ -6,7 +6,10 @@
 #   netns ${P}-b: eth0 10.0.2.1/24 ──veth── ${P}-sw-b ┘
 #
 # Each host routes everything via a gateway (.254) whose MAC is its switch port's, with a
-# static neighbour entry: switch_emu routes and does not answer ARP. Checksum offload is off on
+# static neighbour entry: switch_emu routes and does not answer ARP. MACs are fixed so that
+# configs can name the next hops (configs/veth.yaml's peer_mac):
+#   host a eth0 02:53:50:00:0a:01   switch side PREFIX-sw-a 02:53:50:00:0a:fe
+#   host b eth0 02:53:50:00:0b:01   switch side PREFIX-sw-b 02:53:50:00:0b:fe Checksum offload is off on
 # every veth end, so the kernel never hands DPDK a packet with a partial checksum.
 #   scripts/topology.sh up [PREFIX]     create (PREFIX defaults to spn)
 #   scripts/topology.sh down [PREFIX]   remove
@@ -23,7 +26,8 @@ case "$cmd" in
   up)
     for h in a b; do
       ip netns add "$P-$h"
-      ip link add "$P-sw-$h" type veth peer name "$P-$h-eth0"
+      ip link add "$P-sw-$h" address "02:53:50:00:0$h:fe" type veth peer name "$P-$h-eth0" \
+        address "02:53:50:00:0$h:01"
       ip link set "$P-$h-eth0" netns "$P-$h"
       ip netns exec "$P-$h" ip link set "$P-$h-eth0" name eth0
       ip netns exec "$P-$h" ip link set lo up

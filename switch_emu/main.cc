@@ -70,6 +70,16 @@ void describe(CLI::App& app, Options& o) {
       ->capture_default_str();
 }
 
+// The ethdev's own counters: what the PMD received, and lost before the pipeline saw it
+// (imissed: rx ring full; rx_nombuf: no mbuf for a descriptor).
+json ethdev_json(uint16_t port_id) {
+  rte_eth_stats st{};
+  if (rte_eth_stats_get(port_id, &st) != 0) return {{"error", "rte_eth_stats_get failed"}};
+  return {{"ipackets", st.ipackets}, {"opackets", st.opackets}, {"ibytes", st.ibytes},
+          {"obytes", st.obytes},     {"imissed", st.imissed},   {"ierrors", st.ierrors},
+          {"oerrors", st.oerrors},   {"rx_nombuf", st.rx_nombuf}};
+}
+
 void register_telemetry(switch_emu::SwitchShared& s, const runtime::TscClock& clock) {
   using control::TelemetryCommands;
   auto node = [&s]() -> switch_emu::SwitchNode& { return *s.node; };
@@ -94,7 +104,9 @@ void register_telemetry(switch_emu::SwitchShared& s, const runtime::TscClock& cl
                          [&s, &clock, port_param](std::string_view params) {
                            const uint16_t p = port_param(params);
                            std::lock_guard<std::mutex> g(s.lock);
-                           return switch_emu::port_json(*s.node, p, clock.now_ns());
+                           json j = switch_emu::port_json(*s.node, p, clock.now_ns());
+                           j["dpdk"] = ethdev_json(s.dpdk_port[p]);
+                           return j;
                          });
   TelemetryCommands::add("/spraynet/drops", "Drops by cause", [&s](std::string_view) {
     std::lock_guard<std::mutex> g(s.lock);
@@ -253,6 +265,7 @@ int run(int argc, char** argv) {
   uint64_t tx_dropped = 0;
   for (const auto& l : loops) tx_dropped += l->counters().tx_dropped;
   report["tx_dropped"] = tx_dropped;
+  for (size_t i = 0; i < ports.size(); ++i) report["ports"][i]["dpdk"] = ethdev_json(ports[i].id());
   node.reset();  // frees whatever the egress queues still held
   rte_pdump_uninit();
   ports.clear();  // stops ports; net_pcap flushes its files
@@ -263,7 +276,8 @@ int run(int argc, char** argv) {
     if (!f) log->error("--stats {}: cannot write", opt.stats);
   }
   // One line a port on stdout: what came in, went out, and was dropped.
-  std::printf("%-10s %12s %12s %12s\n", "port", "rx_packets", "tx_packets", "queue_drops");
+  std::printf("%-10s %12s %12s %12s %12s\n", "port", "rx_packets", "tx_packets", "queue_drops",
+              "rx_missed");
   for (const auto& p : report["ports"]) {
     uint64_t qd = 0;
     for (const auto& c : p["classes"]) {
@@ -271,8 +285,12 @@ int run(int argc, char** argv) {
             c["drops_watchdog"].get<uint64_t>() + c["drops_bit_error"].get<uint64_t>() +
             c["drops_loss"].get<uint64_t>();
     }
-    std::printf("%-10s %12lu %12lu %12lu\n", p["name"].get<std::string>().c_str(),
-                p["rx_packets"].get<uint64_t>(), p["tx_packets"].get<uint64_t>(), qd);
+    const auto& dp = p["dpdk"];
+    const uint64_t missed = dp.contains("imissed") ? dp["imissed"].get<uint64_t>() +
+                                                         dp["rx_nombuf"].get<uint64_t>()
+                                                   : 0;
+    std::printf("%-10s %12lu %12lu %12lu %12lu\n", p["name"].get<std::string>().c_str(),
+                p["rx_packets"].get<uint64_t>(), p["tx_packets"].get<uint64_t>(), qd, missed);
   }
   std::printf("pipeline drops: %lu", report["drops"]["total"].get<uint64_t>());
   for (const auto& [k, v] : report["drops"].items()) {
