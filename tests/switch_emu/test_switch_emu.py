@@ -124,7 +124,7 @@ def telemetry_py(prefix, *commands):
 class SwitchProcess:
     """switch_emu running in the background until stopped with a signal."""
 
-    def __init__(self, prefix, config, tmp, *args):
+    def __init__(self, prefix, config, tmp, *args, eal=None):
         self.prefix = prefix
         self.stdout_path = os.path.join(tmp, f"{prefix}.stdout")
         self.stderr_path = os.path.join(tmp, f"{prefix}.stderr")
@@ -133,7 +133,7 @@ class SwitchProcess:
         self._err = open(self.stderr_path, "w")
         remove_runtime_dir(prefix)
         self.proc = subprocess.Popen(
-            [SWITCH_EMU, *eal_args(prefix), "--", "--config", config, "--stats",
+            [SWITCH_EMU, *(eal or eal_args(prefix)), "--", "--config", config, "--stats",
              self.stats_path, *args], stdout=self._out, stderr=self._err)
 
     def telemetry(self):
@@ -674,6 +674,85 @@ class ProgramBehaviour(TempDirTest):
 
 
 # ---------------------------------------------------------------------------------------------
+# 4b. dpdk-dumpcap captures a running switch (rte_pdump). Secondary processes cannot attach to
+# a --no-huge primary, so this test reserves 2 MiB hugepages for itself (root) and gives them
+# back; where the kernel refuses, it says so and skips.
+
+class DumpcapCapture(TempDirTest):
+    PAGES = 160
+
+    def setUp(self):
+        super().setUp()
+        if os.geteuid() != 0:
+            self.skipTest("hugepages need root")
+        self.nr_path = "/proc/sys/vm/nr_hugepages"
+        with open(self.nr_path) as f:
+            self.old_pages = int(f.read())
+        self.huge_dir = os.path.join(self.tmp, "huge")
+        os.mkdir(self.huge_dir)
+        self.mounted = False
+        try:
+            with open(self.nr_path, "w") as f:
+                f.write(str(self.old_pages + self.PAGES))
+            subprocess.run(["mount", "-t", "hugetlbfs", "-o", "pagesize=2M", "nodev",
+                            self.huge_dir], check=True, capture_output=True, timeout=30)
+            self.mounted = True
+        except (OSError, subprocess.CalledProcessError) as e:
+            self.restore()
+            self.skipTest(f"cannot reserve hugepages here: {e}")
+        with open("/proc/meminfo") as f:
+            free = int(re.search(r"HugePages_Free:\s+(\d+)", f.read()).group(1))
+        if free < self.PAGES:
+            self.restore()
+            self.skipTest(f"only {free} free 2 MiB hugepages")
+
+    def restore(self):
+        if self.mounted:
+            subprocess.run(["umount", self.huge_dir], capture_output=True, timeout=30)
+            self.mounted = False
+        with open(self.nr_path, "w") as f:
+            f.write(str(self.old_pages))
+
+    def tearDown(self):
+        self.restore()
+        super().tearDown()
+
+    def test_dumpcap_captures_roce_from_a_running_switch(self):
+        roce = os.path.join(self.tmp, "roce.pcap")
+        subprocess.run([ROCE_PCAP, "--out", roce, "--qps", "2", "--messages", "4",
+                        "--msg-bytes", "4096", "--mtu", "1024"], check=True, capture_output=True)
+        config = os.path.join(self.tmp, "dump.yaml")
+        with open(config, "w") as f:
+            f.write(f"""ports:
+  - {{name: in, device: "net_pcap0,rx_pcap={roce},infinite_rx=1"}}
+  - {{name: out, device: "net_null0"}}
+routes:
+  - {{prefix: 10.0.0.0/8, port: out}}
+""")
+        prefix = unique_prefix("dump")
+        eal = ["-m", "256", "--no-pci", "--huge-dir", self.huge_dir, "--file-prefix", prefix,
+               "--log-level", "lib.eal:error"]
+        sw = SwitchProcess(prefix, config, self.tmp, eal=eal)
+        try:
+            sw.telemetry().close()
+            out = os.path.join(self.tmp, "capture.pcapng")
+            r = subprocess.run(["dpdk-dumpcap", f"--file-prefix={prefix}", "-i", "0", "-c", "20",
+                                "-w", out, "-q"], capture_output=True, text=True, timeout=60)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            fields = subprocess.run(["tshark", "-r", out, "-T", "fields", "-e",
+                                     "infiniband.bth.opcode", "-e", "infiniband.bth.destqp"],
+                                    capture_output=True, text=True, timeout=60).stdout.split("\n")
+            rows = [line.split("\t") for line in fields if line]
+            # dumpcap stops at the end of the burst in which it reached 20.
+            self.assertGreaterEqual(len(rows), 20, "dpdk-dumpcap -c 20 captured 20 packets")
+            self.assertTrue(all(op in ("6", "7", "8") for op, _ in rows), rows)
+            self.assertEqual({qp for _, qp in rows} <= {"0x000011", "0x000012"}, True, rows)
+        finally:
+            rc = sw.stop(signal.SIGTERM)
+        self.assertEqual(rc, 0, sw.stderr())
+        self.assertIn("mempool: 0 mbufs in use at exit", sw.stdout())
+
+
 # 5. SIGTERM with telemetry
 
 class SigtermWithTelemetry(TempDirTest):
