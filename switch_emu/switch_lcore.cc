@@ -24,8 +24,9 @@ void SwitchLcore::on_poll(uint64_t now_ns, runtime::TxSink& tx) {
     idle = s_.node->idle();
   }
   if (s_.stop_at_ns != 0 && now_ns >= s_.stop_at_ns) s_.stop->request();
-  if (s_.idle_exit_ns != 0 && idle &&
-      now_ns - s_.last_rx_ns.load(std::memory_order_relaxed) >= s_.idle_exit_ns) {
+  // Another lcore may have stored a later time than this lcore's now_ns: not idle then.
+  const uint64_t last_rx = s_.last_rx_ns.load(std::memory_order_relaxed);
+  if (s_.idle_exit_ns != 0 && idle && now_ns > last_rx && now_ns - last_rx >= s_.idle_exit_ns) {
     s_.stop->request();
   }
 }

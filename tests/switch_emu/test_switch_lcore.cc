@@ -13,6 +13,7 @@
 
 #include "control/switch_config.h"
 #include "dataplane/packet_builder.h"
+#include "dataplane/runtime/lcore_runner.h"
 #include "dataplane/runtime/port.h"
 #include "dataplane/runtime/tsc_clock.h"
 #include "tests/support/dpdk_test.h"
@@ -115,6 +116,87 @@ TEST_CASE("SwitchLcore forwards on net_ring ports under a PollLoop, ECMP over 4 
   CHECK(total == 8000);
   for (const auto& [flow, set] : ports_of_flow) CHECK(set.size() == 1);
   CHECK(node.port_counters(0).rx_packets == 8000);
+  CHECK(node.total_drops() == 0);
+  node.free_all();
+  ports.clear();
+  for (auto& r : rings) {
+    rte_ring_free(r.rx);
+    rte_ring_free(r.tx);
+  }
+  CHECK(pool.whole());
+}
+
+TEST_CASE("two lcores: one polls the input, the other the outputs; nothing lost or duplicated") {
+  const auto lcores = runtime::LcoreRunner::all_lcores();
+  if (lcores.size() < 2) {
+    WARN("only one lcore enabled: the two-lcore layout cannot run here");
+    return;
+  }
+  test::TestPool pool(16383);
+  std::vector<RingPort> rings = {make_ring_port("mlc_in")};
+  for (int i = 0; i < 2; ++i) rings.push_back(make_ring_port("mlc_out" + std::to_string(i)));
+  std::string yaml = "ports:\n";
+  for (const auto& r : rings) {
+    yaml += "  - {name: " + r.name + ", device: net_ring_" + r.name + "}\n";
+  }
+  yaml += "groups:\n  - {name: g, ports: [mlc_out0, mlc_out1]}\n"
+          "routes:\n  - {prefix: 0.0.0.0/0, group: g}\n";
+  const auto cfg = control::parse_switch_config(control::ConfigNode::load_string(yaml, "t.yaml"));
+
+  std::vector<runtime::Port> ports;
+  switch_emu::SwitchShared shared;
+  shared.node_port_of.assign(RTE_MAX_ETHPORTS, -1);
+  for (uint16_t i = 0; i < rings.size(); ++i) {
+    ports.emplace_back(runtime::PortConfig{cfg.ports[i].device}, pool.get());
+    shared.dpdk_port.push_back(ports.back().id());
+    shared.node_port_of[ports.back().id()] = i;
+  }
+  switch_emu::SwitchNode node(cfg, pool.get());
+  runtime::StopSignal stop;
+  shared.node = &node;
+  shared.stop = &stop;
+  shared.idle_exit_ns = 50'000'000;
+
+  std::vector<uint8_t> payload(200, 0x11);
+  for (int i = 0; i < 6000; ++i) {
+    FrameSpec f;
+    f.ip.src = 0x0A000000 | static_cast<uint32_t>(i % 300);
+    f.ip.dst = 0x0B000001;
+    f.udp.src_port = static_cast<uint16_t>(i % 300);
+    f.udp.dst_port = 7000;
+    f.ip.id = static_cast<uint16_t>(i);
+    f.payload = payload;
+    rte_mbuf* m = build_udp_mbuf(pool.get(), f);
+    REQUIRE(m != nullptr);
+    REQUIRE(rte_ring_enqueue(rings[0].rx, m) == 0);
+  }
+  // lcore A polls the input port (its rx; its tx carries nothing); lcore B polls and transmits
+  // the two outputs: the node's egress for p1/p2 is released by B only.
+  switch_emu::SwitchLcore a(shared, {0}), b(shared, {1, 2});
+  runtime::TscClock clock;
+  runtime::PollLoop loop_a({{&ports[0], 0}}, {{&ports[0], 0}}, a, clock);
+  runtime::PollLoop loop_b({{&ports[1], 0}, {&ports[2], 0}}, {{&ports[1], 0}, {&ports[2], 0}}, b,
+                           clock);
+  runtime::LcoreRunner({lcores[0], lcores[1]}).run([&](unsigned, unsigned index) {
+    (index == 0 ? loop_a : loop_b).run(stop);
+  });
+
+  std::set<uint16_t> ids;
+  uint64_t total = 0;
+  for (int i = 1; i <= 2; ++i) {
+    rte_mbuf* m;
+    while (rte_ring_dequeue(rings[i].tx, reinterpret_cast<void**>(&m)) == 0) {
+      ParsedPacket p;
+      REQUIRE(PacketParser().parse(m, p) == ParseStatus::kOk);
+      ids.insert(rte_be_to_cpu_16(rte_pktmbuf_mtod_offset(m, const rte_be16_t*, 14 + 4)[0]));
+      rte_pktmbuf_free(m);
+      ++total;
+    }
+  }
+  INFO("rx " << node.port_counters(0).rx_packets << ", loops " << loop_a.counters().loops << "/"
+             << loop_b.counters().loops << ", tx dropped " << loop_b.counters().tx_dropped);
+  CHECK(total == 6000);
+  CHECK(ids.size() == 6000);
   CHECK(node.total_drops() == 0);
   node.free_all();
   ports.clear();
