@@ -12,7 +12,7 @@ PKGS=(
   libspdlog-dev libfmt-dev catch2 libyaml-cpp-dev libcli11-dev nlohmann-json3-dev libbenchmark-dev
   libibverbs-dev
   # test and tool dependencies
-  tshark python3 python3-scapy python3-matplotlib iproute2 ethtool
+  tshark python3 python3-scapy python3-matplotlib iproute2 ethtool iputils-ping
 )
 
 missing=()
