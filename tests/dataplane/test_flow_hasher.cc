@@ -2,6 +2,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "tests/support/reference_crc.h"
+
 #include <random>
 #include <vector>
 
@@ -13,27 +15,12 @@ using namespace spraynet;
 
 namespace {
 
-// Bit-at-a-time reflected CRCs, written from the polynomial definitions, independent of DPDK's
-// tables and instructions and of zlib.
-// rte_hash_crc semantics (rte_hash_crc.h, rte_crc_sw.h): the register starts at init_val, each
-// byte is XORed into the low end and shifted out right through 0x82F63B78, no final XOR.
 uint32_t bitwise_crc32c_dpdk(const std::vector<uint8_t>& bytes, uint32_t init) {
-  uint32_t crc = init;
-  for (uint8_t b : bytes) {
-    crc ^= b;
-    for (int i = 0; i < 8; ++i) crc = (crc >> 1) ^ ((crc & 1) ? 0x82F63B78u : 0u);
-  }
-  return crc;
+  return test::reference_crc32c_dpdk(bytes, init);
 }
 
-// zlib's crc32(prev, ...): the register starts at ~prev and the result is inverted.
 uint32_t bitwise_crc32_zlib(const std::vector<uint8_t>& bytes, uint32_t prev) {
-  uint32_t crc = ~prev;
-  for (uint8_t b : bytes) {
-    crc ^= b;
-    for (int i = 0; i < 8; ++i) crc = (crc >> 1) ^ ((crc & 1) ? 0xEDB88320u : 0u);
-  }
-  return ~crc;
+  return test::reference_crc32_zlib(bytes, prev);
 }
 
 // The canonical key, spelled out independently of FlowHasher::key_bytes.

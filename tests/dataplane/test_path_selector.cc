@@ -2,6 +2,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "tests/support/reference_crc.h"
+
 #include <cmath>
 #include <map>
 #include <numeric>
@@ -28,12 +30,7 @@ uint32_t reference_flow_hash(const FlowKey& k, uint32_t seed) {
                              uint8_t(k.src_port >> 8),     uint8_t(k.src_port),
                              uint8_t(k.dst_port >> 8),     uint8_t(k.dst_port),
                              uint8_t(k.proto_and_qp >> 24)};
-  uint32_t crc = seed;
-  for (uint8_t b : bytes) {
-    crc ^= b;
-    for (int i = 0; i < 8; ++i) crc = (crc >> 1) ^ ((crc & 1) ? 0x82F63B78u : 0u);
-  }
-  return crc;
+  return test::reference_crc32c_dpdk(bytes, seed);
 }
 
 FlowKey random_udp_key(std::mt19937& rng) {

@@ -13,6 +13,7 @@
 #include "dataplane/flow_key.h"
 #include "dataplane/pfc_frame.h"
 #include "tests/support/dpdk_test.h"
+#include "tests/support/reference_crc.h"
 
 using namespace spraynet;
 using spraynet::switch_emu::SwitchNode;
@@ -37,15 +38,6 @@ std::string fanout_yaml(int n, const std::string& mode, const std::string& extra
   return y + extra;
 }
 
-// Independent CRC32C: reflected Castagnoli, register starts at the seed, no final inversion
-// (DPDK's rte_hash_crc), over the 5-tuple in network order.
-uint32_t crc32c_bitwise(const uint8_t* p, size_t n, uint32_t crc) {
-  for (size_t i = 0; i < n; ++i) {
-    crc ^= p[i];
-    for (int b = 0; b < 8; ++b) crc = (crc >> 1) ^ (0x82F63B78u & (0u - (crc & 1u)));
-  }
-  return crc;
-}
 
 struct Flow {
   uint32_t src, dst;
@@ -57,7 +49,8 @@ uint32_t flow_crc(const Flow& f, uint32_t seed) {
                          uint8_t(f.src),       uint8_t(f.dst >> 24), uint8_t(f.dst >> 16),
                          uint8_t(f.dst >> 8),  uint8_t(f.dst),       uint8_t(f.sport >> 8),
                          uint8_t(f.sport),     uint8_t(f.dport >> 8), uint8_t(f.dport), 17};
-  return crc32c_bitwise(k, sizeof k, seed);
+  // The 5-tuple in network order through an independent CRC32C (see reference_crc.h).
+  return test::reference_crc32c_dpdk(k, seed);
 }
 
 rte_mbuf* udp(const TestPool& pool, const Flow& f, uint8_t dscp = 0, size_t payload = 64,
