@@ -1,0 +1,135 @@
+// The control loop in virtual time: every period (default 200 ms) it samples the node's ports,
+// updates the link-state table, computes new bucket weights for every group and publishes them;
+// a link going down is published at once, not at the next tick (DESIGN.md "Control").
+//
+// Driven by an event clock: the driver calls tick(now_ns) whenever its clock reaches
+// next_event_ns() (fabric_emu) or on every pass of its control thread (switch_emu), and
+// on_link_down(port, now_ns) right after taking a link down in the dataplane. Nothing here reads
+// a clock, sleeps or starts a thread.
+//
+// Ticks fall on start_ns + k * period exactly: a tick at 199.999999 ms after the start does
+// nothing, the one at 200 ms publishes. A driver that calls late (after several boundaries)
+// gets one recomputation over the whole elapsed interval; the boundaries it skipped are counted
+// in missed_periods and the next tick is the first boundary after now.
+//
+// Each publication is two steps: compute a ControlSnapshot (the sampled link states and every
+// group's weights), immutable once made, then publish it (PathSelector::set_weights for every
+// group, in every mode: sprayed packets use the bucket table whatever the group's mode). Today
+// publication is a direct call on the node's thread; the RCU version (rte_rcu_qsbr) goes between
+// the two steps without changing the computation.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "control/bucket_reweighter.h"
+#include "control/link_state_table.h"
+
+namespace spdlog {
+class logger;
+}
+
+namespace spraynet {
+class EgressPort;
+class PathSelector;
+class PfcState;
+}  // namespace spraynet
+
+namespace spraynet::control {
+
+// What the loop controls, as plain dataplane objects, so that control does not depend on the
+// programs' node classes (control_target_of below builds it from a SwitchNode). The objects must
+// outlive the loop.
+struct ControlTarget {
+  std::vector<LinkIdentity> links;       // one per port, in port order
+  std::vector<const EgressPort*> ports;  // the same order
+  const PfcState* pfc = nullptr;         // null: no PFC, nothing lossless
+  std::vector<PathSelector*> groups;     // member ports index `ports`
+  unsigned path_id_bits = 4;
+};
+
+// From any node with SwitchNode's accessors (config(), port_count(), egress(p), pfc(),
+// group_count(), group(i)). A template so that control/ does not link switch_emu/.
+template <class Node>
+ControlTarget control_target_of(Node& node) {
+  ControlTarget t;
+  t.links = link_identities(node.config());
+  t.path_id_bits = path_id_bits(node.config());
+  for (uint16_t p = 0; p < node.port_count(); ++p) t.ports.push_back(&node.egress(p));
+  t.pfc = node.pfc();
+  for (size_t g = 0; g < node.group_count(); ++g) t.groups.push_back(&node.group(g));
+  return t;
+}
+
+struct ControlLoopConfig {
+  uint64_t period_ns = 200'000'000;
+  LinkStateTableConfig links;  // path_id_bits is taken from the target
+  ReweightConfig reweight;
+
+  // Empty when valid, else "key: reason".
+  std::string check() const;
+};
+
+// One publication: immutable once computed.
+struct ControlSnapshot {
+  uint64_t sequence = 0;  // 1 for the first publication, then +1 each
+  uint64_t computed_ns = 0;
+  bool immediate = false;  // from on_link_down, not from a tick
+  std::vector<LinkState> links;
+  std::vector<std::vector<uint32_t>> group_weights;  // per group, in member order
+};
+
+struct ControlLoopCounters {
+  uint64_t ticks = 0;                   // period boundaries acted on
+  uint64_t missed_periods = 0;          // boundaries passed without a tick call
+  uint64_t publications = 0;            // every publication, ticks and link-down events
+  uint64_t immediate_publications = 0;  // of which on link down
+};
+
+class ControlLoop {
+ public:
+  // Takes the counters' baseline at start_ns (the first tick measures [start, start + period)).
+  // Nothing is published until the first tick or link-down: the groups keep their configured
+  // weights. Throws std::invalid_argument for an invalid config or target (a port or group
+  // pointer that is null, links and ports of different sizes). Path-id collisions are logged as
+  // warnings (logger may be null).
+  ControlLoop(ControlTarget target, uint64_t start_ns, const ControlLoopConfig& config = {},
+              std::shared_ptr<spdlog::logger> logger = nullptr);
+
+  // At or after a period boundary: sample, recompute, publish; returns true. Before it: nothing.
+  bool tick(uint64_t now_ns);
+  // The link of `port` is down (the dataplane already knows): mark it down in the table and
+  // publish at once with the table's current utilisations; no counters are sampled and the tick
+  // schedule does not move. A link coming back up is published at the next tick, after its
+  // counters have been read. Throws std::out_of_range for an unknown port.
+  void on_link_down(uint16_t port, uint64_t now_ns);
+  // The next period boundary: when tick() next has something to do.
+  uint64_t next_event_ns() const { return next_tick_ns_; }
+
+  const LinkStateTable& table() const { return table_; }
+  // The latest publication; null before the first one.
+  const std::shared_ptr<const ControlSnapshot>& current() const { return current_; }
+  const ControlLoopCounters& counters() const { return counters_; }
+  const ControlLoopConfig& config() const { return config_; }
+
+ private:
+  // Step 1: a new snapshot from the table as it stands (callers update the table first).
+  std::shared_ptr<const ControlSnapshot> compute(uint64_t now_ns, bool immediate) const;
+  // Step 2: hand it to the dataplane and make it current.
+  void publish(std::shared_ptr<const ControlSnapshot> snapshot);
+
+  ControlTarget target_;
+  ControlLoopConfig config_;
+  std::shared_ptr<spdlog::logger> logger_;
+  LinkStateTable table_;
+  BucketReweighter reweighter_;
+  std::vector<PortSample> samples_;  // scratch, reused every tick
+  uint64_t next_tick_ns_;
+  std::shared_ptr<const ControlSnapshot> current_;
+  ControlLoopCounters counters_;
+};
+
+}  // namespace spraynet::control
