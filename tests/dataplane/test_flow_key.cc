@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "dataplane/packet_builder.h"
+#include "tests/support/ipv4_checksum.h"
 #include "tests/support/roce_vector.h"
 
 using namespace spraynet;
@@ -46,12 +47,7 @@ TEST_CASE("plain UDP has ports but no DestQP; fragments have no ports") {
   // Mark it a non-first fragment (offset 8) and fix the IP checksum.
   f[14 + 6] = 0x00;
   f[14 + 7] = 0x01;
-  f[14 + 10] = f[14 + 11] = 0;
-  uint32_t sum = 0;
-  for (int i = 0; i < 20; i += 2) sum += (f[14 + i] << 8) | f[14 + i + 1];
-  while (sum >> 16) sum = (sum & 0xFFFF) + (sum >> 16);
-  f[14 + 10] = static_cast<uint8_t>(~sum >> 8);
-  f[14 + 11] = static_cast<uint8_t>(~sum);
+  spraynet::test::fix_ipv4_checksum(f, 14);
   REQUIRE(PacketParser().parse(f.data(), f.size(), p) == ParseStatus::kOk);
   CHECK(p.ip_fragment);
   k = make_flow_key(p, true);

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "dataplane/packet_builder.h"
+#include "tests/support/ipv4_checksum.h"
 #include "tests/support/roce_vector.h"
 
 using namespace spraynet;
@@ -13,16 +14,7 @@ using spraynet::test::roce_vector_frame;
 
 namespace {
 
-// Recomputes the IPv4 header checksum after a test changed a header field.
-void fix_ip_checksum(std::vector<uint8_t>& f) {
-  uint8_t* ip = f.data() + kVectorL3Offset;
-  ip[10] = ip[11] = 0;
-  uint32_t sum = 0;
-  for (int i = 0; i < 20; i += 2) sum += (ip[i] << 8) | ip[i + 1];
-  while (sum >> 16) sum = (sum & 0xFFFF) + (sum >> 16);
-  ip[10] = static_cast<uint8_t>(~sum >> 8);
-  ip[11] = static_cast<uint8_t>(~sum);
-}
+void fix_ip_checksum(std::vector<uint8_t>& f) { test::fix_ipv4_checksum(f, kVectorL3Offset); }
 
 size_t icrc_span(const std::vector<uint8_t>& f) { return f.size() - kVectorL3Offset - 4; }
 

@@ -10,6 +10,7 @@
 #include "dataplane/icrc.h"
 #include "dataplane/packet_builder.h"
 #include "tests/support/dpdk_test.h"
+#include "tests/support/ipv4_checksum.h"
 #include "tests/support/roce_vector.h"
 
 using namespace spraynet;
@@ -21,14 +22,7 @@ namespace {
 constexpr size_t kL3 = 14;
 
 void fix_ip_checksum(std::vector<uint8_t>& f, size_t l3 = kL3) {
-  uint8_t* ip = f.data() + l3;
-  const size_t ihl = size_t{ip[0] & 0xFu} * 4;
-  ip[10] = ip[11] = 0;
-  uint32_t sum = 0;
-  for (size_t i = 0; i < ihl; i += 2) sum += (ip[i] << 8) | ip[i + 1];
-  while (sum >> 16) sum = (sum & 0xFFFF) + (sum >> 16);
-  ip[10] = static_cast<uint8_t>(~sum >> 8);
-  ip[11] = static_cast<uint8_t>(~sum);
+  spraynet::test::fix_ipv4_checksum(f, l3);
 }
 
 // Parses from a heap block of exactly `len` bytes, so that AddressSanitizer catches any read

@@ -2,11 +2,12 @@
 // PollLoop running SwitchLcore on this lcore with TSC time, exactly as switch_emu runs it.
 #include "switch_emu/switch_lcore.h"
 
-#include <catch2/catch.hpp>
 #include <rte_eth_ring.h>
 #include <rte_ring.h>
+#include <catch2/catch.hpp>
 
 #include <map>
+#include <memory>
 #include <random>
 #include <set>
 #include <vector>
@@ -31,97 +32,119 @@ struct RingPort {
 RingPort make_ring_port(const std::string& name) {
   RingPort p;
   p.name = name;
-  p.rx = rte_ring_create((name + "_rx").c_str(), 16384, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
-  p.tx = rte_ring_create((name + "_tx").c_str(), 16384, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
+  p.rx =
+      rte_ring_create((name + "_rx").c_str(), 16384, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
+  p.tx =
+      rte_ring_create((name + "_tx").c_str(), 16384, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
   REQUIRE(p.rx != nullptr);
   REQUIRE(p.tx != nullptr);
   REQUIRE(rte_eth_from_rings(name.c_str(), &p.rx, 1, &p.tx, 1, SOCKET_ID_ANY) >= 0);
   return p;
 }
 
+// A switch whose ports are net_ring ethdevs over rte_rings the test reads and writes: port 0
+// ("<prefix>_in") and n outputs in one ECMP group routed 0.0.0.0/0.
+struct RingSwitch {
+  RingSwitch(const std::string& prefix, int outputs, rte_mempool* pool, uint64_t idle_exit_ns) {
+    rings.push_back(make_ring_port(prefix + "_in"));
+    for (int i = 0; i < outputs; ++i)
+      rings.push_back(make_ring_port(prefix + "_out" + std::to_string(i)));
+    // rte_eth_from_rings names the ethdev "net_ring_<name>".
+    std::string yaml = "ports:\n";
+    for (const auto& r : rings)
+      yaml += "  - {name: " + r.name + ", device: net_ring_" + r.name + "}\n";
+    yaml += "groups:\n  - {name: g, ports: [";
+    for (int i = 1; i <= outputs; ++i) yaml += (i > 1 ? ", " : "") + rings[i].name;
+    yaml += "]}\nroutes:\n  - {prefix: 0.0.0.0/0, group: g}\n";
+    config = control::parse_switch_config(control::ConfigNode::load_string(yaml, "t.yaml"));
+    shared.node_port_of.assign(RTE_MAX_ETHPORTS, -1);
+    for (uint16_t i = 0; i < rings.size(); ++i) {
+      ports.emplace_back(runtime::PortConfig{config.ports[i].device}, pool);
+      shared.dpdk_port.push_back(ports.back().id());
+      shared.node_port_of[ports.back().id()] = i;
+    }
+    node = std::make_unique<switch_emu::SwitchNode>(config, pool);
+    shared.node = node.get();
+    shared.stop = &stop;
+    // A termination condition only: the results do not depend on it.
+    shared.idle_exit_ns = idle_exit_ns;
+  }
+  ~RingSwitch() {
+    node->free_all();
+    node.reset();
+    ports.clear();
+    for (auto& r : rings) {
+      rte_ring_free(r.rx);
+      rte_ring_free(r.tx);
+    }
+  }
+
+  std::vector<RingPort> rings;
+  control::SwitchConfig config;
+  std::vector<runtime::Port> ports;
+  switch_emu::SwitchShared shared;
+  runtime::StopSignal stop;
+  std::unique_ptr<switch_emu::SwitchNode> node;
+};
+
 }  // namespace
 
 TEST_CASE("SwitchLcore forwards on net_ring ports under a PollLoop, ECMP over 4 ports") {
   test::TestPool pool(16383);
-  std::vector<RingPort> rings = {make_ring_port("swl_in")};
-  for (int i = 0; i < 4; ++i) rings.push_back(make_ring_port("swl_out" + std::to_string(i)));
+  {
+    RingSwitch sw("swl", 4, pool.get(), 20'000'000);
+    auto& rings = sw.rings;
+    auto& ports = sw.ports;
+    auto& node = *sw.node;
 
-  // rte_eth_from_rings names the ethdev "net_ring_<name>".
-  std::string yaml = "ports:\n";
-  for (const auto& r : rings) {
-    yaml += "  - {name: " + r.name + ", device: net_ring_" + r.name + "}\n";
-  }
-  yaml += "groups:\n  - {name: g, ports: [swl_out0, swl_out1, swl_out2, swl_out3]}\n"
-          "routes:\n  - {prefix: 0.0.0.0/0, group: g}\n";
-  const auto cfg = control::parse_switch_config(control::ConfigNode::load_string(yaml, "t.yaml"));
-
-  std::vector<runtime::Port> ports;
-  switch_emu::SwitchShared shared;
-  shared.node_port_of.assign(RTE_MAX_ETHPORTS, -1);
-  for (uint16_t i = 0; i < rings.size(); ++i) {
-    ports.emplace_back(runtime::PortConfig{cfg.ports[i].device}, pool.get());
-    shared.dpdk_port.push_back(ports.back().id());
-    shared.node_port_of[ports.back().id()] = i;
-  }
-  switch_emu::SwitchNode node(cfg, pool.get());
-  runtime::StopSignal stop;
-  shared.node = &node;
-  shared.stop = &stop;
-  shared.idle_exit_ns = 20'000'000;  // a termination condition only: the result does not depend on it
-
-  // 8,000 packets of 1,000 flows, waiting in the input port's rx ring.
-  std::mt19937 rng(11);
-  std::vector<uint8_t> payload(100, 0x3C);
-  for (int i = 0; i < 8000; ++i) {
-    FrameSpec f;
-    f.ip.src = 0x0A000000 | (rng() % 1000);
-    f.ip.dst = 0x0B000001;
-    f.udp.src_port = static_cast<uint16_t>(f.ip.src);
-    f.udp.dst_port = 7000;
-    f.payload = payload;
-    rte_mbuf* m = build_udp_mbuf(pool.get(), f);
-    REQUIRE(m != nullptr);
-    REQUIRE(rte_ring_enqueue(rings[0].rx, m) == 0);
-  }
-
-  std::vector<runtime::RxQueue> rx;
-  std::vector<runtime::TxQueue> tx;
-  for (auto& p : ports) {
-    rx.push_back({&p, 0});
-    tx.push_back({&p, 0});
-  }
-  switch_emu::SwitchLcore lcore(shared, {0, 1, 2, 3, 4});
-  runtime::TscClock clock;
-  runtime::PollLoop loop(rx, tx, lcore, clock);
-  loop.run(stop);
-
-  uint64_t total = 0;
-  std::map<uint32_t, std::set<int>> ports_of_flow;
-  PacketParser parser;
-  for (int i = 1; i <= 4; ++i) {
-    rte_mbuf* m;
-    int count = 0;
-    while (rte_ring_dequeue(rings[i].tx, reinterpret_cast<void**>(&m)) == 0) {
-      ParsedPacket p;
-      REQUIRE(parser.parse(m, p) == ParseStatus::kOk);
-      CHECK(p.ttl == 63);
-      ports_of_flow[p.src_ip].insert(i);
-      rte_pktmbuf_free(m);
-      ++count;
+    // 8,000 packets of 1,000 flows, waiting in the input port's rx ring.
+    std::mt19937 rng(11);
+    std::vector<uint8_t> payload(100, 0x3C);
+    for (int i = 0; i < 8000; ++i) {
+      FrameSpec f;
+      f.ip.src = 0x0A000000 | (rng() % 1000);
+      f.ip.dst = 0x0B000001;
+      f.udp.src_port = static_cast<uint16_t>(f.ip.src);
+      f.udp.dst_port = 7000;
+      f.payload = payload;
+      rte_mbuf* m = build_udp_mbuf(pool.get(), f);
+      REQUIRE(m != nullptr);
+      REQUIRE(rte_ring_enqueue(rings[0].rx, m) == 0);
     }
-    INFO("port " << i);
-    CHECK(count > 8000 / 4 / 2);  // 1,000 flows over 4 ports: far from empty
-    total += static_cast<uint64_t>(count);
-  }
-  CHECK(total == 8000);
-  for (const auto& [flow, set] : ports_of_flow) CHECK(set.size() == 1);
-  CHECK(node.port_counters(0).rx_packets == 8000);
-  CHECK(node.total_drops() == 0);
-  node.free_all();
-  ports.clear();
-  for (auto& r : rings) {
-    rte_ring_free(r.rx);
-    rte_ring_free(r.tx);
+
+    std::vector<runtime::RxQueue> rx;
+    std::vector<runtime::TxQueue> tx;
+    for (auto& p : ports) {
+      rx.push_back({&p, 0});
+      tx.push_back({&p, 0});
+    }
+    switch_emu::SwitchLcore lcore(sw.shared, {0, 1, 2, 3, 4});
+    runtime::TscClock clock;
+    runtime::PollLoop loop(rx, tx, lcore, clock);
+    loop.run(sw.stop);
+
+    uint64_t total = 0;
+    std::map<uint32_t, std::set<int>> ports_of_flow;
+    PacketParser parser;
+    for (int i = 1; i <= 4; ++i) {
+      rte_mbuf* m;
+      int count = 0;
+      while (rte_ring_dequeue(rings[i].tx, reinterpret_cast<void**>(&m)) == 0) {
+        ParsedPacket p;
+        REQUIRE(parser.parse(m, p) == ParseStatus::kOk);
+        CHECK(p.ttl == 63);
+        ports_of_flow[p.src_ip].insert(i);
+        rte_pktmbuf_free(m);
+        ++count;
+      }
+      INFO("port " << i);
+      CHECK(count > 8000 / 4 / 2);  // 1,000 flows over 4 ports: far from empty
+      total += static_cast<uint64_t>(count);
+    }
+    CHECK(total == 8000);
+    for (const auto& [flow, set] : ports_of_flow) CHECK(set.size() == 1);
+    CHECK(node.port_counters(0).rx_packets == 8000);
+    CHECK(node.total_drops() == 0);
   }
   CHECK(pool.whole());
 }
@@ -133,76 +156,53 @@ TEST_CASE("two lcores: one polls the input, the other the outputs; nothing lost 
     return;
   }
   test::TestPool pool(16383);
-  std::vector<RingPort> rings = {make_ring_port("mlc_in")};
-  for (int i = 0; i < 2; ++i) rings.push_back(make_ring_port("mlc_out" + std::to_string(i)));
-  std::string yaml = "ports:\n";
-  for (const auto& r : rings) {
-    yaml += "  - {name: " + r.name + ", device: net_ring_" + r.name + "}\n";
-  }
-  yaml += "groups:\n  - {name: g, ports: [mlc_out0, mlc_out1]}\n"
-          "routes:\n  - {prefix: 0.0.0.0/0, group: g}\n";
-  const auto cfg = control::parse_switch_config(control::ConfigNode::load_string(yaml, "t.yaml"));
+  {
+    RingSwitch sw("mlc", 2, pool.get(), 50'000'000);
+    auto& rings = sw.rings;
+    auto& ports = sw.ports;
+    auto& node = *sw.node;
 
-  std::vector<runtime::Port> ports;
-  switch_emu::SwitchShared shared;
-  shared.node_port_of.assign(RTE_MAX_ETHPORTS, -1);
-  for (uint16_t i = 0; i < rings.size(); ++i) {
-    ports.emplace_back(runtime::PortConfig{cfg.ports[i].device}, pool.get());
-    shared.dpdk_port.push_back(ports.back().id());
-    shared.node_port_of[ports.back().id()] = i;
-  }
-  switch_emu::SwitchNode node(cfg, pool.get());
-  runtime::StopSignal stop;
-  shared.node = &node;
-  shared.stop = &stop;
-  shared.idle_exit_ns = 50'000'000;
-
-  std::vector<uint8_t> payload(200, 0x11);
-  for (int i = 0; i < 6000; ++i) {
-    FrameSpec f;
-    f.ip.src = 0x0A000000 | static_cast<uint32_t>(i % 300);
-    f.ip.dst = 0x0B000001;
-    f.udp.src_port = static_cast<uint16_t>(i % 300);
-    f.udp.dst_port = 7000;
-    f.ip.id = static_cast<uint16_t>(i);
-    f.payload = payload;
-    rte_mbuf* m = build_udp_mbuf(pool.get(), f);
-    REQUIRE(m != nullptr);
-    REQUIRE(rte_ring_enqueue(rings[0].rx, m) == 0);
-  }
-  // lcore A polls the input port (its rx; its tx carries nothing); lcore B polls and transmits
-  // the two outputs: the node's egress for p1/p2 is released by B only.
-  switch_emu::SwitchLcore a(shared, {0}), b(shared, {1, 2});
-  runtime::TscClock clock;
-  runtime::PollLoop loop_a({{&ports[0], 0}}, {{&ports[0], 0}}, a, clock);
-  runtime::PollLoop loop_b({{&ports[1], 0}, {&ports[2], 0}}, {{&ports[1], 0}, {&ports[2], 0}}, b,
-                           clock);
-  runtime::LcoreRunner({lcores[0], lcores[1]}).run([&](unsigned, unsigned index) {
-    (index == 0 ? loop_a : loop_b).run(stop);
-  });
-
-  std::set<uint16_t> ids;
-  uint64_t total = 0;
-  for (int i = 1; i <= 2; ++i) {
-    rte_mbuf* m;
-    while (rte_ring_dequeue(rings[i].tx, reinterpret_cast<void**>(&m)) == 0) {
-      ParsedPacket p;
-      REQUIRE(PacketParser().parse(m, p) == ParseStatus::kOk);
-      ids.insert(rte_be_to_cpu_16(rte_pktmbuf_mtod_offset(m, const rte_be16_t*, 14 + 4)[0]));
-      rte_pktmbuf_free(m);
-      ++total;
+    std::vector<uint8_t> payload(200, 0x11);
+    for (int i = 0; i < 6000; ++i) {
+      FrameSpec f;
+      f.ip.src = 0x0A000000 | static_cast<uint32_t>(i % 300);
+      f.ip.dst = 0x0B000001;
+      f.udp.src_port = static_cast<uint16_t>(i % 300);
+      f.udp.dst_port = 7000;
+      f.ip.id = static_cast<uint16_t>(i);
+      f.payload = payload;
+      rte_mbuf* m = build_udp_mbuf(pool.get(), f);
+      REQUIRE(m != nullptr);
+      REQUIRE(rte_ring_enqueue(rings[0].rx, m) == 0);
     }
-  }
-  INFO("rx " << node.port_counters(0).rx_packets << ", loops " << loop_a.counters().loops << "/"
-             << loop_b.counters().loops << ", tx dropped " << loop_b.counters().tx_dropped);
-  CHECK(total == 6000);
-  CHECK(ids.size() == 6000);
-  CHECK(node.total_drops() == 0);
-  node.free_all();
-  ports.clear();
-  for (auto& r : rings) {
-    rte_ring_free(r.rx);
-    rte_ring_free(r.tx);
+    // lcore A polls the input port (its rx; its tx carries nothing); lcore B polls and transmits
+    // the two outputs: the node's egress for p1/p2 is released by B only.
+    switch_emu::SwitchLcore a(sw.shared, {0}), b(sw.shared, {1, 2});
+    runtime::TscClock clock;
+    runtime::PollLoop loop_a({{&ports[0], 0}}, {{&ports[0], 0}}, a, clock);
+    runtime::PollLoop loop_b({{&ports[1], 0}, {&ports[2], 0}}, {{&ports[1], 0}, {&ports[2], 0}}, b,
+                             clock);
+    runtime::LcoreRunner({lcores[0], lcores[1]}).run([&](unsigned, unsigned index) {
+      (index == 0 ? loop_a : loop_b).run(sw.stop);
+    });
+
+    std::set<uint16_t> ids;
+    uint64_t total = 0;
+    for (int i = 1; i <= 2; ++i) {
+      rte_mbuf* m;
+      while (rte_ring_dequeue(rings[i].tx, reinterpret_cast<void**>(&m)) == 0) {
+        ParsedPacket p;
+        REQUIRE(PacketParser().parse(m, p) == ParseStatus::kOk);
+        ids.insert(rte_be_to_cpu_16(rte_pktmbuf_mtod_offset(m, const rte_be16_t*, 14 + 4)[0]));
+        rte_pktmbuf_free(m);
+        ++total;
+      }
+    }
+    INFO("rx " << node.port_counters(0).rx_packets << ", loops " << loop_a.counters().loops << "/"
+               << loop_b.counters().loops << ", tx dropped " << loop_b.counters().tx_dropped);
+    CHECK(total == 6000);
+    CHECK(ids.size() == 6000);
+    CHECK(node.total_drops() == 0);
   }
   CHECK(pool.whole());
 }
