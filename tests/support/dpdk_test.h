@@ -5,6 +5,8 @@
 #include <rte_mbuf.h>
 #include <rte_mempool.h>
 
+#include "dataplane/runtime/port.h"
+
 #include <atomic>
 #include <cstdint>
 #include <stdexcept>
@@ -50,5 +52,16 @@ class TestPool {
  private:
   rte_mempool* pool_ = nullptr;
 };
+
+// Receives and frees everything waiting on rx queue 0 of `port`; returns how many there were.
+inline unsigned drain_rx(runtime::Port& port) {
+  unsigned total = 0;
+  rte_mbuf* pkts[64];
+  while (uint16_t n = port.rx_burst(0, pkts, 64)) {
+    rte_pktmbuf_free_bulk(pkts, n);
+    total += n;
+  }
+  return total;
+}
 
 }  // namespace spraynet::test

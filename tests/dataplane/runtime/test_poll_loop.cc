@@ -2,6 +2,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "tests/support/dpdk_test.h"
+
 #include <csignal>
 #include <cstdint>
 #include <vector>
@@ -94,16 +96,6 @@ void preload(Port& ring, PacketPool& pool, unsigned count) {
   REQUIRE(ring.tx_burst(0, pkts.data(), static_cast<uint16_t>(count)) == count);
 }
 
-unsigned drain(Port& port) {
-  unsigned total = 0;
-  rte_mbuf* pkts[64];
-  while (uint16_t n = port.rx_burst(0, pkts, 64)) {
-    rte_pktmbuf_free_bulk(pkts, n);
-    total += n;
-  }
-  return total;
-}
-
 }  // namespace
 
 TEST_CASE("a pcap passes through the loop byte for byte", "[poll_loop]") {
@@ -152,7 +144,7 @@ TEST_CASE("a stop request lets the loop drain what already arrived", "[poll_loop
     CHECK(loop.counters().rx_packets == 100);
     CHECK(loop.counters().tx_packets == 100);
     CHECK(fwd.stops == 1);
-    CHECK(drain(source) == 0);
+    CHECK(spraynet::test::drain_rx(source) == 0);
   }
   CHECK(pool.whole());
 }
@@ -214,7 +206,7 @@ TEST_CASE("tx refused by a full queue is counted as dropped and freed", "[poll_l
     CHECK(c.rx_packets == 2016);  // 63 bursts of 32
     CHECK(c.tx_packets == 1023);
     CHECK(c.tx_dropped == c.rx_packets - 1023);
-    CHECK(drain(ring) == 1023);
+    CHECK(spraynet::test::drain_rx(ring) == 1023);
   }
   CHECK(pool.whole());
 }
@@ -298,7 +290,7 @@ TEST_CASE("on_stop releases what the handler held, and it is sent", "[poll_loop]
     loop.run(stop);
 
     CHECK(loop.counters().tx_packets == 50);
-    CHECK(drain(dest) == 50);
+    CHECK(spraynet::test::drain_rx(dest) == 50);
   }
   CHECK(pool.whole());
 }

@@ -2,6 +2,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "tests/support/dpdk_test.h"
+
 #include <utility>
 
 #include "dataplane/runtime/packet_pool.h"
@@ -20,17 +22,6 @@ rte_mbuf* packet(PacketPool& pool) {
   return m;
 }
 
-// Receives and frees everything waiting on rx queue 0; returns how many there were.
-unsigned drain(Port& port) {
-  unsigned total = 0;
-  rte_mbuf* pkts[64];
-  while (uint16_t n = port.rx_burst(0, pkts, 64)) {
-    rte_pktmbuf_free_bulk(pkts, n);
-    total += n;
-  }
-  return total;
-}
-
 }  // namespace
 
 TEST_CASE("a tx buffer sends full bursts at once and the rest on flush", "[tx_buffer]") {
@@ -47,7 +38,7 @@ TEST_CASE("a tx buffer sends full bursts at once and the rest on flush", "[tx_bu
   for (int i = 0; i < 3; ++i) sent += buf.send(packet(pool));
   CHECK(buf.flush() == 3);
   CHECK(buf.dropped() == 0);
-  CHECK(drain(port) == 11);
+  CHECK(spraynet::test::drain_rx(port) == 11);
   CHECK(pool.whole());
 }
 
@@ -65,7 +56,7 @@ TEST_CASE("what a full tx queue refuses is freed and counted as dropped", "[tx_b
   CHECK(buf.dropped() == kOffered - 1023);
   CHECK(port.stats().opackets == 1023);  // net_ring does not report its refusals in oerrors
   CHECK(pool.in_use() == 1023);          // the dropped ones went back at once
-  CHECK(drain(port) == 1023);
+  CHECK(spraynet::test::drain_rx(port) == 1023);
   CHECK(pool.whole());
 }
 
@@ -80,6 +71,6 @@ TEST_CASE("a tx buffer flushes on destruction and keeps its count when moved", "
     CHECK(second.pending() == 2);
     CHECK(second.dropped() == 0);
   }
-  CHECK(drain(port) == 2);
+  CHECK(spraynet::test::drain_rx(port) == 2);
   CHECK(pool.whole());
 }
