@@ -50,9 +50,10 @@ ControlLoop::ControlLoop(ControlTarget target, uint64_t start_ns, const ControlL
       logger_(std::move(logger)),
       table_(target_.links, table_config(config_, target_)),
       reweighter_(config_.reweight),
+      publisher_(target_.rcu),
       next_tick_ns_(start_ns + config_.period_ns) {
   // Baseline: the first tick then measures a whole period.
-  sample_ports(target_.ports, target_.pfc, start_ns, samples_);
+  sample(start_ns);
   table_.update(samples_, start_ns);
   if (logger_) {
     for (const PathIdCollision& c : table_.collisions()) {
@@ -76,7 +77,7 @@ bool ControlLoop::tick(uint64_t now_ns) {
   next_tick_ns_ += (late / config_.period_ns + 1) * config_.period_ns;
   ++counters_.ticks;
 
-  sample_ports(target_.ports, target_.pfc, now_ns, samples_);
+  sample(now_ns);
   table_.update(samples_, now_ns);
   publish(compute(now_ns, false));
   return true;
@@ -107,10 +108,14 @@ std::shared_ptr<const ControlSnapshot> ControlLoop::compute(uint64_t now_ns, boo
   return s;
 }
 
+void ControlLoop::sample(uint64_t now_ns) {
+  std::unique_lock<std::mutex> lock;
+  if (target_.node_lock != nullptr) lock = std::unique_lock<std::mutex>(*target_.node_lock);
+  sample_ports(target_.ports, target_.pfc, now_ns, samples_);
+}
+
 void ControlLoop::publish(std::shared_ptr<const ControlSnapshot> snapshot) {
-  for (size_t g = 0; g < target_.groups.size(); ++g) {
-    target_.groups[g]->set_weights(snapshot->group_weights[g]);
-  }
+  publisher_.publish(target_.groups, snapshot->group_weights);
   ++counters_.publications;
   if (snapshot->immediate) ++counters_.immediate_publications;
   current_ = std::move(snapshot);

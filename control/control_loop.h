@@ -14,19 +14,25 @@
 //
 // Each publication is two steps: compute a ControlSnapshot (the sampled link states and every
 // group's weights), immutable once made, then publish it (PathSelector::set_weights for every
-// group, in every mode: sprayed packets use the bucket table whatever the group's mode). Today
-// publication is a direct call on the node's thread; the RCU version (rte_rcu_qsbr) goes between
-// the two steps without changing the computation.
+// group, in every mode: sprayed packets use the bucket table whatever the group's mode) through
+// a TablePublisher: with the target's RcuDomain (switch_emu's control thread) the old tables are
+// freed after a grace period, without one (virtual time) at once.
+//
+// Threads. One thread drives the loop (tick, on_link_down); callers serialise it with their
+// control lock. The node's ports are read only while holding the target's node_lock (when set),
+// because egress counters belong to the lcores; publication never takes it.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "control/bucket_reweighter.h"
 #include "control/link_state_table.h"
+#include "control/table_publisher.h"
 
 namespace spdlog {
 class logger;
@@ -36,6 +42,9 @@ namespace spraynet {
 class EgressPort;
 class PathSelector;
 class PfcState;
+namespace runtime {
+class RcuDomain;
+}
 }  // namespace spraynet
 
 namespace spraynet::control {
@@ -49,6 +58,10 @@ struct ControlTarget {
   const PfcState* pfc = nullptr;         // null: no PFC, nothing lossless
   std::vector<PathSelector*> groups;     // member ports index `ports`
   unsigned path_id_bits = 4;
+  // Concurrency (both null under an event clock): the readers' RCU domain, and the lock that
+  // serialises access to the node's ports and PFC state with the lcores.
+  runtime::RcuDomain* rcu = nullptr;
+  std::mutex* node_lock = nullptr;
 };
 
 // From any node with SwitchNode's accessors (config(), port_count(), egress(p), pfc(),
@@ -114,18 +127,22 @@ class ControlLoop {
   const std::shared_ptr<const ControlSnapshot>& current() const { return current_; }
   const ControlLoopCounters& counters() const { return counters_; }
   const ControlLoopConfig& config() const { return config_; }
+  const TablePublisherCounters& publisher_counters() const { return publisher_.counters(); }
 
  private:
   // Step 1: a new snapshot from the table as it stands (callers update the table first).
   std::shared_ptr<const ControlSnapshot> compute(uint64_t now_ns, bool immediate) const;
   // Step 2: hand it to the dataplane and make it current.
   void publish(std::shared_ptr<const ControlSnapshot> snapshot);
+  // Reads the node's ports into samples_ (under the node lock, when there is one).
+  void sample(uint64_t now_ns);
 
   ControlTarget target_;
   ControlLoopConfig config_;
   std::shared_ptr<spdlog::logger> logger_;
   LinkStateTable table_;
   BucketReweighter reweighter_;
+  TablePublisher publisher_;
   std::vector<PortSample> samples_;  // scratch, reused every tick
   uint64_t next_tick_ns_;
   std::shared_ptr<const ControlSnapshot> current_;

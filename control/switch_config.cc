@@ -86,7 +86,9 @@ uint8_t protocol(const ConfigNode& n) {
   return static_cast<uint8_t>(*v);
 }
 
-TcamRuleSettings parse_rule(const SwitchConfig& c, const ConfigNode& n) {
+}  // namespace
+
+TcamRuleSettings parse_tcam_rule(const SwitchConfig& c, const ConfigNode& n) {
   n.allow_only({"id", "priority", "partition", "match", "action", "port"});
   TcamRuleSettings r;
   r.id = static_cast<uint32_t>(n.uint("id", 0, 0xFFFFFFFF));
@@ -115,6 +117,47 @@ TcamRuleSettings parse_rule(const SwitchConfig& c, const ConfigNode& n) {
   return r;
 }
 
+TcamRule to_tcam_rule(const TcamRuleSettings& r) {
+  TcamRule t;
+  t.id = r.id;
+  t.priority = r.priority;
+  t.partition = r.partition;
+  t.src_ip = r.src.address;
+  t.src_prefix_len = r.src.length;
+  t.dst_ip = r.dst.address;
+  t.dst_prefix_len = r.dst.length;
+  t.ip_proto = r.proto;
+  t.ip_proto_mask = r.proto_mask;
+  t.src_port_lo = static_cast<uint16_t>(r.src_port.lo);
+  t.src_port_hi = static_cast<uint16_t>(r.src_port.hi);
+  t.dst_port_lo = static_cast<uint16_t>(r.dst_port.lo);
+  t.dst_port_hi = static_cast<uint16_t>(r.dst_port.hi);
+  t.dest_qp_lo = static_cast<uint32_t>(r.dest_qp.lo);
+  t.dest_qp_hi = static_cast<uint32_t>(r.dest_qp.hi);
+  t.action = *parse_tcam_action(r.action);  // parse_tcam_rule accepted only known actions
+  t.port = r.port;
+  return t;
+}
+
+TcamConfig to_tcam_config(const TcamSettings& t) {
+  TcamConfig c;
+  c.capacity = t.capacity;
+  c.spray_rule_limit = t.spray_rule_limit;
+  for (const auto& p : t.partitions) c.partitions.push_back({p.name, p.capacity});
+  return c;
+}
+
+namespace {
+
+void parse_control(SwitchConfig& c, const ConfigNode& n) {
+  n.allow_only({"period_ms", "target_utilisation", "idle_buckets", "utilisation_weight"});
+  auto& k = c.control;
+  k.period_ms = n.uint_or("period_ms", k.period_ms, 1, 3'600'000);
+  k.target_utilisation = n.number_or("target_utilisation", k.target_utilisation, 0.0, 0.99);
+  k.idle_buckets = static_cast<uint32_t>(n.uint_or("idle_buckets", k.idle_buckets, 1, 4096));
+  k.utilisation_weight = n.number_or("utilisation_weight", k.utilisation_weight, 0.01, 1.0);
+}
+
 void parse_tcam(SwitchConfig& c, const ConfigNode& n) {
   n.allow_only({"capacity", "spray_rule_limit", "partitions", "rules"});
   c.tcam.capacity = static_cast<uint32_t>(n.uint_or("capacity", c.tcam.capacity, 0, 1u << 20));
@@ -131,7 +174,7 @@ void parse_tcam(SwitchConfig& c, const ConfigNode& n) {
   }
   std::set<uint32_t> ids;
   for (const auto& r : n.list("rules")) {
-    TcamRuleSettings rule = parse_rule(c, r);
+    TcamRuleSettings rule = parse_tcam_rule(c, r);
     if (!names.count(rule.partition)) {
       std::string known;
       for (const auto& s : names) known += (known.empty() ? "" : "|") + s;
@@ -191,7 +234,7 @@ int SwitchConfig::port_index(const std::string& n) const {
 
 SwitchConfig parse_switch_config(const ConfigNode& root) {
   root.allow_only({"name", "seed", "ppcid_layout", "mempool_mbufs", "mbuf_data_room", "ports", "groups", "routes", "tcam", "hash",
-                   "qos", "pfc", "lcores"});
+                   "qos", "pfc", "control", "lcores"});
   SwitchConfig c;
   c.file = root.file();
   c.name = root.string_or("name", c.name);
@@ -273,6 +316,7 @@ SwitchConfig parse_switch_config(const ConfigNode& root) {
   }
 
   if (auto p = root.optional_child("pfc")) parse_pfc(c, *p);
+  if (auto k = root.optional_child("control")) parse_control(c, *k);
 
   std::vector<int> polled(c.ports.size(), -1);
   std::set<unsigned> lcore_ids;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "control/config_reader.h"
+#include "dataplane/tcam.h"
 
 namespace spraynet::control {
 
@@ -96,6 +97,14 @@ struct PfcSettings {
   uint64_t watchdog_restore_ns = 200'000'000;
 };
 
+// The control loop (control/control_loop.h): period, reweighting formula, EWMA.
+struct ControlSettings {
+  uint64_t period_ms = 200;
+  double target_utilisation = 0.6;  // u_target of the bucket formula
+  uint32_t idle_buckets = 32;       // B: buckets a path at or below the target keeps
+  double utilisation_weight = 0.5;  // EWMA weight of the newest period
+};
+
 struct LcoreSettings {
   unsigned lcore = 0;
   std::vector<uint16_t> ports;  // indices into SwitchConfig::ports polled by this lcore
@@ -117,12 +126,19 @@ struct SwitchConfig {
   HashSettings hash;
   QosSettings qos;
   PfcSettings pfc;
+  ControlSettings control;
   std::vector<LcoreSettings> lcores;  // empty: the main lcore polls every port
 
   int port_index(const std::string& name) const;  // -1 when unknown
 };
 
 SwitchConfig parse_switch_config(const ConfigNode& root);
+// One TCAM rule as the config's tcam.rules[] entries write it (port names resolved against
+// `config`); also how telemetry's tcam_add reads a rule given as a YAML flow map.
+TcamRuleSettings parse_tcam_rule(const SwitchConfig& config, const ConfigNode& node);
+// The dataplane's view of the TCAM settings.
+TcamRule to_tcam_rule(const TcamRuleSettings& rule);
+TcamConfig to_tcam_config(const TcamSettings& tcam);
 SwitchConfig load_switch_config(const std::string& path);
 
 }  // namespace spraynet::control

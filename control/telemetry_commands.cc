@@ -119,6 +119,18 @@ void TelemetryCommands::add(const std::string& command, const std::string& help,
   if (command.rfind("/spraynet/", 0) != 0) {
     throw std::invalid_argument("telemetry command must start with /spraynet/: " + command);
   }
+  // DPDK 22.11 answers -EINVAL both for these and for a command registered twice; checking them
+  // here leaves -EINVAL meaning only the latter (a help text of 128 bytes or more would otherwise
+  // leave the command silently unregistered: it answers null).
+  constexpr size_t kMaxCommand = 56;  // MAX_CMD_LEN in lib/telemetry/telemetry.c
+  if (command.size() >= kMaxCommand) {
+    throw std::invalid_argument("telemetry command longer than 55 bytes: " + command);
+  }
+  if (help.size() >= RTE_TEL_MAX_STRING_LEN) {
+    throw std::invalid_argument("telemetry help of " + command + " is " +
+                                std::to_string(help.size()) + " bytes; at most " +
+                                std::to_string(RTE_TEL_MAX_STRING_LEN - 1));
+  }
   std::lock_guard<std::mutex> lock(registry().mutex);
   auto [it, inserted] = registry().handlers.insert_or_assign(command, std::move(handler));
   (void)it;

@@ -68,20 +68,39 @@ std::optional<LbMode> parse_lb_mode(std::string_view name) {
 PathSelector::PathSelector(const PathGroupConfig& config)
     : mode_(config.mode),
       members_(validated(config).member_ports),
-      buckets_(BucketTable::build(std::vector<uint32_t>(members_.size(), 1))),
+      owned_(std::make_unique<const BucketTable>(
+          BucketTable::build(std::vector<uint32_t>(members_.size(), 1)))),
+      table_(owned_.get()),
       flowlets_(config.dlb_table_entries, config.dlb_gap_ns),
       drill_(config.seed),
       member_loads_(members_.size()),
-      spray_stride_(spray_stride(buckets_.size())),
       member_packets_(members_.size(), 0) {}
 
-void PathSelector::set_weights(std::span<const uint32_t> weights) {
+std::unique_ptr<const BucketTable> PathSelector::make_table(
+    std::span<const uint32_t> weights) const {
   if (weights.size() != members_.size()) {
     throw std::invalid_argument("path group: " + std::to_string(weights.size()) + " weights for " +
                                 std::to_string(members_.size()) + " members");
   }
-  buckets_ = BucketTable::rebuild(buckets_, weights);
-  spray_stride_ = spray_stride(buckets_.size());
+  return std::make_unique<const BucketTable>(BucketTable::rebuild(*owned_, weights));
+}
+
+std::unique_ptr<const BucketTable> PathSelector::publish_table(
+    std::unique_ptr<const BucketTable> table) {
+  if (table == nullptr) throw std::invalid_argument("path group: null bucket table");
+  if (table->member_count() != members_.size()) {
+    throw std::invalid_argument("path group: bucket table for " +
+                                std::to_string(table->member_count()) + " members, group has " +
+                                std::to_string(members_.size()));
+  }
+  std::unique_ptr<const BucketTable> old = std::move(owned_);
+  owned_ = std::move(table);
+  table_.store(owned_.get(), std::memory_order_release);
+  return old;
+}
+
+void PathSelector::set_weights(std::span<const uint32_t> weights) {
+  publish_table(make_table(weights));  // the old table is freed here: no reader on this path
 }
 
 uint32_t PathSelector::gather_loads(std::span<const PathLoad> port_loads) {
@@ -110,8 +129,9 @@ uint16_t PathSelector::hash_over_eligible(uint32_t hash, uint32_t eligible) cons
   return nth_eligible(hash % eligible);
 }
 
-uint16_t PathSelector::from_bucket(uint32_t index, uint32_t fallback_key, uint32_t eligible) {
-  uint16_t member = buckets_.select(index);
+uint16_t PathSelector::from_bucket(const BucketTable& table, uint32_t index,
+                                   uint32_t fallback_key, uint32_t eligible) {
+  uint16_t member = table.select(index);
   if (member != BucketTable::kNoMember && member_loads_[member].eligible) return member;
   if (member == BucketTable::kNoMember) {
     ++counters_.empty_table;  // every weight 0 (all paths saturated?): still forward
@@ -140,12 +160,12 @@ uint16_t PathSelector::select(uint32_t flow_hash, uint64_t now_ns,
   const uint32_t eligible = gather_loads(port_loads);
   if (eligible == 0) return to_port(BucketTable::kNoMember);
   uint16_t member = BucketTable::kNoMember;
-  switch (mode_) {
+  switch (mode()) {
     case LbMode::kEcmp:
       member = hash_over_eligible(flow_hash, eligible);
       break;
     case LbMode::kWeighted:
-      member = from_bucket(flow_hash, flow_hash, eligible);
+      member = from_bucket(bucket_table(), flow_hash, flow_hash, eligible);
       break;
     case LbMode::kDlb:
       member = flowlets_.select(flow_hash, now_ns, member_loads_);
@@ -162,8 +182,10 @@ uint16_t PathSelector::select_sprayed(uint32_t flow_hash, uint8_t path_id, uint6
                                       std::span<const PathLoad> port_loads) {
   const uint32_t eligible = gather_loads(port_loads);
   if (eligible == 0) return to_port(BucketTable::kNoMember);
-  const uint32_t index = flow_hash + path_id * spray_stride_;
-  const uint16_t member = from_bucket(index, flow_hash + path_id, eligible);
+  // One load of the published table per packet: its size and its buckets belong together.
+  const BucketTable& table = bucket_table();
+  const uint32_t index = flow_hash + path_id * spray_stride(table.size());
+  const uint16_t member = from_bucket(table, index, flow_hash + path_id, eligible);
   ++counters_.sprayed;
   return to_port(member);
 }

@@ -11,9 +11,17 @@
 // Packets hit by a TCAM `spray` rule go through select_sprayed() whatever the mode: the member
 // comes from the packet's PPCID path id through the bucket table, so one QP's path ids spread
 // over the uplinks in proportion to the weights.
+//
+// Threads. select() and select_sprayed() run on the node's lcore(s); the bucket table they read
+// is published by the control thread (make_table + publish_table) through an atomic pointer, so
+// readers never lock for it. publish_table hands back the previous table: the control side frees
+// it only after every reader has quiesced (RCU, control/table_publisher.h). The mode is an atomic
+// too. Everything else (counters, flowlets, DRILL's state) belongs to the reading side.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string_view>
@@ -72,16 +80,27 @@ class PathSelector {
   uint16_t select_sprayed(uint32_t flow_hash, uint8_t path_id, uint64_t now_ns,
                           std::span<const PathLoad> port_loads);
 
-  // Changes the mode at run time. Entering dlb starts from the flowlets it last knew; those
-  // older than the gap are new flowlets anyway.
-  void set_mode(LbMode mode) { mode_ = mode; }
-  // New bucket weights, one per member (0 = no buckets); rebuilt moving as few buckets as
-  // possible. Throws std::invalid_argument when the size differs from the member count.
+  // Changes the mode at run time (any thread). Entering dlb starts from the flowlets it last
+  // knew; those older than the gap are new flowlets anyway.
+  void set_mode(LbMode mode) { mode_.store(mode, std::memory_order_relaxed); }
+
+  // Control side (one thread). A table for these weights, one per member (0 = no buckets),
+  // laid out from the current one so that as few buckets as possible move. Throws
+  // std::invalid_argument when the size differs from the member count.
+  std::unique_ptr<const BucketTable> make_table(std::span<const uint32_t> weights) const;
+  // Makes `table` current with one atomic store and returns the previous one, which a reader
+  // may still be using: free it only after a grace period. Throws std::invalid_argument for a
+  // null table or one built for another member count.
+  std::unique_ptr<const BucketTable> publish_table(std::unique_ptr<const BucketTable> table);
+  // make_table + publish_table + free at once: for a single thread (tests, virtual time,
+  // construction), where no reader can be inside select().
   void set_weights(std::span<const uint32_t> weights);
 
-  LbMode mode() const { return mode_; }
+  LbMode mode() const { return mode_.load(std::memory_order_relaxed); }
   std::span<const uint16_t> member_ports() const { return members_; }
-  const BucketTable& bucket_table() const { return buckets_; }
+  // The current table. On a thread other than the publisher's, only while that thread cannot
+  // publish (it holds the control lock) or inside a read-side critical section.
+  const BucketTable& bucket_table() const { return *table_.load(std::memory_order_acquire); }
   const FlowletTable& flowlet_table() const { return flowlets_; }
   const DrillSelector& drill() const { return drill_; }
   const PathSelectorCounters& counters() const { return counters_; }
@@ -94,16 +113,17 @@ class PathSelector {
   // Member index of the k-th eligible member (k < eligible count) in member order.
   uint16_t nth_eligible(uint32_t k) const;
   uint16_t hash_over_eligible(uint32_t hash, uint32_t eligible) const;
-  uint16_t from_bucket(uint32_t index, uint32_t fallback_key, uint32_t eligible);
+  uint16_t from_bucket(const BucketTable& table, uint32_t index, uint32_t fallback_key,
+                       uint32_t eligible);
   uint16_t to_port(uint16_t member);
 
-  LbMode mode_;
+  std::atomic<LbMode> mode_;
   std::vector<uint16_t> members_;
-  BucketTable buckets_;
+  std::unique_ptr<const BucketTable> owned_;    // the current table, owned by the control side
+  std::atomic<const BucketTable*> table_;       // what readers load: owned_.get()
   FlowletTable flowlets_;
   DrillSelector drill_;
   std::vector<PathLoad> member_loads_;  // scratch, sized once: no allocation per packet
-  uint32_t spray_stride_;               // follows the bucket table's size
   std::vector<uint64_t> member_packets_;
   PathSelectorCounters counters_;
 };

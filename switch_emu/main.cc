@@ -22,6 +22,8 @@
 #include <string>
 #include <vector>
 
+#include "control/control_loop.h"
+#include "control/control_thread.h"
 #include "control/switch_config.h"
 #include "control/telemetry_commands.h"
 #include "dataplane/runtime/eal.h"
@@ -30,11 +32,13 @@
 #include "dataplane/runtime/packet_pool.h"
 #include "dataplane/runtime/poll_loop.h"
 #include "dataplane/runtime/port.h"
+#include "dataplane/runtime/rcu_domain.h"
 #include "dataplane/runtime/stop_signal.h"
 #include "dataplane/runtime/tsc_clock.h"
 #include "switch_emu/switch_lcore.h"
 #include "switch_emu/switch_node.h"
 #include "switch_emu/switch_report.h"
+#include "switch_emu/switch_telemetry.h"
 
 namespace {
 
@@ -68,91 +72,6 @@ void describe(CLI::App& app, Options& o) {
       ->capture_default_str();
   app.add_option("--duration-ms", o.duration_ms, "stop after this long (0: no limit)")
       ->capture_default_str();
-}
-
-// The ethdev's own counters: what the PMD received, and lost before the pipeline saw it
-// (imissed: rx ring full; rx_nombuf: no mbuf for a descriptor).
-json ethdev_json(uint16_t port_id) {
-  rte_eth_stats st{};
-  if (rte_eth_stats_get(port_id, &st) != 0) return {{"error", "rte_eth_stats_get failed"}};
-  return {{"ipackets", st.ipackets}, {"opackets", st.opackets}, {"ibytes", st.ibytes},
-          {"obytes", st.obytes},     {"imissed", st.imissed},   {"ierrors", st.ierrors},
-          {"oerrors", st.oerrors},   {"rx_nombuf", st.rx_nombuf}};
-}
-
-void register_telemetry(switch_emu::SwitchShared& s, const runtime::TscClock& clock) {
-  using control::TelemetryCommands;
-  auto node = [&s]() -> switch_emu::SwitchNode& { return *s.node; };
-  auto port_param = [&s](std::string_view params) {
-    const std::string p(params);
-    const int idx = s.node->config().port_index(p);
-    if (idx >= 0) return static_cast<uint16_t>(idx);
-    char* end = nullptr;
-    const unsigned long v = std::strtoul(p.c_str(), &end, 10);
-    if (p.empty() || *end != '\0' || v >= s.node->port_count()) {
-      throw std::invalid_argument("parameter must be a port index 0.." +
-                                  std::to_string(s.node->port_count() - 1) + " or a port name");
-    }
-    return static_cast<uint16_t>(v);
-  };
-  TelemetryCommands::add("/spraynet/ports", "Port names, in node port order", [&s](std::string_view) {
-    json names = json::array();
-    for (const auto& p : s.node->config().ports) names.push_back(p.name);
-    return names;
-  });
-  TelemetryCommands::add("/spraynet/port", "Counters of one port. Parameter: index or name",
-                         [&s, &clock, port_param](std::string_view params) {
-                           const uint16_t p = port_param(params);
-                           std::lock_guard<std::mutex> g(s.lock);
-                           json j = switch_emu::port_json(*s.node, p, clock.now_ns());
-                           j["dpdk"] = ethdev_json(s.dpdk_port[p]);
-                           return j;
-                         });
-  TelemetryCommands::add("/spraynet/drops", "Drops by cause", [&s](std::string_view) {
-    std::lock_guard<std::mutex> g(s.lock);
-    return switch_emu::drops_json(*s.node);
-  });
-  TelemetryCommands::add("/spraynet/counters", "Switch-wide counters", [&s](std::string_view) {
-    std::lock_guard<std::mutex> g(s.lock);
-    return switch_emu::counters_json(*s.node);
-  });
-  TelemetryCommands::add("/spraynet/groups", "ECMP group names", [&s](std::string_view) {
-    json names = json::array();
-    for (const auto& g : s.node->config().groups) names.push_back(g.name);
-    return names;
-  });
-  TelemetryCommands::add("/spraynet/group", "One ECMP group. Parameter: group index",
-                         [&s, node](std::string_view params) {
-                           const std::string p(params);
-                           char* end = nullptr;
-                           const unsigned long g = std::strtoul(p.c_str(), &end, 10);
-                           if (p.empty() || *end != '\0' || g >= s.node->group_count()) {
-                             throw std::invalid_argument("parameter must be a group index");
-                           }
-                           std::lock_guard<std::mutex> lock(s.lock);
-                           return switch_emu::group_json(node(), g);
-                         });
-  TelemetryCommands::add("/spraynet/tcam", "TCAM counters and rules", [&s, node](std::string_view) {
-    std::lock_guard<std::mutex> g(s.lock);
-    json j = switch_emu::tcam_json(node());
-    j.erase("rules");  // per-rule detail does not fit telemetry's flat model; see --stats
-    return j;
-  });
-  TelemetryCommands::add("/spraynet/pfc", "PFC state of one port. Parameter: index or name",
-                         [&s, port_param](std::string_view params) {
-                           const uint16_t p = port_param(params);
-                           std::lock_guard<std::mutex> g(s.lock);
-                           json j = switch_emu::pfc_json(*s.node, p);
-                           if (j.contains("priorities")) {
-                             // Flatten per priority into arrays indexed by priority.
-                             json flat;
-                             for (const auto& pr : j["priorities"]) {
-                               for (const auto& [k, v] : pr.items()) flat[k].push_back(v);
-                             }
-                             j["priorities"] = flat;
-                           }
-                           return j;
-                         });
 }
 
 int run(int argc, char** argv) {
@@ -241,7 +160,23 @@ int run(int argc, char** argv) {
   shared.stop = &stop;
   shared.idle_exit_ns = opt.idle_exit_ms * 1'000'000;
   shared.stop_at_ns = opt.duration_ms * 1'000'000;
-  register_telemetry(shared, clock);
+
+  // Control: its own thread (never an lcore) reweights every period and publishes bucket tables
+  // to the lcores through RCU; each lcore's poll loop is a reader of the domain.
+  runtime::RcuDomain rcu(static_cast<unsigned>(layout.size()));
+  shared.rcu = &rcu;
+  control::ControlTarget target = control::control_target_of(*node);
+  target.rcu = &rcu;
+  target.node_lock = &shared.lock;
+  control::ControlLoopConfig loop_config;
+  loop_config.period_ns = config.control.period_ms * 1'000'000;
+  loop_config.reweight.target_utilisation = config.control.target_utilisation;
+  loop_config.reweight.idle_buckets = config.control.idle_buckets;
+  loop_config.links.utilisation_weight = config.control.utilisation_weight;
+  control::ControlLoop control_loop(target, clock.now_ns(), loop_config,
+                                    runtime::logger("control"));
+  shared.control = &control_loop;
+  switch_emu::register_switch_telemetry(shared, clock);
 
   std::vector<std::unique_ptr<switch_emu::SwitchLcore>> handlers;
   std::vector<std::unique_ptr<runtime::PollLoop>> loops;
@@ -253,19 +188,34 @@ int run(int argc, char** argv) {
       tx.push_back({&ports[p], 0});
     }
     handlers.push_back(std::make_unique<switch_emu::SwitchLcore>(shared, l.ports));
-    loops.push_back(std::make_unique<runtime::PollLoop>(rx, tx, *handlers.back(), clock));
+    runtime::PollLoopConfig loop_cfg;
+    loop_cfg.rcu = &rcu;
+    loop_cfg.rcu_reader_id = static_cast<unsigned>(loops.size());
+    loops.push_back(std::make_unique<runtime::PollLoop>(rx, tx, *handlers.back(), clock, loop_cfg));
   }
   log->info("switch {} running: {} ports, {} lcore(s); stop with SIGINT/SIGTERM", config.name,
             config.ports.size(), lcores.size());
+  std::optional<control::ControlThread> control_thread;
+  control_thread.emplace(control_loop, shared.control_lock, [&clock] { return clock.now_ns(); });
   runtime::LcoreRunner(lcores).run([&](unsigned, unsigned index) { loops[index]->run(stop); });
 
   const uint64_t end_ns = clock.now_ns();
   control::TelemetryCommands::clear();
+  control_thread.reset();  // after the lcores: a grace period then waits for nobody
   json report = switch_emu::report_json(*node, end_ns);
+  const auto& cc = control_loop.counters();
+  report["control"] = {{"period_ns", loop_config.period_ns},
+                       {"ticks", cc.ticks},
+                       {"publications", cc.publications},
+                       {"immediate_publications", cc.immediate_publications},
+                       {"missed_periods", cc.missed_periods},
+                       {"grace_periods", rcu.grace_periods()}};
   uint64_t tx_dropped = 0;
   for (const auto& l : loops) tx_dropped += l->counters().tx_dropped;
   report["tx_dropped"] = tx_dropped;
-  for (size_t i = 0; i < ports.size(); ++i) report["ports"][i]["dpdk"] = ethdev_json(ports[i].id());
+  for (size_t i = 0; i < ports.size(); ++i) {
+    report["ports"][i]["dpdk"] = switch_emu::ethdev_json(ports[i].id());
+  }
   node.reset();  // frees whatever the egress queues still held
   rte_pdump_uninit();
   ports.clear();  // stops ports; net_pcap flushes its files

@@ -12,11 +12,20 @@
 #include "dataplane/runtime/stop_signal.h"
 #include "switch_emu/switch_node.h"
 
+namespace spraynet::control {
+class ControlLoop;
+}
+
 namespace spraynet::switch_emu {
 
+// What the lcores, the control thread and the telemetry handlers share. Lock order: control_lock
+// before lock, never the reverse; RCU grace periods are waited for without holding `lock`.
 struct SwitchShared {
   SwitchNode* node = nullptr;
-  std::mutex lock;
+  std::mutex lock;          // the node's dataplane state (lcores hold it per burst)
+  std::mutex control_lock;  // control-side state: the control loop, TCAM rules, published tables
+  control::ControlLoop* control = nullptr;  // null: no control loop (tests)
+  runtime::RcuDomain* rcu = nullptr;        // the lcores' RCU domain (null: no concurrent readers)
   std::vector<uint16_t> dpdk_port;    // node port index -> DPDK port id
   std::vector<int> node_port_of;      // DPDK port id -> node port index (-1: not ours)
   runtime::StopSignal* stop = nullptr;

@@ -15,36 +15,6 @@ namespace {
 
 constexpr uint16_t kBurst = 32;
 
-TcamConfig tcam_config(const control::TcamSettings& t) {
-  TcamConfig c;
-  c.capacity = t.capacity;
-  c.spray_rule_limit = t.spray_rule_limit;
-  for (const auto& p : t.partitions) c.partitions.push_back({p.name, p.capacity});
-  return c;
-}
-
-TcamRule tcam_rule(const control::TcamRuleSettings& r) {
-  TcamRule t;
-  t.id = r.id;
-  t.priority = r.priority;
-  t.partition = r.partition;
-  t.src_ip = r.src.address;
-  t.src_prefix_len = r.src.length;
-  t.dst_ip = r.dst.address;
-  t.dst_prefix_len = r.dst.length;
-  t.ip_proto = r.proto;
-  t.ip_proto_mask = r.proto_mask;
-  t.src_port_lo = static_cast<uint16_t>(r.src_port.lo);
-  t.src_port_hi = static_cast<uint16_t>(r.src_port.hi);
-  t.dst_port_lo = static_cast<uint16_t>(r.dst_port.lo);
-  t.dst_port_hi = static_cast<uint16_t>(r.dst_port.hi);
-  t.dest_qp_lo = static_cast<uint32_t>(r.dest_qp.lo);
-  t.dest_qp_hi = static_cast<uint32_t>(r.dest_qp.hi);
-  t.action = *parse_tcam_action(r.action);
-  t.port = r.port;
-  return t;
-}
-
 PfcStateConfig pfc_config(const control::SwitchConfig& c) {
   PfcStateConfig p;
   p.enabled_priorities = c.pfc.priorities;
@@ -80,8 +50,8 @@ SwitchNode::SwitchNode(const control::SwitchConfig& config, rte_mempool* pool,
   for (const auto& [dscp, tc] : config_.qos.dscp_to_tc) classes_.set_dscp(dscp, tc);
   for (const auto& [pcp, tc] : config_.qos.pcp_to_tc) classes_.set_pcp(pcp, tc);
 
-  tcam_ = std::make_unique<Tcam>(tcam_config(config_.tcam), logger_);
-  for (const auto& r : config_.tcam.rules) tcam_->add(tcam_rule(r));
+  tcam_ = std::make_unique<Tcam>(control::to_tcam_config(config_.tcam), logger_);
+  for (const auto& r : config_.tcam.rules) tcam_->add(control::to_tcam_rule(r));
   tcam_->commit();
 
   routes_ = std::make_unique<RouteTable>("rt_" + std::to_string(reinterpret_cast<uintptr_t>(this)),
@@ -323,6 +293,18 @@ void SwitchNode::free_all() {
 void SwitchNode::set_link_up(uint16_t port, bool up, uint64_t now_ns) {
   egress_.at(port)->set_link_up(up, now_ns);
   refresh_loads(now_ns);
+}
+
+void SwitchNode::set_link_rate_gbps(uint16_t port, double rate_gbps, uint64_t now_ns) {
+  egress_.at(port)->set_link_rate_gbps(rate_gbps, now_ns);
+}
+
+void SwitchNode::set_link_ber(uint16_t port, double ber, uint64_t now_ns) {
+  egress_.at(port)->set_bit_error_rate(ber, now_ns);
+}
+
+void SwitchNode::set_link_loss(uint16_t port, double loss_rate, uint64_t now_ns) {
+  egress_.at(port)->set_loss_rate(loss_rate, now_ns);
 }
 
 uint64_t SwitchNode::total_drops() const {

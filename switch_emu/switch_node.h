@@ -98,6 +98,12 @@ class SwitchNode {
 
   // Run-time control (validated by the caller).
   void set_link_up(uint16_t port, bool up, uint64_t now_ns);
+  // The emulated link's rate, bit error rate and frame loss rate; each throws
+  // std::invalid_argument (with the allowed range) for a value the link emulator refuses, and
+  // std::out_of_range for an unknown port.
+  void set_link_rate_gbps(uint16_t port, double rate_gbps, uint64_t now_ns);
+  void set_link_ber(uint16_t port, double ber, uint64_t now_ns);
+  void set_link_loss(uint16_t port, double loss_rate, uint64_t now_ns);
   PathSelector& group(size_t i) { return *groups_[i]; }
   size_t group_count() const { return groups_.size(); }
   Tcam& tcam() { return *tcam_; }

@@ -1,5 +1,6 @@
 #include "dataplane/runtime/poll_loop.h"
 
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -42,6 +43,8 @@ void PollLoop::flush_all() {
 }
 
 void PollLoop::run(const StopSignal& stop) {
+  std::optional<RcuReader> reader;
+  if (config_.rcu != nullptr) reader.emplace(*config_.rcu, config_.rcu_reader_id);
   uint64_t now = clock_.now_ns();
   uint64_t last_flush = now;
   while (!stop.requested()) {
@@ -52,6 +55,7 @@ void PollLoop::run(const StopSignal& stop) {
     }
     poll_rx(now);
     handler_.on_poll(now, sink_);
+    if (reader) reader->quiescent();
     ++counters_.loops;
   }
   // What already arrived belongs to the handler too: hand it over before on_stop, so that a
@@ -59,6 +63,7 @@ void PollLoop::run(const StopSignal& stop) {
   for (unsigned round = 0; round < config_.max_drain_rounds; ++round) {
     now = clock_.now_ns();
     if (!poll_rx(now)) break;
+    if (reader) reader->quiescent();
   }
   handler_.on_stop(clock_.now_ns(), sink_);
   flush_all();

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "dataplane/runtime/port.h"
+#include "dataplane/runtime/rcu_domain.h"
 #include "dataplane/runtime/stop_signal.h"
 #include "dataplane/runtime/tsc_clock.h"
 #include "dataplane/runtime/tx_buffer.h"
@@ -71,6 +72,11 @@ struct PollLoopConfig {
   // rounds: a source that never runs dry (net_null, a busy link) would never let go.
   unsigned max_drain_rounds = 1024;
   uint16_t tx_buffer_size = 32;
+  // When set, the loop is reader `rcu_reader_id` of this domain while run() runs: online from
+  // start to stop, quiescent after every iteration (between bursts it holds no published
+  // table), so a control thread's synchronize() waits at most one iteration.
+  RcuDomain* rcu = nullptr;
+  unsigned rcu_reader_id = 0;
 };
 
 struct PollLoopCounters {

@@ -809,6 +809,132 @@ class SigtermWithTelemetry(TempDirTest):
         self.assertEqual(sum(p["tx_packets"] for p in st["ports"]), 0)
 
 
+# 5b. Run-time control over telemetry: the link-state table, link down obeyed at once
+
+class RuntimeControl(TempDirTest):
+    """RoCE from an endless pcap (net_pcap infinite_rx) through a weighted group of four
+    net_null uplinks; telemetry reads the link-state and bucket tables, takes an uplink down,
+    changes links, TCAM rules and the group mode, and every change is acknowledged or refused."""
+
+    def test_link_state_table_and_link_down_obeyed(self):
+        in_pcap = os.path.join(self.tmp, "in.pcap")
+        g = subprocess.run([ROCE_PCAP, "--out", in_pcap, "--qps", "64", "--messages", "2",
+                            "--msg-bytes", "4096"], capture_output=True, text=True, timeout=60)
+        self.assertEqual(g.returncode, 0, g.stderr)
+        config = os.path.join(self.tmp, "ctl.yaml")
+        with open(config, "w") as f:
+            f.write("name: ctl-switch\n"
+                    "ports:\n"
+                    f"  - {{name: in, device: \"net_pcap0,rx_pcap={in_pcap},infinite_rx=1\"}}\n"
+                    + "".join(f"  - {{name: up{i}, device: \"net_null{i + 1}\"}}\n"
+                              for i in range(4)) +
+                    "groups:\n"
+                    "  - {name: g, mode: weighted, ports: [up0, up1, up2, up3]}\n"
+                    "routes:\n"
+                    "  - {prefix: 0.0.0.0/0, group: g}\n"
+                    "control: {period_ms: 100}\n")
+        prefix = unique_prefix("ctl")
+        sw = SwitchProcess(prefix, config, self.tmp)
+        try:
+            t = sw.telemetry()
+            try:
+                self._exercise(t, prefix)
+            finally:
+                t.close()
+            rc = sw.stop(signal.SIGTERM)
+        except BaseException:
+            sw.kill()
+            raise
+        self.assertEqual(rc, 0, sw.stdout() + sw.stderr())
+        self.assertIn("mempool: 0 mbufs in use at exit", sw.stdout())
+        st = sw.stats()
+        self.assertGreaterEqual(st["control"]["immediate_publications"], 1)
+        self.assertGreater(st["control"]["ticks"], 0)
+        self.assertEqual(st["mempool_in_use_at_exit"], 0)
+
+    def tx(self, t):
+        return [t.query(f"/spraynet/port,up{i}")["tx_packets"] for i in range(4)]
+
+    @staticmethod
+    def links(reply):
+        """Telemetry's model is one level deep: the table's rows come as links/<i>/<field>."""
+        rows = defaultdict(dict)
+        for key, value in reply.items():
+            m = re.fullmatch(r"links/(\d+)/(\w+)", key)
+            if m:
+                rows[int(m.group(1))][m.group(2)] = value
+        return [rows[i] for i in sorted(rows)]
+
+    def _exercise(self, t, prefix):
+        # The link-state table, through the stock client too.
+        ls = self.links(telemetry_py(prefix, "/spraynet/link_state")[0])
+        self.assertEqual(len(ls), 5)
+        self.assertEqual([link["port"] for link in ls], ["in", "up0", "up1", "up2", "up3"])
+        for link in ls:
+            self.assertTrue(link["up"])
+            self.assertEqual(link["health"] > 0, True)
+            self.assertIn("utilisation", link)
+            self.assertIn("ber", link)
+        self.assertEqual(len({link["path_id"] for link in ls}), 5, "distinct path ids")
+        # Traffic reaches all four uplinks.
+        wait_for(lambda: all(v > 100 for v in self.tx(t)), TELEMETRY_READY_S,
+                 "traffic on every uplink")
+        # A tick publishes (period 100 ms): the sequence grows.
+        seq0 = t.query("/spraynet/link_state")["sequence"]
+        wait_for(lambda: t.query("/spraynet/link_state")["sequence"] > seq0, TELEMETRY_READY_S,
+                 "a periodic publication")
+
+        # Refusals, each with its reason; nothing changes.
+        self.assertIn("error", t.query("/spraynet/link_set,up9,down"))
+        self.assertIn("up or down", t.query("/spraynet/link_set,up1,sideways")["error"])
+        self.assertIn("rate_gbps", t.query("/spraynet/link_rate,up1,-5")["error"])
+        self.assertIn("number", t.query("/spraynet/link_ber,up1,lots")["error"])
+        self.assertIn("ecmp", t.query("/spraynet/group_mode,g,random")["error"])
+        self.assertIn("error", t.query("/spraynet/tcam_add,{id: 1, action: teleport}"))
+        self.assertIn("error", t.query("/spraynet/tcam_remove,999"))
+
+        # Link down: acknowledged, published at once, obeyed.
+        ack = t.query("/spraynet/link_set,up2,down")
+        self.assertEqual(ack["ok"], True, ack)
+        self.assertEqual(ack["published"], "now")
+        b = t.query("/spraynet/buckets,g")
+        self.assertEqual(b["member_buckets"][2], 0, b)
+        self.assertTrue(all(b["member_buckets"][i] > 0 for i in (0, 1, 3)), b)
+        down = self.links(t.query("/spraynet/link_state"))[3]
+        self.assertEqual(down["up"], False)
+        self.assertEqual(down["health"], 0)
+        before = self.tx(t)
+        wait_for(lambda: (lambda now: all(now[i] - before[i] > 2000 for i in (0, 1, 3)))(
+            self.tx(t)), TELEMETRY_READY_S, "traffic on the three links still up")
+        after = self.tx(t)
+        self.assertEqual(after[2], before[2], "nothing leaves a link that is down")
+
+        # Other run-time changes, each acknowledged with the new value.
+        r = t.query("/spraynet/link_rate,up1,25")
+        self.assertEqual((r["ok"], float(r["rate_gbps"])), (True, 25.0), r)
+        r = t.query("/spraynet/link_ber,up1,1e-9")
+        self.assertEqual((r["ok"], float(r["ber"])), (True, 1e-9), r)
+        r = t.query("/spraynet/group_mode,g,dlb")
+        self.assertEqual((r["ok"], r["mode"]), (True, "dlb"), r)
+        self.assertEqual(t.query("/spraynet/group,g")["mode"], "dlb")
+        self.assertEqual(t.query("/spraynet/group_mode,g,weighted")["ok"], True)
+        r = t.query("/spraynet/tcam_add,{id: 7, priority: 5, match: {dst: 10.9.0.0/16}, "
+                    "action: drop}")
+        self.assertEqual((r["ok"], r["admitted"]), (True, True), r)
+        self.assertEqual(t.query("/spraynet/tcam")["admitted_rules"], 1)
+        self.assertEqual(t.query("/spraynet/tcam_add,{id: 7, action: drop}")["refused"],
+                         "duplicate_id")
+        self.assertEqual(t.query("/spraynet/tcam_remove,7")["ok"], True)
+        self.assertEqual(t.query("/spraynet/tcam")["admitted_rules"], 0)
+
+        # Link up: published at the next tick, then the link carries traffic again.
+        self.assertEqual(t.query("/spraynet/link_set,up2,up")["published"], "next tick")
+        wait_for(lambda: t.query("/spraynet/buckets,g")["member_buckets"][2] > 0,
+                 TELEMETRY_READY_S, "buckets back on up2 after the next tick")
+        back = self.tx(t)[2]
+        wait_for(lambda: self.tx(t)[2] > back, TELEMETRY_READY_S, "traffic on up2 again")
+
+
 # ---------------------------------------------------------------------------------------------
 # 6. veth: two hosts in network namespaces
 

@@ -1,0 +1,386 @@
+#include "switch_emu/switch_telemetry.h"
+
+#include <rte_ethdev.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "control/config_reader.h"
+#include "control/control_loop.h"
+#include "control/telemetry_commands.h"
+#include "dataplane/runtime/logging.h"
+#include "dataplane/runtime/rcu_domain.h"
+#include "dataplane/runtime/tsc_clock.h"
+#include "switch_emu/switch_report.h"
+
+namespace spraynet::switch_emu {
+
+using control::TelemetryCommands;
+using nlohmann::json;
+
+namespace {
+
+// "a,b,c" -> {"a", "b", "c"}; surrounding spaces trimmed.
+std::vector<std::string> split_params(std::string_view params) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  for (;;) {
+    const size_t comma = params.find(',', start);
+    std::string_view part = params.substr(start, comma == std::string_view::npos ? params.npos
+                                                                                 : comma - start);
+    while (!part.empty() && part.front() == ' ') part.remove_prefix(1);
+    while (!part.empty() && part.back() == ' ') part.remove_suffix(1);
+    out.emplace_back(part);
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+void expect_params(const std::vector<std::string>& p, size_t n, const char* usage) {
+  if (p.size() != n || (n > 0 && p[0].empty())) {
+    throw std::invalid_argument(std::string("parameters: ") + usage);
+  }
+}
+
+uint16_t port_of(const SwitchNode& node, const std::string& p) {
+  const int idx = node.config().port_index(p);
+  if (idx >= 0) return static_cast<uint16_t>(idx);
+  const auto v = control::parse_uint(p);
+  if (!v || *v >= node.port_count()) {
+    throw std::invalid_argument("port must be an index 0.." + std::to_string(node.port_count() - 1) +
+                                " or a port name, got \"" + p + "\"");
+  }
+  return static_cast<uint16_t>(*v);
+}
+
+size_t group_of(const SwitchNode& node, const std::string& g) {
+  const auto& groups = node.config().groups;
+  for (size_t i = 0; i < groups.size(); ++i) {
+    if (groups[i].name == g) return i;
+  }
+  const auto v = control::parse_uint(g);
+  if (!v || *v >= groups.size()) {
+    throw std::invalid_argument("group must be an index 0.." + std::to_string(groups.size() - 1) +
+                                " or a group name, got \"" + g + "\"");
+  }
+  return static_cast<size_t>(*v);
+}
+
+double number_of(const std::string& s, const char* what) {
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  if (s.empty() || *end != '\0' || !std::isfinite(v)) {
+    throw std::invalid_argument(std::string(what) + " must be a number, got \"" + s + "\"");
+  }
+  return v;
+}
+
+json link_json(const control::LinkState& l) {
+  return {{"identity", l.identity},
+          {"path_id", l.path_id},
+          {"up", l.up},
+          {"rate_gbps", l.rate_gbps},
+          {"utilisation", l.utilisation},
+          {"last_utilisation", l.last_utilisation},
+          {"queued_bytes", l.queued_bytes},
+          {"paused", l.paused},
+          {"paused_fraction", l.paused_fraction},
+          {"watchdog_dropping", l.watchdog_dropping},
+          {"ber", l.ber},
+          {"frame_loss_ratio", l.frame_loss_ratio},
+          {"health", l.health},
+          {"updated_ns", l.updated_ns}};
+}
+
+// Waits until no lcore can still hold a retired TCAM snapshot, then frees them.
+void reclaim_tcam(SwitchShared& s) {
+  if (s.rcu != nullptr) s.rcu->synchronize();
+  s.node->tcam().reclaim_retired();
+}
+
+void register_reading(SwitchShared& s, const runtime::TscClock& clock) {
+  TelemetryCommands::add("/spraynet/ports", "Port names, in node port order. No parameters",
+                         [&s](std::string_view) {
+                           json names = json::array();
+                           for (const auto& p : s.node->config().ports) names.push_back(p.name);
+                           return names;
+                         });
+  TelemetryCommands::add(
+      "/spraynet/port", "Counters of one port. Parameter: port index or name",
+      [&s, &clock](std::string_view params) {
+        const uint16_t p = port_of(*s.node, std::string(params));
+        std::lock_guard<std::mutex> g(s.lock);
+        json j = port_json(*s.node, p, clock.now_ns());
+        j["dpdk"] = ethdev_json(s.dpdk_port[p]);
+        return j;
+      });
+  TelemetryCommands::add("/spraynet/drops", "Pipeline drops by cause. No parameters",
+                         [&s](std::string_view) {
+                           std::lock_guard<std::mutex> g(s.lock);
+                           return drops_json(*s.node);
+                         });
+  TelemetryCommands::add("/spraynet/counters", "Switch-wide counters. No parameters",
+                         [&s](std::string_view) {
+                           std::lock_guard<std::mutex> g(s.lock);
+                           return counters_json(*s.node);
+                         });
+  TelemetryCommands::add("/spraynet/groups", "ECMP group names. No parameters",
+                         [&s](std::string_view) {
+                           json names = json::array();
+                           for (const auto& g : s.node->config().groups) names.push_back(g.name);
+                           return names;
+                         });
+  TelemetryCommands::add(
+      "/spraynet/group", "One ECMP group: mode, members, packets, buckets. Parameter: group",
+      [&s](std::string_view params) {
+        const size_t g = group_of(*s.node, std::string(params));
+        std::lock_guard<std::mutex> c(s.control_lock);  // the bucket table stays published
+        std::lock_guard<std::mutex> l(s.lock);
+        return group_json(*s.node, g);
+      });
+  TelemetryCommands::add("/spraynet/tcam", "TCAM counters. No parameters", [&s](std::string_view) {
+    std::lock_guard<std::mutex> c(s.control_lock);
+    std::lock_guard<std::mutex> g(s.lock);
+    json j = tcam_json(*s.node);
+    j.erase("rules");  // per-rule detail does not fit telemetry's flat model; see --stats
+    return j;
+  });
+  TelemetryCommands::add(
+      "/spraynet/pfc", "PFC state of one port. Parameter: port index or name",
+      [&s](std::string_view params) {
+        const uint16_t p = port_of(*s.node, std::string(params));
+        std::lock_guard<std::mutex> g(s.lock);
+        json j = pfc_json(*s.node, p);
+        if (j.contains("priorities")) {
+          // Flatten per priority into arrays indexed by priority.
+          json flat;
+          for (const auto& pr : j["priorities"]) {
+            for (const auto& [k, v] : pr.items()) flat[k].push_back(v);
+          }
+          j["priorities"] = flat;
+        }
+        return j;
+      });
+  TelemetryCommands::add(
+      "/spraynet/link_state",
+      "Link-state table: per port up, utilisation EWMA, queued bytes, paused, BER, health, "
+      "path id. No parameters",
+      [&s](std::string_view) {
+        std::lock_guard<std::mutex> c(s.control_lock);
+        if (s.control == nullptr) throw std::invalid_argument("no control loop in this process");
+        const control::ControlLoop& loop = *s.control;
+        json links = json::array();
+        for (size_t i = 0; i < loop.table().size(); ++i) {
+          json l = link_json(loop.table().at(i));
+          l["port"] = s.node->config().ports[i].name;
+          links.push_back(l);
+        }
+        const auto& k = loop.counters();
+        return json{{"links", links},
+                    {"period_ns", loop.config().period_ns},
+                    {"ticks", k.ticks},
+                    {"publications", k.publications},
+                    {"immediate_publications", k.immediate_publications},
+                    {"missed_periods", k.missed_periods},
+                    {"sequence", loop.current() ? loop.current()->sequence : 0},
+                    {"grace_periods", loop.publisher_counters().grace_periods}};
+      });
+  TelemetryCommands::add(
+      "/spraynet/buckets",
+      "A group's published bucket table (size, buckets per member, table if <= 256). "
+      "Parameter: group",
+      [&s](std::string_view params) {
+        const size_t g = group_of(*s.node, std::string(params));
+        std::lock_guard<std::mutex> c(s.control_lock);  // no publication while we read
+        const PathSelector& sel = s.node->group(g);
+        const BucketTable& t = sel.bucket_table();
+        json members = json::array(), counts = json::array();
+        for (size_t m = 0; m < sel.member_ports().size(); ++m) {
+          members.push_back(s.node->config().ports[sel.member_ports()[m]].name);
+          counts.push_back(t.buckets_of(static_cast<uint16_t>(m)));
+        }
+        json j{{"group", s.node->config().groups[g].name},
+               {"mode", std::string(to_string(sel.mode()))},
+               {"size", t.size()},
+               {"members", members},
+               {"member_buckets", counts},
+               {"sequence", s.control && s.control->current() ? s.control->current()->sequence
+                                                              : 0}};
+        if (t.size() <= 256) {
+          json b = json::array();
+          for (uint16_t m : t.buckets()) b.push_back(m);
+          j["table"] = b;
+        }
+        return j;
+      });
+}
+
+void register_acting(SwitchShared& s, const runtime::TscClock& clock) {
+  auto log = runtime::logger("telemetry");
+  TelemetryCommands::add(
+      "/spraynet/link_set",
+      "Link up or down; down is published at once, up at the next tick. Parameters: "
+      "port,up|down",
+      [&s, &clock, log](std::string_view params) {
+        const auto p = split_params(params);
+        expect_params(p, 2, "port,up|down");
+        const uint16_t port = port_of(*s.node, p[0]);
+        if (p[1] != "up" && p[1] != "down") {
+          throw std::invalid_argument("state must be up or down, got \"" + p[1] + "\"");
+        }
+        const bool up = p[1] == "up";
+        std::lock_guard<std::mutex> c(s.control_lock);
+        const uint64_t now = clock.now_ns();
+        {
+          std::lock_guard<std::mutex> g(s.lock);
+          s.node->set_link_up(port, up, now);
+        }
+        json reply{{"ok", true}, {"port", s.node->config().ports[port].name}, {"state", p[1]}};
+        if (s.control != nullptr && !up) {
+          s.control->on_link_down(port, now);  // publishes and waits out the grace period
+          reply["published"] = "now";
+          reply["sequence"] = s.control->current()->sequence;
+        } else {
+          reply["published"] = s.control != nullptr ? "next tick" : "no control loop";
+        }
+        log->info("telemetry: link {} {}", s.node->config().ports[port].name, p[1]);
+        return reply;
+      });
+  TelemetryCommands::add(
+      "/spraynet/link_rate",
+      "Set a port's emulated link rate. Parameters: port,Gbit/s (0.001-10000)",
+      [&s, &clock, log](std::string_view params) {
+        const auto p = split_params(params);
+        expect_params(p, 2, "port,rate_gbps");
+        const uint16_t port = port_of(*s.node, p[0]);
+        const double rate = number_of(p[1], "rate_gbps");
+        std::lock_guard<std::mutex> c(s.control_lock);
+        std::lock_guard<std::mutex> g(s.lock);
+        s.node->set_link_rate_gbps(port, rate, clock.now_ns());  // throws with the range
+        log->info("telemetry: link {} rate {} Gbit/s", s.node->config().ports[port].name, rate);
+        return json{{"ok", true},
+                    {"port", s.node->config().ports[port].name},
+                    {"rate_gbps", s.node->egress(port).link().rate_gbps()}};
+      });
+  TelemetryCommands::add(
+      "/spraynet/link_ber",
+      "Set a port's emulated bit error rate. Parameters: port,BER (0 <= BER < 1)",
+      [&s, &clock, log](std::string_view params) {
+        const auto p = split_params(params);
+        expect_params(p, 2, "port,ber");
+        const uint16_t port = port_of(*s.node, p[0]);
+        const double ber = number_of(p[1], "ber");
+        std::lock_guard<std::mutex> c(s.control_lock);
+        std::lock_guard<std::mutex> g(s.lock);
+        s.node->set_link_ber(port, ber, clock.now_ns());
+        log->info("telemetry: link {} BER {}", s.node->config().ports[port].name, ber);
+        return json{{"ok", true},
+                    {"port", s.node->config().ports[port].name},
+                    {"ber", s.node->egress(port).link().bit_error_rate()}};
+      });
+  TelemetryCommands::add(
+      "/spraynet/link_loss",
+      "Set a port's emulated frame loss rate. Parameters: port,rate (0 <= rate < 1)",
+      [&s, &clock, log](std::string_view params) {
+        const auto p = split_params(params);
+        expect_params(p, 2, "port,loss_rate");
+        const uint16_t port = port_of(*s.node, p[0]);
+        const double loss = number_of(p[1], "loss_rate");
+        std::lock_guard<std::mutex> c(s.control_lock);
+        std::lock_guard<std::mutex> g(s.lock);
+        s.node->set_link_loss(port, loss, clock.now_ns());
+        log->info("telemetry: link {} loss {}", s.node->config().ports[port].name, loss);
+        return json{{"ok", true},
+                    {"port", s.node->config().ports[port].name},
+                    {"loss_rate", s.node->egress(port).link().loss_rate()}};
+      });
+  TelemetryCommands::add(
+      "/spraynet/tcam_add",
+      "Add a TCAM rule. Parameter: a YAML map like a tcam.rules entry, e.g. "
+      "{id: 7, match: {dst: 10.0.2.0/24}, action: spray}",
+      [&s, log](std::string_view params) {
+        const auto node = control::ConfigNode::load_string(std::string(params), "tcam_add");
+        if (!node.is_map()) throw std::invalid_argument("tcam_add: the rule must be a YAML map");
+        const control::TcamRuleSettings rule = control::parse_tcam_rule(s.node->config(), node);
+        std::lock_guard<std::mutex> c(s.control_lock);
+        Tcam& tcam = s.node->tcam();
+        const TcamRefusal refusal = tcam.add(control::to_tcam_rule(rule));
+        json reply{{"id", rule.id}, {"action", rule.action}};
+        if (refusal == TcamRefusal::kDuplicateId || refusal == TcamRefusal::kInvalidRule) {
+          reply["ok"] = false;
+          reply["refused"] = std::string(to_string(refusal));
+          return reply;  // not kept: nothing to publish
+        }
+        if (!tcam.commit()) {
+          throw std::runtime_error("rte_acl could not build the new TCAM; the old one stays");
+        }
+        reclaim_tcam(s);
+        reply["ok"] = refusal == TcamRefusal::kNone;
+        reply["admitted"] = refusal == TcamRefusal::kNone;
+        if (refusal != TcamRefusal::kNone) {
+          // Kept as refused: its traffic is counted as ECMP fallback until tcam_remove.
+          reply["refused"] = std::string(to_string(refusal));
+        }
+        log->info("telemetry: TCAM rule {} {}", rule.id,
+                  refusal == TcamRefusal::kNone ? "admitted" : to_string(refusal));
+        return reply;
+      });
+  TelemetryCommands::add("/spraynet/tcam_remove", "Remove a TCAM rule. Parameter: rule id",
+                         [&s, log](std::string_view params) {
+                           const auto id = control::parse_uint(params);
+                           if (!id || *id > UINT32_MAX) {
+                             throw std::invalid_argument("parameter: a rule id");
+                           }
+                           std::lock_guard<std::mutex> c(s.control_lock);
+                           Tcam& tcam = s.node->tcam();
+                           if (!tcam.remove(static_cast<uint32_t>(*id))) {
+                             return json{{"ok", false},
+                                         {"error", "no rule " + std::to_string(*id)}};
+                           }
+                           if (!tcam.commit()) {
+                             throw std::runtime_error("rte_acl could not build the new TCAM");
+                           }
+                           reclaim_tcam(s);
+                           log->info("telemetry: TCAM rule {} removed", *id);
+                           return json{{"ok", true}, {"id", *id}};
+                         });
+  TelemetryCommands::add(
+      "/spraynet/group_mode",
+      "Set a group's mode. Parameters: group,ecmp|weighted|dlb|drill",
+      [&s, log](std::string_view params) {
+        const auto p = split_params(params);
+        expect_params(p, 2, "group,mode");
+        const size_t g = group_of(*s.node, p[0]);
+        const auto mode = parse_lb_mode(p[1]);
+        if (!mode) {
+          throw std::invalid_argument("mode must be ecmp, weighted, dlb or drill, got \"" + p[1] +
+                                      "\"");
+        }
+        std::lock_guard<std::mutex> c(s.control_lock);
+        s.node->group(g).set_mode(*mode);
+        log->info("telemetry: group {} mode {}", s.node->config().groups[g].name, p[1]);
+        return json{{"ok", true}, {"group", s.node->config().groups[g].name}, {"mode", p[1]}};
+      });
+}
+
+}  // namespace
+
+json ethdev_json(uint16_t port_id) {
+  rte_eth_stats st{};
+  if (rte_eth_stats_get(port_id, &st) != 0) return {{"error", "rte_eth_stats_get failed"}};
+  return {{"ipackets", st.ipackets}, {"opackets", st.opackets}, {"ibytes", st.ibytes},
+          {"obytes", st.obytes},     {"imissed", st.imissed},   {"ierrors", st.ierrors},
+          {"oerrors", st.oerrors},   {"rx_nombuf", st.rx_nombuf}};
+}
+
+void register_switch_telemetry(SwitchShared& s, const runtime::TscClock& clock) {
+  register_reading(s, clock);
+  register_acting(s, clock);
+}
+
+}  // namespace spraynet::switch_emu

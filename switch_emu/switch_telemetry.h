@@ -1,0 +1,32 @@
+// switch_emu's commands on DPDK's telemetry socket (dpdk-telemetry.py -f PREFIX), under
+// /spraynet/. Reading: ports, port, drops, counters, groups, group, tcam, pfc, link_state,
+// buckets. Acting, each validated and acknowledged ({"ok": true, ...}) or refused
+// ({"error": reason}): link_set, link_rate, link_ber, link_loss, tcam_add, tcam_remove,
+// group_mode. The parameter syntax of every command is in its help text (/help,<command>).
+//
+// Handlers run on DPDK's telemetry threads. They take SwitchShared::control_lock for anything
+// the control side owns (control loop, TCAM rules, bucket tables) and SwitchShared::lock for the
+// node's dataplane state, in that order, and wait for RCU grace periods without the node lock.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+
+#include "switch_emu/switch_lcore.h"
+
+namespace spraynet::runtime {
+class TscClock;
+}
+
+namespace spraynet::switch_emu {
+
+// Registers every /spraynet/ command; `shared` and `clock` must outlive the registration (call
+// control::TelemetryCommands::clear() before they go).
+void register_switch_telemetry(SwitchShared& shared, const runtime::TscClock& clock);
+
+// The ethdev's own counters: what the PMD received, and lost before the pipeline saw it
+// (imissed: rx ring full; rx_nombuf: no mbuf for a descriptor).
+nlohmann::json ethdev_json(uint16_t port_id);
+
+}  // namespace spraynet::switch_emu

@@ -1,0 +1,88 @@
+// A switch on net_ring ports in-process, for tests that run SwitchLcore under real PollLoops:
+// port 0 ("<prefix>_in") and n outputs in one ECMP group routed 0.0.0.0/0, each port a net_ring
+// ethdev over two rte_rings the test reads and writes.
+#pragma once
+
+#include <rte_eth_ring.h>
+#include <rte_ring.h>
+#include <catch2/catch.hpp>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "control/switch_config.h"
+#include "dataplane/runtime/port.h"
+#include "dataplane/runtime/stop_signal.h"
+#include "switch_emu/switch_lcore.h"
+#include "switch_emu/switch_node.h"
+
+namespace spraynet::test {
+
+struct RingPort {
+  rte_ring* rx = nullptr;
+  rte_ring* tx = nullptr;
+  std::string name;
+};
+
+inline RingPort make_ring_port(const std::string& name) {
+  RingPort p;
+  p.name = name;
+  p.rx =
+      rte_ring_create((name + "_rx").c_str(), 16384, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
+  p.tx =
+      rte_ring_create((name + "_tx").c_str(), 16384, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
+  REQUIRE(p.rx != nullptr);
+  REQUIRE(p.tx != nullptr);
+  REQUIRE(rte_eth_from_rings(name.c_str(), &p.rx, 1, &p.tx, 1, SOCKET_ID_ANY) >= 0);
+  return p;
+}
+
+// A switch whose ports are net_ring ethdevs over rte_rings the test reads and writes: port 0
+// ("<prefix>_in") and n outputs in one ECMP group routed 0.0.0.0/0.
+struct RingSwitch {
+  RingSwitch(const std::string& prefix, int outputs, rte_mempool* pool, uint64_t idle_exit_ns,
+             const std::string& group_mode = "ecmp") {
+    rings.push_back(make_ring_port(prefix + "_in"));
+    for (int i = 0; i < outputs; ++i)
+      rings.push_back(make_ring_port(prefix + "_out" + std::to_string(i)));
+    // rte_eth_from_rings names the ethdev "net_ring_<name>".
+    std::string yaml = "ports:\n";
+    for (const auto& r : rings)
+      yaml += "  - {name: " + r.name + ", device: net_ring_" + r.name + "}\n";
+    yaml += "groups:\n  - {name: g, mode: " + group_mode + ", ports: [";
+    for (int i = 1; i <= outputs; ++i) yaml += (i > 1 ? ", " : "") + rings[i].name;
+    yaml += "]}\nroutes:\n  - {prefix: 0.0.0.0/0, group: g}\n";
+    config = control::parse_switch_config(control::ConfigNode::load_string(yaml, "t.yaml"));
+    shared.node_port_of.assign(RTE_MAX_ETHPORTS, -1);
+    for (uint16_t i = 0; i < rings.size(); ++i) {
+      ports.emplace_back(runtime::PortConfig{config.ports[i].device}, pool);
+      shared.dpdk_port.push_back(ports.back().id());
+      shared.node_port_of[ports.back().id()] = i;
+    }
+    node = std::make_unique<switch_emu::SwitchNode>(config, pool);
+    shared.node = node.get();
+    shared.stop = &stop;
+    // A termination condition only: the results do not depend on it.
+    shared.idle_exit_ns = idle_exit_ns;
+  }
+  ~RingSwitch() {
+    node->free_all();
+    node.reset();
+    ports.clear();
+    for (auto& r : rings) {
+      rte_ring_free(r.rx);
+      rte_ring_free(r.tx);
+    }
+  }
+
+  std::vector<RingPort> rings;
+  control::SwitchConfig config;
+  std::vector<runtime::Port> ports;
+  switch_emu::SwitchShared shared;
+  runtime::StopSignal stop;
+  std::unique_ptr<switch_emu::SwitchNode> node;
+};
+
+
+}  // namespace spraynet::test
