@@ -116,6 +116,7 @@ void ControlLoop::sample(uint64_t now_ns) {
 
 void ControlLoop::publish(std::shared_ptr<const ControlSnapshot> snapshot) {
   publisher_.publish(target_.groups, snapshot->group_weights);
+  if (target_.on_publish) target_.on_publish(*snapshot);
   ++counters_.publications;
   if (snapshot->immediate) ++counters_.immediate_publications;
   current_ = std::move(snapshot);

@@ -24,6 +24,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -49,6 +50,8 @@ class RcuDomain;
 
 namespace spraynet::control {
 
+struct ControlSnapshot;
+
 // What the loop controls, as plain dataplane objects, so that control does not depend on the
 // programs' node classes (control_target_of below builds it from a SwitchNode). The objects must
 // outlive the loop.
@@ -62,6 +65,9 @@ struct ControlTarget {
   // serialises access to the node's ports and PFC state with the lcores.
   runtime::RcuDomain* rcu = nullptr;
   std::mutex* node_lock = nullptr;
+  // Called on the loop's thread after every publication, for what is not a PathSelector (the
+  // NIC's spray weights): it publishes its own table and waits out its own grace period.
+  std::function<void(const ControlSnapshot&)> on_publish;
 };
 
 // From any node with SwitchNode's accessors (config(), port_count(), egress(p), pfc(),

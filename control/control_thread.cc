@@ -22,7 +22,9 @@ ControlThread::ControlThread(ControlLoop& loop, std::mutex& control_lock,
   pthread_setname_np(thread_.native_handle(), "spraynet-ctl");
 }
 
-ControlThread::~ControlThread() { stop(); }
+ControlThread::~ControlThread() {
+  stop();
+}
 
 void ControlThread::stop() {
   {

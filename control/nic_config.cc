@@ -1,1 +1,505 @@
-// placeholder: being written
+#include "control/nic_config.h"
+
+#include <rte_config.h>  // RTE_PKTMBUF_HEADROOM
+
+#include <algorithm>
+#include <bit>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <stdexcept>
+
+#include "dataplane/roce_headers.h"  // kPsnMask
+
+namespace spraynet::control {
+
+namespace {
+
+// Bounds shared by the parser and nic_config_help(), so that the help cannot drift from what
+// the parser accepts. Link bounds are the switch config's (switch_config.cc).
+constexpr double kMinRateGbps = 0.001;
+constexpr double kMaxRateGbps = 10000.0;
+constexpr uint64_t kMaxDelayNs = 10'000'000'000ull;
+constexpr uint64_t kMaxMempoolMbufs = 16u << 20;
+constexpr uint64_t kMinDataRoom = 1024;
+constexpr uint64_t kMaxDataRoom = 65535;
+constexpr uint64_t kMaxPeriodMs = 3'600'000;
+// The reorder engine's own limits (ReorderConfig), in the file's units.
+constexpr double kMinHoldUs = 0.001;
+constexpr double kMaxHoldUs = ReorderConfig::kMaxHoldTimeoutNs / 1000.0;
+constexpr uint64_t kMaxRcQps = 65536;
+constexpr uint64_t kMaxMessageBytes = uint64_t{1} << 31;  // IBA: a message is at most 2^31 bytes
+constexpr uint64_t kMaxInFlight = 0x7FFFFF;               // half the PSN space (serial arithmetic)
+constexpr double kMinRtoUs = 1.0;
+constexpr double kMaxRtoUs = 10'000'000.0;  // 10 s
+// QP 0 (SMI) and QP 1 (GSI) are special: RC traffic never uses them.
+constexpr uint64_t kMinQp = 2;
+// What a RoCE WRITE adds to an MTU of payload: Ethernet + 802.1Q + IPv4 + UDP + BTH + RETH +
+// ICRC. The frame plus the mbuf headroom must fit one segment: the pipeline refuses chains.
+constexpr uint32_t kRoceOverhead = 14 + 4 + 20 + 8 + 12 + 16 + 4;
+
+// max_in_flight must leave room for two packets past the requester's ACK request interval.
+uint32_t min_in_flight() { return RcTrafficEngineConfig{}.max_pkt_per_ack + 2; }
+
+std::string number(double v) {
+  char buf[32];
+  // Fixed, shortest round trip: 67108.864, 0.001, 1000000 (never 1e+06).
+  const auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::fixed);
+  return std::string(buf, r.ptr);
+}
+
+std::string format_mac(const MacAddress& m) {
+  char s[18];
+  std::snprintf(s, sizeof s, "%02x:%02x:%02x:%02x:%02x:%02x", m[0], m[1], m[2], m[3], m[4], m[5]);
+  return s;
+}
+
+std::string hex(uint64_t v) {
+  char s[24];
+  std::snprintf(s, sizeof s, "0x%llx", static_cast<unsigned long long>(v));
+  return s;
+}
+
+MacAddress mac(const ConfigNode& n, std::string_view key) {
+  const std::string s = n.string(key);
+  unsigned b[6];
+  char tail;
+  if (std::sscanf(s.c_str(), "%2x:%2x:%2x:%2x:%2x:%2x%c", &b[0], &b[1], &b[2], &b[3], &b[4], &b[5],
+                  &tail) != 6) {
+    n.fail(key, "must be a MAC address such as 02:00:00:00:00:01, got \"" + s + "\"");
+  }
+  MacAddress m{};
+  for (int i = 0; i < 6; ++i) m[i] = static_cast<uint8_t>(b[i]);
+  return m;
+}
+
+uint32_t ipv4_address(const ConfigNode& n, std::string_view key, uint32_t def) {
+  if (!n.has(key)) return def;
+  const std::string s = n.string(key);
+  const auto p = parse_ipv4_prefix(s);
+  if (!p || s.find('/') != std::string::npos) {
+    n.fail(key, "must be an IPv4 address such as 10.0.0.1, got \"" + s + "\"");
+  }
+  return p->address;
+}
+
+// Microseconds as the file gives them (decimals allowed) to nanoseconds.
+uint64_t micros_or(const ConfigNode& n, std::string_view key, uint64_t def_ns, double min_us,
+                   double max_us) {
+  if (!n.has(key)) return def_ns;
+  return static_cast<uint64_t>(std::llround(n.number_or(key, 0, min_us, max_us) * 1000.0));
+}
+
+// The link block of an uplink: the same keys and bounds as a switch port's (switch_config.cc
+// keeps its parser private to that file).
+LinkSettings parse_link(const ConfigNode& n) {
+  n.allow_only({"rate_gbps", "delay_ns", "ber", "loss", "up"});
+  LinkSettings l;
+  l.rate_gbps = n.number_or("rate_gbps", l.rate_gbps, kMinRateGbps, kMaxRateGbps);
+  l.delay_ns = n.uint_or("delay_ns", l.delay_ns, 0, kMaxDelayNs);
+  l.ber = n.number_or("ber", l.ber, 0.0, 1.0);
+  l.loss = n.number_or("loss", l.loss, 0.0, 1.0);
+  l.up = n.boolean_or("up", l.up);
+  return l;
+}
+
+void parse_spray(NicConfig& c, const ConfigNode& n) {
+  n.allow_only({"mode", "ppcid_layout"});
+  c.spray.mode = *parse_spray_mode(
+      n.choice_or("mode", std::string(to_string(c.spray.mode)), {"flow", "rr", "weighted", "adaptive"}));
+  c.spray.ppcid_layout = *parse_ppcid_layout(n.choice_or(
+      "ppcid_layout", std::string(to_string(c.spray.ppcid_layout)), {"ts-high", "path-high"}));
+}
+
+void parse_uplinks(NicConfig& c, const ConfigNode& nic) {
+  const auto nodes = nic.list("uplinks");
+  if (nodes.empty()) {
+    nic.fail("uplinks", "required: a list of 1 to " + std::to_string(kMaxNicUplinks) + " uplinks");
+  }
+  if (nodes.size() > kMaxNicUplinks) {
+    nic.fail("uplinks", "at most " + std::to_string(kMaxNicUplinks) + " uplinks, got " +
+                            std::to_string(nodes.size()));
+  }
+  const PpcidLayout layout = c.spray.ppcid_layout;
+  const unsigned max_id = max_path_id(layout);
+  std::vector<int> holder(max_id + 1, -1);  // path id -> uplink index
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const ConfigNode& n = nodes[i];
+    n.allow_only({"name", "device", "path_id", "peer_mac", "link"});
+    UplinkSettings u;
+    u.name = n.string("name");
+    if (c.uplink_index(u.name) >= 0) n.fail("name", "uplink \"" + u.name + "\" defined twice");
+    if (c.host && c.host->name == u.name) {
+      n.fail("name", "\"" + u.name + "\" is already the host port's name");
+    }
+    u.device = n.string("device");
+    if (n.has("peer_mac")) u.peer_mac = mac(n, "peer_mac");
+    if (auto link = n.optional_child("link")) u.link = parse_link(*link);
+    if (n.has("path_id")) {
+      const uint64_t id = n.uint("path_id", 0, 255);
+      if (id > max_id) {
+        n.fail("path_id", "must be in [0, " + std::to_string(max_id) + "] with ppcid_layout " +
+                              std::string(to_string(layout)) + " (path-high allows [0, 255]), got " +
+                              std::to_string(id));
+      }
+      if (holder[id] >= 0) {
+        n.fail("path_id", "path id " + std::to_string(id) + " is already uplink \"" +
+                              c.uplinks[holder[id]].name + "\"'s: path ids must be unique");
+      }
+      holder[id] = static_cast<int>(i);
+      u.path_id = static_cast<uint8_t>(id);
+      u.path_id_from_config = true;
+    }
+    c.uplinks.push_back(u);
+  }
+
+  // The others from their link fingerprints, by LinkStateTable's rule (fingerprint order, then
+  // the next free id): with no path id in the file, the ids are exactly the table's, and they do
+  // not change when the uplinks are listed in another order.
+  const unsigned bits = path_id_bits(c);
+  const unsigned ids = 1u << bits;
+  const std::vector<LinkIdentity> identities = uplink_identities(c);
+  struct Pending {
+    uint64_t fingerprint;
+    std::string identity;
+    size_t index;
+  };
+  std::vector<Pending> pending;
+  for (size_t i = 0; i < c.uplinks.size(); ++i) {
+    if (c.uplinks[i].path_id_from_config) continue;
+    const std::string id = identity_string(identities[i]);
+    pending.push_back({link_fingerprint(id), id, i});
+  }
+  std::sort(pending.begin(), pending.end(), [](const Pending& a, const Pending& b) {
+    if (a.fingerprint != b.fingerprint) return a.fingerprint < b.fingerprint;
+    if (a.identity != b.identity) return a.identity < b.identity;
+    return a.index < b.index;
+  });
+  for (const Pending& p : pending) {
+    const unsigned folded = fold_path_id(p.fingerprint, bits);
+    // At most 16 uplinks and at least 16 ids: a free one always exists.
+    for (unsigned k = 0; k < ids; ++k) {
+      const unsigned candidate = (folded + k) % ids;
+      if (holder[candidate] < 0) {
+        holder[candidate] = static_cast<int>(p.index);
+        c.uplinks[p.index].path_id = static_cast<uint8_t>(candidate);
+        break;
+      }
+    }
+  }
+}
+
+void parse_reorder(NicConfig& c, const ConfigNode& n) {
+  n.allow_only({"enabled", "window", "hold_timeout_us", "max_qps", "max_buffered"});
+  NicReorderSettings& r = c.reorder;
+  r.enabled = n.boolean_or("enabled", r.enabled);
+  r.window = static_cast<uint32_t>(n.uint_or("window", r.window, 1, ReorderConfig::kMaxWindow));
+  r.hold_timeout_ns = micros_or(n, "hold_timeout_us", r.hold_timeout_ns, kMinHoldUs, kMaxHoldUs);
+  r.max_qps = static_cast<uint32_t>(n.uint_or("max_qps", r.max_qps, 1, ReorderConfig::kMaxQps));
+  if (uint64_t{r.max_qps} * r.window > ReorderConfig::kMaxRingSlots) {
+    n.fail("max_qps", "max_qps x window must be at most " +
+                          std::to_string(ReorderConfig::kMaxRingSlots) + " ring slots, got " +
+                          std::to_string(r.max_qps) + " x " + std::to_string(r.window));
+  }
+  r.max_buffered = static_cast<uint32_t>(
+      n.uint_or("max_buffered", r.max_buffered, 1, ReorderConfig::kMaxBuffered));
+}
+
+RcEngineSettings parse_rc_engine(const ConfigNode& n) {
+  n.allow_only({"qps", "role", "message_bytes", "mtu", "max_in_flight", "messages",
+                "retransmit_timeout_us", "local_ip", "peer_ip", "local_mac", "peer_mac",
+                "first_qp", "peer_first_qp", "first_psn", "dscp"});
+  RcEngineSettings r;
+  r.qps = static_cast<uint32_t>(n.uint_or("qps", r.qps, 1, kMaxRcQps));
+  const std::string role = n.choice_or("role", "both", {"requester", "responder", "both"});
+  r.role = role == "requester"   ? RcQpRole::kRequester
+           : role == "responder" ? RcQpRole::kResponder
+                                 : RcQpRole::kBoth;
+  r.message_bytes =
+      static_cast<uint32_t>(n.uint_or("message_bytes", r.message_bytes, 1, kMaxMessageBytes));
+  r.mtu = static_cast<uint32_t>(
+      *parse_uint(n.choice_or("mtu", std::to_string(r.mtu), {"1024", "4096"})));
+  r.max_in_flight = static_cast<uint32_t>(
+      n.uint_or("max_in_flight", r.max_in_flight, min_in_flight(), kMaxInFlight));
+  r.messages = n.uint_or("messages", r.messages, 0, UINT64_MAX);
+  r.retransmit_timeout_ns =
+      micros_or(n, "retransmit_timeout_us", r.retransmit_timeout_ns, kMinRtoUs, kMaxRtoUs);
+  r.local_ip = ipv4_address(n, "local_ip", r.local_ip);
+  r.peer_ip = ipv4_address(n, "peer_ip", r.peer_ip);
+  if (n.has("local_mac")) r.local_mac = mac(n, "local_mac");
+  if (n.has("peer_mac")) r.peer_mac = mac(n, "peer_mac");
+  r.first_qp = static_cast<uint32_t>(n.uint_or("first_qp", r.first_qp, kMinQp, kPsnMask));
+  r.peer_first_qp =
+      static_cast<uint32_t>(n.uint_or("peer_first_qp", r.peer_first_qp, kMinQp, kPsnMask));
+  for (const auto& [key, first] : {std::pair{"first_qp", r.first_qp},
+                                   std::pair{"peer_first_qp", r.peer_first_qp}}) {
+    if (first + uint64_t{r.qps} - 1 > kPsnMask) {
+      n.fail(key, "QPs " + hex(first) + " to " + hex(first + uint64_t{r.qps} - 1) +
+                      " (qps " + std::to_string(r.qps) + ") run past the 24-bit QP number " +
+                      hex(kPsnMask));
+    }
+  }
+  r.first_psn = static_cast<uint32_t>(n.uint_or("first_psn", r.first_psn, 0, kPsnMask));
+  r.dscp = static_cast<uint8_t>(n.uint_or("dscp", r.dscp, 0, 63));
+  return r;
+}
+
+// What the dataplane says about the configs built from `c`. The parser's own checks should have
+// caught everything; this keeps "a config that loads constructs its engines" true even if an
+// engine grows a rule the parser does not know yet.
+void check_engines(const NicConfig& c, const ConfigNode& nic) {
+  if (std::string why = spray_engine_config(c).check(); !why.empty()) {
+    nic.fail("spray", "refused by the spray engine: " + why);
+  }
+  if (std::string why = reorder_config(c).check(); !why.empty()) {
+    nic.fail("reorder", "refused by the reorder engine: " + why);
+  }
+  if (c.rc_engine) {
+    if (std::string why = rc_engine_config(c).check(); !why.empty()) {
+      nic.fail("rc_engine", "refused by the RC traffic engine: " + why);
+    }
+  }
+}
+
+}  // namespace
+
+int NicConfig::uplink_index(const std::string& n) const {
+  for (size_t i = 0; i < uplinks.size(); ++i) {
+    if (uplinks[i].name == n) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+std::vector<LinkIdentity> uplink_identities(const NicConfig& config) {
+  std::vector<LinkIdentity> ids;
+  ids.reserve(config.uplinks.size());
+  for (const UplinkSettings& u : config.uplinks) ids.push_back({config.name, u.name, u.peer_mac});
+  return ids;
+}
+
+unsigned path_id_bits(const NicConfig& config) {
+  // max_path_id is 2^bits - 1: 15 -> 4 bits, 255 -> 8 bits.
+  return static_cast<unsigned>(std::bit_width(max_path_id(config.spray.ppcid_layout)));
+}
+
+SprayEngineConfig spray_engine_config(const NicConfig& config) {
+  SprayEngineConfig s;
+  s.mode = config.spray.mode;
+  s.layout = config.spray.ppcid_layout;
+  s.seed = config.seed;
+  for (const UplinkSettings& u : config.uplinks) s.path_ids.push_back(u.path_id);
+  return s;
+}
+
+ReorderConfig reorder_config(const NicConfig& config) {
+  ReorderConfig r;
+  r.window = config.reorder.window;
+  r.hold_timeout_ns = config.reorder.hold_timeout_ns;
+  r.max_qps = config.reorder.max_qps;
+  r.max_buffered = config.reorder.max_buffered;
+  return r;
+}
+
+RcTrafficEngineConfig rc_engine_config(const NicConfig& config) {
+  if (!config.rc_engine) throw std::invalid_argument("nic config: no rc_engine (a host is set)");
+  const RcEngineSettings& s = *config.rc_engine;
+  RcTrafficEngineConfig r;
+  r.qps = s.qps;
+  r.role = s.role;
+  r.message_bytes = s.message_bytes;
+  r.mtu = s.mtu;
+  r.max_in_flight = s.max_in_flight;
+  r.messages_per_qp = s.messages;
+  r.retransmit_timeout_ns = s.retransmit_timeout_ns;
+  r.first_psn = s.first_psn;
+  r.first_local_qp = s.first_qp;
+  r.first_peer_qp = s.peer_first_qp;
+  r.local_mac = s.local_mac;
+  r.peer_mac = s.peer_mac;
+  r.local_ip = s.local_ip;
+  r.peer_ip = s.peer_ip;
+  r.dscp = s.dscp;
+  return r;
+}
+
+NicConfig parse_nic_config(const ConfigNode& root) {
+  root.allow_only({"nic"});
+  const ConfigNode nic = root.child("nic");
+  nic.allow_only({"name", "seed", "mempool_mbufs", "mbuf_data_room", "host", "uplinks", "spray",
+                  "reorder", "control", "rc_engine"});
+  NicConfig c;
+  c.file = root.file();
+  c.name = nic.string_or("name", c.name);
+  if (c.name.empty()) nic.fail("name", "must not be empty (it names the NIC's links)");
+  c.seed = nic.uint_or("seed", c.seed, 0, UINT64_MAX);
+  c.mempool_mbufs =
+      static_cast<uint32_t>(nic.uint_or("mempool_mbufs", c.mempool_mbufs, 0, kMaxMempoolMbufs));
+  c.mbuf_data_room = static_cast<uint32_t>(
+      nic.uint_or("mbuf_data_room", c.mbuf_data_room, kMinDataRoom, kMaxDataRoom));
+
+  // Spray first: the layout bounds the uplinks' path ids.
+  if (auto s = nic.optional_child("spray")) parse_spray(c, *s);
+  if (auto h = nic.optional_child("host")) {
+    h->allow_only({"name", "device"});
+    HostSettings host;
+    host.name = h->string_or("name", host.name);
+    host.device = h->string("device");
+    c.host = host;
+  }
+  parse_uplinks(c, nic);
+  if (auto r = nic.optional_child("reorder")) parse_reorder(c, *r);
+  if (auto k = nic.optional_child("control")) {
+    k->allow_only({"period_ms"});
+    c.control.period_ms = k->uint_or("period_ms", c.control.period_ms, 1, kMaxPeriodMs);
+  }
+
+  if (c.host) {
+    if (nic.has("rc_engine")) {
+      // Never ignored silently: a file with both says two different things about the host.
+      nic.fail("rc_engine", "only used when there is no host (then the RC traffic engine plays "
+                            "the host): remove rc_engine or host");
+    }
+  } else {
+    auto e = nic.optional_child("rc_engine");
+    c.rc_engine = e ? parse_rc_engine(*e) : RcEngineSettings{};
+    const RcEngineSettings& rc = *c.rc_engine;
+    // Each cross-check fails at a key the file gave (the defaults agree with each other).
+    const auto reorder = nic.optional_child("reorder");
+    if (c.reorder.enabled && rc.qps > c.reorder.max_qps) {
+      const std::string why = "rc_engine.qps (" + std::to_string(rc.qps) +
+                              ") must be at most reorder.max_qps (" +
+                              std::to_string(c.reorder.max_qps) +
+                              "): each QP needs a reorder context";
+      if (e && e->has("qps")) e->fail("qps", why);
+      reorder->fail("max_qps", why);
+    }
+    if (c.reorder.enabled && c.reorder.hold_timeout_ns >= rc.retransmit_timeout_ns) {
+      const std::string why = "reorder.hold_timeout_us (" +
+                              number(c.reorder.hold_timeout_ns / 1000.0) +
+                              ") must be below rc_engine.retransmit_timeout_us (" +
+                              number(rc.retransmit_timeout_ns / 1000.0) +
+                              "): a gap held that long is retransmitted anyway";
+      if (reorder && reorder->has("hold_timeout_us")) reorder->fail("hold_timeout_us", why);
+      e->fail("retransmit_timeout_us", why);
+    }
+    const uint32_t needed = RTE_PKTMBUF_HEADROOM + rc.mtu + kRoceOverhead;
+    if (c.mbuf_data_room < needed) {
+      nic.fail("mbuf_data_room", "must be at least " + std::to_string(needed) +
+                                     " to hold a frame at rc_engine.mtu " +
+                                     std::to_string(rc.mtu) + " (headroom " +
+                                     std::to_string(RTE_PKTMBUF_HEADROOM) + " + MTU + " +
+                                     std::to_string(kRoceOverhead) + " of headers), got " +
+                                     std::to_string(c.mbuf_data_room));
+    }
+  }
+  check_engines(c, nic);
+  return c;
+}
+
+NicConfig load_nic_config(const std::string& path) {
+  return parse_nic_config(ConfigNode::load_file(path));
+}
+
+std::string nic_config_help() {
+  const NicConfig d;
+  const NicReorderSettings& r = d.reorder;
+  const RcEngineSettings e;
+  const LinkSettings l;
+  const std::string roles[] = {"", "requester", "responder", "both"};
+  std::string s;
+  // "key: default" in a column, then what is allowed, wrapped under itself at 100 columns.
+  constexpr size_t kColumn = 32, kWidth = 100;
+  auto line = [&s](const std::string& key, const std::string& text) {
+    std::string out = key;
+    if (out.size() < kColumn) out.resize(kColumn, ' ');
+    size_t col = out.size();
+    size_t pos = 0;
+    while (pos < text.size()) {
+      size_t end = text.find(' ', pos);
+      if (end == std::string::npos) end = text.size();
+      const std::string word = text.substr(pos, end - pos);
+      if (col + 1 + word.size() > kWidth && col > kColumn) {
+        out += "\n" + std::string(kColumn, ' ');
+        col = kColumn;
+      }
+      out += " " + word;
+      col += 1 + word.size();
+      pos = end + 1;
+    }
+    while (!out.empty() && out.back() == ' ') out.pop_back();
+    s += out + "\n";
+  };
+  s += "nic_emu config (YAML). Every key is optional unless marked (required); unknown keys are\n"
+       "errors. Durations in *_us keys may have decimals (0.5 = 500 ns).\n"
+       "nic:\n";
+  line("  name: " + d.name, "the NIC's name; with the uplink names it identifies the links");
+  line("  seed: " + std::to_string(d.seed), "0..2^64-1; salts the spray engine's flow hash");
+  line("  mempool_mbufs: " + std::to_string(d.mempool_mbufs),
+       "0.." + std::to_string(kMaxMempoolMbufs) + "; 0: sized by the program");
+  line("  mbuf_data_room: " + std::to_string(d.mbuf_data_room),
+       std::to_string(kMinDataRoom) + ".." + std::to_string(kMaxDataRoom) +
+           " bytes, headroom included; a frame must fit one mbuf");
+  line("  host:", "optional; absent: the RC traffic engine (rc_engine) plays the host");
+  line("    name: host", "port name, distinct from the uplinks'");
+  line("    device: (required)", "DPDK port id, ethdev name or vdev spec");
+  line("  uplinks: (required)", "a list of 1.." + std::to_string(kMaxNicUplinks) + " uplinks:");
+  line("    - name: (required)", "unique among the host and the uplinks");
+  line("      device: (required)", "DPDK port id, ethdev name or vdev spec");
+  line("      path_id: (fingerprint)",
+       "PPCID path id, unique: 0..15 with ts-high, 0..255 with path-high; default: from the "
+       "link's fingerprint (FNV-1a of \"<nic name>><peer_mac>\", else \"<nic name>/<uplink "
+       "name>\", folded to the layout's width; a taken id moves to the next free one)");
+  line("      peer_mac: (none)", "the next hop's MAC, 02:00:00:00:00:01; also names the link");
+  line("      link:", "link emulation, as a switch port's:");
+  line("        rate_gbps: " + number(l.rate_gbps), number(kMinRateGbps) + ".." + number(kMaxRateGbps));
+  line("        delay_ns: " + std::to_string(l.delay_ns), "0.." + std::to_string(kMaxDelayNs));
+  line("        ber: " + number(l.ber), "0..1, bit error rate");
+  line("        loss: " + number(l.loss), "0..1, frame loss probability");
+  line("        up: " + std::string(l.up ? "true" : "false"), "true | false");
+  line("  spray:", "");
+  line("    mode: " + std::string(to_string(d.spray.mode)),
+       "flow | rr | weighted | adaptive (how RoCEv2 packets pick an uplink; other traffic goes by "
+       "flow hash)");
+  line("    ppcid_layout: " + std::string(to_string(d.spray.ppcid_layout)), "ts-high | path-high");
+  line("  reorder:", "per-QP PSN reordering of what the uplinks receive");
+  line("    enabled: " + std::string(r.enabled ? "true" : "false"), "true | false");
+  line("    window: " + std::to_string(r.window),
+       "1.." + std::to_string(ReorderConfig::kMaxWindow) + " PSNs per QP");
+  line("    hold_timeout_us: " + number(r.hold_timeout_ns / 1000.0),
+       number(kMinHoldUs) + ".." + number(kMaxHoldUs) +
+           "; with rc_engine, below its retransmit_timeout_us");
+  line("    max_qps: " + std::to_string(r.max_qps),
+       "1.." + std::to_string(ReorderConfig::kMaxQps) + " QP contexts; max_qps x window <= " +
+           std::to_string(ReorderConfig::kMaxRingSlots));
+  line("    max_buffered: " + std::to_string(r.max_buffered),
+       "1.." + std::to_string(ReorderConfig::kMaxBuffered) + " packets held across all QPs");
+  line("  control:", "");
+  line("    period_ms: " + std::to_string(d.control.period_ms),
+       "1.." + std::to_string(kMaxPeriodMs) + "; link-state update and weight publication");
+  line("  rc_engine:", "only without host (an error with one); defaults apply when absent");
+  line("    qps: " + std::to_string(e.qps),
+       "1.." + std::to_string(kMaxRcQps) + "; at most reorder.max_qps when reorder is enabled");
+  line("    role: " + roles[static_cast<unsigned>(e.role)], "requester | responder | both");
+  line("    message_bytes: " + std::to_string(e.message_bytes),
+       "1.." + std::to_string(kMaxMessageBytes) + " bytes per RDMA WRITE");
+  line("    mtu: " + std::to_string(e.mtu),
+       "1024 | 4096; mbuf_data_room must hold headroom + mtu + " + std::to_string(kRoceOverhead));
+  line("    max_in_flight: " + std::to_string(e.max_in_flight),
+       std::to_string(min_in_flight()) + ".." + std::to_string(kMaxInFlight) +
+           " unacknowledged packets per QP");
+  line("    messages: " + std::to_string(e.messages), "per QP; 0 = unlimited");
+  line("    retransmit_timeout_us: " + number(e.retransmit_timeout_ns / 1000.0),
+       number(kMinRtoUs) + ".." + number(kMaxRtoUs) + " (4.096 us x 2^14, perftest's default)");
+  line("    local_ip: " + format_ipv4(e.local_ip), "IPv4 address");
+  line("    peer_ip: " + format_ipv4(e.peer_ip), "IPv4 address");
+  line("    local_mac: " + format_mac(e.local_mac), "MAC address");
+  line("    peer_mac: " + format_mac(e.peer_mac), "MAC address");
+  line("    first_qp: " + hex(e.first_qp),
+       std::to_string(kMinQp) + ".." + hex(kPsnMask) + "; local QPs first_qp..first_qp+qps-1");
+  line("    peer_first_qp: " + hex(e.peer_first_qp), "likewise, the peer's QPs");
+  line("    first_psn: " + std::to_string(e.first_psn), "0.." + hex(kPsnMask));
+  line("    dscp: " + std::to_string(e.dscp), "0..63");
+  return s;
+}
+
+}  // namespace spraynet::control

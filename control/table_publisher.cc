@@ -14,8 +14,7 @@ void TablePublisher::publish(std::span<PathSelector* const> groups,
                              std::span<const std::vector<uint32_t>> weights) {
   if (groups.size() != weights.size()) {
     throw std::invalid_argument("table publisher: " + std::to_string(weights.size()) +
-                                " weight vectors for " + std::to_string(groups.size()) +
-                                " groups");
+                                " weight vectors for " + std::to_string(groups.size()) + " groups");
   }
   // Build everything first, so that a bad weight vector publishes nothing.
   std::vector<std::unique_ptr<const BucketTable>> fresh;

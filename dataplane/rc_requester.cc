@@ -1,1 +1,404 @@
-// placeholder: being written
+#include "dataplane/rc_requester.h"
+
+#include <rte_mbuf.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <stdexcept>
+
+#include "dataplane/icrc.h"
+#include "dataplane/packet_parser.h"
+#include "dataplane/roce_headers.h"
+
+namespace spraynet {
+
+uint16_t rxe_udp_source_port(uint32_t qpn) {
+  const uint32_t h = (qpn * 0x61C88647u) >> (32 - 14);
+  return static_cast<uint16_t>(0xC000 + (h & 0x3FFF));
+}
+
+std::string RcQpAddress::check() const {
+  if (local_qp > kPsnMask) return "local_qp: must fit 24 bits";
+  if (peer_qp > kPsnMask) return "peer_qp: must fit 24 bits";
+  if (dscp > 63) return "dscp: must be 0..63";
+  return {};
+}
+
+// ---- DurationSummary / CompletionTimeStats ---------------------------------------------------
+
+void DurationSummary::add(uint64_t ns) {
+  min_ns = count == 0 ? ns : std::min(min_ns, ns);
+  max_ns = count == 0 ? ns : std::max(max_ns, ns);
+  ++count;
+  sum_ns += ns;
+}
+
+void DurationSummary::merge(const DurationSummary& o) {
+  if (o.count == 0) return;
+  min_ns = count == 0 ? o.min_ns : std::min(min_ns, o.min_ns);
+  max_ns = count == 0 ? o.max_ns : std::max(max_ns, o.max_ns);
+  count += o.count;
+  sum_ns += o.sum_ns;
+}
+
+size_t CompletionTimeStats::bucket_of(uint64_t ns) {
+  constexpr uint64_t kSub = uint64_t{1} << kSubBucketBits;
+  if (ns < kSub) return static_cast<size_t>(ns);
+  const unsigned e = 63u - static_cast<unsigned>(std::countl_zero(ns));  // >= kSubBucketBits
+  const uint64_t sub = (ns >> (e - kSubBucketBits)) & (kSub - 1);
+  return static_cast<size_t>((e - kSubBucketBits + 1) * kSub + sub);
+}
+
+uint64_t CompletionTimeStats::bucket_upper_ns(size_t bucket) {
+  constexpr uint64_t kSub = uint64_t{1} << kSubBucketBits;
+  if (bucket < kSub) return bucket;
+  const unsigned e = static_cast<unsigned>(bucket / kSub) + kSubBucketBits - 1;
+  const uint64_t sub = bucket % kSub;
+  const unsigned shift = e - kSubBucketBits;
+  const uint64_t top = kSub + sub + 1;  // the next bucket's mantissa
+  // The last bucket's upper edge is 2^64 - 1, which the shift would overflow.
+  if (shift + static_cast<unsigned>(std::bit_width(top)) > 64) return UINT64_MAX;
+  return (top << shift) - 1;
+}
+
+void CompletionTimeStats::add(uint64_t ns) {
+  summary_.add(ns);
+  ++buckets_[bucket_of(ns)];
+}
+
+void CompletionTimeStats::merge(const CompletionTimeStats& o) {
+  summary_.merge(o.summary_);
+  for (size_t i = 0; i < kBuckets; ++i) buckets_[i] += o.buckets_[i];
+}
+
+uint64_t CompletionTimeStats::percentile_ns(double q) const {
+  if (summary_.count == 0) return 0;
+  if (!(q > 0.0)) return summary_.min_ns;
+  if (q >= 1.0) return summary_.max_ns;
+  const auto rank = std::max<uint64_t>(
+      1, static_cast<uint64_t>(std::ceil(q * static_cast<double>(summary_.count))));
+  uint64_t seen = 0;
+  for (size_t i = 0; i < kBuckets; ++i) {
+    seen += buckets_[i];
+    if (seen >= rank) return std::clamp(bucket_upper_ns(i), summary_.min_ns, summary_.max_ns);
+  }
+  return summary_.max_ns;
+}
+
+// ---- counters ---------------------------------------------------------------------------------
+
+RcRequesterCounters& RcRequesterCounters::operator+=(const RcRequesterCounters& o) {
+  messages_started += o.messages_started;
+  messages_completed += o.messages_completed;
+  packets_sent += o.packets_sent;
+  packets_retransmitted += o.packets_retransmitted;
+  payload_bytes_sent += o.payload_bytes_sent;
+  bytes_acked += o.bytes_acked;
+  responses_received += o.responses_received;
+  acks_received += o.acks_received;
+  naks_received += o.naks_received;
+  nak_retries += o.nak_retries;
+  naks_ignored += o.naks_ignored;
+  timeouts += o.timeouts;
+  stale_responses += o.stale_responses;
+  invalid_responses += o.invalid_responses;
+  other_naks += o.other_naks;
+  icrc_errors += o.icrc_errors;
+  wrong_qp += o.wrong_qp;
+  bad_opcode += o.bad_opcode;
+  malformed += o.malformed;
+  pool_empty += o.pool_empty;
+  completion.merge(o.completion);
+  return *this;
+}
+
+// ---- config -----------------------------------------------------------------------------------
+
+std::string RcRequesterConfig::check() const {
+  if (!valid_path_mtu(mtu)) return "mtu: must be 256, 512, 1024, 2048 or 4096";
+  // IBA: a message is at most 2^31 bytes (rxe's check_length refuses a longer DMA length).
+  if (message_bytes > 0x80000000u) return "message_bytes: at most 2^31";
+  if (max_pkt_per_ack > 0x7FFFFFu) return "max_pkt_per_ack: too large";
+  if (max_in_flight < max_pkt_per_ack + 2) {
+    return "max_in_flight: must be at least max_pkt_per_ack + 2, or the window can fill with "
+           "packets that ask for no ACK";
+  }
+  // PSNs are compared by serial arithmetic, which is unambiguous within half the 24-bit space.
+  if (max_in_flight > 0x7FFFFFu) return "max_in_flight: at most 2^23 - 1";
+  if (retransmit_timeout_ns == 0) return "retransmit_timeout_ns: must be > 0";
+  if (first_psn > kPsnMask) return "first_psn: must fit 24 bits";
+  return {};
+}
+
+// ---- RcRequester ------------------------------------------------------------------------------
+
+namespace {
+
+// Shared by receive(): the ParsedPacket must describe bytes that the mbuf really holds, so that
+// a caller's mistake reads no memory past the packet.
+bool roce_headers_in_mbuf(const rte_mbuf* m, const ParsedPacket& p, size_t ext_bytes) {
+  if (p.kind != PacketKind::kRoce || m->nb_segs != 1 || m->next != nullptr) return false;
+  const size_t end = size_t{p.l3_offset} + p.ip_total_length;
+  return end <= m->data_len && p.bth_offset != 0 &&
+         size_t{p.bth_offset} + kBthSize + ext_bytes + kIcrcSize <= end;
+}
+
+template <typename Config>
+const Config& validated(const Config& c) {
+  if (const std::string why = c.check(); !why.empty()) throw std::invalid_argument(why);
+  return c;
+}
+
+}  // namespace
+
+RcRequester::RcRequester(const RcRequesterConfig& config, const RcQpAddress& address,
+                         rte_mempool* pool, CompletionTimeStats* shared_stats)
+    : config_(validated(config)),
+      address_(validated(address)),
+      pool_(pool),
+      segmenter_(config_.message_bytes, config_.mtu),
+      stats_(shared_stats) {
+  if (pool_ == nullptr) throw std::invalid_argument("pool: must not be null");
+  if (address_.udp_src_port == 0) address_.udp_src_port = rxe_udp_source_port(address_.local_qp);
+
+  const uint64_t per_message = segmenter_.packets();
+  limit_ = config_.messages == 0 || config_.messages > UINT64_MAX / per_message
+               ? UINT64_MAX
+               : config_.messages * per_message;
+
+  // A full-MTU WRITE FIRST is the largest packet; a pool whose mbufs cannot hold it would
+  // fail every allocation, which is a set-up error rather than back-pressure.
+  payload_.resize(std::min(config_.mtu, config_.message_bytes));
+  for (size_t i = 0; i < payload_.size(); ++i) payload_[i] = static_cast<uint8_t>(i);
+  FrameSpec f;
+  f.payload = payload_;
+  RoceSpec r;
+  r.opcode = opcode::kRcWriteFirst;
+  const size_t frame = roce_frame_length(f, r);
+  const uint32_t room = rte_pktmbuf_data_room_size(pool_);
+  if (room < RTE_PKTMBUF_HEADROOM || frame > room - RTE_PKTMBUF_HEADROOM) {
+    throw std::invalid_argument("pool: mbufs too small for a " + std::to_string(frame) +
+                                "-byte packet at MTU " + std::to_string(config_.mtu));
+  }
+
+  if (stats_ == nullptr) {
+    own_stats_ = std::make_unique<CompletionTimeStats>();
+    stats_ = own_stats_.get();
+  }
+}
+
+uint32_t RcRequester::psn_of(uint64_t seq) const {
+  return psn_add(config_.first_psn, static_cast<uint32_t>(seq & kPsnMask));
+}
+
+uint32_t RcRequester::payload_of(uint64_t seq) const {
+  const uint32_t index = static_cast<uint32_t>(seq % segmenter_.packets());
+  return index + 1 < segmenter_.packets() ? config_.mtu
+                                          : config_.message_bytes - index * config_.mtu;
+}
+
+bool RcRequester::seq_of(uint32_t psn, uint64_t& seq) const {
+  // Everything this QP can legitimately hear about lies within max_in_flight (< 2^23) of the
+  // oldest unacknowledged PSN, where 24-bit serial arithmetic is unambiguous.
+  const int32_t d = psn_diff(psn_of(una_), psn & kPsnMask);
+  if (d < 0) return false;
+  seq = una_ + static_cast<uint64_t>(d);
+  return true;
+}
+
+bool RcRequester::new_message_waits(uint64_t now_ns) const {
+  return next_ == high_ && next_ % segmenter_.packets() == 0 && now_ns < next_message_ns_;
+}
+
+bool RcRequester::can_send(uint64_t now_ns) const {
+  return next_ < limit_ && next_ - una_ < config_.max_in_flight && now_ns >= alloc_retry_at_ns_ &&
+         !new_message_waits(now_ns);
+}
+
+rte_mbuf* RcRequester::build(uint64_t seq, bool ack_req) {
+  const uint64_t message = seq / segmenter_.packets();
+  const uint32_t index = static_cast<uint32_t>(seq % segmenter_.packets());
+  const RcWritePacket w = segmenter_.packet(index, psn_of(seq - index));
+
+  FrameSpec f;
+  f.eth.dst = address_.peer_mac;
+  f.eth.src = address_.local_mac;
+  f.ip.src = address_.local_ip;
+  f.ip.dst = address_.peer_ip;
+  f.ip.tos = static_cast<uint8_t>(address_.dscp << 2);
+  f.ip.id = ip_id_;
+  f.udp.src_port = address_.udp_src_port;
+  f.payload = std::span<const uint8_t>(payload_.data(), w.length);
+  RoceSpec r;
+  r.opcode = w.opcode;
+  r.dest_qp = address_.peer_qp;
+  r.ack_req = ack_req;
+  r.psn = w.psn;
+  if (w.has_reth) {
+    r.virtual_address = config_.remote_va + message * config_.message_bytes;
+    r.rkey = config_.rkey;
+    r.dma_length = config_.message_bytes;
+  }
+  rte_mbuf* m = build_roce_mbuf(pool_, f, r);
+  if (m != nullptr) ++ip_id_;
+  return m;
+}
+
+size_t RcRequester::poll(uint64_t now_ns, std::vector<rte_mbuf*>& out, size_t max_packets) {
+  if (timer_armed_ && now_ns >= deadline_ns_) {
+    // rxe retransmit_timer -> COMPST_ERROR_RETRY -> req_retry(): resend from comp.psn.
+    ++counters_.timeouts;
+    timer_armed_ = false;
+    retry_started_ = true;
+    next_ = una_;
+  }
+
+  size_t sent = 0;
+  while (sent < max_packets && can_send(now_ns)) {
+    const uint64_t seq = next_;
+    const uint32_t index = static_cast<uint32_t>(seq % segmenter_.packets());
+    const bool last = index + 1 == segmenter_.packets();
+    // rxe init_req_packet: ack_req = END || noack_pkts++ > RXE_MAX_PKT_PER_ACK; reset on AckReq.
+    const bool ack_req = last || noack_pkts_ > config_.max_pkt_per_ack;
+    rte_mbuf* m = build(seq, ack_req);
+    if (m == nullptr) {
+      ++counters_.pool_empty;
+      alloc_retry_at_ns_ = now_ns + config_.alloc_retry_ns;
+      if (alloc_retry_at_ns_ == now_ns) ++alloc_retry_at_ns_;  // never retry within this poll
+      break;
+    }
+    noack_pkts_ = ack_req ? 0 : noack_pkts_ + 1;
+    alloc_retry_at_ns_ = 0;
+    out.push_back(m);
+    ++sent;
+    ++counters_.packets_sent;
+    counters_.payload_bytes_sent += payload_of(seq);
+    if (seq == high_) {
+      ++high_;
+      if (index == 0) {
+        ++counters_.messages_started;
+        start_ns_.push_back(now_ns);
+        next_message_ns_ = now_ns + config_.message_gap_ns;
+      }
+    } else {
+      ++counters_.packets_retransmitted;
+    }
+    ++next_;
+    if (!timer_armed_) {  // rxe update_state: mod_timer only when no timer is pending
+      timer_armed_ = true;
+      deadline_ns_ = now_ns + config_.retransmit_timeout_ns;
+    }
+  }
+  return sent;
+}
+
+bool RcRequester::acknowledge_before(uint64_t end_seq, uint64_t now_ns) {
+  for (uint64_t s = una_; s < end_seq; ++s) counters_.bytes_acked += payload_of(s);
+  una_ = std::max(una_, end_seq);
+  if (next_ < una_) next_ = una_;  // acknowledged while going back: no need to resend those
+  bool completed = false;
+  const uint64_t per_message = segmenter_.packets();
+  while (!start_ns_.empty() && una_ >= (completed_messages_ + 1) * per_message) {
+    const uint64_t took = now_ns - start_ns_.front();
+    start_ns_.pop_front();
+    ++completed_messages_;
+    ++counters_.messages_completed;
+    counters_.completion.add(took);
+    stats_->add(took);
+    completed = true;
+  }
+  return completed;
+}
+
+void RcRequester::restart_timer(uint64_t now_ns) {
+  // rxe re-arms the timer to now + timeout while PSNs are outstanding, and lets it lapse when
+  // none are (the next send arms it again).
+  timer_armed_ = una_ < next_;
+  if (timer_armed_) deadline_ns_ = now_ns + config_.retransmit_timeout_ns;
+}
+
+void RcRequester::handle_ack(uint32_t psn, uint64_t now_ns) {
+  uint64_t seq = 0;
+  if (!seq_of(psn, seq)) {
+    ++counters_.stale_responses;  // a duplicate or late ACK: already acknowledged
+    return;
+  }
+  if (seq >= high_) {
+    ++counters_.invalid_responses;  // acknowledges a PSN never sent
+    return;
+  }
+  retry_started_ = false;  // rxe check_ack: AETH_ACK -> reset_retry_counters()
+  acknowledge_before(seq + 1, now_ns);
+  restart_timer(now_ns);
+}
+
+void RcRequester::handle_nak(uint32_t psn, uint64_t now_ns) {
+  uint64_t seq = 0;
+  if (!seq_of(psn, seq)) {
+    ++counters_.stale_responses;
+    return;
+  }
+  // The NAK's PSN is the one the responder expects: at most one past the highest sent.
+  if (seq > high_) {
+    ++counters_.invalid_responses;
+    return;
+  }
+  const bool progress = seq > una_;
+  // A completed message resets rxe's retry state (check_psn -> COMPST_COMP_WQE ->
+  // reset_retry_counters) before the NAK itself is looked at.
+  if (acknowledge_before(seq, now_ns)) retry_started_ = false;
+  if (retry_started_) {
+    ++counters_.naks_ignored;
+    if (progress) restart_timer(now_ns);
+    return;
+  }
+  retry_started_ = true;
+  ++counters_.nak_retries;
+  next_ = seq;  // == una_: go back N from the PSN the responder expects
+  restart_timer(now_ns);
+}
+
+void RcRequester::receive(rte_mbuf* m, const ParsedPacket& p, uint64_t now_ns) {
+  ++counters_.responses_received;
+  if (!roce_headers_in_mbuf(m, p, kAethSize)) {
+    ++counters_.malformed;
+  } else if (p.dest_qp != address_.local_qp) {
+    ++counters_.wrong_qp;
+  } else if (p.bth_opcode != opcode::kRcAck) {
+    ++counters_.bad_opcode;
+  } else if (!verify_icrc(rte_pktmbuf_mtod(m, const uint8_t*) + p.l3_offset, p.ip_total_length)) {
+    ++counters_.icrc_errors;
+  } else {
+    const uint8_t syndrome =
+        AethView(rte_pktmbuf_mtod(m, uint8_t*) + p.bth_offset + kBthSize).syndrome();
+    if (aeth::is_ack(syndrome)) {
+      ++counters_.acks_received;
+      handle_ack(p.psn, now_ns);
+    } else if (syndrome == aeth::kNakPsnSequenceError) {
+      ++counters_.naks_received;
+      handle_nak(p.psn, now_ns);
+    } else {
+      // RNR NAK (we never post receive WQEs, so no responder of ours sends one) and remote
+      // errors, which in rxe move the QP to the error state: left to the retransmit timer.
+      ++counters_.other_naks;
+    }
+  }
+  rte_pktmbuf_free(m);
+}
+
+uint64_t RcRequester::next_event_ns() const {
+  uint64_t t = kNever;
+  if (next_ < limit_ && next_ - una_ < config_.max_in_flight) {
+    t = alloc_retry_at_ns_;
+    if (next_ == high_ && next_ % segmenter_.packets() == 0) t = std::max(t, next_message_ns_);
+  }
+  if (timer_armed_) t = std::min(t, deadline_ns_);
+  return t;
+}
+
+bool RcRequester::done() const {
+  return config_.messages != 0 && una_ >= limit_;
+}
+
+}  // namespace spraynet

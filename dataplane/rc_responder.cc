@@ -1,1 +1,224 @@
-// placeholder: being written
+#include "dataplane/rc_responder.h"
+
+#include <rte_mbuf.h>
+
+#include <stdexcept>
+
+#include "dataplane/icrc.h"
+#include "dataplane/packet_parser.h"
+#include "dataplane/roce_headers.h"
+
+namespace spraynet {
+
+namespace {
+
+// rxe's AETH_ACK_UNLIMITED: an ACK whose credit field says "no end-to-end flow control".
+constexpr uint8_t kAckUnlimited = 0x1F;
+
+bool is_write_request(uint8_t op) {
+  switch (op) {
+    case opcode::kRcWriteFirst:
+    case opcode::kRcWriteMiddle:
+    case opcode::kRcWriteLast:
+    case opcode::kRcWriteLastImm:
+    case opcode::kRcWriteOnly:
+    case opcode::kRcWriteOnlyImm:
+      return true;
+    default:
+      return false;
+  }
+}
+bool starts_message(uint8_t op) {
+  return op == opcode::kRcWriteFirst || op == opcode::kRcWriteOnly || op == opcode::kRcWriteOnlyImm;
+}
+bool ends_message(uint8_t op) {
+  return op == opcode::kRcWriteLast || op == opcode::kRcWriteLastImm ||
+         op == opcode::kRcWriteOnly || op == opcode::kRcWriteOnlyImm;
+}
+
+bool roce_headers_in_mbuf(const rte_mbuf* m, const ParsedPacket& p) {
+  if (p.kind != PacketKind::kRoce || m->nb_segs != 1 || m->next != nullptr) return false;
+  const size_t end = size_t{p.l3_offset} + p.ip_total_length;
+  return end <= m->data_len && p.bth_offset != 0 &&
+         size_t{p.payload_offset} + p.payload_length + kIcrcSize <= end;
+}
+
+const RcResponderConfig& validated(const RcResponderConfig& c) {
+  if (const std::string why = c.check(); !why.empty()) throw std::invalid_argument(why);
+  return c;
+}
+const RcQpAddress& validated(const RcQpAddress& a) {
+  if (const std::string why = a.check(); !why.empty()) throw std::invalid_argument(why);
+  return a;
+}
+
+}  // namespace
+
+std::string RcResponderConfig::check() const {
+  if (!valid_path_mtu(mtu)) return "mtu: must be 256, 512, 1024, 2048 or 4096";
+  if (first_psn > kPsnMask) return "first_psn: must fit 24 bits";
+  return {};
+}
+
+RcResponderCounters& RcResponderCounters::operator+=(const RcResponderCounters& o) {
+  packets_received += o.packets_received;
+  accepted += o.accepted;
+  duplicates += o.duplicates;
+  out_of_order_dropped += o.out_of_order_dropped;
+  naks_sent += o.naks_sent;
+  acks_sent += o.acks_sent;
+  bytes_written += o.bytes_written;
+  messages_received += o.messages_received;
+  icrc_errors += o.icrc_errors;
+  bad_opcode += o.bad_opcode;
+  opcode_sequence_errors += o.opcode_sequence_errors;
+  length_errors += o.length_errors;
+  wrong_qp += o.wrong_qp;
+  malformed += o.malformed;
+  pool_empty += o.pool_empty;
+  return *this;
+}
+
+RcResponder::RcResponder(const RcResponderConfig& config, const RcQpAddress& address,
+                         rte_mempool* pool)
+    : config_(validated(config)),
+      address_(validated(address)),
+      pool_(pool),
+      expected_psn_(config_.first_psn),
+      // Nothing accepted yet: a duplicate is answered with first_psn - 1, "everything before
+      // the first PSN". (rxe leaves ack_psn zeroed until the first request executes.)
+      ack_psn_(config_.first_psn) {
+  if (pool_ == nullptr) throw std::invalid_argument("pool: must not be null");
+  if (address_.udp_src_port == 0) address_.udp_src_port = rxe_udp_source_port(address_.local_qp);
+}
+
+void RcResponder::queue_ack(uint32_t psn) {
+  // ACKs are cumulative: the newest one says all the older ones said.
+  pending_ack_ = Control{true, kAckUnlimited, psn, msn_};
+  // A NAK still waiting for an mbuf asked for a PSN that this ACK shows has since arrived.
+  if (pending_nak_.valid && !psn_before(psn, pending_nak_.psn)) pending_nak_.valid = false;
+}
+
+void RcResponder::queue_nak(uint32_t psn) {
+  pending_nak_ = Control{true, aeth::kNakPsnSequenceError, psn, msn_};
+}
+
+bool RcResponder::send(const Control& c, std::vector<rte_mbuf*>& out) {
+  FrameSpec f;
+  f.eth.dst = address_.peer_mac;
+  f.eth.src = address_.local_mac;
+  f.ip.src = address_.local_ip;
+  f.ip.dst = address_.peer_ip;
+  f.ip.tos = static_cast<uint8_t>(address_.dscp << 2);
+  f.ip.id = ip_id_;
+  f.udp.src_port = address_.udp_src_port;
+  RoceSpec r;
+  r.opcode = opcode::kRcAck;
+  r.dest_qp = address_.peer_qp;
+  r.psn = c.psn;
+  r.syndrome = c.syndrome;
+  r.msn = c.msn & kPsnMask;
+  rte_mbuf* m = build_roce_mbuf(pool_, f, r);
+  if (m == nullptr) {
+    ++counters_.pool_empty;
+    return false;
+  }
+  ++ip_id_;
+  out.push_back(m);
+  if (c.syndrome == aeth::kNakPsnSequenceError) {
+    ++counters_.naks_sent;
+  } else {
+    ++counters_.acks_sent;
+  }
+  return true;
+}
+
+size_t RcResponder::flush(uint64_t now_ns, std::vector<rte_mbuf*>& out) {
+  if (!control_pending() || now_ns < retry_at_ns_) return 0;
+  size_t sent = 0;
+  // A pending ACK is older than a pending NAK (a newer ACK would have dropped the NAK), so it
+  // goes first: the requester sees them in the order the responder decided them.
+  for (Control* c : {&pending_ack_, &pending_nak_}) {
+    if (!c->valid) continue;
+    if (!send(*c, out)) {
+      retry_at_ns_ = now_ns + (config_.alloc_retry_ns == 0 ? 1 : config_.alloc_retry_ns);
+      return sent;
+    }
+    c->valid = false;
+    ++sent;
+  }
+  return sent;
+}
+
+size_t RcResponder::poll(uint64_t now_ns, std::vector<rte_mbuf*>& out) {
+  return flush(now_ns, out);
+}
+
+uint64_t RcResponder::next_event_ns() const {
+  return control_pending() ? retry_at_ns_ : kNever;
+}
+
+bool RcResponder::check_sequence_and_length(uint8_t op, uint16_t payload) {
+  // rxe check_op_seq (RC): inside a message only MIDDLE or LAST; outside, FIRST or ONLY.
+  if (in_message_ == starts_message(op)) {
+    ++counters_.opcode_sequence_errors;
+    return false;
+  }
+  // rxe check_length.
+  const uint32_t mtu = config_.mtu;
+  bool ok = true;
+  if (starts_message(op) && ends_message(op)) {
+    ok = payload <= mtu;
+  } else if (!ends_message(op)) {
+    ok = payload == mtu;  // FIRST, MIDDLE
+  } else {
+    ok = payload > 0 && payload <= mtu;  // LAST
+  }
+  if (!ok) ++counters_.length_errors;
+  return ok;
+}
+
+size_t RcResponder::receive(rte_mbuf* m, const ParsedPacket& p, uint64_t now_ns,
+                            std::vector<rte_mbuf*>& out) {
+  ++counters_.packets_received;
+  const size_t before = out.size();
+  if (!roce_headers_in_mbuf(m, p)) {
+    ++counters_.malformed;
+  } else if (p.dest_qp != address_.local_qp) {
+    ++counters_.wrong_qp;
+  } else if (!verify_icrc(rte_pktmbuf_mtod(m, const uint8_t*) + p.l3_offset, p.ip_total_length)) {
+    ++counters_.icrc_errors;
+  } else if (!is_write_request(p.bth_opcode)) {
+    ++counters_.bad_opcode;
+  } else if (const int32_t diff = psn_diff(expected_psn_, p.psn); diff > 0) {
+    // rxe check_psn: one NAK per gap; later out-of-order packets are dropped silently.
+    ++counters_.out_of_order_dropped;
+    if (!nak_sent_) {
+      nak_sent_ = true;
+      queue_nak(expected_psn_);
+    }
+  } else if (diff < 0) {
+    // rxe duplicate_request: ACK again with the last accepted PSN.
+    ++counters_.duplicates;
+    queue_ack(psn_add(ack_psn_, kPsnMask));  // ack_psn - 1 modulo 2^24
+  } else {
+    nak_sent_ = false;  // the expected PSN has arrived
+    if (check_sequence_and_length(p.bth_opcode, p.payload_length)) {
+      ++counters_.accepted;
+      counters_.bytes_written += p.payload_length;
+      expected_psn_ = psn_add(p.psn, 1);
+      ack_psn_ = expected_psn_;
+      in_message_ = !ends_message(p.bth_opcode);
+      if (!in_message_) {
+        msn_ = psn_add(msn_, 1);  // the MSN is 24 bits in the AETH
+        ++counters_.messages_received;
+      }
+      if (p.ack_req) queue_ack(p.psn);
+    }
+  }
+  rte_pktmbuf_free(m);
+  flush(now_ns, out);
+  return out.size() - before;
+}
+
+}  // namespace spraynet

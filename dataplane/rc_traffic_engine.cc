@@ -1,1 +1,188 @@
-// placeholder: being written
+#include "dataplane/rc_traffic_engine.h"
+
+#include <rte_mbuf.h>
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "dataplane/packet_parser.h"
+#include "dataplane/roce_headers.h"
+
+namespace spraynet {
+
+namespace {
+
+bool has(RcQpRole role, RcQpRole part) {
+  return (static_cast<uint8_t>(role) & static_cast<uint8_t>(part)) != 0;
+}
+
+bool is_write_request(uint8_t op) {
+  return op == opcode::kRcWriteFirst || op == opcode::kRcWriteMiddle ||
+         op == opcode::kRcWriteLast || op == opcode::kRcWriteLastImm ||
+         op == opcode::kRcWriteOnly || op == opcode::kRcWriteOnlyImm;
+}
+
+RcRequesterConfig requester_config(const RcTrafficEngineConfig& c) {
+  RcRequesterConfig r;
+  r.message_bytes = c.message_bytes;
+  r.mtu = c.mtu;
+  r.max_in_flight = c.max_in_flight;
+  r.max_pkt_per_ack = c.max_pkt_per_ack;
+  r.messages = c.messages_per_qp;
+  r.message_gap_ns = c.message_gap_ns;
+  r.retransmit_timeout_ns = c.retransmit_timeout_ns;
+  r.alloc_retry_ns = c.alloc_retry_ns;
+  r.first_psn = c.first_psn;
+  return r;
+}
+
+RcResponderConfig responder_config(const RcTrafficEngineConfig& c) {
+  RcResponderConfig r;
+  r.mtu = c.mtu;
+  r.first_psn = c.first_psn;
+  r.alloc_retry_ns = c.alloc_retry_ns;
+  return r;
+}
+
+const RcTrafficEngineConfig& validated(const RcTrafficEngineConfig& c) {
+  if (const std::string why = c.check(); !why.empty()) throw std::invalid_argument(why);
+  return c;
+}
+
+}  // namespace
+
+RcQpRole RcTrafficEngineConfig::role_of(uint32_t qp_index) const {
+  return qp_roles.empty() || qp_index >= qp_roles.size() ? role : qp_roles[qp_index];
+}
+
+std::string RcTrafficEngineConfig::check() const {
+  if (qps == 0) return "qps: must be >= 1";
+  if (first_local_qp + uint64_t{qps} - 1 > kPsnMask) return "first_local_qp: QPs run past 2^24";
+  if (first_peer_qp + uint64_t{qps} - 1 > kPsnMask) return "first_peer_qp: QPs run past 2^24";
+  if (!qp_roles.empty() && qp_roles.size() != qps) return "qp_roles: must be empty or one per QP";
+  for (uint32_t i = 0; i < qps; ++i) {
+    const auto r = static_cast<uint8_t>(role_of(i));
+    if (r < 1 || r > 3) return "qp_roles: unknown role";
+  }
+  if (max_burst == 0) return "max_burst: must be >= 1";
+  if (dscp > 63) return "dscp: must be 0..63";
+  if (std::string why = requester_config(*this).check(); !why.empty()) return why;
+  return responder_config(*this).check();
+}
+
+RcTrafficEngine::RcTrafficEngine(const RcTrafficEngineConfig& config, rte_mempool* pool)
+    : config_(validated(config)) {
+  if (pool == nullptr) throw std::invalid_argument("pool: must not be null");
+  const RcRequesterConfig rc = requester_config(config_);
+  const RcResponderConfig sc = responder_config(config_);
+  qp_.resize(config_.qps);
+  for (uint32_t i = 0; i < config_.qps; ++i) {
+    RcQpAddress a;
+    a.local_mac = config_.local_mac;
+    a.peer_mac = config_.peer_mac;
+    a.local_ip = config_.local_ip;
+    a.peer_ip = config_.peer_ip;
+    a.local_qp = config_.first_local_qp + i;
+    a.peer_qp = config_.first_peer_qp + i;
+    a.udp_src_port = rxe_udp_source_port(a.local_qp);
+    a.dscp = config_.dscp;
+    const RcQpRole role = config_.role_of(i);
+    if (has(role, RcQpRole::kRequester)) {
+      qp_[i].requester = std::make_unique<RcRequester>(rc, a, pool, &completion_);
+      requesters_.push_back(i);
+    }
+    if (has(role, RcQpRole::kResponder)) {
+      qp_[i].responder = std::make_unique<RcResponder>(sc, a, pool);
+      responders_.push_back(i);
+    }
+  }
+}
+
+size_t RcTrafficEngine::poll(uint64_t now_ns, std::vector<rte_mbuf*>& out) {
+  size_t sent = 0;
+  for (const uint32_t i : responders_) {
+    RcResponder& r = *qp_[i].responder;
+    if (r.next_event_ns() <= now_ns) sent += r.poll(now_ns, out);
+  }
+  if (requesters_.empty()) return sent;
+
+  // One packet per QP per round. A whole round without a packet means nobody has anything
+  // left: stop, so an idle engine costs one pass over its QPs.
+  size_t budget = config_.max_burst;
+  size_t idle = 0;
+  while (budget > 0 && idle < requesters_.size()) {
+    RcRequester& r = *qp_[requesters_[next_requester_]].requester;
+    if (++next_requester_ == requesters_.size()) next_requester_ = 0;
+    if (r.poll(now_ns, out, 1) == 1) {
+      ++sent;
+      --budget;
+      idle = 0;
+    } else {
+      ++idle;
+    }
+  }
+  return sent;
+}
+
+size_t RcTrafficEngine::receive(rte_mbuf* m, const ParsedPacket& p, uint64_t now_ns,
+                                std::vector<rte_mbuf*>& out) {
+  ++counters_.received;
+  uint64_t* drop = nullptr;
+  const uint32_t index = p.dest_qp - config_.first_local_qp;  // wraps below the first QP
+  if (p.kind != PacketKind::kRoce) {
+    drop = &counters_.not_roce;
+  } else if (p.dest_qp < config_.first_local_qp || index >= config_.qps) {
+    drop = &counters_.unknown_qp;
+  } else if (p.bth_opcode == opcode::kRcAck) {
+    if (RcRequester* r = qp_[index].requester.get()) {
+      r->receive(m, p, now_ns);
+      return 0;
+    }
+    drop = &counters_.no_requester;
+  } else if (is_write_request(p.bth_opcode)) {
+    if (RcResponder* r = qp_[index].responder.get()) return r->receive(m, p, now_ns, out);
+    drop = &counters_.no_responder;
+  } else {
+    drop = &counters_.bad_opcode;
+  }
+  ++*drop;
+  rte_pktmbuf_free(m);
+  return 0;
+}
+
+uint64_t RcTrafficEngine::next_event_ns() const {
+  uint64_t t = kNever;
+  for (const uint32_t i : responders_) t = std::min(t, qp_[i].responder->next_event_ns());
+  for (const uint32_t i : requesters_) {
+    t = std::min(t, qp_[i].requester->next_event_ns());
+    if (t == 0) break;
+  }
+  return t;
+}
+
+bool RcTrafficEngine::done() const {
+  return std::all_of(requesters_.begin(), requesters_.end(),
+                     [&](uint32_t i) { return qp_[i].requester->done(); });
+}
+
+RcRequesterCounters RcTrafficEngine::requester_totals() const {
+  RcRequesterCounters sum;
+  for (const uint32_t i : requesters_) sum += qp_[i].requester->counters();
+  return sum;
+}
+
+RcResponderCounters RcTrafficEngine::responder_totals() const {
+  RcResponderCounters sum;
+  for (const uint32_t i : responders_) sum += qp_[i].responder->counters();
+  return sum;
+}
+
+const RcRequester* RcTrafficEngine::requester(uint32_t qp_index) const {
+  return qp_index < qp_.size() ? qp_[qp_index].requester.get() : nullptr;
+}
+
+const RcResponder* RcTrafficEngine::responder(uint32_t qp_index) const {
+  return qp_index < qp_.size() ? qp_[qp_index].responder.get() : nullptr;
+}
+
+}  // namespace spraynet

@@ -1,8 +1,8 @@
 // roce_pcap: writes genuine RoCEv2 RC RDMA WRITE traffic to a pcap file, segmented and
 // numbered as Soft-RoCE (rxe) sends it, for net_pcap ports, Pktgen, Wireshark and the tests.
-#include <CLI/CLI.hpp>
 #include <arpa/inet.h>
 #include <pcap/pcap.h>
+#include <CLI/CLI.hpp>
 
 #include <cstdint>
 #include <cstdio>
@@ -63,26 +63,33 @@ int main(int argc, char** argv) {
   uint32_t first_qpn = 0x11;
 
   app.add_option("--out", out, "output pcap file (nanosecond timestamps)")->required();
-  app.add_option("--qps", qps, "number of queue pairs")->check(CLI::Range(1u, 65536u))
+  app.add_option("--qps", qps, "number of queue pairs")
+      ->check(CLI::Range(1u, 65536u))
       ->capture_default_str();
   app.add_option("--messages", messages, "RDMA WRITE messages per QP")
-      ->check(CLI::Range(1u, 100000000u))->capture_default_str();
+      ->check(CLI::Range(1u, 100000000u))
+      ->capture_default_str();
   app.add_option("--msg-bytes", msg_bytes, "bytes per message (0 allowed: one empty WRITE ONLY)")
-      ->check(CLI::Range(0u, 0x7FFFFFFFu))->capture_default_str();
+      ->check(CLI::Range(0u, 0x7FFFFFFFu))
+      ->capture_default_str();
   app.add_option("--mtu", mtu, "path MTU in payload bytes")
-      ->check(CLI::IsMember({256u, 512u, 1024u, 2048u, 4096u}))->capture_default_str();
+      ->check(CLI::IsMember({256u, 512u, 1024u, 2048u, 4096u}))
+      ->capture_default_str();
   app.add_option("--psn-start", psn_start,
                  "first PSN of every QP (default: random per QP from --seed, as rxe does)")
       ->check(CLI::Range(int64_t{0}, int64_t{0xFFFFFF}));
   app.add_option("--seed", seed, "seed for PSNs, rkeys and payload bytes")->capture_default_str();
   app.add_option("--first-qpn", first_qpn, "QP number of the first QP; QP i is first+i")
-      ->check(CLI::Range(1u, 0xFFFFFFu))->capture_default_str();
+      ->check(CLI::Range(1u, 0xFFFFFFu))
+      ->capture_default_str();
   app.add_option("--src-ip", src_ip, "requester IPv4 address")->capture_default_str();
   app.add_option("--dst-ip", dst_ip, "responder IPv4 address")->capture_default_str();
-  app.add_option("--tos", tos, "IPv4 TOS byte (DSCP << 2 | ECN)")->check(CLI::Range(0u, 255u))
+  app.add_option("--tos", tos, "IPv4 TOS byte (DSCP << 2 | ECN)")
+      ->check(CLI::Range(0u, 255u))
       ->capture_default_str();
   app.add_option("--gbps", gbps, "line rate used to space the timestamps")
-      ->check(CLI::Range(0.001, 10000.0))->capture_default_str();
+      ->check(CLI::Range(0.001, 10000.0))
+      ->capture_default_str();
 
   uint32_t sip = 0, dip = 0;
   try {
@@ -101,15 +108,16 @@ int main(int argc, char** argv) {
   for (unsigned i = 0; i < qps; ++i) {
     qp[i].qpn = first_qpn + i;
     qp[i].sport = rxe_source_port(qp[i].qpn);
-    qp[i].psn = psn_start >= 0 ? static_cast<uint32_t>(psn_start)
-                               : static_cast<uint32_t>(rng() & kPsnMask);
+    qp[i].psn =
+        psn_start >= 0 ? static_cast<uint32_t>(psn_start) : static_cast<uint32_t>(rng() & kPsnMask);
     qp[i].rkey = static_cast<uint32_t>(rng());
     qp[i].va = 0x00007f0000000000ull + (uint64_t{i} << 32);
   }
   std::vector<uint8_t> payload(mtu);
   std::vector<uint8_t> frame(18 + 20 + 8 + kBthSize + kRethSize + 4096 + 4 + 4);
 
-  pcap_t* dead = pcap_open_dead_with_tstamp_precision(DLT_EN10MB, 65535, PCAP_TSTAMP_PRECISION_NANO);
+  pcap_t* dead =
+      pcap_open_dead_with_tstamp_precision(DLT_EN10MB, 65535, PCAP_TSTAMP_PRECISION_NANO);
   pcap_dumper_t* dumper = pcap_dump_open(dead, out.c_str());
   if (dumper == nullptr) {
     std::fprintf(stderr, "roce_pcap: --out %s: %s\n", out.c_str(), pcap_geterr(dead));

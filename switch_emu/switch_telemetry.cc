@@ -30,8 +30,8 @@ std::vector<std::string> split_params(std::string_view params) {
   size_t start = 0;
   for (;;) {
     const size_t comma = params.find(',', start);
-    std::string_view part = params.substr(start, comma == std::string_view::npos ? params.npos
-                                                                                 : comma - start);
+    std::string_view part =
+        params.substr(start, comma == std::string_view::npos ? params.npos : comma - start);
     while (!part.empty() && part.front() == ' ') part.remove_prefix(1);
     while (!part.empty() && part.back() == ' ') part.remove_suffix(1);
     out.emplace_back(part);
@@ -52,8 +52,9 @@ uint16_t port_of(const SwitchNode& node, const std::string& p) {
   if (idx >= 0) return static_cast<uint16_t>(idx);
   const auto v = control::parse_uint(p);
   if (!v || *v >= node.port_count()) {
-    throw std::invalid_argument("port must be an index 0.." + std::to_string(node.port_count() - 1) +
-                                " or a port name, got \"" + p + "\"");
+    throw std::invalid_argument("port must be an index 0.." +
+                                std::to_string(node.port_count() - 1) + " or a port name, got \"" +
+                                p + "\"");
   }
   return static_cast<uint16_t>(*v);
 }
@@ -110,15 +111,14 @@ void register_reading(SwitchShared& s, const runtime::TscClock& clock) {
                            for (const auto& p : s.node->config().ports) names.push_back(p.name);
                            return names;
                          });
-  TelemetryCommands::add(
-      "/spraynet/port", "Counters of one port. Parameter: port index or name",
-      [&s, &clock](std::string_view params) {
-        const uint16_t p = port_of(*s.node, std::string(params));
-        std::lock_guard<std::mutex> g(s.lock);
-        json j = port_json(*s.node, p, clock.now_ns());
-        j["dpdk"] = ethdev_json(s.dpdk_port[p]);
-        return j;
-      });
+  TelemetryCommands::add("/spraynet/port", "Counters of one port. Parameter: port index or name",
+                         [&s, &clock](std::string_view params) {
+                           const uint16_t p = port_of(*s.node, std::string(params));
+                           std::lock_guard<std::mutex> g(s.lock);
+                           json j = port_json(*s.node, p, clock.now_ns());
+                           j["dpdk"] = ethdev_json(s.dpdk_port[p]);
+                           return j;
+                         });
   TelemetryCommands::add("/spraynet/drops", "Pipeline drops by cause. No parameters",
                          [&s](std::string_view) {
                            std::lock_guard<std::mutex> g(s.lock);
@@ -150,22 +150,21 @@ void register_reading(SwitchShared& s, const runtime::TscClock& clock) {
     j.erase("rules");  // per-rule detail does not fit telemetry's flat model; see --stats
     return j;
   });
-  TelemetryCommands::add(
-      "/spraynet/pfc", "PFC state of one port. Parameter: port index or name",
-      [&s](std::string_view params) {
-        const uint16_t p = port_of(*s.node, std::string(params));
-        std::lock_guard<std::mutex> g(s.lock);
-        json j = pfc_json(*s.node, p);
-        if (j.contains("priorities")) {
-          // Flatten per priority into arrays indexed by priority.
-          json flat;
-          for (const auto& pr : j["priorities"]) {
-            for (const auto& [k, v] : pr.items()) flat[k].push_back(v);
-          }
-          j["priorities"] = flat;
-        }
-        return j;
-      });
+  TelemetryCommands::add("/spraynet/pfc", "PFC state of one port. Parameter: port index or name",
+                         [&s](std::string_view params) {
+                           const uint16_t p = port_of(*s.node, std::string(params));
+                           std::lock_guard<std::mutex> g(s.lock);
+                           json j = pfc_json(*s.node, p);
+                           if (j.contains("priorities")) {
+                             // Flatten per priority into arrays indexed by priority.
+                             json flat;
+                             for (const auto& pr : j["priorities"]) {
+                               for (const auto& [k, v] : pr.items()) flat[k].push_back(v);
+                             }
+                             j["priorities"] = flat;
+                           }
+                           return j;
+                         });
   TelemetryCommands::add(
       "/spraynet/link_state",
       "Link-state table: per port up, utilisation EWMA, queued bytes, paused, BER, health, "
@@ -204,13 +203,13 @@ void register_reading(SwitchShared& s, const runtime::TscClock& clock) {
           members.push_back(s.node->config().ports[sel.member_ports()[m]].name);
           counts.push_back(t.buckets_of(static_cast<uint16_t>(m)));
         }
-        json j{{"group", s.node->config().groups[g].name},
-               {"mode", std::string(to_string(sel.mode()))},
-               {"size", t.size()},
-               {"members", members},
-               {"member_buckets", counts},
-               {"sequence", s.control && s.control->current() ? s.control->current()->sequence
-                                                              : 0}};
+        json j{
+            {"group", s.node->config().groups[g].name},
+            {"mode", std::string(to_string(sel.mode()))},
+            {"size", t.size()},
+            {"members", members},
+            {"member_buckets", counts},
+            {"sequence", s.control && s.control->current() ? s.control->current()->sequence : 0}};
         if (t.size() <= 256) {
           json b = json::array();
           for (uint16_t m : t.buckets()) b.push_back(m);
@@ -330,28 +329,27 @@ void register_acting(SwitchShared& s, const runtime::TscClock& clock) {
                   refusal == TcamRefusal::kNone ? "admitted" : to_string(refusal));
         return reply;
       });
-  TelemetryCommands::add("/spraynet/tcam_remove", "Remove a TCAM rule. Parameter: rule id",
-                         [&s, log](std::string_view params) {
-                           const auto id = control::parse_uint(params);
-                           if (!id || *id > UINT32_MAX) {
-                             throw std::invalid_argument("parameter: a rule id");
-                           }
-                           std::lock_guard<std::mutex> c(s.control_lock);
-                           Tcam& tcam = s.node->tcam();
-                           if (!tcam.remove(static_cast<uint32_t>(*id))) {
-                             return json{{"ok", false},
-                                         {"error", "no rule " + std::to_string(*id)}};
-                           }
-                           if (!tcam.commit()) {
-                             throw std::runtime_error("rte_acl could not build the new TCAM");
-                           }
-                           reclaim_tcam(s);
-                           log->info("telemetry: TCAM rule {} removed", *id);
-                           return json{{"ok", true}, {"id", *id}};
-                         });
   TelemetryCommands::add(
-      "/spraynet/group_mode",
-      "Set a group's mode. Parameters: group,ecmp|weighted|dlb|drill",
+      "/spraynet/tcam_remove", "Remove a TCAM rule. Parameter: rule id",
+      [&s, log](std::string_view params) {
+        const auto id = control::parse_uint(params);
+        if (!id || *id > UINT32_MAX) {
+          throw std::invalid_argument("parameter: a rule id");
+        }
+        std::lock_guard<std::mutex> c(s.control_lock);
+        Tcam& tcam = s.node->tcam();
+        if (!tcam.remove(static_cast<uint32_t>(*id))) {
+          return json{{"ok", false}, {"error", "no rule " + std::to_string(*id)}};
+        }
+        if (!tcam.commit()) {
+          throw std::runtime_error("rte_acl could not build the new TCAM");
+        }
+        reclaim_tcam(s);
+        log->info("telemetry: TCAM rule {} removed", *id);
+        return json{{"ok", true}, {"id", *id}};
+      });
+  TelemetryCommands::add(
+      "/spraynet/group_mode", "Set a group's mode. Parameters: group,ecmp|weighted|dlb|drill",
       [&s, log](std::string_view params) {
         const auto p = split_params(params);
         expect_params(p, 2, "group,mode");
@@ -373,8 +371,8 @@ void register_acting(SwitchShared& s, const runtime::TscClock& clock) {
 json ethdev_json(uint16_t port_id) {
   rte_eth_stats st{};
   if (rte_eth_stats_get(port_id, &st) != 0) return {{"error", "rte_eth_stats_get failed"}};
-  return {{"ipackets", st.ipackets}, {"opackets", st.opackets}, {"ibytes", st.ibytes},
-          {"obytes", st.obytes},     {"imissed", st.imissed},   {"ierrors", st.ierrors},
+  return {{"ipackets", st.ipackets}, {"opackets", st.opackets},  {"ibytes", st.ibytes},
+          {"obytes", st.obytes},     {"imissed", st.imissed},    {"ierrors", st.ierrors},
           {"oerrors", st.oerrors},   {"rx_nombuf", st.rx_nombuf}};
 }
 

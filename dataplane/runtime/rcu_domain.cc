@@ -29,7 +29,9 @@ RcuDomain::RcuDomain(unsigned max_readers)
   }
 }
 
-RcuDomain::~RcuDomain() { std::free(qsbr_); }
+RcuDomain::~RcuDomain() {
+  std::free(qsbr_);
+}
 
 void RcuDomain::register_reader(unsigned id) {
   if (id >= max_readers_) {

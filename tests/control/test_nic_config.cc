@@ -1,2 +1,492 @@
+#include "control/nic_config.h"
+
 #include <catch2/catch.hpp>
-TEST_CASE("placeholder") { CHECK(true); }
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "control/link_state_table.h"
+
+using namespace spraynet;
+using namespace spraynet::control;
+
+namespace {
+
+NicConfig parse(const std::string& yaml) {
+  return parse_nic_config(ConfigNode::load_string(yaml, "test.yaml"));
+}
+
+std::string error_of(const std::string& yaml) {
+  try {
+    parse(yaml);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+// `nic:` with one uplink, then `extra` (indented map entries under nic).
+std::string one_uplink(const std::string& extra = "") {
+  return "nic:\n  uplinks: [{name: up0, device: net_ring0}]\n" + extra;
+}
+
+std::string uplinks(int n, const std::string& each = "") {
+  std::string s = "nic:\n  uplinks:\n";
+  for (int i = 0; i < n; ++i) {
+    s += "    - {name: up" + std::to_string(i) + ", device: net_ring" + std::to_string(i) + each +
+         "}\n";
+  }
+  return s;
+}
+
+const std::string kHost = "  host: {device: net_ring_host}\n";
+
+}  // namespace
+
+TEST_CASE("defaults") {
+  const NicConfig c = parse(one_uplink());
+  CHECK(c.file == "test.yaml");
+  CHECK(c.name == "nic");
+  CHECK(c.seed == 1);
+  CHECK(c.mempool_mbufs == 0);
+  CHECK(c.mbuf_data_room == 4480);
+  CHECK_FALSE(c.host.has_value());
+  REQUIRE(c.uplinks.size() == 1);
+  const UplinkSettings& u = c.uplinks[0];
+  CHECK(u.name == "up0");
+  CHECK(u.device == "net_ring0");
+  CHECK_FALSE(u.path_id_from_config);
+  CHECK(u.path_id <= 15);
+  CHECK_FALSE(u.peer_mac.has_value());
+  CHECK(u.link.rate_gbps == 100.0);
+  CHECK(u.link.delay_ns == 1000);
+  CHECK(u.link.ber == 0.0);
+  CHECK(u.link.loss == 0.0);
+  CHECK(u.link.up);
+  CHECK(c.spray.mode == SprayMode::kRoundRobin);
+  CHECK(c.spray.ppcid_layout == PpcidLayout::kTsHigh);
+  CHECK(c.reorder.enabled);
+  CHECK(c.reorder.window == 256);
+  CHECK(c.reorder.hold_timeout_ns == 100'000);
+  CHECK(c.reorder.max_qps == 4096);
+  CHECK(c.reorder.max_buffered == 65536);
+  CHECK(c.control.period_ms == 200);
+  // No host: the RC traffic engine plays it, with its defaults.
+  REQUIRE(c.rc_engine.has_value());
+  const RcEngineSettings& e = *c.rc_engine;
+  CHECK(e.qps == 4);
+  CHECK(e.role == RcQpRole::kBoth);
+  CHECK(e.message_bytes == 65536);
+  CHECK(e.mtu == 1024);
+  CHECK(e.max_in_flight == 128);
+  CHECK(e.messages == 100);
+  CHECK(e.retransmit_timeout_ns == 67'108'864);
+  CHECK(e.local_ip == 0x0A000001);
+  CHECK(e.peer_ip == 0x0A000002);
+  CHECK(e.local_mac == MacAddress{0x02, 0x53, 0x50, 0x00, 0x0a, 0x01});
+  CHECK(e.peer_mac == MacAddress{0x02, 0x53, 0x50, 0x00, 0x0b, 0x01});
+  CHECK(e.first_qp == 0x11);
+  CHECK(e.peer_first_qp == 0x11);
+  CHECK(e.first_psn == 0);
+  CHECK(e.dscp == 26);
+  CHECK(c.uplink_index("up0") == 0);
+  CHECK(c.uplink_index("up1") == -1);
+
+  // With a host there is no RC engine.
+  const NicConfig h = parse(one_uplink(kHost));
+  REQUIRE(h.host.has_value());
+  CHECK(h.host->name == "host");
+  CHECK(h.host->device == "net_ring_host");
+  CHECK_FALSE(h.rc_engine.has_value());
+}
+
+TEST_CASE("a full config") {
+  const NicConfig c = parse(R"(
+nic:
+  name: nic-a
+  seed: 7
+  mempool_mbufs: 16384
+  mbuf_data_room: 9344
+  host: {name: h0, device: "net_pcap0,rx_pcap=in.pcap"}
+  uplinks:
+    - name: up0
+      device: "net_pcap1,tx_pcap=/tmp/up0.pcap"
+      path_id: 200
+      peer_mac: "02:00:00:00:00:02"
+      link: {rate_gbps: 25, delay_ns: 5000, ber: 1e-9, loss: 0.01, up: false}
+    - {name: up1, device: "3", path_id: 0}
+    - {name: up2, device: net_ring2}
+  spray: {mode: adaptive, ppcid_layout: path-high}
+  reorder: {enabled: false, window: 1024, hold_timeout_us: 2.5, max_qps: 128, max_buffered: 1000}
+  control: {period_ms: 50}
+)");
+  CHECK(c.name == "nic-a");
+  CHECK(c.seed == 7);
+  CHECK(c.mempool_mbufs == 16384);
+  CHECK(c.mbuf_data_room == 9344);
+  REQUIRE(c.host.has_value());
+  CHECK(c.host->name == "h0");
+  CHECK(c.host->device == "net_pcap0,rx_pcap=in.pcap");
+  REQUIRE(c.uplinks.size() == 3);
+  const UplinkSettings& u = c.uplinks[0];
+  CHECK(u.device == "net_pcap1,tx_pcap=/tmp/up0.pcap");
+  CHECK(u.path_id == 200);
+  CHECK(u.path_id_from_config);
+  CHECK(u.peer_mac == MacAddress{0x02, 0, 0, 0, 0, 0x02});
+  CHECK(u.link.rate_gbps == 25);
+  CHECK(u.link.delay_ns == 5000);
+  CHECK(u.link.ber == 1e-9);
+  CHECK(u.link.loss == 0.01);
+  CHECK_FALSE(u.link.up);
+  CHECK(c.uplinks[1].path_id == 0);  // path id 0 is allowed: the PPCID is never 0x0000 anyway
+  CHECK(c.uplinks[1].device == "3");
+  CHECK_FALSE(c.uplinks[2].path_id_from_config);
+  CHECK(c.uplinks[2].path_id != 0);
+  CHECK(c.uplinks[2].path_id != 200);
+  CHECK(c.spray.mode == SprayMode::kAdaptive);
+  CHECK(c.spray.ppcid_layout == PpcidLayout::kPathHigh);
+  CHECK_FALSE(c.reorder.enabled);
+  CHECK(c.reorder.window == 1024);
+  CHECK(c.reorder.hold_timeout_ns == 2500);
+  CHECK(c.reorder.max_qps == 128);
+  CHECK(c.reorder.max_buffered == 1000);
+  CHECK(c.control.period_ms == 50);
+  CHECK_FALSE(c.rc_engine.has_value());
+}
+
+TEST_CASE("a full rc_engine block") {
+  const NicConfig c = parse(one_uplink(R"(  rc_engine:
+    qps: 16
+    role: requester
+    message_bytes: 1048576
+    mtu: 4096
+    max_in_flight: 256
+    messages: 0
+    retransmit_timeout_us: 8388.608
+    local_ip: 192.168.1.1
+    peer_ip: 192.168.1.2
+    local_mac: "02:53:50:00:0a:07"
+    peer_mac: "02:53:50:00:0b:07"
+    first_qp: 0x100
+    peer_first_qp: 0x200
+    first_psn: 0xFFFFF0
+    dscp: 46
+)"));
+  REQUIRE(c.rc_engine.has_value());
+  const RcEngineSettings& e = *c.rc_engine;
+  CHECK(e.qps == 16);
+  CHECK(e.role == RcQpRole::kRequester);
+  CHECK(e.message_bytes == 1048576);
+  CHECK(e.mtu == 4096);
+  CHECK(e.max_in_flight == 256);
+  CHECK(e.messages == 0);
+  CHECK(e.retransmit_timeout_ns == 8'388'608);
+  CHECK(e.local_ip == 0xC0A80101);
+  CHECK(e.peer_ip == 0xC0A80102);
+  CHECK(e.local_mac == MacAddress{0x02, 0x53, 0x50, 0x00, 0x0a, 0x07});
+  CHECK(e.peer_mac == MacAddress{0x02, 0x53, 0x50, 0x00, 0x0b, 0x07});
+  CHECK(e.first_qp == 0x100);
+  CHECK(e.peer_first_qp == 0x200);
+  CHECK(e.first_psn == 0xFFFFF0);
+  CHECK(e.dscp == 46);
+  CHECK(parse(one_uplink("  rc_engine: {role: responder}")).rc_engine->role == RcQpRole::kResponder);
+
+  // The dataplane takes what the config says.
+  const RcTrafficEngineConfig r = rc_engine_config(c);
+  CHECK(r.check().empty());
+  CHECK(r.qps == 16);
+  CHECK(r.role == RcQpRole::kRequester);
+  CHECK(r.mtu == 4096);
+  CHECK(r.messages_per_qp == 0);
+  CHECK(r.retransmit_timeout_ns == 8'388'608);
+  CHECK(r.first_local_qp == 0x100);
+  CHECK(r.first_peer_qp == 0x200);
+  CHECK(r.local_ip == 0xC0A80101);
+  CHECK(r.peer_mac == e.peer_mac);
+  CHECK(r.dscp == 46);
+  CHECK_THROWS_AS(rc_engine_config(parse(one_uplink(kHost))), std::invalid_argument);
+}
+
+TEST_CASE("default path ids come from the link fingerprint, as LinkStateTable assigns them") {
+  for (const char* layout : {"ts-high", "path-high"}) {
+    INFO(layout);
+    const std::string spray = std::string("  spray: {ppcid_layout: ") + layout + "}\n";
+    for (int n : {1, 4, 8, 16}) {
+      INFO(n << " uplinks");
+      const NicConfig c = parse(uplinks(n) + spray);
+      LinkStateTableConfig t;
+      t.path_id_bits = path_id_bits(c);
+      const LinkStateTable table(uplink_identities(c), t);
+      std::set<uint8_t> ids;
+      for (int i = 0; i < n; ++i) {
+        CHECK(c.uplinks[i].path_id == table.at(i).path_id);
+        CHECK(c.uplinks[i].path_id <= max_path_id(c.spray.ppcid_layout));
+        ids.insert(c.uplinks[i].path_id);
+      }
+      CHECK(ids.size() == size_t(n));  // unique, even with 16 uplinks on 16 ids
+    }
+  }
+  CHECK(path_id_bits(parse(one_uplink())) == 4);
+  CHECK(path_id_bits(parse(one_uplink("  spray: {ppcid_layout: path-high}\n"))) == 8);
+
+  // The ids follow the link, not its place in the list.
+  const NicConfig a = parse(uplinks(8));
+  std::string reversed = "nic:\n  uplinks:\n";
+  for (int i = 7; i >= 0; --i) {
+    reversed += "    - {name: up" + std::to_string(i) + ", device: d" + std::to_string(i) + "}\n";
+  }
+  const NicConfig b = parse(reversed);
+  for (int i = 0; i < 8; ++i) {
+    const std::string name = "up" + std::to_string(i);
+    CHECK(a.uplinks[a.uplink_index(name)].path_id == b.uplinks[b.uplink_index(name)].path_id);
+  }
+
+  // With a peer MAC the link is named by the cable ("nic>mac"), so renaming the port keeps the id.
+  const NicConfig m1 = parse("nic:\n  uplinks: [{name: a, device: x, peer_mac: \"02:00:00:00:01:07\"}]");
+  const NicConfig m2 = parse("nic:\n  uplinks: [{name: b, device: x, peer_mac: \"02:00:00:00:01:07\"}]");
+  CHECK(m1.uplinks[0].path_id == m2.uplinks[0].path_id);
+  CHECK(identity_string(uplink_identities(m1)[0]) == "nic>02:00:00:00:01:07");
+  CHECK(identity_string(uplink_identities(parse(one_uplink()))[0]) == "nic/up0");
+}
+
+TEST_CASE("path ids given in the file are kept; the others move around them") {
+  const NicConfig free = parse(uplinks(4));
+  // Give up3 the id up0 would get: up0 must take another, and all stay unique.
+  const uint8_t taken = free.uplinks[0].path_id;
+  std::string yaml = "nic:\n  uplinks:\n";
+  for (int i = 0; i < 4; ++i) {
+    yaml += "    - {name: up" + std::to_string(i) + ", device: d" +
+            (i == 3 ? ", path_id: " + std::to_string(taken) : std::string()) + "}\n";
+  }
+  const NicConfig c = parse(yaml);
+  CHECK(c.uplinks[3].path_id == taken);
+  CHECK(c.uplinks[3].path_id_from_config);
+  CHECK(c.uplinks[0].path_id != taken);
+  std::set<uint8_t> ids;
+  for (const auto& u : c.uplinks) ids.insert(u.path_id);
+  CHECK(ids.size() == 4);
+
+  // 15 fixed ids and one left to the fingerprint: it gets the last free id.
+  std::string full = "nic:\n  uplinks:\n";
+  for (int i = 0; i < 16; ++i) {
+    full += "    - {name: up" + std::to_string(i) + ", device: d" +
+            (i < 15 ? ", path_id: " + std::to_string(i + 1) : std::string()) + "}\n";
+  }
+  CHECK(parse(full).uplinks[15].path_id == 0);
+}
+
+TEST_CASE("the dataplane configs built from a config are accepted") {
+  const NicConfig c = parse(uplinks(5) + "  seed: 9\n  spray: {mode: weighted}\n" +
+                            "  reorder: {window: 64, hold_timeout_us: 0.5, max_qps: 32}\n");
+  const SprayEngineConfig s = spray_engine_config(c);
+  CHECK(s.check().empty());
+  CHECK(s.mode == SprayMode::kWeighted);
+  CHECK(s.layout == PpcidLayout::kTsHigh);
+  CHECK(s.seed == 9);
+  REQUIRE(s.path_ids.size() == 5);
+  for (size_t i = 0; i < 5; ++i) CHECK(s.path_ids[i] == c.uplinks[i].path_id);
+  CHECK_NOTHROW(SprayEngine(s));
+  const ReorderConfig r = reorder_config(c);
+  CHECK(r.check().empty());
+  CHECK(r.window == 64);
+  CHECK(r.hold_timeout_ns == 500);
+  CHECK(r.max_qps == 32);
+  CHECK(r.max_buffered == 65536);
+  CHECK(rc_engine_config(c).check().empty());
+}
+
+TEST_CASE("errors name the file, the key and what is allowed") {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"switch: {}", "test.yaml: switch: unknown key (allowed here: nic)"},
+      {"nic: []", "test.yaml: nic: must be a map, got a list"},
+      {"nic: {}", "test.yaml: nic.uplinks: required: a list of 1 to 16 uplinks"},
+      {uplinks(17), "test.yaml: nic.uplinks: at most 16 uplinks, got 17"},
+      {one_uplink("  hots: {device: x}\n"),
+       "test.yaml: nic.hots: unknown key (allowed here: name|seed|mempool_mbufs|mbuf_data_room|"
+       "host|uplinks|spray|reorder|control|rc_engine)"},
+      {"nic:\n  uplinks: [{name: up0, device: a}, {name: up0, device: b}]",
+       "test.yaml: nic.uplinks[1].name: uplink \"up0\" defined twice"},
+      {"nic:\n  host: {device: h}\n  uplinks: [{name: host, device: a}]",
+       "test.yaml: nic.uplinks[0].name: \"host\" is already the host port's name"},
+      {"nic:\n  uplinks: [{name: up0}]", "test.yaml: nic.uplinks[0].device: required"},
+      {"nic:\n  uplinks: [{name: up0, device: a, pathid: 1}]",
+       "test.yaml: nic.uplinks[0].pathid: unknown key (allowed here: name|device|path_id|"
+       "peer_mac|link)"},
+      {"nic:\n  uplinks: [{name: a, device: a, path_id: 3}, {name: b, device: b, path_id: 3}]",
+       "test.yaml: nic.uplinks[1].path_id: path id 3 is already uplink \"a\"'s: path ids must be "
+       "unique"},
+      {uplinks(3) + "    - {name: up3, device: d, path_id: 16}\n",
+       "test.yaml: nic.uplinks[3].path_id: must be in [0, 15] with ppcid_layout ts-high "
+       "(path-high allows [0, 255]), got 16"},
+      {"nic:\n  spray: {ppcid_layout: path-high}\n  uplinks: [{name: a, device: a, path_id: 256}]",
+       "test.yaml: nic.uplinks[0].path_id: must be an integer in [0, 255], got \"256\""},
+      {"nic:\n  uplinks: [{name: a, device: a, path_id: -1}]",
+       "test.yaml: nic.uplinks[0].path_id: must be an integer in [0, 255], got \"-1\""},
+      {"nic:\n  uplinks: [{name: a, device: a, peer_mac: \"02:00:00:00:00\"}]",
+       "test.yaml: nic.uplinks[0].peer_mac: must be a MAC address such as 02:00:00:00:00:01, got "
+       "\"02:00:00:00:00\""},
+      {"nic:\n  uplinks: [{name: a, device: a, link: {rate_gbps: fast}}]",
+       "test.yaml: nic.uplinks[0].link.rate_gbps: must be a number in [0.001, 10000], got "
+       "\"fast\""},
+      {"nic:\n  uplinks: [{name: a, device: a, link: {up: maybe}}]",
+       "test.yaml: nic.uplinks[0].link.up: must be true|false, got \"maybe\""},
+      {"nic:\n  uplinks: [{name: a, device: a, link: {jitter_ns: 5}}]",
+       "test.yaml: nic.uplinks[0].link.jitter_ns: unknown key (allowed here: rate_gbps|delay_ns|"
+       "ber|loss|up)"},
+      {one_uplink("  host: {name: h}\n"), "test.yaml: nic.host.device: required"},
+      {one_uplink("  spray: {mode: random}\n"),
+       "test.yaml: nic.spray.mode: must be one of flow|rr|weighted|adaptive, got \"random\""},
+      {one_uplink("  spray: {ppcid_layout: ts_high}\n"),
+       "test.yaml: nic.spray.ppcid_layout: must be one of ts-high|path-high, got \"ts_high\""},
+      {one_uplink("  mbuf_data_room: 512\n"),
+       "test.yaml: nic.mbuf_data_room: must be an integer in [1024, 65535], got \"512\""},
+      {one_uplink("  reorder: {window: 0}\n"),
+       "test.yaml: nic.reorder.window: must be an integer in [1, 16384], got \"0\""},
+      {one_uplink("  reorder: {hold_timeout_us: 0}\n"),
+       "test.yaml: nic.reorder.hold_timeout_us: must be a number in [0.001, 1e+06], got \"0\""},
+      {one_uplink("  reorder: {max_qps: 1048576}\n"),
+       "test.yaml: nic.reorder.max_qps: max_qps x window must be at most 16777216 ring slots, got "
+       "1048576 x 256"},
+      {one_uplink("  reorder: {max_buffered: 0}\n"),
+       "test.yaml: nic.reorder.max_buffered: must be an integer in [1, 4194304], got \"0\""},
+      {one_uplink("  control: {period_ms: 0}\n"),
+       "test.yaml: nic.control.period_ms: must be an integer in [1, 3600000], got \"0\""},
+      {one_uplink(kHost + "  rc_engine: {qps: 2}\n"),
+       "test.yaml: nic.rc_engine: only used when there is no host (then the RC traffic engine "
+       "plays the host): remove rc_engine or host"},
+      {one_uplink("  rc_engine: {mtu: 2048}\n"),
+       "test.yaml: nic.rc_engine.mtu: must be one of 1024|4096, got \"2048\""},
+      {one_uplink("  rc_engine: {role: client}\n"),
+       "test.yaml: nic.rc_engine.role: must be one of requester|responder|both, got \"client\""},
+      {one_uplink("  rc_engine: {qps: 0}\n"),
+       "test.yaml: nic.rc_engine.qps: must be an integer in [1, 65536], got \"0\""},
+      {one_uplink("  rc_engine: {max_in_flight: 64}\n"),
+       "test.yaml: nic.rc_engine.max_in_flight: must be an integer in [66, 8388607], got \"64\""},
+      {one_uplink("  rc_engine: {message_bytes: 0x80000001}\n"),
+       "test.yaml: nic.rc_engine.message_bytes: must be an integer in [1, 2147483648], got "
+       "\"0x80000001\""},
+      {one_uplink("  rc_engine: {local_ip: 10.0.0.1/24}\n"),
+       "test.yaml: nic.rc_engine.local_ip: must be an IPv4 address such as 10.0.0.1, got "
+       "\"10.0.0.1/24\""},
+      {one_uplink("  rc_engine: {peer_ip: 10.0.0.256}\n"),
+       "test.yaml: nic.rc_engine.peer_ip: must be an IPv4 address such as 10.0.0.1, got "
+       "\"10.0.0.256\""},
+      {one_uplink("  rc_engine: {local_mac: \"02:00\"}\n"),
+       "test.yaml: nic.rc_engine.local_mac: must be a MAC address such as 02:00:00:00:00:01, got "
+       "\"02:00\""},
+      {one_uplink("  rc_engine: {first_qp: 1}\n"),
+       "test.yaml: nic.rc_engine.first_qp: must be an integer in [2, 16777215], got \"1\""},
+      {one_uplink("  rc_engine: {first_qp: 0xFFFFFE}\n"),
+       "test.yaml: nic.rc_engine.first_qp: QPs 0xfffffe to 0x1000001 (qps 4) run past the 24-bit "
+       "QP number 0xffffff"},
+      {one_uplink("  rc_engine: {qps: 2, peer_first_qp: 0xFFFFFF}\n"),
+       "test.yaml: nic.rc_engine.peer_first_qp: QPs 0xffffff to 0x1000000 (qps 2) run past the "
+       "24-bit QP number 0xffffff"},
+      {one_uplink("  rc_engine: {first_psn: 0x1000000}\n"),
+       "test.yaml: nic.rc_engine.first_psn: must be an integer in [0, 16777215], got "
+       "\"0x1000000\""},
+      {one_uplink("  rc_engine: {dscp: 64}\n"),
+       "test.yaml: nic.rc_engine.dscp: must be an integer in [0, 63], got \"64\""},
+      {one_uplink("  rc_engine: {retransmit_timeout_us: soon}\n"),
+       "test.yaml: nic.rc_engine.retransmit_timeout_us: must be a number in [1, 1e+07], got "
+       "\"soon\""},
+      {one_uplink("  rc_engine: {msgs: 1}\n"),
+       "test.yaml: nic.rc_engine.msgs: unknown key (allowed here: qps|role|message_bytes|mtu|"
+       "max_in_flight|messages|retransmit_timeout_us|local_ip|peer_ip|local_mac|peer_mac|"
+       "first_qp|peer_first_qp|first_psn|dscp)"},
+      // Cross-checks fail at the key the file gave.
+      {one_uplink("  reorder: {max_qps: 4}\n  rc_engine: {qps: 8}\n"),
+       "test.yaml: nic.rc_engine.qps: rc_engine.qps (8) must be at most reorder.max_qps (4): "
+       "each QP needs a reorder context"},
+      {one_uplink("  reorder: {max_qps: 2}\n"),
+       "test.yaml: nic.reorder.max_qps: rc_engine.qps (4) must be at most reorder.max_qps (2): "
+       "each QP needs a reorder context"},
+      {one_uplink("  reorder: {hold_timeout_us: 70000}\n"),
+       "test.yaml: nic.reorder.hold_timeout_us: reorder.hold_timeout_us (70000) must be below "
+       "rc_engine.retransmit_timeout_us (67108.864): a gap held that long is retransmitted "
+       "anyway"},
+      {one_uplink("  rc_engine: {retransmit_timeout_us: 50}\n"),
+       "test.yaml: nic.rc_engine.retransmit_timeout_us: reorder.hold_timeout_us (100) must be "
+       "below rc_engine.retransmit_timeout_us (50): a gap held that long is retransmitted anyway"},
+      {one_uplink("  mbuf_data_room: 2048\n  rc_engine: {mtu: 4096}\n"),
+       "test.yaml: nic.mbuf_data_room: must be at least 4302 to hold a frame at rc_engine.mtu "
+       "4096 (headroom 128 + MTU + 78 of headers), got 2048"},
+  };
+  for (const auto& [yaml, expected] : cases) {
+    INFO(yaml);
+    CHECK(error_of(yaml) == expected);
+  }
+  CHECK(error_of("nic: [").find("test.yaml: YAML syntax error") == 0);
+
+  // What the cross-checks refuse is fine without the RC engine or with reordering off.
+  CHECK(parse(one_uplink(kHost + "  reorder: {max_qps: 2, hold_timeout_us: 70000}\n")).host);
+  CHECK(parse(one_uplink("  reorder: {enabled: false, max_qps: 2}\n")).rc_engine);
+  CHECK(parse(one_uplink(kHost + "  mbuf_data_room: 2048\n")).mbuf_data_room == 2048);
+}
+
+TEST_CASE("a missing nic file is named") {
+  try {
+    load_nic_config("/nonexistent/nic.yaml");
+    FAIL("no error");
+  } catch (const ConfigError& e) {
+    CHECK(std::string(e.what()) == "/nonexistent/nic.yaml: cannot open file");
+  }
+}
+
+TEST_CASE("configs/nic-spray-pcap.yaml loads: a host on pcap, four uplinks to pcap, rr") {
+  const NicConfig c = load_nic_config(SPRAYNET_SOURCE_DIR "/configs/nic-spray-pcap.yaml");
+  REQUIRE(c.host.has_value());
+  CHECK(c.host->device.rfind("net_pcap", 0) == 0);
+  CHECK_FALSE(c.rc_engine.has_value());
+  REQUIRE(c.uplinks.size() == 4);
+  for (size_t i = 0; i < 4; ++i) {
+    CHECK(c.uplinks[i].device.rfind("net_pcap", 0) == 0);
+    CHECK(c.uplinks[i].device.find("tx_pcap=") != std::string::npos);
+    CHECK(c.uplinks[i].path_id == i + 1);
+  }
+  CHECK(c.spray.mode == SprayMode::kRoundRobin);
+  CHECK(spray_engine_config(c).check().empty());
+
+  // Every nic-*.yaml in configs/ is a NIC config (the others are switch configs).
+  int loaded = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(SPRAYNET_SOURCE_DIR "/configs")) {
+    const std::string file = entry.path().filename().string();
+    if (file.rfind("nic-", 0) != 0 || entry.path().extension() != ".yaml") continue;
+    INFO(file);
+    CHECK_NOTHROW(load_nic_config(entry.path().string()));
+    ++loaded;
+  }
+  CHECK(loaded >= 1);
+}
+
+TEST_CASE("the help names every key with its default") {
+  const std::string help = nic_config_help();
+  for (const char* key :
+       {"nic:", "name:", "seed:", "mempool_mbufs:", "mbuf_data_room:", "host:", "device:",
+        "uplinks:", "path_id:", "peer_mac:", "link:", "rate_gbps:", "delay_ns:", "ber:", "loss:",
+        "up:", "spray:", "mode:", "ppcid_layout:", "reorder:", "enabled:", "window:",
+        "hold_timeout_us:", "max_qps:", "max_buffered:", "control:", "period_ms:", "rc_engine:",
+        "qps:", "role:", "message_bytes:", "mtu:", "max_in_flight:", "messages:",
+        "retransmit_timeout_us:", "local_ip:", "peer_ip:", "local_mac:", "first_qp:",
+        "peer_first_qp:", "first_psn:", "dscp:"}) {
+    INFO(key);
+    CHECK(help.find(key) != std::string::npos);
+  }
+  // Defaults and allowed values as the parser has them.
+  for (const char* text :
+       {"mode: rr", "flow | rr | weighted | adaptive", "ppcid_layout: ts-high",
+        "ts-high | path-high", "window: 256", "1..16384", "hold_timeout_us: 100 ",
+        "max_qps: 4096", "max_buffered: 65536", "period_ms: 200", "qps: 4", "role: both",
+        "requester | responder | both", "mtu: 1024", "1024 | 4096", "max_in_flight: 128",
+        "66..8388607", "messages: 100", "retransmit_timeout_us: 67108.864", "local_ip: 10.0.0.1",
+        "peer_ip: 10.0.0.2", "local_mac: 02:53:50:00:0a:01", "peer_mac: 02:53:50:00:0b:01",
+        "first_qp: 0x11", "first_psn: 0", "dscp: 26", "mbuf_data_room: 4480", "seed: 1",
+        "rate_gbps: 100", "delay_ns: 1000", "0..15 with ts-high, 0..255 with path-high",
+        "1..16 uplinks"}) {
+    INFO(text);
+    CHECK(help.find(text) != std::string::npos);
+  }
+}

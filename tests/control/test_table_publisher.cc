@@ -108,8 +108,8 @@ TEST_CASE("two lcores forward on net_ring while the control thread publishes 10,
       PacketParser parser;
       for (int i = 1; i <= 4; ++i) {
         rte_mbuf* out[64];
-        const unsigned n = rte_ring_dequeue_burst(sw.rings[i].tx, reinterpret_cast<void**>(out),
-                                                  64, nullptr);
+        const unsigned n =
+            rte_ring_dequeue_burst(sw.rings[i].tx, reinterpret_cast<void**>(out), 64, nullptr);
         for (unsigned k = 0; k < n; ++k) {
           ParsedPacket p;
           if (parser.parse(out[k], p) != ParseStatus::kOk) ++unparsable;

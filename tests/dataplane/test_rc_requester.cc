@@ -1,2 +1,521 @@
+#include "dataplane/rc_requester.h"
+
+#include <rte_mbuf.h>
+
 #include <catch2/catch.hpp>
-TEST_CASE("placeholder") { CHECK(true); }
+#include <vector>
+
+#include "dataplane/packet_builder.h"
+#include "dataplane/packet_parser.h"
+#include "dataplane/rc_write_segmenter.h"
+#include "dataplane/roce_headers.h"
+#include "tests/support/dpdk_test.h"
+
+using namespace spraynet;
+using spraynet::test::TestPool;
+
+namespace {
+
+// Room for a full 4096-byte-MTU frame in one mbuf.
+constexpr uint16_t kBigRoom = RTE_PKTMBUF_HEADROOM + 4096 + 256;
+
+RcQpAddress requester_address() {
+  RcQpAddress a;
+  a.local_mac = {0x02, 0, 0, 0, 0, 0x0A};
+  a.peer_mac = {0x02, 0, 0, 0, 0, 0x0B};
+  a.local_ip = 0x0A000001;
+  a.peer_ip = 0x0A000002;
+  a.local_qp = 0x11;
+  a.peer_qp = 0x22;
+  a.dscp = 26;
+  return a;
+}
+
+ParsedPacket parse_ok(const rte_mbuf* m) {
+  const PacketParser parser(ParseOptions{true, true});  // IP checksum and ICRC
+  ParsedPacket p;
+  REQUIRE(parser.parse(m, p) == ParseStatus::kOk);
+  REQUIRE(p.kind == PacketKind::kRoce);
+  return p;
+}
+
+// The responder's answer to `a`'s requester: an RC ACKNOWLEDGE to a.local_qp.
+rte_mbuf* make_response(rte_mempool* pool, const RcQpAddress& a, uint32_t psn, uint8_t syndrome,
+                        uint32_t dest_qp = 0) {
+  FrameSpec f;
+  f.eth.src = a.peer_mac;
+  f.eth.dst = a.local_mac;
+  f.ip.src = a.peer_ip;
+  f.ip.dst = a.local_ip;
+  f.udp.src_port = rxe_udp_source_port(a.peer_qp);
+  RoceSpec r;
+  r.opcode = opcode::kRcAck;
+  r.dest_qp = dest_qp != 0 ? dest_qp : a.local_qp;
+  r.psn = psn;
+  r.syndrome = syndrome;
+  rte_mbuf* m = build_roce_mbuf(pool, f, r);
+  REQUIRE(m != nullptr);
+  return m;
+}
+
+void respond(RcRequester& req, rte_mempool* pool, uint32_t psn, uint8_t syndrome, uint64_t now) {
+  rte_mbuf* m = make_response(pool, req.address(), psn, syndrome);
+  req.receive(m, parse_ok(m), now);
+}
+void ack(RcRequester& req, rte_mempool* pool, uint32_t psn, uint64_t now) {
+  respond(req, pool, psn, 0x1F, now);
+}
+void nak(RcRequester& req, rte_mempool* pool, uint32_t psn, uint64_t now) {
+  respond(req, pool, psn, aeth::kNakPsnSequenceError, now);
+}
+
+std::vector<uint32_t> psns_of(const std::vector<rte_mbuf*>& pkts) {
+  std::vector<uint32_t> v;
+  for (const rte_mbuf* m : pkts) v.push_back(parse_ok(m).psn);
+  return v;
+}
+std::vector<uint32_t> psn_range(uint32_t first, uint32_t n) {
+  std::vector<uint32_t> v;
+  for (uint32_t i = 0; i < n; ++i) v.push_back(psn_add(first, i));
+  return v;
+}
+
+void free_all(std::vector<rte_mbuf*>& pkts) {
+  for (rte_mbuf* m : pkts) rte_pktmbuf_free(m);
+  pkts.clear();
+}
+
+}  // namespace
+
+TEST_CASE("requester: messages are segmented exactly as RcWriteSegmenter, genuine packets") {
+  TestPool pool(1023, kBigRoom);
+  for (const uint32_t mtu : {1024u, 4096u}) {
+    RcRequesterConfig cfg;
+    cfg.message_bytes = 10000;
+    cfg.mtu = mtu;
+    cfg.messages = 2;
+    cfg.first_psn = 0x100;
+    const RcQpAddress addr = requester_address();
+    RcRequester req(cfg, addr, pool.get());
+    const RcWriteSegmenter seg(cfg.message_bytes, mtu);
+    REQUIRE(req.packets_per_message() == seg.packets());
+
+    std::vector<rte_mbuf*> out;
+    CHECK(req.poll(0, out, 1000) == 2 * seg.packets());
+    REQUIRE(out.size() == 2 * seg.packets());
+    for (uint32_t msg = 0; msg < 2; ++msg) {
+      for (uint32_t i = 0; i < seg.packets(); ++i) {
+        const rte_mbuf* m = out[msg * seg.packets() + i];
+        const ParsedPacket p = parse_ok(m);  // parses, and the ICRC verifies
+        const RcWritePacket w = seg.packet(i, cfg.first_psn + msg * seg.packets());
+        CHECK(p.bth_opcode == w.opcode);
+        CHECK(p.psn == w.psn);
+        CHECK(p.ack_req == w.ack_req);
+        CHECK(p.payload_length == w.length);
+        CHECK(p.dest_qp == addr.peer_qp);
+        CHECK(p.src_ip == addr.local_ip);
+        CHECK(p.dst_ip == addr.peer_ip);
+        CHECK(p.dscp() == addr.dscp);
+        CHECK(p.src_port == rxe_udp_source_port(addr.local_qp));
+        CHECK(p.udp_checksum == 0);
+        const auto* data = rte_pktmbuf_mtod(m, const uint8_t*);
+        CHECK(MacAddress{data[0], data[1], data[2], data[3], data[4], data[5]} == addr.peer_mac);
+        if (w.has_reth) {
+          RethView reth(const_cast<uint8_t*>(data) + p.bth_offset + kBthSize);
+          CHECK(reth.virtual_address() == cfg.remote_va + uint64_t{msg} * cfg.message_bytes);
+          CHECK(reth.rkey() == cfg.rkey);
+          CHECK(reth.dma_length() == cfg.message_bytes);
+          CHECK(p.payload_offset == p.bth_offset + kBthSize + kRethSize);
+        } else {
+          CHECK(p.payload_offset == p.bth_offset + kBthSize);
+        }
+      }
+    }
+    CHECK(req.counters().messages_started == 2);
+    CHECK(req.counters().packets_sent == 2 * seg.packets());
+    CHECK(req.counters().packets_retransmitted == 0);
+    CHECK(req.counters().payload_bytes_sent == 2 * 10000);
+    free_all(out);
+  }
+  CHECK(pool.whole());
+}
+
+TEST_CASE("requester: AckReq on every 66th packet of a long message, as rxe's noack_pkts") {
+  TestPool pool;
+  RcRequesterConfig cfg;
+  cfg.message_bytes = 200 * 1024;
+  cfg.mtu = 1024;
+  cfg.max_in_flight = 256;
+  cfg.messages = 2;
+  RcRequester req(cfg, requester_address(), pool.get());
+  std::vector<rte_mbuf*> out;
+  REQUIRE(req.poll(0, out, 256) == 256);
+  std::vector<uint32_t> asked;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (parse_ok(out[i]).ack_req) asked.push_back(static_cast<uint32_t>(i));
+  }
+  // rxe: ack_req = last || noack_pkts++ > 64, noack_pkts = 0 after any AckReq packet; the count
+  // runs on across messages: 199 is the last of message 0, 265 is 66 after it.
+  CHECK(asked == std::vector<uint32_t>{65, 131, 197, 199});
+  free_all(out);
+  CHECK(pool.whole());
+}
+
+TEST_CASE("requester: the window bounds packets in flight; a coalesced ACK frees it") {
+  TestPool pool;
+  RcRequesterConfig cfg;
+  cfg.message_bytes = 100 * 1024;  // 100 packets
+  cfg.max_in_flight = 66;          // the least that max_pkt_per_ack 64 allows
+  cfg.messages = 1;
+  cfg.first_psn = 1000;
+  cfg.retransmit_timeout_ns = 1'000'000;
+  RcRequester req(cfg, requester_address(), pool.get());
+  std::vector<rte_mbuf*> out;
+  CHECK(req.poll(10, out, 1000) == 66);
+  CHECK(req.in_flight() == 66);
+  CHECK(req.poll(20, out, 1000) == 0);
+  // Nothing to do but wait for a response or the timer.
+  CHECK(req.next_event_ns() == 10 + 1'000'000);
+  CHECK(psns_of(out) == psn_range(1000, 66));
+  free_all(out);
+
+  // One ACK for PSN 1009 acknowledges 1000..1009 (ACKs are cumulative).
+  ack(req, pool.get(), 1009, 500);
+  CHECK(req.counters().acks_received == 1);
+  CHECK(req.oldest_unacked_psn() == 1010);
+  CHECK(req.counters().bytes_acked == 10 * 1024);
+  CHECK(req.next_event_ns() == 0);
+  CHECK(req.poll(600, out, 1000) == 10);
+  CHECK(psns_of(out) == psn_range(1066, 10));
+  free_all(out);
+
+  // Stale and never-sent ACKs change nothing.
+  ack(req, pool.get(), 1005, 700);
+  ack(req, pool.get(), 1000 + 500, 700);
+  CHECK(req.counters().stale_responses == 1);
+  CHECK(req.counters().invalid_responses == 1);
+  CHECK(req.oldest_unacked_psn() == 1010);
+  CHECK(req.poll(800, out, 1000) == 0);
+
+  // The rest, then the final ACK completes the message.
+  ack(req, pool.get(), 1075, 900);
+  CHECK(req.poll(900, out, 1000) == 24);
+  free_all(out);
+  CHECK_FALSE(req.done());
+  ack(req, pool.get(), 1099, 5000);
+  CHECK(req.done());
+  CHECK(req.counters().messages_completed == 1);
+  CHECK(req.counters().bytes_acked == 100 * 1024);
+  CHECK(req.counters().completion.count == 1);
+  CHECK(req.counters().completion.min_ns == 5000 - 10);  // first packet sent -> last ACKed
+  CHECK(req.completion_times().max_ns() == 4990);
+  CHECK_FALSE(req.retransmit_timer_armed());
+  CHECK(req.next_event_ns() == RcRequester::kNever);
+  CHECK(pool.whole());
+}
+
+TEST_CASE("requester: a NAK goes back N from its PSN; retransmissions are counted") {
+  TestPool pool;
+  RcRequesterConfig cfg;
+  cfg.message_bytes = 20 * 1024;
+  cfg.messages = 1;
+  cfg.first_psn = 0x40;
+  RcRequester req(cfg, requester_address(), pool.get());
+  std::vector<rte_mbuf*> out;
+  REQUIRE(req.poll(0, out, 100) == 20);
+  free_all(out);
+
+  nak(req, pool.get(), 0x47, 100);  // the responder expects 0x47: 0x40..0x46 arrived
+  CHECK(req.counters().naks_received == 1);
+  CHECK(req.counters().nak_retries == 1);
+  CHECK(req.oldest_unacked_psn() == 0x47);
+  CHECK(req.counters().bytes_acked == 7 * 1024);
+  CHECK(req.next_psn() == 0x47);
+  CHECK(req.next_event_ns() == 0);
+
+  REQUIRE(req.poll(200, out, 100) == 13);
+  CHECK(psns_of(out) == psn_range(0x47, 13));  // exactly 0x47..0x53, nothing else
+  CHECK(parse_ok(out[0]).bth_opcode == opcode::kRcWriteMiddle);
+  CHECK(parse_ok(out.back()).bth_opcode == opcode::kRcWriteLast);
+  CHECK(req.counters().packets_retransmitted == 13);
+  CHECK(req.counters().packets_sent == 33);
+  free_all(out);
+
+  // While that retry is under way, another NAK starts no second one (rxe's started_retry).
+  nak(req, pool.get(), 0x47, 300);
+  CHECK(req.counters().naks_ignored == 1);
+  CHECK(req.poll(300, out, 100) == 0);
+  // A stale NAK is ignored too.
+  nak(req, pool.get(), 0x41, 300);
+  CHECK(req.counters().stale_responses == 1);
+
+  ack(req, pool.get(), 0x53, 400);
+  CHECK(req.done());
+  CHECK(req.counters().timeouts == 0);
+  CHECK(pool.whole());
+}
+
+TEST_CASE("requester: an ACK ends the retry, so the next NAK goes back again") {
+  TestPool pool;
+  RcRequesterConfig cfg;
+  cfg.message_bytes = 30 * 1024;
+  cfg.messages = 1;
+  RcRequester req(cfg, requester_address(), pool.get());
+  std::vector<rte_mbuf*> out;
+  req.poll(0, out, 100);
+  free_all(out);
+  nak(req, pool.get(), 5, 10);
+  CHECK(req.poll(20, out, 100) == 25);
+  free_all(out);
+  ack(req, pool.get(), 9, 30);
+  nak(req, pool.get(), 12, 40);
+  CHECK(req.counters().nak_retries == 2);
+  CHECK(req.poll(50, out, 100) == 18);
+  CHECK(psns_of(out) == psn_range(12, 18));
+  CHECK(req.counters().packets_retransmitted == 25 + 18);
+  free_all(out);
+  CHECK(pool.whole());
+}
+
+TEST_CASE("requester: the retransmit timeout goes back to the oldest unacked, not 1 ns early") {
+  TestPool pool;
+  RcRequesterConfig cfg;
+  cfg.message_bytes = 10 * 1024;
+  cfg.messages = 1;
+  cfg.first_psn = 7;
+  const uint64_t T = cfg.retransmit_timeout_ns;
+  REQUIRE(T == 67'108'864);  // perftest's 4.096 us x 2^14
+  RcRequester req(cfg, requester_address(), pool.get());
+  std::vector<rte_mbuf*> out;
+  const uint64_t t0 = 5000;
+  REQUIRE(req.poll(t0, out, 100) == 10);
+  free_all(out);
+  CHECK(req.retransmit_deadline_ns() == t0 + T);  // armed by the first send
+
+  const uint64_t t1 = t0 + 100;
+  ack(req, pool.get(), 10, t1);  // 7..10 acknowledged: the timer restarts
+  CHECK(req.retransmit_deadline_ns() == t1 + T);
+  CHECK(req.next_event_ns() == t1 + T);
+
+  CHECK(req.poll(t1 + T - 1, out, 100) == 0);
+  CHECK(req.counters().timeouts == 0);
+  REQUIRE(req.poll(t1 + T, out, 100) == 6);
+  CHECK(req.counters().timeouts == 1);
+  CHECK(psns_of(out) == psn_range(11, 6));
+  CHECK(req.counters().packets_retransmitted == 6);
+  CHECK(req.retransmit_deadline_ns() == t1 + 2 * T);  // re-armed by the resend
+  free_all(out);
+
+  // Timed out again: everything unacknowledged goes once more.
+  REQUIRE(req.poll(t1 + 2 * T, out, 100) == 6);
+  CHECK(req.counters().timeouts == 2);
+  free_all(out);
+  ack(req, pool.get(), 16, t1 + 2 * T + 10);
+  CHECK(req.done());
+  CHECK_FALSE(req.retransmit_timer_armed());
+  CHECK(req.poll(t1 + 10 * T, out, 100) == 0);
+  CHECK(req.counters().timeouts == 2);
+  CHECK(pool.whole());
+}
+
+TEST_CASE("requester: PSNs wrap at 2^24 in packets, ACKs and NAKs") {
+  TestPool pool;
+  RcRequesterConfig cfg;
+  cfg.message_bytes = 10 * 1024;
+  cfg.messages = 1;
+  cfg.first_psn = 0xFFFFFC;
+  RcRequester req(cfg, requester_address(), pool.get());
+  std::vector<rte_mbuf*> out;
+  REQUIRE(req.poll(0, out, 100) == 10);
+  CHECK(psns_of(out) ==
+        std::vector<uint32_t>{0xFFFFFC, 0xFFFFFD, 0xFFFFFE, 0xFFFFFF, 0, 1, 2, 3, 4, 5});
+  free_all(out);
+  ack(req, pool.get(), 0x000000, 10);  // acknowledges 0xFFFFFC..0x000000
+  CHECK(req.oldest_unacked_psn() == 1);
+  CHECK(req.counters().bytes_acked == 5 * 1024);
+  ack(req, pool.get(), 0xFFFFFE, 20);  // before the wrap: stale
+  CHECK(req.counters().stale_responses == 1);
+  nak(req, pool.get(), 0x000004, 30);
+  REQUIRE(req.poll(40, out, 100) == 2);
+  CHECK(psns_of(out) == std::vector<uint32_t>{4, 5});
+  free_all(out);
+  ack(req, pool.get(), 5, 50);
+  CHECK(req.done());
+  CHECK(pool.whole());
+}
+
+TEST_CASE("requester: bad input is counted and freed, never acted on") {
+  TestPool pool;
+  RcRequesterConfig cfg;
+  cfg.message_bytes = 4 * 1024;
+  cfg.messages = 1;
+  RcRequester req(cfg, requester_address(), pool.get());
+  std::vector<rte_mbuf*> out;
+  req.poll(0, out, 100);
+  free_all(out);
+  const RcQpAddress& a = req.address();
+
+  // ACK for another QP.
+  rte_mbuf* m = make_response(pool.get(), a, 3, 0x1F, a.local_qp + 1);
+  req.receive(m, parse_ok(m), 1);
+  CHECK(req.counters().wrong_qp == 1);
+
+  // Bad ICRC: the AETH MSN changed after the ICRC was computed.
+  m = make_response(pool.get(), a, 3, 0x1F);
+  ParsedPacket p = parse_ok(m);
+  rte_pktmbuf_mtod(m, uint8_t*)[p.bth_offset + kBthSize + 3] ^= 0x01;
+  req.receive(m, p, 1);
+  CHECK(req.counters().icrc_errors == 1);
+
+  // A WRITE handed to the requester.
+  FrameSpec f;
+  RoceSpec r;
+  r.opcode = opcode::kRcWriteOnly;
+  r.dest_qp = a.local_qp;
+  m = build_roce_mbuf(pool.get(), f, r);
+  req.receive(m, parse_ok(m), 1);
+  CHECK(req.counters().bad_opcode == 1);
+
+  // Not RoCE at all (what a parser failure leaves), and headers the mbuf does not hold.
+  m = pool.alloc();
+  req.receive(m, ParsedPacket{}, 1);
+  m = make_response(pool.get(), a, 3, 0x1F);
+  p = parse_ok(m);
+  rte_pktmbuf_trim(m, 20);
+  req.receive(m, p, 1);
+  CHECK(req.counters().malformed == 2);
+
+  // RNR NAK and a remote access error NAK: counted, left to the timer.
+  respond(req, pool.get(), 0, 0x20 | 0x0E, 1);
+  respond(req, pool.get(), 0, 0x62, 1);
+  CHECK(req.counters().other_naks == 2);
+
+  CHECK(req.counters().responses_received == 7);
+  CHECK(req.oldest_unacked_psn() == 0);
+  CHECK(req.counters().bytes_acked == 0);
+  CHECK(req.counters().acks_received == 0);
+  ack(req, pool.get(), 3, 2);
+  CHECK(req.done());
+  CHECK(pool.whole());
+}
+
+TEST_CASE("requester: an empty mempool is counted and retried later, without spinning") {
+  TestPool pool(8);
+  TestPool acks;
+  RcRequesterConfig cfg;
+  cfg.message_bytes = 20 * 1024;
+  cfg.messages = 1;
+  cfg.alloc_retry_ns = 500;
+  RcRequester req(cfg, requester_address(), pool.get());
+  std::vector<rte_mbuf*> out;
+  CHECK(req.poll(100, out, 100) == 8);
+  CHECK(req.counters().pool_empty == 1);
+  CHECK(req.next_event_ns() == 600);
+  CHECK(req.poll(100, out, 100) == 0);  // no new attempt before the retry time
+  CHECK(req.poll(599, out, 100) == 0);
+  CHECK(req.counters().pool_empty == 1);
+  free_all(out);
+  CHECK(req.poll(600, out, 100) == 8);
+  CHECK(psns_of(out) == psn_range(8, 8));
+  CHECK(req.counters().pool_empty == 2);
+  free_all(out);
+  CHECK(req.poll(1100, out, 100) == 4);
+  free_all(out);
+  ack(req, acks.get(), 19, 2000);
+  CHECK(req.done());
+  CHECK(req.counters().packets_retransmitted == 0);
+  CHECK(pool.whole());
+  CHECK(acks.whole());
+}
+
+TEST_CASE("requester: message count and inter-message gap") {
+  TestPool pool;
+  RcRequesterConfig cfg;
+  cfg.message_bytes = 512;
+  cfg.messages = 3;
+  cfg.message_gap_ns = 1000;
+  RcRequester req(cfg, requester_address(), pool.get());
+  std::vector<rte_mbuf*> out;
+  CHECK(req.poll(0, out, 100) == 1);
+  CHECK(req.next_event_ns() == 1000);
+  CHECK(req.poll(999, out, 100) == 0);
+  CHECK(req.poll(1000, out, 100) == 1);
+  ack(req, pool.get(), 0, 1500);
+  CHECK(req.poll(2500, out, 100) == 1);
+  CHECK(req.poll(9000, out, 100) == 0);  // three messages, no more
+  CHECK(req.counters().messages_started == 3);
+  CHECK(psns_of(out) == psn_range(0, 3));
+  free_all(out);
+  ack(req, pool.get(), 2, 3000);
+  CHECK(req.done());
+  CHECK(req.counters().messages_completed == 3);
+  const CompletionTimeStats& s = req.completion_times();
+  CHECK(s.count() == 3);
+  CHECK(s.min_ns() == 500);   // sent at 2500, ACKed at 3000
+  CHECK(s.max_ns() == 2000);  // sent at 1000, ACKed at 3000
+  CHECK(s.summary().sum_ns == 1500 + 2000 + 500);
+  CHECK(pool.whole());
+}
+
+TEST_CASE("requester: configuration errors are refused with a reason") {
+  TestPool pool;
+  TestPool small(63, RTE_MBUF_DEFAULT_BUF_SIZE);
+  RcRequesterConfig cfg;
+  CHECK(cfg.check().empty());
+  cfg.mtu = 1500;
+  CHECK_THROWS_AS(RcRequester(cfg, requester_address(), pool.get()), std::invalid_argument);
+  cfg.mtu = 1024;
+  cfg.max_in_flight = 65;  // below max_pkt_per_ack + 2
+  CHECK_FALSE(cfg.check().empty());
+  cfg.max_in_flight = 128;
+  cfg.first_psn = 1 << 24;
+  CHECK_FALSE(cfg.check().empty());
+  cfg.first_psn = 0;
+  cfg.mtu = 4096;  // a 4 KB frame does not fit a 2 KB mbuf
+  CHECK_THROWS_AS(RcRequester(cfg, requester_address(), small.get()), std::invalid_argument);
+  RcQpAddress a = requester_address();
+  a.peer_qp = 1 << 24;
+  cfg.mtu = 1024;
+  CHECK_THROWS_AS(RcRequester(cfg, a, pool.get()), std::invalid_argument);
+  CHECK(pool.whole());
+}
+
+TEST_CASE("completion-time statistics: exact min/max, percentiles within one bucket") {
+  CompletionTimeStats s;
+  CHECK(s.percentile_ns(0.5) == 0);
+  for (uint64_t v = 1; v <= 1000; ++v) s.add(v * 1000);  // 1 us .. 1 ms
+  CHECK(s.count() == 1000);
+  CHECK(s.min_ns() == 1000);
+  CHECK(s.max_ns() == 1'000'000);
+  CHECK(s.mean_ns() == Approx(500'500.0));
+  const uint64_t p50 = s.percentile_ns(0.5), p99 = s.percentile_ns(0.99);
+  CHECK(p50 >= 500'000);
+  CHECK(p50 <= 500'000 * 9 / 8);
+  CHECK(p99 >= 990'000);
+  CHECK(p99 <= 1'000'000);
+  CHECK(s.percentile_ns(1.0) == 1'000'000);
+  CHECK(s.percentile_ns(0.0) == 1000);
+
+  CompletionTimeStats t;
+  t.add(7);
+  CHECK(t.percentile_ns(0.5) == 7);  // small values are exact
+  t.merge(s);
+  CHECK(t.count() == 1001);
+  CHECK(t.min_ns() == 7);
+  CHECK(t.max_ns() == 1'000'000);
+
+  // Buckets tile the whole range: each value is within its bucket, the next one starts after.
+  for (const uint64_t v :
+       {uint64_t{0}, uint64_t{7}, uint64_t{8}, uint64_t{15}, uint64_t{16}, uint64_t{1000},
+        uint64_t{1} << 40, (uint64_t{1} << 63) + 5, UINT64_MAX}) {
+    const size_t b = CompletionTimeStats::bucket_of(v);
+    REQUIRE(b < CompletionTimeStats::kBuckets);
+    CHECK(CompletionTimeStats::bucket_upper_ns(b) >= v);
+    if (b > 0) CHECK(CompletionTimeStats::bucket_upper_ns(b - 1) < v);
+    if (v != UINT64_MAX) {
+      const uint64_t up = CompletionTimeStats::bucket_upper_ns(b);
+      if (up != UINT64_MAX) CHECK(CompletionTimeStats::bucket_of(up + 1) == b + 1);
+    }
+  }
+  CHECK(CompletionTimeStats::bucket_of(UINT64_MAX) == CompletionTimeStats::kBuckets - 1);
+}

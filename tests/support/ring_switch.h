@@ -84,5 +84,4 @@ struct RingSwitch {
   std::unique_ptr<switch_emu::SwitchNode> node;
 };
 
-
 }  // namespace spraynet::test

@@ -1,0 +1,125 @@
+// The nic_emu configuration: what the YAML file says under its top-level key `nic:`, validated.
+// Every error is `file: key: reason` with the key's full path (`nic.uplinks[3].path_id`) and what
+// is allowed (see config_reader.h); unknown keys are errors. nic_config_help() describes every
+// key with its default and allowed values, from the same constants the parser uses.
+//
+// A config that loads also passes the dataplane's own checks (SprayEngineConfig, ReorderConfig,
+// RcTrafficEngineConfig) for the configs the conversion functions below build from it, so a
+// program never fails later, at engine construction, on something the file said.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "control/config_reader.h"
+#include "control/link_state_table.h"
+#include "control/switch_config.h"  // LinkSettings
+#include "dataplane/packet_builder.h"  // MacAddress
+#include "dataplane/ppcid.h"
+#include "dataplane/rc_traffic_engine.h"
+#include "dataplane/reorder_engine.h"
+#include "dataplane/spray_engine.h"
+
+namespace spraynet::control {
+
+// The port the host is on. Absent: the built-in RC traffic engine plays the host.
+struct HostSettings {
+  std::string name = "host";
+  std::string device;  // DPDK port id, ethdev name, or vdev spec (see runtime::PortConfig)
+};
+
+struct UplinkSettings {
+  std::string name;
+  std::string device;
+  // The PPCID path id of this uplink: unique among the NIC's uplinks, within the layout's range
+  // (0..max_path_id). Unless the config sets it, it comes from the link's fingerprint, exactly as
+  // LinkStateTable assigns ids (fold of the identity's FNV-1a, collisions take the next free id
+  // in fingerprint order), around the ids the config did set.
+  uint8_t path_id = 0;
+  bool path_id_from_config = false;  // false: from the fingerprint
+  // The next hop's MAC. It also names the link (its identity is "nic>mac" instead of "nic/port"),
+  // so that the path id follows the cable, not the local port name.
+  std::optional<MacAddress> peer_mac;
+  LinkSettings link;
+};
+
+struct NicSpraySettings {
+  SprayMode mode = SprayMode::kRoundRobin;
+  PpcidLayout ppcid_layout = PpcidLayout::kTsHigh;
+};
+
+struct NicReorderSettings {
+  bool enabled = true;
+  uint32_t window = 256;               // PSNs per QP
+  uint64_t hold_timeout_ns = 100'000;  // the file says hold_timeout_us (decimals allowed)
+  uint32_t max_qps = 4096;             // QP contexts
+  uint32_t max_buffered = 65536;       // packets held across all QPs
+};
+
+struct NicControlSettings {
+  uint64_t period_ms = 200;
+};
+
+struct RcEngineSettings {
+  uint32_t qps = 4;
+  RcQpRole role = RcQpRole::kBoth;  // of every QP
+  uint32_t message_bytes = 65536;
+  uint32_t mtu = 1024;  // 1024 | 4096
+  // Unacknowledged packets per QP. rxe's RXE_MAX_UNACKED_PSNS; at least 66 because the RC
+  // requester asks for an ACK every 64 packets (see RcRequesterConfig::max_in_flight).
+  uint32_t max_in_flight = 128;
+  uint64_t messages = 100;  // per QP; 0 = unlimited
+  // 4.096 us x 2^14 (perftest's default timeout 14); the file says retransmit_timeout_us.
+  uint64_t retransmit_timeout_ns = 67'108'864;
+  uint32_t local_ip = 0x0A000001;  // host byte order
+  uint32_t peer_ip = 0x0A000002;
+  MacAddress local_mac{0x02, 0x53, 0x50, 0x00, 0x0a, 0x01};
+  MacAddress peer_mac{0x02, 0x53, 0x50, 0x00, 0x0b, 0x01};
+  uint32_t first_qp = 0x11;
+  uint32_t peer_first_qp = 0x11;
+  uint32_t first_psn = 0;
+  uint8_t dscp = 26;
+};
+
+struct NicConfig {
+  std::string file;
+  std::string name = "nic";
+  uint64_t seed = 1;
+  uint32_t mempool_mbufs = 0;  // 0: sized by the program
+  // Data room of each mbuf (headroom included): a frame must fit one segment. The default holds
+  // a RoCEv2 packet at MTU 4096 with every header, like the switch's.
+  uint32_t mbuf_data_room = 4096 + 256 + 128;
+  std::optional<HostSettings> host;
+  std::vector<UplinkSettings> uplinks;
+  NicSpraySettings spray;
+  NicReorderSettings reorder;
+  NicControlSettings control;
+  // Set exactly when `host` is not: the RC traffic engine plays the host (defaults when the
+  // file has no rc_engine block).
+  std::optional<RcEngineSettings> rc_engine;
+
+  int uplink_index(const std::string& name) const;  // -1 when unknown
+};
+
+inline constexpr size_t kMaxNicUplinks = SprayEngine::kMaxUplinks;  // 16
+
+NicConfig parse_nic_config(const ConfigNode& root);  // root: the file's top level (holds `nic:`)
+NicConfig load_nic_config(const std::string& path);
+
+// Every key, its default and allowed values (the program's --help prints it).
+std::string nic_config_help();
+
+// One identity per uplink, in uplink order (node name = the NIC's name), as LinkStateTable takes
+// them; and the path-id width of the configured layout (4 for ts-high, 8 for path-high).
+std::vector<LinkIdentity> uplink_identities(const NicConfig& config);
+unsigned path_id_bits(const NicConfig& config);
+
+// The dataplane's configs. rc_engine_config requires config.rc_engine.
+SprayEngineConfig spray_engine_config(const NicConfig& config);
+ReorderConfig reorder_config(const NicConfig& config);
+RcTrafficEngineConfig rc_engine_config(const NicConfig& config);
+
+}  // namespace spraynet::control

@@ -1,0 +1,237 @@
+// The requester side of one RoCE RC queue pair, as Soft-RoCE (Linux rxe) behaves: it sends RDMA
+// WRITE messages segmented by RcWriteSegmenter, keeps a bounded number of PSNs unacknowledged,
+// and recovers by go-back-N, either from a NAK (PSN sequence error: resend from the PSN the
+// responder expects) or from the retransmit timer (resend from the oldest unacknowledged PSN).
+//
+// What follows rxe (drivers/infiniband/sw/rxe, checked against torvalds/linux):
+//  - AckReq: rxe_req.c init_req_packet sets it on the last packet of a message and otherwise when
+//    `noack_pkts++ > RXE_MAX_PKT_PER_ACK` (64, rxe_param.h), resetting the count on every AckReq
+//    packet: so a long message asks for an ACK every 66th packet. The count runs per QP, across
+//    messages and retransmissions, as in rxe.
+//  - Window: rxe_requester() stops when the next PSN would pass comp.psn + RXE_MAX_UNACKED_PSNS
+//    (128). Here max_in_flight counts unacknowledged packets exactly (default 128).
+//  - ACKs are cumulative (rxe_comp.c check_psn / COMPST_UPDATE_COMP: comp.psn = ack PSN + 1 and
+//    every WQE whose last PSN is before it completes). A response older than the oldest
+//    unacknowledged PSN is ignored (check_psn returns COMPST_DONE).
+//  - A NAK "PSN sequence error" implicitly acknowledges every PSN before its own (check_ack:
+//    "a nak implicitly acks all packets with psns before"); req_retry() then resends from it.
+//  - Once a retry has started, further NAKs do not start another until an ACK arrives or a
+//    message completes (COMPST_ERROR_RETRY: started_retry, cleared by reset_retry_counters);
+//    a timeout always retries.
+//  - The retransmit timer (retrans_timer): armed when a packet is sent and none is armed
+//    (update_state), pushed back to now + timeout after a response (rxe re-arms it whenever the
+//    completer exits with PSNs outstanding). Here only a response that acknowledges something or
+//    starts a retry pushes it back, so that a stream of stale duplicates cannot hold off recovery.
+//    The default timeout is perftest's: 4.096 us x 2^14 = 67.108864 ms; retries are unlimited
+//    (perftest's retry_cnt 7 means "infinite" in rxe).
+//  - UDP source port: rxe_qp.c, 0xC000 + hash_32(qpn, 14) (see rxe_udp_source_port).
+//
+// Ownership: receive() takes the mbuf in every case and frees it. poll() appends freshly built
+// packets to `out`; the caller owns them. When the mempool is empty the packet is not sent, the
+// failure is counted and the requester waits alloc_retry_ns before trying again (no spinning).
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dataplane/packet_builder.h"
+#include "dataplane/rc_write_segmenter.h"
+
+struct rte_mbuf;
+struct rte_mempool;
+
+namespace spraynet {
+
+struct ParsedPacket;
+
+// rxe's UDP source port for a QP: 0xC000 + hash_32(qpn, 14), the kernel's multiplicative hash
+// (golden ratio 0x61C88647) keeping the top 14 bits. One port per QP keeps a QP on one ECMP path.
+uint16_t rxe_udp_source_port(uint32_t qpn);
+
+// Where one QP's packets go. Shared by the requester and the responder of the RC engine.
+struct RcQpAddress {
+  MacAddress local_mac{};
+  MacAddress peer_mac{};
+  uint32_t local_ip = 0;  // host byte order
+  uint32_t peer_ip = 0;
+  uint32_t local_qp = 0;      // 24 bits; the QP this side's packets are addressed to
+  uint32_t peer_qp = 0;       // 24 bits; DestQP of everything this side sends
+  uint16_t udp_src_port = 0;  // 0: rxe_udp_source_port(local_qp)
+  uint8_t dscp = 0;           // IPv4 TOS = dscp << 2
+
+  // Empty when valid, else "key: reason".
+  std::string check() const;
+};
+
+// Count, min, max and sum of durations.
+struct DurationSummary {
+  uint64_t count = 0;
+  uint64_t sum_ns = 0;
+  uint64_t min_ns = 0;  // 0 while count == 0
+  uint64_t max_ns = 0;
+
+  void add(uint64_t ns);
+  void merge(const DurationSummary& o);
+  double mean_ns() const { return count == 0 ? 0.0 : static_cast<double>(sum_ns) / count; }
+};
+
+// Message completion times: exact count/min/max/sum plus a log-linear histogram (8 buckets per
+// power of two, so a percentile is within 12.5% of the true value; below 8 ns it is exact).
+// Fixed size (about 4 KB), no allocation per sample.
+class CompletionTimeStats {
+ public:
+  void add(uint64_t ns);
+  void merge(const CompletionTimeStats& o);
+
+  const DurationSummary& summary() const { return summary_; }
+  uint64_t count() const { return summary_.count; }
+  uint64_t min_ns() const { return summary_.min_ns; }
+  uint64_t max_ns() const { return summary_.max_ns; }
+  double mean_ns() const { return summary_.mean_ns(); }
+  // The q-quantile (q in [0, 1], e.g. 0.5, 0.99): the upper edge of the bucket holding the
+  // ceil(q * count)-th smallest sample, clamped to [min, max]. 0 when empty.
+  uint64_t percentile_ns(double q) const;
+
+  static constexpr size_t kSubBucketBits = 3;
+  static constexpr size_t kBuckets = (64 - kSubBucketBits + 1) << kSubBucketBits;
+  static size_t bucket_of(uint64_t ns);
+  static uint64_t bucket_upper_ns(size_t bucket);
+
+ private:
+  DurationSummary summary_;
+  std::array<uint64_t, kBuckets> buckets_{};
+};
+
+struct RcRequesterConfig {
+  uint32_t message_bytes = 65536;
+  uint32_t mtu = 1024;  // path MTU: 256, 512, 1024, 2048 or 4096
+  // Unacknowledged packets allowed (rxe: RXE_MAX_UNACKED_PSNS = 128). Must be at least
+  // max_pkt_per_ack + 2, or a long message could fill the window with packets none of which
+  // asks for an ACK, and only the retransmit timer would move it on.
+  uint32_t max_in_flight = 128;
+  uint32_t max_pkt_per_ack = 64;  // rxe: RXE_MAX_PKT_PER_ACK
+  uint64_t messages = 0;          // 0: unlimited
+  // Minimum time between the first transmissions of consecutive messages; 0: back to back.
+  uint64_t message_gap_ns = 0;
+  uint64_t retransmit_timeout_ns = 67'108'864;  // 4.096 us x 2^14, perftest's default timeout 14
+  uint64_t alloc_retry_ns = 1'000;              // wait after an empty mempool
+  uint32_t first_psn = 0;                       // 24 bits
+  uint64_t remote_va = 0x00007f0000000000ull;   // RETH VA of message 0; message k at + k x bytes
+  uint32_t rkey = 0x1234abcd;
+
+  // Empty when valid, else "key: reason".
+  std::string check() const;
+};
+
+struct RcRequesterCounters {
+  uint64_t messages_started = 0;       // first packet sent
+  uint64_t messages_completed = 0;     // last packet acknowledged
+  uint64_t packets_sent = 0;           // including retransmissions
+  uint64_t packets_retransmitted = 0;  // packets sent again (PSN sent before)
+  uint64_t payload_bytes_sent = 0;     // including retransmissions
+  uint64_t bytes_acked = 0;            // payload bytes newly acknowledged (by ACK or NAK)
+  uint64_t responses_received = 0;     // every packet handed to receive()
+  uint64_t acks_received = 0;          // AETH ACK syndromes, stale ones included
+  uint64_t naks_received = 0;          // NAK PSN sequence error, stale ones included
+  uint64_t nak_retries = 0;            // go-back-N started by a NAK
+  uint64_t naks_ignored = 0;           // a retry was already under way (rxe's started_retry)
+  uint64_t timeouts = 0;               // go-back-N started by the retransmit timer
+  uint64_t stale_responses = 0;        // ACK/NAK for a PSN before the oldest unacknowledged
+  uint64_t invalid_responses = 0;      // ACK/NAK for a PSN never sent
+  uint64_t other_naks = 0;             // RNR NAK and remote-error NAKs: ignored, the timer recovers
+  uint64_t icrc_errors = 0;
+  uint64_t wrong_qp = 0;       // DestQP is not this QP
+  uint64_t bad_opcode = 0;     // not an RC ACKNOWLEDGE
+  uint64_t malformed = 0;      // not RoCE, multi-segment, or headers that the mbuf does not hold
+  uint64_t pool_empty = 0;     // packets not built for lack of mbufs (retried later)
+  DurationSummary completion;  // message completion times of this QP
+
+  RcRequesterCounters& operator+=(const RcRequesterCounters& o);
+};
+
+class RcRequester {
+ public:
+  static constexpr uint64_t kNever = UINT64_MAX;
+
+  // Throws std::invalid_argument when config.check() or address.check() fails, or when the
+  // largest packet does not fit one mbuf of `pool`. Completion times go to `shared_stats` when
+  // given (an engine aggregating many QPs; it must outlive this object), else to an own one.
+  RcRequester(const RcRequesterConfig& config, const RcQpAddress& address, rte_mempool* pool,
+              CompletionTimeStats* shared_stats = nullptr);
+
+  // First fires the retransmit timer if it is due (deadline <= now_ns), then appends to `out`
+  // up to max_packets packets that may be sent at now_ns: retransmissions after a go-back, then
+  // new packets while the window, the message count and the message gap allow. Returns how
+  // many were appended.
+  size_t poll(uint64_t now_ns, std::vector<rte_mbuf*>& out, size_t max_packets = 32);
+
+  // An RC ACKNOWLEDGE (ACK or NAK) addressed to this QP; takes ownership of m and frees it.
+  // `p` must be what PacketParser said of m. Acknowledgements take effect at once; the packets
+  // a NAK asks for are sent by the next poll().
+  void receive(rte_mbuf* m, const ParsedPacket& p, uint64_t now_ns);
+
+  // When poll() next has something to do: 0 when it can send right away; a time (possibly
+  // past) when a send waits for the message gap or an mbuf retry, or the retransmit deadline;
+  // kNever when only a response can make progress (or everything is done).
+  uint64_t next_event_ns() const;
+
+  // Every configured message has been sent and acknowledged (never true when unlimited).
+  bool done() const;
+
+  const RcRequesterCounters& counters() const { return counters_; }
+  const CompletionTimeStats& completion_times() const { return *stats_; }
+  const RcRequesterConfig& config() const { return config_; }
+  const RcQpAddress& address() const { return address_; }
+  uint32_t packets_per_message() const { return segmenter_.packets(); }
+  uint32_t next_psn() const { return psn_of(next_); }  // next to send
+  uint32_t oldest_unacked_psn() const { return psn_of(una_); }
+  uint64_t in_flight() const { return next_ - una_; }  // sent, not acknowledged, not gone back
+  bool retransmit_timer_armed() const { return timer_armed_; }
+  uint64_t retransmit_deadline_ns() const { return timer_armed_ ? deadline_ns_ : kNever; }
+
+ private:
+  uint32_t psn_of(uint64_t seq) const;
+  uint32_t payload_of(uint64_t seq) const;
+  // Sequence number (packets since the first) of `psn`, read relative to the oldest
+  // unacknowledged packet: false when the PSN is before it.
+  bool seq_of(uint32_t psn, uint64_t& seq) const;
+  bool can_send(uint64_t now_ns) const;
+  bool new_message_waits(uint64_t now_ns) const;
+  rte_mbuf* build(uint64_t seq, bool ack_req);
+  // Acknowledges every packet before end_seq; returns whether a message completed.
+  bool acknowledge_before(uint64_t end_seq, uint64_t now_ns);
+  void restart_timer(uint64_t now_ns);
+  void handle_ack(uint32_t psn, uint64_t now_ns);
+  void handle_nak(uint32_t psn, uint64_t now_ns);
+
+  RcRequesterConfig config_;
+  RcQpAddress address_;
+  rte_mempool* pool_;
+  RcWriteSegmenter segmenter_;
+  uint64_t limit_;  // packets in all messages (UINT64_MAX when unlimited)
+  std::vector<uint8_t> payload_;
+  std::unique_ptr<CompletionTimeStats> own_stats_;
+  CompletionTimeStats* stats_;
+
+  // Packet sequence numbers count from 0 at first_psn and never wrap; PSN = first_psn + seq.
+  uint64_t una_ = 0;   // oldest unacknowledged
+  uint64_t next_ = 0;  // next to send (goes back on a retry)
+  uint64_t high_ = 0;  // one past the highest ever sent
+  uint64_t completed_messages_ = 0;
+  std::deque<uint64_t> start_ns_;  // first-send time of each started, uncompleted message
+  uint32_t noack_pkts_ = 0;        // rxe's qp->req.noack_pkts
+  bool retry_started_ = false;     // rxe's qp->comp.started_retry
+  bool timer_armed_ = false;
+  uint64_t deadline_ns_ = 0;
+  uint64_t next_message_ns_ = 0;  // the message gap: no new message before this
+  uint64_t alloc_retry_at_ns_ = 0;
+  uint16_t ip_id_ = 0;
+  RcRequesterCounters counters_;
+};
+
+}  // namespace spraynet

@@ -1,0 +1,127 @@
+// The responder side of one RoCE RC queue pair for RDMA WRITEs, as Soft-RoCE (Linux rxe)
+// behaves. This is what makes packet reordering expensive: rxe keeps no out-of-order state.
+//
+// Per request packet, in rxe's order (drivers/infiniband/sw/rxe/rxe_resp.c, torvalds/linux):
+//  - check_psn(): PSN after the expected one -> the first time, one NAK "PSN sequence error"
+//    (syndrome 0x60) carrying the expected PSN (RESPST_ERR_PSN_OUT_OF_SEQ ->
+//    send_ack(qp, AETH_NAK_PSN_SEQ_ERROR, qp->resp.psn)), and the latch sent_psn_nak is set;
+//    while it is set, later out-of-order packets are dropped silently (RESPST_CLEANUP). The
+//    packet with the expected PSN clears it. PSN before the expected one -> duplicate.
+//  - duplicate_request(): a duplicate SEND/WRITE is acknowledged again, with the PSN of the last
+//    accepted packet (send_ack(qp, AETH_ACK_UNLIMITED, ack_psn - 1)), not the duplicate's own
+//    PSN, and for every duplicate whether or not it asks for an ACK (C9-105).
+//  - check_op_seq(): after WRITE FIRST/MIDDLE only MIDDLE/LAST may follow; otherwise a MIDDLE or
+//    LAST is missing its FIRST. check_length(): FIRST and MIDDLE carry exactly one MTU, LAST
+//    1..MTU, ONLY at most one MTU. (rxe answers these with a NAK "invalid request" and moves the
+//    QP to the error state; here they are counted and the packet is dropped, the QP lives on.)
+//  - execute(): accept, next expected PSN = PSN + 1, MSN + 1 on the last packet of a message;
+//    acknowledge(): an ACK (syndrome AETH_ACK_UNLIMITED 0x1F, MSN) with the packet's own PSN
+//    when it asks for one (bth_ack).
+// The ICRC is checked first (rxe_icrc.c via rxe_recv: a bad one is dropped without a word).
+//
+// Ownership: receive() takes the mbuf in every case and frees it. ACKs/NAKs are built with
+// build_roce_mbuf from `pool` and appended to `out`; when the pool is empty they stay pending
+// (the newest ACK, plus a NAK the ACK does not supersede), counted, and are retried by
+// receive()/poll() no sooner than alloc_retry_ns later.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "dataplane/rc_requester.h"
+
+struct rte_mbuf;
+struct rte_mempool;
+
+namespace spraynet {
+
+struct ParsedPacket;
+
+struct RcResponderConfig {
+  uint32_t mtu = 1024;     // path MTU: 256, 512, 1024, 2048 or 4096
+  uint32_t first_psn = 0;  // the PSN of the first request expected (the requester's first)
+  uint64_t alloc_retry_ns = 1'000;
+
+  // Empty when valid, else "key: reason".
+  std::string check() const;
+};
+
+struct RcResponderCounters {
+  uint64_t packets_received = 0;      // every packet handed to receive()
+  uint64_t accepted = 0;              // in order, valid: written
+  uint64_t duplicates = 0;            // PSN before the expected one: re-ACKed
+  uint64_t out_of_order_dropped = 0;  // PSN after the expected one (the NAK's trigger included)
+  uint64_t naks_sent = 0;
+  uint64_t acks_sent = 0;  // including re-ACKs of duplicates
+  uint64_t bytes_written = 0;
+  uint64_t messages_received = 0;
+  uint64_t icrc_errors = 0;
+  uint64_t bad_opcode = 0;              // not an RC RDMA WRITE request
+  uint64_t opcode_sequence_errors = 0;  // e.g. MIDDLE without FIRST, FIRST inside a message
+  uint64_t length_errors = 0;           // payload length the opcode and MTU do not allow
+  uint64_t wrong_qp = 0;                // DestQP is not this QP
+  uint64_t malformed = 0;               // not RoCE, multi-segment, headers past the mbuf
+  uint64_t pool_empty = 0;              // ACK/NAK builds that found no mbuf (left pending)
+
+  RcResponderCounters& operator+=(const RcResponderCounters& o);
+};
+
+class RcResponder {
+ public:
+  static constexpr uint64_t kNever = UINT64_MAX;
+
+  // Throws std::invalid_argument when config.check() or address.check() fails, or pool is null.
+  // ACKs go from address.local_qp's side to address.peer_qp (the requester's QP).
+  RcResponder(const RcResponderConfig& config, const RcQpAddress& address, rte_mempool* pool);
+
+  // An RDMA WRITE request addressed to this QP; takes ownership of m and frees it. `p` must be
+  // what PacketParser said of m. Appends the ACK/NAK it causes (and any pending one) to `out`;
+  // returns how many were appended (0..2).
+  size_t receive(rte_mbuf* m, const ParsedPacket& p, uint64_t now_ns, std::vector<rte_mbuf*>& out);
+
+  // Sends ACK/NAK left pending by an empty mempool once alloc_retry_ns has passed.
+  size_t poll(uint64_t now_ns, std::vector<rte_mbuf*>& out);
+  // When poll() has something to do: the retry time of a pending ACK/NAK, else kNever.
+  uint64_t next_event_ns() const;
+
+  uint32_t expected_psn() const { return expected_psn_; }
+  uint32_t msn() const { return msn_; }
+  bool nak_latched() const { return nak_sent_; }  // rxe's qp->resp.sent_psn_nak
+  bool control_pending() const { return pending_ack_.valid || pending_nak_.valid; }
+  const RcResponderCounters& counters() const { return counters_; }
+  const RcResponderConfig& config() const { return config_; }
+  const RcQpAddress& address() const { return address_; }
+
+ private:
+  struct Control {
+    bool valid = false;
+    uint8_t syndrome = 0;
+    uint32_t psn = 0;
+    uint32_t msn = 0;
+  };
+
+  void queue_ack(uint32_t psn);
+  void queue_nak(uint32_t psn);
+  size_t flush(uint64_t now_ns, std::vector<rte_mbuf*>& out);
+  bool send(const Control& c, std::vector<rte_mbuf*>& out);
+  // Returns false (and counts why) when the packet is not acceptable.
+  bool check_sequence_and_length(uint8_t op, uint16_t payload);
+
+  RcResponderConfig config_;
+  RcQpAddress address_;
+  rte_mempool* pool_;
+  uint32_t expected_psn_;  // rxe's qp->resp.psn
+  uint32_t ack_psn_;       // rxe's qp->resp.ack_psn: one past the last accepted PSN
+  uint32_t msn_ = 0;       // 24 bits, messages completed
+  bool nak_sent_ = false;
+  bool in_message_ = false;  // the last accepted packet was a WRITE FIRST or MIDDLE
+  Control pending_ack_;
+  Control pending_nak_;
+  uint64_t retry_at_ns_ = 0;
+  uint16_t ip_id_ = 0;
+  RcResponderCounters counters_;
+};
+
+}  // namespace spraynet

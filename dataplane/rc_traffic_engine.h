@@ -1,0 +1,135 @@
+// The RoCE RC traffic engine of one node (a NIC in nic_emu, a host in fabric_emu): N queue pairs,
+// each with an RcRequester sending RDMA WRITEs to the peer node, an RcResponder answering the
+// peer's WRITEs, or both (an RC QP is bidirectional).
+//
+// QP i is local QP first_local_qp + i and talks to peer QP first_peer_qp + i. Two engines pair up
+// by mirroring each other: node A {first_local_qp = a, first_peer_qp = b} and node B
+// {first_local_qp = b, first_peer_qp = a}, the same first_psn, and complementary roles (a
+// requester on one side needs a responder on the other; kBoth on both sides sends both ways).
+//
+// The driver's part, per iteration at now_ns:
+//   for each RoCE packet parsed for this node:  receive(m, p, now_ns, out)  (ACK/NAK/ACKs out)
+//   poll(now_ns, out)  (requesters' packets due, round robin across QPs, at most max_burst)
+//   transmit `out`; come back by next_event_ns().
+// Ownership: receive() takes every mbuf (forwarded to a QP, or counted and freed); everything
+// appended to `out` belongs to the caller.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dataplane/rc_requester.h"
+#include "dataplane/rc_responder.h"
+
+struct rte_mbuf;
+struct rte_mempool;
+
+namespace spraynet {
+
+struct ParsedPacket;
+
+enum class RcQpRole : uint8_t {
+  kRequester = 1,  // sends WRITEs, takes ACK/NAKs
+  kResponder = 2,  // takes WRITEs, sends ACK/NAKs
+  kBoth = 3,
+};
+
+struct RcTrafficEngineConfig {
+  uint32_t qps = 1;
+  RcQpRole role = RcQpRole::kRequester;  // of every QP, unless qp_roles says otherwise
+  std::vector<RcQpRole> qp_roles;        // empty, or one per QP
+
+  uint32_t message_bytes = 65536;
+  uint32_t mtu = 1024;
+  uint32_t max_in_flight = 128;  // per QP; see RcRequesterConfig
+  uint32_t max_pkt_per_ack = 64;
+  uint64_t messages_per_qp = 0;  // 0: unlimited
+  uint64_t message_gap_ns = 0;
+  uint64_t retransmit_timeout_ns = 67'108'864;
+  uint64_t alloc_retry_ns = 1'000;
+  uint32_t first_psn = 0;   // of every QP, both directions
+  uint32_t max_burst = 32;  // packets poll() emits per call at most
+
+  uint32_t first_local_qp = 0x11;
+  uint32_t first_peer_qp = 0x11;
+  MacAddress local_mac{0x02, 0x00, 0x00, 0x00, 0x00, 0x01};
+  MacAddress peer_mac{0x02, 0x00, 0x00, 0x00, 0x00, 0x02};
+  uint32_t local_ip = 0x0A000001;  // 10.0.0.1, host byte order
+  uint32_t peer_ip = 0x0A000002;
+  uint8_t dscp = 26;  // the usual RoCE class (TOS 0x68)
+
+  RcQpRole role_of(uint32_t qp_index) const;
+  // Empty when valid, else "key: reason".
+  std::string check() const;
+};
+
+struct RcEngineCounters {
+  uint64_t received = 0;      // every packet handed to receive()
+  uint64_t not_roce = 0;      // ParsedPacket is not a RoCE packet
+  uint64_t unknown_qp = 0;    // DestQP outside this engine's QPs
+  uint64_t no_requester = 0;  // an ACK/NAK for a QP that has no requester
+  uint64_t no_responder = 0;  // a WRITE for a QP that has no responder
+  uint64_t bad_opcode = 0;    // neither an ACKNOWLEDGE nor an RDMA WRITE request
+};
+
+class RcTrafficEngine {
+ public:
+  static constexpr uint64_t kNever = UINT64_MAX;
+
+  // Throws std::invalid_argument when config.check() fails, the pool is null or its mbufs are
+  // too small for the MTU.
+  RcTrafficEngine(const RcTrafficEngineConfig& config, rte_mempool* pool);
+  // The requesters record into this object's completion statistics: it stays where it is.
+  RcTrafficEngine(const RcTrafficEngine&) = delete;
+  RcTrafficEngine& operator=(const RcTrafficEngine&) = delete;
+
+  // First ACK/NAKs that earlier waited for mbufs, then the requesters' packets due at now_ns,
+  // one per QP per round starting where the previous call stopped, so no QP starves; at most
+  // max_burst requester packets. Appends to `out`; returns how many were appended.
+  size_t poll(uint64_t now_ns, std::vector<rte_mbuf*>& out);
+
+  // Dispatches by DestQP and opcode: ACKNOWLEDGE -> that QP's requester, RDMA WRITE -> its
+  // responder (whose ACK/NAK is appended to `out`). Anything else is counted and freed.
+  // Returns how many packets were appended.
+  size_t receive(rte_mbuf* m, const ParsedPacket& p, uint64_t now_ns, std::vector<rte_mbuf*>& out);
+
+  // Earliest time poll() has something to do: 0 (or a time <= now) when packets are ready,
+  // else the earliest retransmit deadline / message-gap / mbuf-retry time; kNever when only
+  // arriving packets can make progress.
+  uint64_t next_event_ns() const;
+
+  // Every requester has sent all its messages and had them acknowledged (true without
+  // requesters; never true with unlimited messages).
+  bool done() const;
+
+  uint32_t qps() const { return config_.qps; }
+  const RcTrafficEngineConfig& config() const { return config_; }
+  const RcEngineCounters& counters() const { return counters_; }
+  // Sums over the QPs.
+  RcRequesterCounters requester_totals() const;
+  RcResponderCounters responder_totals() const;
+  // Message completion times of all requesters.
+  const CompletionTimeStats& completion_times() const { return completion_; }
+  // Per QP (index 0..qps-1); nullptr when the QP has no such role or the index is out of range.
+  const RcRequester* requester(uint32_t qp_index) const;
+  const RcResponder* responder(uint32_t qp_index) const;
+
+ private:
+  struct Qp {
+    std::unique_ptr<RcRequester> requester;
+    std::unique_ptr<RcResponder> responder;
+  };
+
+  RcTrafficEngineConfig config_;
+  CompletionTimeStats completion_;
+  std::vector<Qp> qp_;
+  std::vector<uint32_t> requesters_;  // indices of QPs with a requester, for round robin
+  std::vector<uint32_t> responders_;
+  size_t next_requester_ = 0;  // round-robin position in requesters_
+  RcEngineCounters counters_;
+};
+
+}  // namespace spraynet

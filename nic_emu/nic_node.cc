@@ -1,0 +1,345 @@
+#include "nic_emu/nic_node.h"
+
+#include <rte_ether.h>
+#include <rte_udp.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+#include "dataplane/flow_key.h"
+
+namespace spraynet::nic_emu {
+
+namespace {
+
+constexpr uint16_t kBurst = 32;
+// The host port is a real port (or the RC engine's side): its emulated link only keeps order,
+// it must not be what limits the node.
+constexpr double kHostLinkGbps = 400.0;
+
+EgressPortConfig uplink_egress(const control::UplinkSettings& u, uint64_t seed) {
+  EgressPortConfig ec;
+  ec.link.rate_gbps = u.link.rate_gbps;
+  ec.link.propagation_delay_ns = u.link.delay_ns;
+  ec.link.bit_error_rate = u.link.ber;
+  ec.link.loss_rate = u.link.loss;
+  ec.link.up = u.link.up;
+  ec.link.seed = seed;
+  return ec;
+}
+
+}  // namespace
+
+NicNode::NicNode(const control::NicConfig& config, rte_mempool* pool,
+                 std::vector<MacAddress> port_macs, std::shared_ptr<spdlog::logger> logger)
+    : config_(config),
+      pool_(pool),
+      macs_(std::move(port_macs)),
+      logger_(std::move(logger)),
+      uplinks_(config.uplinks.size()),
+      hasher_(HashConfig{HashAlgorithm::kCrc32c, static_cast<uint32_t>(config.seed), true}),
+      spray_(control::spray_engine_config(config)) {
+  if (uplinks_ == 0 || uplinks_ > SprayEngine::kMaxUplinks) {
+    throw std::invalid_argument("nic: 1 to 16 uplinks, got " + std::to_string(uplinks_));
+  }
+  // A path is named by its cable, so both ends of an uplink carry the same path id: the ids a
+  // peer writes are the ids of this NIC's own uplinks.
+  for (const auto& u : config_.uplinks) known_paths_.set(u.path_id);
+  if (config_.reorder.enabled) {
+    reorder_ = std::make_unique<ReorderEngine>(control::reorder_config(config_));
+  }
+  if (!config_.host)
+    rc_ = std::make_unique<RcTrafficEngine>(control::rc_engine_config(config_), pool);
+  for (size_t i = 0; i < uplinks_; ++i) {
+    egress_.push_back(
+        std::make_unique<EgressPort>(uplink_egress(config_.uplinks[i], config_.seed * 7919 + i)));
+  }
+  if (config_.host) {
+    EgressPortConfig host;
+    host.link.rate_gbps = kHostLinkGbps;
+    host.link.propagation_delay_ns = 0;
+    host.class_limit_bytes.fill(64u << 20);  // the reorder engine releases in bursts
+    egress_.push_back(std::make_unique<EgressPort>(host));
+  }
+  while (macs_.size() < egress_.size()) {
+    macs_.push_back({0x02, 0x00, 0x00, 0x00, 0x01, static_cast<uint8_t>(macs_.size())});
+  }
+  loads_.resize(uplinks_);
+  ports_.resize(egress_.size());
+  released_.reserve(1024);
+  rc_out_.reserve(256);
+  refresh_loads();
+}
+
+NicNode::~NicNode() {
+  free_all();
+}
+
+void NicNode::refresh_loads() {
+  for (size_t u = 0; u < uplinks_; ++u) {
+    loads_[u].queued_bytes = egress_[u]->queued_bytes();
+    loads_[u].eligible = egress_[u]->link_up();
+  }
+}
+
+void NicNode::receive(uint16_t port, rte_mbuf** pkts, uint16_t n, uint64_t now_ns) {
+  refresh_loads();
+  for (uint16_t i = 0; i < n; ++i) {
+    rte_mbuf* m = pkts[i];
+    if (port >= egress_.size()) {
+      ++drops_.bad_port;
+      rte_pktmbuf_free(m);
+      continue;
+    }
+    ports_[port].rx_packets++;
+    ports_[port].rx_bytes += rte_pktmbuf_pkt_len(m);
+    if (port < uplinks_) {
+      from_uplink(port, m, now_ns);
+    } else {
+      from_host(m, now_ns);
+    }
+  }
+  deliver_all(now_ns);
+}
+
+void NicNode::from_host(rte_mbuf* m, uint64_t now_ns) {
+  ParsedPacket p;
+  const ParseStatus s = parser_.parse(m, p);
+  uint16_t uplink;
+  uint8_t tc = 0;
+  if (s == ParseStatus::kOk && p.kind == PacketKind::kRoce) {
+    const uint32_t hash = hasher_.hash(make_flow_key(p, true));
+    uplink = spray_.pick(hash, now_ns, loads_);
+    if (uplink != SprayEngine::kNoUplink) {
+      spray_.write_ppcid(m, p, uplink, now_ns);
+      ++counters_.sprayed;
+    }
+    tc = classes_.classify(p);
+  } else if (s == ParseStatus::kOk || s == ParseStatus::kNotIpv4) {
+    // Not RoCE (ARP, TCP, other UDP...): one flow stays on one uplink.
+    const uint32_t hash = s == ParseStatus::kOk ? hasher_.hash(make_flow_key(p, false)) : 0;
+    uplink = spray_.pick_flow(hash, loads_);
+    if (uplink != SprayEngine::kNoUplink) ++counters_.flow_hashed;
+    if (s == ParseStatus::kOk) tc = classes_.classify(p);
+  } else {
+    ++drops_.parse[static_cast<size_t>(s)];
+    rte_pktmbuf_free(m);
+    return;
+  }
+  if (uplink == SprayEngine::kNoUplink) {
+    ++drops_.no_uplink;
+    rte_pktmbuf_free(m);
+    return;
+  }
+  if (const auto& peer = config_.uplinks[uplink].peer_mac) {
+    // Like a router with a static neighbour: the next hop's MAC, ours as the source. The ICRC
+    // starts at the IP header, so it is untouched.
+    auto* eth = rte_pktmbuf_mtod(m, rte_ether_hdr*);
+    std::copy(peer->begin(), peer->end(), eth->dst_addr.addr_bytes);
+    std::copy(macs_[uplink].begin(), macs_[uplink].end(), eth->src_addr.addr_bytes);
+  }
+  const uint32_t bytes = rte_pktmbuf_pkt_len(m);
+  if (egress_[uplink]->enqueue(m, tc, EgressPort::kNoIngressPort, tc, now_ns) !=
+      EgressEnqueueResult::kQueued) {
+    ++drops_.egress_refused;  // EgressPort freed it and counted the cause
+    return;
+  }
+  loads_[uplink].queued_bytes += bytes;  // adaptive mode sees its own decisions within a burst
+}
+
+void NicNode::read_ppcid(uint16_t uplink, const ParsedPacket& p) {
+  const PpcidReading r =
+      ppcid_read(p.udp_checksum, spray_.layout(), p.dest_qp, p.psn, known_paths_);
+  switch (r.verdict) {
+    case PpcidVerdict::kAbsent:
+      ++ppcid_.absent;
+      break;
+    case PpcidVerdict::kOk:
+      ++ppcid_.ok;
+      ++path_arrivals_[r.path_id];
+      if (r.path_id != config_.uplinks[uplink].path_id) ++ppcid_.wrong_uplink;
+      break;
+    case PpcidVerdict::kBadCheck:
+      ++ppcid_.bad_check;
+      if (!bad_check_logged_ && logger_) {
+        bad_check_logged_ = true;
+        logger_->warn(
+            "uplink {}: PPCID 0x{:04x} fails its check nibble (DestQP 0x{:06x}, PSN "
+            "0x{:06x}): the sender writes something else in the UDP checksum, or the "
+            "packet was altered; counted as bad_check (logged once)",
+            config_.uplinks[uplink].name, p.udp_checksum, p.dest_qp, p.psn);
+      }
+      break;
+    case PpcidVerdict::kLayoutMismatch: {
+      ++ppcid_.layout_mismatch;
+      if (!mismatch_logged_ && logger_) {
+        mismatch_logged_ = true;
+        const PpcidLayout other =
+            spray_.layout() == PpcidLayout::kTsHigh ? PpcidLayout::kPathHigh : PpcidLayout::kTsHigh;
+        logger_->warn(
+            "uplink {}: PPCID 0x{:04x} names no path under ppcid_layout {} but path {} "
+            "under {}: the sender likely uses ppcid_layout {}; counted as "
+            "layout_mismatch (logged once)",
+            config_.uplinks[uplink].name, p.udp_checksum, to_string(spray_.layout()), r.path_id,
+            to_string(other), to_string(other));
+      }
+      break;
+    }
+    case PpcidVerdict::kUnknownPath:
+      ++ppcid_.unknown_path;
+      break;
+  }
+}
+
+void NicNode::count_arrival(uint16_t uplink, const ParsedPacket& p) {
+  const uint64_t key = (uint64_t{p.src_ip} << 24) | p.dest_qp;
+  auto it = heat_index_.find(key);
+  if (it == heat_index_.end()) {
+    if (heat_.size() >= config_.reorder.max_qps) {
+      ++counters_.heat_map_overflow;
+      return;
+    }
+    it = heat_index_.emplace(key, static_cast<uint32_t>(heat_.size())).first;
+    heat_.push_back(QpArrivals{p.src_ip, p.dest_qp, {}});
+  }
+  ++heat_[it->second].per_uplink[uplink];
+}
+
+void NicNode::from_uplink(uint16_t uplink, rte_mbuf* m, uint64_t now_ns) {
+  ParsedPacket p;
+  const ParseStatus s = parser_.parse(m, p);
+  if (s == ParseStatus::kNotIpv4) {
+    released_.push_back(m);  // ARP and friends: the host's business
+    return;
+  }
+  if (s != ParseStatus::kOk) {
+    ++drops_.parse[static_cast<size_t>(s)];
+    rte_pktmbuf_free(m);
+    return;
+  }
+  if (p.kind != PacketKind::kRoce) {
+    released_.push_back(m);
+    return;
+  }
+  read_ppcid(uplink, p);
+  count_arrival(uplink, p);
+  if (p.udp_checksum != 0) {
+    // The UDP checksum field is masked by the ICRC: zeroing it keeps the ICRC valid and stops
+    // the host kernel from checking a PPCID as a checksum.
+    auto* udp = rte_pktmbuf_mtod_offset(m, rte_udp_hdr*, p.l4_offset);
+    udp->dgram_cksum = 0;
+    p.udp_checksum = 0;
+    ++counters_.checksum_restored;
+  }
+  (void)now_ns;
+  if (reorder_) {
+    reorder_->receive(m, p, now_ns, released_);
+  } else {
+    released_.push_back(m);
+  }
+}
+
+void NicNode::deliver(rte_mbuf* m, uint64_t now_ns) {
+  ++counters_.delivered;
+  if (config_.host) {
+    // One class: what the reorder engine put in order stays in order.
+    if (egress_[host_port()]->enqueue(m, 0, EgressPort::kNoIngressPort, 0, now_ns) !=
+        EgressEnqueueResult::kQueued) {
+      ++drops_.egress_refused;
+    }
+    return;
+  }
+  ParsedPacket p;
+  const ParseStatus s = parser_.parse(m, p);
+  if (s != ParseStatus::kOk) {
+    ++drops_.parse[static_cast<size_t>(s)];  // the RC engine takes only RoCE
+    rte_pktmbuf_free(m);
+    return;
+  }
+  rc_->receive(m, p, now_ns, rc_out_);  // counts and frees what it does not take
+}
+
+void NicNode::deliver_all(uint64_t now_ns) {
+  // deliver() may make the RC engine answer (ACKs), which goes out through the TX path.
+  for (size_t i = 0; i < released_.size(); ++i) deliver(released_[i], now_ns);
+  released_.clear();
+  if (rc_ && !rc_out_.empty()) send_to_uplinks(now_ns);
+}
+
+void NicNode::send_to_uplinks(uint64_t now_ns) {
+  refresh_loads();
+  for (size_t i = 0; i < rc_out_.size(); ++i) from_host(rc_out_[i], now_ns);
+  rc_out_.clear();
+}
+
+void NicNode::poll(uint64_t now_ns) {
+  if (reorder_) {
+    reorder_->poll(now_ns, released_);
+    deliver_all(now_ns);
+  }
+  if (rc_) {
+    rc_->poll(now_ns, rc_out_);
+    if (!rc_out_.empty()) send_to_uplinks(now_ns);
+  }
+}
+
+uint16_t NicNode::transmit(uint16_t port, uint64_t now_ns, rte_mbuf** out, uint16_t max) {
+  if (port >= egress_.size()) return 0;
+  const uint16_t n = egress_[port]->dequeue(now_ns, out, max);
+  auto& pc = ports_[port];
+  for (uint16_t i = 0; i < n; ++i) {
+    pc.tx_packets++;
+    pc.tx_bytes += rte_pktmbuf_pkt_len(out[i]);
+  }
+  return n;
+}
+
+uint64_t NicNode::next_event_ns(uint64_t now_ns) const {
+  uint64_t next = EgressPort::kNever;
+  for (const auto& e : egress_) next = std::min(next, e->next_event_ns());
+  if (reorder_) next = std::min(next, reorder_->next_event_ns());
+  if (rc_) next = std::min(next, std::max(rc_->next_event_ns(), now_ns));
+  return next;
+}
+
+bool NicNode::idle() const {
+  for (const auto& e : egress_) {
+    if (e->queued_bytes() != 0 || e->in_flight() != 0) return false;
+  }
+  return !reorder_ || reorder_->buffered() == 0;
+}
+
+void NicNode::flush(uint64_t now_ns) {
+  if (!reorder_) return;
+  reorder_->flush(released_);
+  deliver_all(now_ns);
+}
+
+void NicNode::free_all() {
+  if (reorder_) {
+    std::vector<rte_mbuf*> held;
+    reorder_->flush(held);
+    for (rte_mbuf* m : held) rte_pktmbuf_free(m);
+  }
+  for (rte_mbuf* m : released_) rte_pktmbuf_free(m);
+  released_.clear();
+  for (rte_mbuf* m : rc_out_) rte_pktmbuf_free(m);
+  rc_out_.clear();
+  for (auto& e : egress_) e->free_all();
+}
+
+void NicNode::set_link_up(uint16_t uplink, bool up, uint64_t now_ns) {
+  if (uplink >= uplinks_) throw std::out_of_range("nic: no uplink " + std::to_string(uplink));
+  egress_[uplink]->set_link_up(up, now_ns);
+  refresh_loads();
+}
+
+uint64_t NicNode::total_drops() const {
+  uint64_t t = drops_.no_uplink + drops_.egress_refused + drops_.no_host + drops_.bad_port;
+  for (uint64_t v : drops_.parse) t += v;
+  return t;
+}
+
+}  // namespace spraynet::nic_emu

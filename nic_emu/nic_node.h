@@ -1,0 +1,179 @@
+// A NIC: a host port and up to 16 uplinks, with one entry point like the switch. A burst arrives
+// on port p at now_ns; the node decides, enqueues on egress, and egress (shaper, delay line) says
+// what may leave each port by when. The same node runs under nic_emu's poll-mode lcore (TSC
+// time) and under fabric_emu's or a test's event clock (virtual time).
+//
+// TX (host -> uplinks): RoCEv2 packets are sprayed per packet by the SprayEngine's mode over the
+// eligible uplinks (up links; the others are excluded at once) and get their PPCID written into
+// the UDP checksum; everything else goes by flow hash. RX (uplinks -> host): the PPCID is read and
+// classified (per-path counts; a layout mismatch is counted and logged once with the likely
+// layout), the ReorderEngine puts each QP back into PSN order, the UDP checksum is restored to 0
+// (a host kernel checks a non-zero one), and the packet goes to the host port.
+//
+// Without a host port the RcTrafficEngine plays the host: its packets take the TX path and what
+// RX would deliver to the host goes to it instead.
+//
+// Node ports: uplinks 0..U-1 in config order, then the host port U when there is one.
+// Single-threaded, except the spray weights and mode, which the control thread publishes.
+#pragma once
+
+#include <rte_mbuf.h>
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include "control/nic_config.h"
+#include "dataplane/egress_port.h"
+#include "dataplane/flow_hasher.h"
+#include "dataplane/packet_parser.h"
+#include "dataplane/path_load.h"
+#include "dataplane/ppcid.h"
+#include "dataplane/rc_traffic_engine.h"
+#include "dataplane/reorder_engine.h"
+#include "dataplane/spray_engine.h"
+#include "dataplane/traffic_class_map.h"
+
+namespace spdlog {
+class logger;
+}
+
+namespace spraynet::nic_emu {
+
+// Every packet the node takes in is forwarded, or counted here under exactly one cause.
+struct NicDropCounters {
+  std::array<uint64_t, static_cast<size_t>(ParseStatus::kCount)> parse{};  // by ParseStatus
+  uint64_t no_uplink = 0;                                                  // TX: every uplink down
+  uint64_t egress_refused = 0;  // EgressPort refused it (its class counters say why)
+  uint64_t no_host = 0;         // RX delivery with neither host port nor RC engine: never
+  uint64_t bad_port = 0;        // receive() on a port the node does not have
+};
+
+struct NicPortCounters {
+  uint64_t rx_packets = 0;
+  uint64_t rx_bytes = 0;
+  uint64_t tx_packets = 0;  // handed to the driver by transmit()
+  uint64_t tx_bytes = 0;
+};
+
+// How the PPCIDs of received RoCEv2 packets read (DESIGN.md "PPCID").
+struct PpcidCounters {
+  uint64_t absent = 0;  // UDP checksum 0: not sprayed
+  uint64_t ok = 0;
+  uint64_t bad_check = 0;        // check nibble wrong: corrupted, or not a PPCID at all
+  uint64_t layout_mismatch = 0;  // the sender uses the other layout
+  uint64_t unknown_path = 0;
+  uint64_t wrong_uplink = 0;  // ok, but the path id is not the one of the uplink it came in on
+};
+
+struct NicCounters {
+  uint64_t sprayed = 0;            // RoCEv2 packets sent to an uplink by the spray engine
+  uint64_t flow_hashed = 0;        // other packets sent to an uplink by flow hash
+  uint64_t delivered = 0;          // packets handed to the host port or the RC engine
+  uint64_t checksum_restored = 0;  // RoCEv2 packets whose UDP checksum was set back to 0
+  uint64_t heat_map_overflow = 0;  // arrivals of QPs beyond the heat map's capacity
+};
+
+// One QP's arrivals per uplink: the spraying heat map.
+struct QpArrivals {
+  uint32_t src_ip = 0;
+  uint32_t dest_qp = 0;
+  std::array<uint64_t, SprayEngine::kMaxUplinks> per_uplink{};
+};
+
+class NicNode {
+ public:
+  // Throws std::invalid_argument for a config the stages refuse. port_macs: by node port (the
+  // source MAC written on uplinks with a peer_mac); empty: 02:00:00:00:01:<index>.
+  NicNode(const control::NicConfig& config, rte_mempool* pool,
+          std::vector<MacAddress> port_macs = {}, std::shared_ptr<spdlog::logger> logger = nullptr);
+  ~NicNode();
+  NicNode(const NicNode&) = delete;
+  NicNode& operator=(const NicNode&) = delete;
+
+  size_t uplink_count() const { return uplinks_; }
+  bool has_host() const { return config_.host.has_value(); }
+  uint16_t host_port() const { return static_cast<uint16_t>(uplinks_); }
+  size_t port_count() const { return egress_.size(); }
+
+  // Takes ownership of every mbuf: forwarded, held (reorder), or freed and counted.
+  void receive(uint16_t port, rte_mbuf** pkts, uint16_t n, uint64_t now_ns);
+  // Timers: reorder holds that ended, the RC engine's packets due. Call every poll, or at
+  // next_event_ns() under an event clock.
+  void poll(uint64_t now_ns);
+  // Up to max frames that have crossed `port`'s emulated link by now_ns; the caller owns them.
+  uint16_t transmit(uint16_t port, uint64_t now_ns, rte_mbuf** out, uint16_t max);
+  // Earliest time anything is due (egress, reorder hold, RC engine); EgressPort::kNever when
+  // only arriving packets can make progress.
+  uint64_t next_event_ns(uint64_t now_ns) const;
+  // Nothing queued, in flight or held by the reorder engine.
+  bool idle() const;
+  // Releases whatever the reorder engine holds towards the host (shutdown drain).
+  void flush(uint64_t now_ns);
+  // Frees every mbuf still held.
+  void free_all();
+
+  // Run-time control (uplinks only).
+  void set_link_up(uint16_t uplink, bool up, uint64_t now_ns);
+
+  const control::NicConfig& config() const { return config_; }
+  SprayEngine& spray() { return spray_; }
+  const SprayEngine& spray() const { return spray_; }
+  const ReorderEngine* reorder() const { return reorder_.get(); }
+  const RcTrafficEngine* rc_engine() const { return rc_.get(); }
+  const EgressPort& egress(uint16_t port) const { return *egress_[port]; }
+  const NicDropCounters& drops() const { return drops_; }
+  const NicCounters& counters() const { return counters_; }
+  const NicPortCounters& port_counters(uint16_t port) const { return ports_[port]; }
+  const PpcidCounters& ppcid_counters() const { return ppcid_; }
+  // Received PPCIDs read ok, by path id (what each uplink's far end wrote).
+  const std::array<uint64_t, 256>& path_arrivals() const { return path_arrivals_; }
+  // The heat map, one entry per QP seen (at most config.reorder.max_qps).
+  const std::vector<QpArrivals>& heat_map() const { return heat_; }
+  uint64_t total_drops() const;
+
+ private:
+  void from_host(rte_mbuf* m, uint64_t now_ns);
+  void from_uplink(uint16_t uplink, rte_mbuf* m, uint64_t now_ns);
+  void deliver(rte_mbuf* m, uint64_t now_ns);  // towards the host (port or RC engine)
+  void deliver_all(uint64_t now_ns);           // released_ -> deliver
+  void send_to_uplinks(uint64_t now_ns);       // rc_out_ through the TX path
+  void read_ppcid(uint16_t uplink, const ParsedPacket& p);
+  void count_arrival(uint16_t uplink, const ParsedPacket& p);
+  void refresh_loads();
+
+  control::NicConfig config_;
+  rte_mempool* pool_;
+  std::vector<MacAddress> macs_;
+  std::shared_ptr<spdlog::logger> logger_;
+  size_t uplinks_;
+
+  PacketParser parser_;
+  FlowHasher hasher_;
+  TrafficClassMap classes_;
+  SprayEngine spray_;
+  PathIdSet known_paths_;
+  std::unique_ptr<ReorderEngine> reorder_;
+  std::unique_ptr<RcTrafficEngine> rc_;
+  std::vector<std::unique_ptr<EgressPort>> egress_;
+  std::vector<PathLoad> loads_;  // per uplink
+
+  std::vector<rte_mbuf*> released_;  // scratch: reorder output
+  std::vector<rte_mbuf*> rc_out_;    // scratch: RC engine output
+
+  std::unordered_map<uint64_t, uint32_t> heat_index_;  // (src_ip << 24 | dest_qp) -> heat_
+  std::vector<QpArrivals> heat_;
+  std::array<uint64_t, 256> path_arrivals_{};
+  bool mismatch_logged_ = false;
+  bool bad_check_logged_ = false;
+
+  std::vector<NicPortCounters> ports_;
+  NicDropCounters drops_;
+  NicCounters counters_;
+  PpcidCounters ppcid_;
+};
+
+}  // namespace spraynet::nic_emu

@@ -1,0 +1,168 @@
+#include "nic_emu/nic_report.h"
+
+#include <string>
+
+#include "control/config_reader.h"
+
+namespace spraynet::nic_emu {
+
+using nlohmann::json;
+
+json ports_json(const NicNode& node) {
+  json ports = json::array();
+  for (uint16_t p = 0; p < node.port_count(); ++p) {
+    const bool host = node.has_host() && p == node.host_port();
+    const auto& c = node.port_counters(p);
+    uint64_t drops = 0;
+    for (int tc = 0; tc < EgressPort::kClasses; ++tc) {
+      const auto k = node.egress(p).counters(static_cast<uint8_t>(tc), 0);
+      drops += k.drops_queue_full + k.drops_link_down + k.drops_watchdog + k.drops_bit_error +
+               k.drops_loss;
+    }
+    json j{{"name", host ? node.config().host->name : node.config().uplinks[p].name},
+           {"role", host ? "host" : "uplink"},
+           {"rx_packets", c.rx_packets},
+           {"rx_bytes", c.rx_bytes},
+           {"tx_packets", c.tx_packets},
+           {"tx_bytes", c.tx_bytes},
+           {"egress_drops", drops},
+           {"link_up", node.egress(p).link_up()}};
+    if (!host) j["path_id"] = node.config().uplinks[p].path_id;
+    ports.push_back(j);
+  }
+  return ports;
+}
+
+json drops_json(const NicNode& node) {
+  const auto& d = node.drops();
+  json j;
+  for (size_t i = 1; i < d.parse.size(); ++i) {
+    j["parse_" + std::string(to_string(static_cast<ParseStatus>(i)))] = d.parse[i];
+  }
+  j["no_uplink"] = d.no_uplink;
+  j["egress_refused"] = d.egress_refused;
+  j["bad_port"] = d.bad_port;
+  j["total"] = node.total_drops();
+  return j;
+}
+
+json spray_json(const NicNode& node) {
+  const SprayEngine& s = node.spray();
+  const auto& c = s.counters();
+  json per_uplink = json::array();
+  for (uint64_t v : s.uplink_packets()) per_uplink.push_back(v);
+  json weights = json::array();
+  for (uint32_t w : s.weights().weights) weights.push_back(w);
+  return {{"mode", std::string(to_string(s.mode()))},
+          {"ppcid_layout", std::string(to_string(s.layout()))},
+          {"uplink_packets", per_uplink},
+          {"weights", weights},
+          {"sprayed", node.counters().sprayed},
+          {"flow_hashed", node.counters().flow_hashed},
+          {"no_eligible", c.no_eligible},
+          {"weighted_rr_fallback", c.weighted_rr_fallback},
+          {"ppcid_written", c.ppcid_written},
+          {"ppcid_refused", c.ppcid_refused}};
+}
+
+json ppcid_json(const NicNode& node) {
+  const auto& p = node.ppcid_counters();
+  json by_path = json::object();
+  for (size_t id = 0; id < node.path_arrivals().size(); ++id) {
+    if (node.path_arrivals()[id] != 0) by_path[std::to_string(id)] = node.path_arrivals()[id];
+  }
+  return {{"absent", p.absent},
+          {"ok", p.ok},
+          {"bad_check", p.bad_check},
+          {"layout_mismatch", p.layout_mismatch},
+          {"unknown_path", p.unknown_path},
+          {"wrong_uplink", p.wrong_uplink},
+          {"checksum_restored", node.counters().checksum_restored},
+          {"by_path_id", by_path}};
+}
+
+json reorder_json(const NicNode& node) {
+  const ReorderEngine* r = node.reorder();
+  if (r == nullptr) return {{"enabled", false}};
+  const auto& c = r->counters();
+  return {{"enabled", true},
+          {"window", r->config().window},
+          {"hold_timeout_ns", r->config().hold_timeout_ns},
+          {"qps", r->qp_count()},
+          {"buffered", r->buffered()},
+          {"in", c.in},
+          {"released_in_order", c.released_in_order},
+          {"released_after_hold", c.released_after_hold},
+          {"duplicates", c.duplicates},
+          {"unsequenced", c.unsequenced},
+          {"not_roce", c.not_roce},
+          {"qp_table_full", c.qp_table_full},
+          {"buffer_full", c.buffer_full},
+          {"gap_timeouts", c.gap_timeouts},
+          {"gaps_forced", c.gaps_forced},
+          {"window_slides", c.window_slides},
+          {"psns_skipped", c.psns_skipped},
+          {"qps_evicted", c.qps_evicted},
+          {"max_buffered_seen", c.max_buffered_seen}};
+}
+
+json heat_map_json(const NicNode& node) {
+  json qps = json::array();
+  for (const auto& q : node.heat_map()) {
+    json per = json::array();
+    for (size_t u = 0; u < node.uplink_count(); ++u) per.push_back(q.per_uplink[u]);
+    qps.push_back(
+        {{"src_ip", control::format_ipv4(q.src_ip)}, {"dest_qp", q.dest_qp}, {"per_uplink", per}});
+  }
+  return {{"qps", qps}, {"overflow", node.counters().heat_map_overflow}};
+}
+
+json rc_engine_json(const NicNode& node) {
+  const RcTrafficEngine* e = node.rc_engine();
+  if (e == nullptr) return nullptr;
+  const auto rq = e->requester_totals();
+  const auto rs = e->responder_totals();
+  const auto& ct = e->completion_times();
+  return {{"qps", e->qps()},
+          {"done", e->done()},
+          {"requester",
+           {{"messages_started", rq.messages_started},
+            {"messages_completed", rq.messages_completed},
+            {"packets_sent", rq.packets_sent},
+            {"packets_retransmitted", rq.packets_retransmitted},
+            {"naks_received", rq.naks_received},
+            {"timeouts", rq.timeouts},
+            {"acks_received", rq.acks_received},
+            {"bytes_acked", rq.bytes_acked}}},
+          {"responder",
+           {{"packets_received", rs.packets_received},
+            {"accepted", rs.accepted},
+            {"duplicates", rs.duplicates},
+            {"out_of_order_dropped", rs.out_of_order_dropped},
+            {"naks_sent", rs.naks_sent},
+            {"acks_sent", rs.acks_sent},
+            {"bytes_written", rs.bytes_written},
+            {"messages_received", rs.messages_received},
+            {"icrc_errors", rs.icrc_errors}}},
+          {"completion_ns",
+           {{"count", ct.count()},
+            {"min", ct.min_ns()},
+            {"mean", ct.mean_ns()},
+            {"p50", ct.percentile_ns(0.5)},
+            {"p99", ct.percentile_ns(0.99)},
+            {"max", ct.max_ns()}}}};
+}
+
+json report_json(const NicNode& node) {
+  return {{"name", node.config().name},
+          {"ports", ports_json(node)},
+          {"drops", drops_json(node)},
+          {"spray", spray_json(node)},
+          {"ppcid", ppcid_json(node)},
+          {"reorder", reorder_json(node)},
+          {"heat_map", heat_map_json(node)},
+          {"rc_engine", rc_engine_json(node)},
+          {"delivered", node.counters().delivered}};
+}
+
+}  // namespace spraynet::nic_emu

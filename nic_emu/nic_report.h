@@ -1,0 +1,20 @@
+// JSON views of a NicNode's counters, for telemetry and the end-of-run report (--stats).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include "nic_emu/nic_node.h"
+
+namespace spraynet::nic_emu {
+
+nlohmann::json ports_json(const NicNode& node);
+nlohmann::json drops_json(const NicNode& node);
+nlohmann::json spray_json(const NicNode& node);
+nlohmann::json ppcid_json(const NicNode& node);
+nlohmann::json reorder_json(const NicNode& node);
+// Per QP: source IP, DestQP and arrivals per uplink (the spraying heat map).
+nlohmann::json heat_map_json(const NicNode& node);
+nlohmann::json rc_engine_json(const NicNode& node);  // null without an RC engine
+nlohmann::json report_json(const NicNode& node);
+
+}  // namespace spraynet::nic_emu

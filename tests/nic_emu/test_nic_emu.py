@@ -1,0 +1,195 @@
+#!/usr/bin/python3
+"""Integration tests of the nic_emu PROGRAM through the two scripts users run:
+scripts/spray-pcap.sh sprays a capture of 4 QPs over 4 net_pcap uplinks, and
+scripts/reorder-pcap.sh gives those four pcaps to a second nic_emu as its uplinks and writes what
+it delivers to its host port. The captures are checked independently of the program: scapy
+recomputes every ICRC, tshark decodes the RoCE headers, the PPCID is decoded here from DESIGN.md.
+
+Run by meson with NIC_EMU and ROCE_PCAP set; Debian's /usr/bin/python3 has scapy."""
+import json
+import os
+import re
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import unittest
+from collections import Counter, defaultdict
+
+from scapy.all import Ether, rdpcap, raw  # noqa: E402
+from scapy.contrib.roce import BTH  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.environ.get("SPRAYNET_SOURCE_DIR", os.path.dirname(os.path.dirname(HERE)))
+NIC_EMU = os.environ.get("NIC_EMU", os.path.join(ROOT, "build", "nic_emu", "nic_emu"))
+ROCE_PCAP = os.environ.get("ROCE_PCAP", os.path.join(ROOT, "build", "nic_emu", "roce_pcap"))
+SPRAY = os.path.join(ROOT, "scripts", "spray-pcap.sh")
+REORDER = os.path.join(ROOT, "scripts", "reorder-pcap.sh")
+TIMEOUT_S = 180  # one script run, start to exit; a bound, not a wait
+
+
+def run(*cmd):
+    env = dict(os.environ, NIC_EMU=NIC_EMU)
+    return subprocess.run(list(cmd), capture_output=True, text=True, timeout=TIMEOUT_S, env=env)
+
+
+def icrc_ok(frame):
+    return Ether(frame)[BTH].compute_icrc(None) == frame[-4:]
+
+
+def roce_fields(frame):
+    """(udp checksum, DestQP, PSN, opcode) from the raw bytes (no VLAN in these captures)."""
+    ihl = (frame[14] & 0xF) * 4
+    udp = 14 + ihl
+    sport, dport, ulen, csum = struct.unpack("!HHHH", frame[udp:udp + 8])
+    assert dport == 4791, dport
+    bth = udp + 8
+    opcode = frame[bth]
+    qp = int.from_bytes(frame[bth + 5:bth + 8], "big")
+    psn = int.from_bytes(frame[bth + 9:bth + 12], "big")
+    return csum, qp, psn, opcode
+
+
+def check_nibble(qp, psn):
+    x = (qp ^ psn) & 0xFFFFFF
+    n = 0
+    for shift in range(0, 24, 4):
+        n ^= x >> shift
+    return n & 0xF
+
+
+def frames(path):
+    return [raw(p) for p in rdpcap(path)]
+
+
+class SprayAndReorder(unittest.TestCase):
+    UPLINKS = 4
+
+    @classmethod
+    def setUpClass(cls):
+        cls._tmp = tempfile.TemporaryDirectory(prefix="nic_emu_test_")
+        cls.tmp = cls._tmp.name
+        cls.in_pcap = os.path.join(cls.tmp, "in.pcap")
+        g = run(ROCE_PCAP, "--out", cls.in_pcap, "--qps", "4", "--messages", "12",
+                "--msg-bytes", "65536", "--mtu", "1024", "--psn-start", "0xFFFF00")
+        assert g.returncode == 0, g.stderr
+        cls.outdir = os.path.join(cls.tmp, "out")
+        cls.spray = run(SPRAY, cls.in_pcap, cls.outdir, "--uplinks", str(cls.UPLINKS),
+                        "--mode", "rr")
+        cls.delivered = os.path.join(cls.tmp, "delivered.pcap")
+        cls.reorder = run(REORDER, cls.outdir, cls.delivered)
+        cls.input = frames(cls.in_pcap)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls._tmp.cleanup()
+
+    def test_spray_run_is_clean(self):
+        self.assertEqual(self.spray.returncode, 0, self.spray.stdout + self.spray.stderr)
+        self.assertIn("mempool: 0 mbufs in use at exit", self.spray.stdout)
+        with open(os.path.join(self.outdir, "spray-stats.json")) as f:
+            st = json.load(f)
+        self.assertEqual(st["drops"]["total"], 0)
+        self.assertEqual(st["spray"]["ppcid_written"], len(self.input))
+
+    def test_every_uplink_holds_genuine_roce_whose_ppcid_names_its_path(self):
+        per_uplink = []
+        for k in range(self.UPLINKS):
+            fs = frames(os.path.join(self.outdir, f"uplink{k}.pcap"))
+            per_uplink.append(len(fs))
+            for f in fs:
+                self.assertTrue(icrc_ok(f), f"uplink{k}: ICRC")
+                csum, qp, psn, _ = roce_fields(f)
+                self.assertNotEqual(csum, 0, f"uplink{k}: PPCID 0")
+                # ts-high: bits 7-4 path id, 3-0 check nibble of DestQP ^ PSN.
+                self.assertEqual((csum >> 4) & 0xF, k + 1, f"uplink{k}: path id of 0x{csum:04x}")
+                self.assertEqual(csum & 0xF, check_nibble(qp, psn))
+        total = sum(per_uplink)
+        self.assertEqual(total, len(self.input), "every packet left by one uplink")
+        for k, n in enumerate(per_uplink):
+            self.assertLessEqual(abs(n - total / self.UPLINKS), 0.02 * total / self.UPLINKS,
+                                 f"uplink{k}: {n} of {total}")
+
+    def test_tshark_decodes_the_uplink_packets_as_roce(self):
+        out = subprocess.run(["tshark", "-r", os.path.join(self.outdir, "uplink0.pcap"), "-T",
+                              "fields", "-e", "infiniband.bth.opcode", "-e",
+                              "infiniband.bth.destqp", "-e", "udp.checksum"],
+                             check=True, capture_output=True, text=True, timeout=60).stdout
+        rows = [line.split("\t") for line in out.splitlines()]
+        self.assertGreater(len(rows), 0)
+        for opcode, qp, csum in rows:
+            self.assertIn(int(opcode), (6, 7, 8, 10))
+            self.assertNotEqual(int(csum, 16), 0)
+
+    def test_receiving_nic_delivers_every_qp_in_psn_order_checksum_0_valid_icrc(self):
+        self.assertEqual(self.reorder.returncode, 0, self.reorder.stdout + self.reorder.stderr)
+        self.assertIn("mempool: 0 mbufs in use at exit", self.reorder.stdout)
+        out = frames(self.delivered)
+        self.assertEqual(len(out), len(self.input))
+        by_qp_in, by_qp_out = defaultdict(list), defaultdict(list)
+        for f in self.input:
+            by_qp_in[roce_fields(f)[1]].append(f)
+        for f in out:
+            csum, qp, psn, _ = roce_fields(f)
+            self.assertEqual(csum, 0, "UDP checksum restored to 0")
+            self.assertTrue(icrc_ok(f), "ICRC")
+            by_qp_out[qp].append(f)
+        self.assertEqual(sorted(by_qp_out), sorted(by_qp_in))
+        for qp in by_qp_in:
+            # The capture started at PSN 0xFFFF00: the order crosses the 2^24 wrap.
+            psns = [roce_fields(f)[2] for f in by_qp_out[qp]]
+            self.assertTrue(all((b - a) & 0xFFFFFF == 1 for a, b in zip(psns, psns[1:])),
+                            f"QP 0x{qp:x} out of PSN order")
+            # And byte for byte what the host sent: the NICs changed nothing else.
+            self.assertEqual(by_qp_out[qp], by_qp_in[qp], f"QP 0x{qp:x}")
+        with open(os.path.join(self.outdir, "reorder-stats.json")) as f:
+            st = json.load(f)
+        self.assertEqual(st["ppcid"]["ok"], len(self.input))
+        self.assertEqual(st["ppcid"]["wrong_uplink"], 0)
+        self.assertEqual(st["reorder"]["gap_timeouts"], 0)
+        self.assertEqual(len(st["heat_map"]["qps"]), 4)
+        for q in st["heat_map"]["qps"]:
+            self.assertTrue(all(v > 0 for v in q["per_uplink"]), q)
+
+    def test_layout_mismatch_is_counted_and_named(self):
+        # Its own copy of the uplink pcaps: the script writes its stats next to them.
+        mdir = os.path.join(self.tmp, "mismatch")
+        os.makedirs(mdir)
+        for k in range(self.UPLINKS):
+            shutil.copy(os.path.join(self.outdir, f"uplink{k}.pcap"), mdir)
+        r = run(REORDER, mdir, os.path.join(self.tmp, "mismatch.pcap"), "--layout", "path-high")
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        with open(os.path.join(mdir, "reorder-stats.json")) as f:
+            st = json.load(f)
+        self.assertGreater(st["ppcid"]["layout_mismatch"], 0)
+        self.assertEqual(len(frames(os.path.join(self.tmp, "mismatch.pcap"))), len(self.input),
+                         "a mismatch is counted, never dropped")
+        self.assertRegex(r.stdout + r.stderr, r"likely uses ppcid_layout ts-high")
+
+
+class CommandLine(unittest.TestCase):
+    def test_help_without_eal_lists_every_config_key(self):
+        r = run(NIC_EMU, "--help")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        for key in ("--config", "--stats", "--idle-exit-ms", "uplinks", "path_id", "spray",
+                    "ppcid_layout", "reorder", "hold_timeout_us", "window", "max_qps",
+                    "rc_engine", "max_in_flight", "retransmit_timeout_us"):
+            self.assertIn(key, r.stdout)
+
+    def test_config_error_exits_2_naming_file_and_key(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "bad.yaml")
+            with open(path, "w") as f:
+                f.write("nic:\n  uplinks:\n    - {name: a, device: net_null0}\n"
+                        "  spray: {mode: sideways}\n")
+            r = run(NIC_EMU, "--no-huge", "-m", "256", "--no-pci", "--file-prefix",
+                    f"nicbad{os.getpid()}", "--", "--config", path)
+            shutil.rmtree(f"/var/run/dpdk/nicbad{os.getpid()}", ignore_errors=True)
+            self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+            self.assertIn(f"{path}: nic.spray.mode:", r.stderr)
+            self.assertIn("rr", r.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
