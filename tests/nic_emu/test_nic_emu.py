@@ -6,6 +6,7 @@ it delivers to its host port. The captures are checked independently of the prog
 recomputes every ICRC, tshark decodes the RoCE headers, the PPCID is decoded here from DESIGN.md.
 
 Run by meson with NIC_EMU and ROCE_PCAP set; Debian's /usr/bin/python3 has scapy."""
+import glob
 import json
 import os
 import re
@@ -169,6 +170,32 @@ class SprayAndReorder(unittest.TestCase):
 
 
 class CommandLine(unittest.TestCase):
+    def test_every_example_nic_config_runs_cleanly(self):
+        configs = sorted(glob.glob(os.path.join(ROOT, "configs", "nic-*.yaml")))
+        self.assertTrue(configs)
+        for path in configs:
+            name = os.path.basename(path)
+            with tempfile.TemporaryDirectory() as cwd:
+                with open(path) as f:
+                    text = f.read()
+                # Inputs the config reads (rx_pcap=...), relative to where nic_emu runs.
+                for rel in re.findall(r"rx_pcap=([^,\"]+)", text):
+                    os.makedirs(os.path.join(cwd, os.path.dirname(rel)), exist_ok=True)
+                    g = run(ROCE_PCAP, "--out", os.path.join(cwd, rel), "--qps", "2",
+                            "--messages", "2")
+                    self.assertEqual(g.returncode, 0, g.stderr)
+                for rel in re.findall(r"tx_pcap=([^,\"]+)", text):
+                    os.makedirs(os.path.join(cwd, os.path.dirname(rel)), exist_ok=True)
+                prefix = f"niccfg{os.getpid()}"
+                r = subprocess.run([NIC_EMU, "--no-huge", "-m", "1024", "--no-pci",
+                                    "--file-prefix", prefix, "--log-level", "lib.eal:error", "--",
+                                    "--config", path, "--idle-exit-ms", "300"],
+                                   capture_output=True, text=True, timeout=TIMEOUT_S, cwd=cwd)
+                shutil.rmtree(f"/var/run/dpdk/{prefix}", ignore_errors=True)
+                self.assertEqual(r.returncode, 0, f"{name}:\n{r.stdout}\n{r.stderr}")
+                self.assertIn("mempool: 0 mbufs in use at exit", r.stdout, name)
+
+
     def test_help_without_eal_lists_every_config_key(self):
         r = run(NIC_EMU, "--help")
         self.assertEqual(r.returncode, 0, r.stderr)

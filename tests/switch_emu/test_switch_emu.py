@@ -636,7 +636,9 @@ class ProgramBehaviour(TempDirTest):
             self.assertIn(word, m.group(3))
 
     def test_every_example_config_starts_and_stops_cleanly(self):
-        configs = sorted(glob.glob(os.path.join(ROOT, "configs", "*.yaml")))
+        # nic-*.yaml are nic_emu's (tests/nic_emu/test_nic_emu.py runs them).
+        configs = sorted(p for p in glob.glob(os.path.join(ROOT, "configs", "*.yaml"))
+                         if not os.path.basename(p).startswith("nic-"))
         ran, skipped = [], []
         for path in configs:
             with open(path) as f:
