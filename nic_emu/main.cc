@@ -121,12 +121,8 @@ void register_telemetry(nic_emu::NicShared& s, control::ControlLoop& loop) {
 }
 
 int run(int argc, char** argv) {
-  bool after_dashes = false, help = false, has_dashes = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--") has_dashes = after_dashes = true;
-    if ((a == "--help" || a == "-h") && (after_dashes || !has_dashes)) help = true;
-  }
+  // --help must work without EAL (and without root or hugepages).
+  const bool help = runtime::wants_help(argc, argv);
   Options opt;
   CLI::App app;
   describe(app, opt);

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "dataplane/flow_key.h"
+#include "dataplane/pfc_frame.h"
 
 namespace spraynet::nic_emu {
 
@@ -70,22 +71,53 @@ NicNode::NicNode(const control::NicConfig& config, rte_mempool* pool,
   ports_.resize(egress_.size());
   released_.reserve(1024);
   rc_out_.reserve(256);
-  refresh_loads();
+  refresh_loads(0);
 }
 
 NicNode::~NicNode() {
   free_all();
 }
 
-void NicNode::refresh_loads() {
+void NicNode::refresh_loads(uint64_t now_ns) {
   for (size_t u = 0; u < uplinks_; ++u) {
     loads_[u].queued_bytes = egress_[u]->queued_bytes();
-    loads_[u].eligible = egress_[u]->link_up();
+    // A paused uplink would only queue what it is given: spray around it until it resumes.
+    loads_[u].eligible = egress_[u]->link_up() && !egress_[u]->any_paused(now_ns);
   }
 }
 
+void NicNode::handle_mac_control(uint16_t uplink, rte_mbuf* m, uint64_t now_ns) {
+  PfcFrame frame;
+  const PfcParseStatus s =
+      parse_pfc_frame(rte_pktmbuf_mtod(m, const uint8_t*), rte_pktmbuf_data_len(m), frame);
+  if (s == PfcParseStatus::kOk) {
+    // The NIC honours every priority the fabric pauses (it has no lossless-class config of its
+    // own): the quanta count at the uplink's rate.
+    PfcPauseUpdate update;
+    const double gbps = egress_[uplink]->link().rate_gbps();
+    for (uint8_t prio = 0; prio < 8; ++prio) {
+      if (!frame.enabled(prio)) continue;
+      const uint8_t bit = static_cast<uint8_t>(1u << prio);
+      if (frame.quanta[prio] == 0) {
+        update.resume_classes |= bit;
+      } else {
+        update.pause_classes |= bit;
+        update.pause_until_ns[prio] = now_ns + pfc_quanta_to_ns(frame.quanta[prio], gbps);
+      }
+    }
+    egress_[uplink]->apply(update, now_ns);
+    ++counters_.pfc_received;
+    refresh_loads(now_ns);
+  } else if (s == PfcParseStatus::kNotPfc) {
+    ++drops_.mac_control_not_pfc;
+  } else {
+    ++drops_.pfc_malformed;
+  }
+  rte_pktmbuf_free(m);
+}
+
 void NicNode::receive(uint16_t port, rte_mbuf** pkts, uint16_t n, uint64_t now_ns) {
-  refresh_loads();
+  refresh_loads(now_ns);
   for (uint16_t i = 0; i < n; ++i) {
     rte_mbuf* m = pkts[i];
     if (port >= egress_.size()) {
@@ -210,6 +242,10 @@ void NicNode::count_arrival(uint16_t uplink, const ParsedPacket& p) {
 void NicNode::from_uplink(uint16_t uplink, rte_mbuf* m, uint64_t now_ns) {
   ParsedPacket p;
   const ParseStatus s = parser_.parse(m, p);
+  if (s == ParseStatus::kOk && p.kind == PacketKind::kMacControl) {
+    handle_mac_control(uplink, m, now_ns);  // PFC is for this NIC, not the host
+    return;
+  }
   if (s == ParseStatus::kNotIpv4) {
     released_.push_back(m);  // ARP and friends: the host's business
     return;
@@ -269,7 +305,7 @@ void NicNode::deliver_all(uint64_t now_ns) {
 }
 
 void NicNode::send_to_uplinks(uint64_t now_ns) {
-  refresh_loads();
+  refresh_loads(now_ns);
   for (size_t i = 0; i < rc_out_.size(); ++i) from_host(rc_out_[i], now_ns);
   rc_out_.clear();
 }
@@ -333,11 +369,12 @@ void NicNode::free_all() {
 void NicNode::set_link_up(uint16_t uplink, bool up, uint64_t now_ns) {
   if (uplink >= uplinks_) throw std::out_of_range("nic: no uplink " + std::to_string(uplink));
   egress_[uplink]->set_link_up(up, now_ns);
-  refresh_loads();
+  refresh_loads(now_ns);
 }
 
 uint64_t NicNode::total_drops() const {
-  uint64_t t = drops_.no_uplink + drops_.egress_refused + drops_.no_host + drops_.bad_port;
+  uint64_t t = drops_.no_uplink + drops_.egress_refused + drops_.no_host + drops_.bad_port +
+               drops_.mac_control_not_pfc + drops_.pfc_malformed;
   for (uint64_t v : drops_.parse) t += v;
   return t;
 }

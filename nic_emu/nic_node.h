@@ -4,7 +4,8 @@
 // time) and under fabric_emu's or a test's event clock (virtual time).
 //
 // TX (host -> uplinks): RoCEv2 packets are sprayed per packet by the SprayEngine's mode over the
-// eligible uplinks (up links; the others are excluded at once) and get their PPCID written into
+// eligible uplinks (up, and not paused by PFC from the fabric; the others are excluded at once:
+// "fast feedback") and get their PPCID written into
 // the UDP checksum; everything else goes by flow hash. RX (uplinks -> host): the PPCID is read and
 // classified (per-path counts; a layout mismatch is counted and logged once with the likely
 // layout), the ReorderEngine puts each QP back into PSN order, the UDP checksum is restored to 0
@@ -47,9 +48,11 @@ namespace spraynet::nic_emu {
 struct NicDropCounters {
   std::array<uint64_t, static_cast<size_t>(ParseStatus::kCount)> parse{};  // by ParseStatus
   uint64_t no_uplink = 0;                                                  // TX: every uplink down
-  uint64_t egress_refused = 0;  // EgressPort refused it (its class counters say why)
-  uint64_t no_host = 0;         // RX delivery with neither host port nor RC engine: never
-  uint64_t bad_port = 0;        // receive() on a port the node does not have
+  uint64_t egress_refused = 0;       // EgressPort refused it (its class counters say why)
+  uint64_t no_host = 0;              // RX delivery with neither host port nor RC engine: never
+  uint64_t bad_port = 0;             // receive() on a port the node does not have
+  uint64_t mac_control_not_pfc = 0;  // 802.3x PAUSE and other MAC control frames: consumed
+  uint64_t pfc_malformed = 0;        // EtherType 0x8808, opcode PFC, but not a valid frame
 };
 
 struct NicPortCounters {
@@ -75,6 +78,7 @@ struct NicCounters {
   uint64_t delivered = 0;          // packets handed to the host port or the RC engine
   uint64_t checksum_restored = 0;  // RoCEv2 packets whose UDP checksum was set back to 0
   uint64_t heat_map_overflow = 0;  // arrivals of QPs beyond the heat map's capacity
+  uint64_t pfc_received = 0;       // PFC frames from the fabric, honoured on that uplink
 };
 
 // One QP's arrivals per uplink: the spraying heat map.
@@ -143,7 +147,8 @@ class NicNode {
   void send_to_uplinks(uint64_t now_ns);       // rc_out_ through the TX path
   void read_ppcid(uint16_t uplink, const ParsedPacket& p);
   void count_arrival(uint16_t uplink, const ParsedPacket& p);
-  void refresh_loads();
+  void refresh_loads(uint64_t now_ns);
+  void handle_mac_control(uint16_t uplink, rte_mbuf* m, uint64_t now_ns);
 
   control::NicConfig config_;
   rte_mempool* pool_;

@@ -42,6 +42,8 @@ json drops_json(const NicNode& node) {
   j["no_uplink"] = d.no_uplink;
   j["egress_refused"] = d.egress_refused;
   j["bad_port"] = d.bad_port;
+  j["mac_control_not_pfc"] = d.mac_control_not_pfc;
+  j["pfc_malformed"] = d.pfc_malformed;
   j["total"] = node.total_drops();
   return j;
 }
@@ -162,7 +164,8 @@ json report_json(const NicNode& node) {
           {"reorder", reorder_json(node)},
           {"heat_map", heat_map_json(node)},
           {"rc_engine", rc_engine_json(node)},
-          {"delivered", node.counters().delivered}};
+          {"delivered", node.counters().delivered},
+          {"pfc_received", node.counters().pfc_received}};
 }
 
 }  // namespace spraynet::nic_emu

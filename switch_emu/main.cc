@@ -6,12 +6,12 @@
 // polls its ports' rx queues, runs the SwitchNode pipeline and transmits what the node's
 // egress releases on the ports it polls. Counters are on the telemetry socket under /spraynet/
 // (dpdk-telemetry.py) and in the end-of-run report; rte_pdump is initialised for dpdk-dumpcap.
-#include <CLI/CLI.hpp>
 #include <rte_eal.h>
 #include <rte_ethdev.h>
 #include <rte_lcore.h>
 #include <rte_pdump.h>
 #include <spdlog/spdlog.h>
+#include <CLI/CLI.hpp>
 
 #include <atomic>
 #include <cstdio>
@@ -76,12 +76,7 @@ void describe(CLI::App& app, Options& o) {
 
 int run(int argc, char** argv) {
   // --help must work without EAL (and without root or hugepages).
-  bool after_dashes = false, help = false, has_dashes = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--") has_dashes = after_dashes = true;
-    if ((a == "--help" || a == "-h") && (after_dashes || !has_dashes)) help = true;
-  }
+  const bool help = runtime::wants_help(argc, argv);
   Options opt;
   CLI::App app;
   describe(app, opt);
@@ -204,12 +199,10 @@ int run(int argc, char** argv) {
   control_thread.reset();  // after the lcores: a grace period then waits for nobody
   json report = switch_emu::report_json(*node, end_ns);
   const auto& cc = control_loop.counters();
-  report["control"] = {{"period_ns", loop_config.period_ns},
-                       {"ticks", cc.ticks},
-                       {"publications", cc.publications},
-                       {"immediate_publications", cc.immediate_publications},
-                       {"missed_periods", cc.missed_periods},
-                       {"grace_periods", rcu.grace_periods()}};
+  report["control"] = {
+      {"period_ns", loop_config.period_ns},  {"ticks", cc.ticks},
+      {"publications", cc.publications},     {"immediate_publications", cc.immediate_publications},
+      {"missed_periods", cc.missed_periods}, {"grace_periods", rcu.grace_periods()}};
   uint64_t tx_dropped = 0;
   for (const auto& l : loops) tx_dropped += l->counters().tx_dropped;
   report["tx_dropped"] = tx_dropped;
@@ -236,15 +229,16 @@ int run(int argc, char** argv) {
             c["drops_loss"].get<uint64_t>();
     }
     const auto& dp = p["dpdk"];
-    const uint64_t missed = dp.contains("imissed") ? dp["imissed"].get<uint64_t>() +
-                                                         dp["rx_nombuf"].get<uint64_t>()
-                                                   : 0;
+    const uint64_t missed = dp.contains("imissed")
+                                ? dp["imissed"].get<uint64_t>() + dp["rx_nombuf"].get<uint64_t>()
+                                : 0;
     std::printf("%-10s %12lu %12lu %12lu %12lu\n", p["name"].get<std::string>().c_str(),
                 p["rx_packets"].get<uint64_t>(), p["tx_packets"].get<uint64_t>(), qd, missed);
   }
   std::printf("pipeline drops: %lu", report["drops"]["total"].get<uint64_t>());
   for (const auto& [k, v] : report["drops"].items()) {
-    if (k != "total" && v.get<uint64_t>() != 0) std::printf(", %s %lu", k.c_str(), v.get<uint64_t>());
+    if (k != "total" && v.get<uint64_t>() != 0)
+      std::printf(", %s %lu", k.c_str(), v.get<uint64_t>());
   }
   std::printf("\nmempool: %u mbufs in use at exit\n", pool.in_use());
   if (!pool.whole()) {

@@ -250,54 +250,41 @@ void register_acting(SwitchShared& s, const runtime::TscClock& clock) {
         log->info("telemetry: link {} {}", s.node->config().ports[port].name, p[1]);
         return reply;
       });
-  TelemetryCommands::add(
-      "/spraynet/link_rate",
-      "Set a port's emulated link rate. Parameters: port,Gbit/s (0.001-10000)",
-      [&s, &clock, log](std::string_view params) {
-        const auto p = split_params(params);
-        expect_params(p, 2, "port,rate_gbps");
-        const uint16_t port = port_of(*s.node, p[0]);
-        const double rate = number_of(p[1], "rate_gbps");
-        std::lock_guard<std::mutex> c(s.control_lock);
-        std::lock_guard<std::mutex> g(s.lock);
-        s.node->set_link_rate_gbps(port, rate, clock.now_ns());  // throws with the range
-        log->info("telemetry: link {} rate {} Gbit/s", s.node->config().ports[port].name, rate);
-        return json{{"ok", true},
-                    {"port", s.node->config().ports[port].name},
-                    {"rate_gbps", s.node->egress(port).link().rate_gbps()}};
-      });
-  TelemetryCommands::add(
-      "/spraynet/link_ber",
-      "Set a port's emulated bit error rate. Parameters: port,BER (0 <= BER < 1)",
-      [&s, &clock, log](std::string_view params) {
-        const auto p = split_params(params);
-        expect_params(p, 2, "port,ber");
-        const uint16_t port = port_of(*s.node, p[0]);
-        const double ber = number_of(p[1], "ber");
-        std::lock_guard<std::mutex> c(s.control_lock);
-        std::lock_guard<std::mutex> g(s.lock);
-        s.node->set_link_ber(port, ber, clock.now_ns());
-        log->info("telemetry: link {} BER {}", s.node->config().ports[port].name, ber);
-        return json{{"ok", true},
-                    {"port", s.node->config().ports[port].name},
-                    {"ber", s.node->egress(port).link().bit_error_rate()}};
-      });
-  TelemetryCommands::add(
-      "/spraynet/link_loss",
-      "Set a port's emulated frame loss rate. Parameters: port,rate (0 <= rate < 1)",
-      [&s, &clock, log](std::string_view params) {
-        const auto p = split_params(params);
-        expect_params(p, 2, "port,loss_rate");
-        const uint16_t port = port_of(*s.node, p[0]);
-        const double loss = number_of(p[1], "loss_rate");
-        std::lock_guard<std::mutex> c(s.control_lock);
-        std::lock_guard<std::mutex> g(s.lock);
-        s.node->set_link_loss(port, loss, clock.now_ns());
-        log->info("telemetry: link {} loss {}", s.node->config().ports[port].name, loss);
-        return json{{"ok", true},
-                    {"port", s.node->config().ports[port].name},
-                    {"loss_rate", s.node->egress(port).link().loss_rate()}};
-      });
+  // One emulated-link property: `port,value`, set through the node (which throws with the
+  // allowed range), acknowledged with the value the link now has.
+  struct LinkProperty {
+    const char* command;
+    const char* help;
+    const char* key;
+    void (SwitchNode::*set)(uint16_t, double, uint64_t);
+    double (LinkEmulator::*get)() const;
+  };
+  const LinkProperty properties[] = {
+      {"/spraynet/link_rate",
+       "Set a port's emulated link rate. Parameters: port,Gbit/s (0.001-10000)", "rate_gbps",
+       &SwitchNode::set_link_rate_gbps, &LinkEmulator::rate_gbps},
+      {"/spraynet/link_ber",
+       "Set a port's emulated bit error rate. Parameters: port,BER (0 <= BER < 1)", "ber",
+       &SwitchNode::set_link_ber, &LinkEmulator::bit_error_rate},
+      {"/spraynet/link_loss", "Set a port's emulated frame loss rate. Parameters: port,rate (0-1)",
+       "loss_rate", &SwitchNode::set_link_loss, &LinkEmulator::loss_rate},
+  };
+  for (const LinkProperty& prop : properties) {
+    TelemetryCommands::add(
+        prop.command, prop.help, [&s, &clock, log, prop](std::string_view params) {
+          const auto p = split_params(params);
+          expect_params(p, 2, (std::string("port,") + prop.key).c_str());
+          const uint16_t port = port_of(*s.node, p[0]);
+          const double value = number_of(p[1], prop.key);
+          std::lock_guard<std::mutex> c(s.control_lock);
+          std::lock_guard<std::mutex> g(s.lock);
+          (s.node->*prop.set)(port, value, clock.now_ns());
+          const std::string& name = s.node->config().ports[port].name;
+          log->info("telemetry: link {} {} {}", name, prop.key, value);
+          return json{
+              {"ok", true}, {"port", name}, {prop.key, (s.node->egress(port).link().*prop.get)()}};
+        });
+  }
   TelemetryCommands::add(
       "/spraynet/tcam_add",
       "Add a TCAM rule. Parameter: a YAML map like a tcam.rules entry, e.g. "

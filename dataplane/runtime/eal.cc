@@ -4,6 +4,7 @@
 #include <rte_errno.h>
 
 #include <stdexcept>
+#include <string_view>
 
 #include "dataplane/runtime/logging.h"
 
@@ -37,6 +38,16 @@ Eal::~Eal() {
   if (rte_eal_cleanup() != 0) {
     logger("eal")->error("rte_eal_cleanup failed: {}", rte_strerror(rte_errno));
   }
+}
+
+bool wants_help(int argc, char** argv) {
+  bool after_dashes = false, has_dashes = false, help = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    if (a == "--") has_dashes = after_dashes = true;
+    if ((a == "--help" || a == "-h") && (after_dashes || !has_dashes)) help = true;
+  }
+  return help;
 }
 
 }  // namespace spraynet::runtime

@@ -13,6 +13,8 @@
 #include "control/nic_config.h"
 #include "dataplane/icrc.h"
 #include "dataplane/packet_builder.h"
+#include "dataplane/pfc_frame.h"
+#include "dataplane/ppcid.h"
 #include "tests/support/dpdk_test.h"
 
 using namespace spraynet;
@@ -148,4 +150,136 @@ TEST_CASE("two NICs, flow mode: each QP on one path, nothing reordered, nothing 
   for (const auto& q : r.heat) {
     CHECK(std::count_if(q.begin(), q.end(), [](uint64_t v) { return v > 0; }) == 1);
   }
+}
+
+namespace {
+
+const char* kHostYaml = R"(
+nic:
+  name: h
+  host: {name: host, device: x}
+  uplinks:
+    - {name: up0, device: x, path_id: 1}
+    - {name: up1, device: x, path_id: 2}
+    - {name: up2, device: x, path_id: 3}
+    - {name: up3, device: x, path_id: 4}
+  spray: {mode: rr}
+)";
+
+bool icrc_ok(const rte_mbuf* m) {
+  ParsedPacket p;
+  if (PacketParser().parse(m, p) != ParseStatus::kOk) return false;
+  return verify_icrc(rte_pktmbuf_mtod(m, const uint8_t*) + p.l3_offset, p.ip_total_length);
+}
+
+rte_mbuf* roce_packet(const test::TestPool& pool, uint32_t qp, uint32_t psn) {
+  static const std::vector<uint8_t> payload(256, 0x42);
+  FrameSpec f;
+  f.ip.src = 0x0A000001;
+  f.ip.dst = 0x0A000002;
+  f.ip.tos = 26 << 2;
+  f.udp.src_port = 0xC000 | static_cast<uint16_t>(qp);
+  f.payload = payload;
+  RoceSpec r;
+  r.opcode = opcode::kRcWriteMiddle;
+  r.dest_qp = qp;
+  r.psn = psn;
+  rte_mbuf* m = build_roce_mbuf(pool.get(), f, r);
+  REQUIRE(m != nullptr);
+  return m;
+}
+
+// Which uplink each of `n` packets of one QP left by (drains every uplink after each packet).
+std::vector<int> send_from_host(NicNode& nic, const test::TestPool& pool, int n, uint32_t& psn,
+                                uint64_t now) {
+  std::vector<int> out;
+  rte_mbuf* buf[8];
+  for (int i = 0; i < n; ++i) {
+    rte_mbuf* m = roce_packet(pool, 0x33, psn++);
+    nic.receive(nic.host_port(), &m, 1, now);
+    for (uint16_t u = 0; u < 4; ++u) {
+      while (uint16_t k = nic.transmit(u, now + 1'000'000, buf, 8)) {
+        for (uint16_t j = 0; j < k; ++j) {
+          ParsedPacket p;
+          REQUIRE(PacketParser().parse(buf[j], p) == ParseStatus::kOk);
+          // The PPCID names the uplink: ts-high, bits 7-4.
+          CHECK(((p.udp_checksum >> 4) & 0xF) == u + 1);
+          CHECK(icrc_ok(buf[j]));
+          rte_pktmbuf_free(buf[j]);
+          out.push_back(u);
+        }
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "a PFC pause from the fabric takes an uplink out of spraying at once; XON brings it back") {
+  test::TestPool pool(2047);
+  {
+    NicNode nic(load(kHostYaml), pool.get());
+    uint32_t psn = 100;
+    uint64_t now = 1'000'000;
+    auto used = send_from_host(nic, pool, 8, psn, now);
+    CHECK(std::count(used.begin(), used.end(), 1) == 2);
+
+    // XOFF on every priority of uplink 1, as a leaf whose buffer is full sends it.
+    PfcFrame pause;
+    pause.class_enable = 0xFF;
+    pause.quanta.fill(0xFFFF);
+    const uint8_t src[6] = {0x02, 0, 0, 0, 0, 0x99};
+    rte_mbuf* f = pool.alloc();
+    REQUIRE(build_pfc_frame(f, src, pause));
+    nic.receive(1, &f, 1, now);
+    CHECK(nic.counters().pfc_received == 1);
+    used = send_from_host(nic, pool, 30, psn, now + 10);
+    CHECK(std::count(used.begin(), used.end(), 1) == 0);
+    CHECK(used.size() == 30);
+
+    // XON: back in the rotation.
+    PfcFrame xon;
+    xon.class_enable = 0xFF;
+    f = pool.alloc();
+    REQUIRE(build_pfc_frame(f, src, xon));
+    nic.receive(1, &f, 1, now + 20);
+    used = send_from_host(nic, pool, 8, psn, now + 30);
+    CHECK(std::count(used.begin(), used.end(), 1) == 2);
+    CHECK(nic.total_drops() == 0);
+    CHECK(nic.port_counters(nic.host_port()).tx_packets == 0);  // PFC never reaches the host
+  }
+  CHECK(pool.whole());
+}
+
+TEST_CASE("RX: the PPCID is read and counted, the UDP checksum restored to 0, the host gets it") {
+  test::TestPool pool(2047);
+  {
+    NicNode nic(load(kHostYaml), pool.get());
+    // A packet sprayed over path 3 by a peer NIC: PPCID written as the peer would.
+    rte_mbuf* m = roce_packet(pool, 0x44, 7);
+    ParsedPacket p;
+    REQUIRE(PacketParser().parse(m, p) == ParseStatus::kOk);
+    const uint16_t ppcid = ppcid_encode(PpcidLayout::kTsHigh, 3, 0x5A, 0x44, 7);
+    rte_pktmbuf_mtod_offset(m, uint8_t*, p.l4_offset)[6] = static_cast<uint8_t>(ppcid >> 8);
+    rte_pktmbuf_mtod_offset(m, uint8_t*, p.l4_offset)[7] = static_cast<uint8_t>(ppcid);
+    nic.receive(2, &m, 1, 0);  // up2 carries path 3
+    // A new QP's first packet waits one hold time (the start PSN is learnt).
+    nic.poll(nic.next_event_ns(0));
+    rte_mbuf* out[4];
+    const uint16_t n = nic.transmit(nic.host_port(), 1'000'000'000, out, 4);
+    REQUIRE(n == 1);
+    ParsedPacket q;
+    REQUIRE(PacketParser().parse(out[0], q) == ParseStatus::kOk);
+    CHECK(q.udp_checksum == 0);
+    CHECK(icrc_ok(out[0]));
+    rte_pktmbuf_free(out[0]);
+    CHECK(nic.ppcid_counters().ok == 1);
+    CHECK(nic.ppcid_counters().wrong_uplink == 0);
+    CHECK(nic.path_arrivals()[3] == 1);
+    CHECK(nic.heat_map().size() == 1);
+    CHECK(nic.heat_map()[0].per_uplink[2] == 1);
+  }
+  CHECK(pool.whole());
 }
