@@ -122,6 +122,7 @@ LinkStateTable::LinkStateTable(std::vector<LinkIdentity> links, const LinkStateT
     links_[i].identity = identity_string(links[i]);
     links_[i].fingerprint = link_fingerprint(links_[i].identity);
     links_[i].ber = config_.ber_floor;
+    fixed_ids_.push_back(links[i].path_id);
   }
   assign_path_ids();
 }
@@ -140,7 +141,14 @@ void LinkStateTable::assign_path_ids() {
     return a < b;
   });
   std::vector<size_t> holder(ids, SIZE_MAX);
+  for (size_t link = 0; link < links_.size(); ++link) {
+    if (const auto& fixed = fixed_ids_[link]; fixed && *fixed < ids && holder[*fixed] == SIZE_MAX) {
+      holder[*fixed] = link;
+      links_[link].path_id = *fixed;
+    }
+  }
   for (size_t link : order) {
+    if (fixed_ids_[link] && holder[*fixed_ids_[link] % ids] == link) continue;
     const uint8_t folded = fold_path_id(links_[link].fingerprint, config_.path_id_bits);
     if (holder[folded] == SIZE_MAX) {
       holder[folded] = link;

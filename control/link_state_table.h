@@ -59,6 +59,9 @@ struct LinkIdentity {
   std::string node_name;  // the switch or NIC: the same port name on two nodes is two links
   std::string port_name;
   std::optional<std::array<uint8_t, 6>> peer_mac;
+  // A path id the config fixed (the NIC's uplinks): kept as given and reserved before the folded
+  // ids of the other links are assigned. The caller keeps fixed ids distinct and within range.
+  std::optional<uint8_t> path_id = std::nullopt;
 };
 
 std::string identity_string(const LinkIdentity& id);
@@ -168,6 +171,7 @@ class LinkStateTable {
   std::vector<LinkState> links_;
   std::vector<Window> windows_;
   std::vector<PathIdCollision> collisions_;
+  std::vector<std::optional<uint8_t>> fixed_ids_;  // LinkIdentity::path_id, by link
   bool have_baseline_ = false;
   uint64_t last_ns_ = 0;
   uint64_t updates_ = 0;

@@ -190,6 +190,9 @@ int run(int argc, char** argv) {
   runtime::RcuDomain rcu(1);
   control::ControlTarget target;
   target.links = control::uplink_identities(config);
+  // The config resolved every uplink's path id (given, or from its fingerprint): the table
+  // keeps those, so its path ids are the ones the PPCIDs carry.
+  for (size_t u = 0; u < config.uplinks.size(); ++u) target.links[u].path_id = config.uplinks[u].path_id;
   target.path_id_bits = control::path_id_bits(config);
   for (uint16_t u = 0; u < config.uplinks.size(); ++u) target.ports.push_back(&node->egress(u));
   target.rcu = &rcu;

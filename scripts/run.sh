@@ -58,7 +58,7 @@ echo "A receiving nic_emu with those 8 captures as its uplinks (reorder engine o
 scripts/reorder-pcap.sh "$OUT/spray" "$OUT/spray/delivered.pcap" | grep -E "^(host|ppcid|reorder)"
 # tshark: delivered PSNs per QP must rise by one each (mod 2^24).
 tshark -r "$OUT/spray/delivered.pcap" -T fields -e infiniband.bth.destqp -e infiniband.bth.psn \
-  2>/dev/null | awk '{ q = $1; p = strtonum($2);
+  2>/dev/null | awk '{ q = $1; p = $2 + 0;
     if (q in last && (p - last[q] + 16777216) % 16777216 != 1) bad++; last[q] = p; n++ }
     END { printf "  delivered to the host: %d packets, %d out of PSN order\n", n, bad + 0 }'
 echo "full counters: $OUT/spray/spray-stats.json, $OUT/spray/reorder-stats.json"

@@ -282,6 +282,27 @@ TEST_CASE("fingerprint: collisions are detected, resolved to a free id and repor
   CHECK(d.collisions().size() == 1);
 }
 
+TEST_CASE("fingerprint: path ids fixed by the config are kept; the others fold around them") {
+  auto links = named_links(4);
+  LinkStateTable folded(links);
+  // Fix link 3 on the id link 0 folds to: link 0 must move, link 3 keeps it.
+  const uint8_t taken = folded.at(0).path_id;
+  links[3].path_id = taken;
+  links[1].path_id = static_cast<uint8_t>((taken + 5) % 16);
+  LinkStateTable t(links);
+  CHECK(t.at(3).path_id == taken);
+  CHECK(t.at(1).path_id == (taken + 5) % 16);
+  CHECK(t.at(0).path_id != taken);
+  std::set<uint8_t> used;
+  for (const LinkState& l : t.links()) used.insert(l.path_id);
+  CHECK(used.size() == 4);
+  // Every link fixed: no fold, no collision to report.
+  for (size_t i = 0; i < links.size(); ++i) links[i].path_id = static_cast<uint8_t>(i + 1);
+  LinkStateTable all(links);
+  for (size_t i = 0; i < links.size(); ++i) CHECK(all.at(i).path_id == i + 1);
+  CHECK(all.collisions().empty());
+}
+
 TEST_CASE("fingerprint: identities and path-id width from a switch config") {
   const SwitchConfig cfg = parse_switch_config(ConfigNode::load_string(
       "name: leaf9\nppcid_layout: path-high\nports:\n"
