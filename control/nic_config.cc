@@ -104,11 +104,13 @@ LinkSettings parse_link(const ConfigNode& n) {
 }
 
 void parse_spray(NicConfig& c, const ConfigNode& n) {
-  n.allow_only({"mode", "ppcid_layout"});
+  n.allow_only({"mode", "ppcid_layout", "fabric_paths"});
   c.spray.mode = *parse_spray_mode(
       n.choice_or("mode", std::string(to_string(c.spray.mode)), {"flow", "rr", "weighted", "adaptive"}));
   c.spray.ppcid_layout = *parse_ppcid_layout(n.choice_or(
       "ppcid_layout", std::string(to_string(c.spray.ppcid_layout)), {"ts-high", "path-high"}));
+  c.spray.fabric_paths = static_cast<uint16_t>(
+      n.uint_or("fabric_paths", c.spray.fabric_paths, 0, max_path_id(c.spray.ppcid_layout) + 1));
 }
 
 void parse_uplinks(NicConfig& c, const ConfigNode& nic) {
@@ -287,6 +289,7 @@ SprayEngineConfig spray_engine_config(const NicConfig& config) {
   s.mode = config.spray.mode;
   s.layout = config.spray.ppcid_layout;
   s.seed = config.seed;
+  s.fabric_paths = config.spray.fabric_paths;
   for (const UplinkSettings& u : config.uplinks) s.path_ids.push_back(u.path_id);
   return s;
 }
@@ -461,6 +464,9 @@ std::string nic_config_help() {
        "flow | rr | weighted | adaptive (how RoCEv2 packets pick an uplink; other traffic goes by "
        "flow hash)");
   line("    ppcid_layout: " + std::string(to_string(d.spray.ppcid_layout)), "ts-high | path-high");
+  line("    fabric_paths: " + std::to_string(d.spray.fabric_paths),
+       "0 (the PPCID names the uplink) | 1..16 (ts-high) or 1..256 (path-high): the PPCID names "
+       "one of N fabric paths per packet, for a leaf that sprays by path id");
   line("  reorder:", "per-QP PSN reordering of what the uplinks receive");
   line("    enabled: " + std::string(r.enabled ? "true" : "false"), "true | false");
   line("    window: " + std::to_string(r.window),

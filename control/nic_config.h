@@ -49,6 +49,9 @@ struct UplinkSettings {
 struct NicSpraySettings {
   SprayMode mode = SprayMode::kRoundRobin;
   PpcidLayout ppcid_layout = PpcidLayout::kTsHigh;
+  // 0: the PPCID names the uplink. N: it names one of N fabric paths per packet, for a leaf
+  // that sprays by path id (SprayEngineConfig::fabric_paths).
+  uint16_t fabric_paths = 0;
 };
 
 struct NicReorderSettings {

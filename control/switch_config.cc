@@ -233,8 +233,9 @@ int SwitchConfig::port_index(const std::string& n) const {
 }
 
 SwitchConfig parse_switch_config(const ConfigNode& root) {
-  root.allow_only({"name", "seed", "ppcid_layout", "mempool_mbufs", "mbuf_data_room", "ports", "groups", "routes", "tcam", "hash",
-                   "qos", "pfc", "control", "lcores"});
+  root.allow_only({"name", "seed", "ppcid_layout", "mempool_mbufs", "mbuf_data_room",
+                   "route_table", "ports", "groups", "routes", "tcam", "hash", "qos", "pfc",
+                   "control", "lcores"});
   SwitchConfig c;
   c.file = root.file();
   c.name = root.string_or("name", c.name);
@@ -243,6 +244,8 @@ SwitchConfig parse_switch_config(const ConfigNode& root) {
   c.mempool_mbufs = static_cast<uint32_t>(root.uint_or("mempool_mbufs", 0, 0, 16u << 20));
   c.mbuf_data_room =
       static_cast<uint32_t>(root.uint_or("mbuf_data_room", c.mbuf_data_room, 1024, 65535));
+  c.route_table = *parse_route_table_backend(
+      root.choice_or("route_table", std::string(to_string(c.route_table)), {"lpm", "rib"}));
 
   const auto ports = root.list("ports");
   if (ports.empty()) root.fail("ports", "required: a list of one or more ports");

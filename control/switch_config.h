@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "control/config_reader.h"
+#include "dataplane/route_table.h"
 #include "dataplane/tcam.h"
 
 namespace spraynet::control {
@@ -119,6 +120,10 @@ struct SwitchConfig {
   // Data room of each mbuf: a frame must fit one segment (the pipeline refuses chained mbufs).
   // The default holds a RoCEv2 packet at MTU 4096 with every header; 9344 fits 9216-byte jumbos.
   uint32_t mbuf_data_room = 4096 + 256 + 128;
+  // The route table's backend (`route_table: lpm | rib`): lpm answers in one or two memory
+  // accesses but costs 64 MiB per switch; rib walks a trie, a few hundred bytes per route, for
+  // fabrics of many switches in one process (see dataplane/route_table.h).
+  RouteTableBackend route_table = RouteTableBackend::kLpm;
   std::vector<PortSettings> ports;
   std::vector<GroupSettings> groups;
   std::vector<RouteSettings> routes;

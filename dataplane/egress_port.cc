@@ -198,7 +198,9 @@ size_t EgressPort::queued_packets(uint8_t tc) const {
 void EgressPort::close_expired_pause(int tc, uint64_t now_ns) {
   PauseTimer& p = pause_[tc];
   if (p.open && p.until_ns <= now_ns) {
-    p.closed_total_ns += p.until_ns - std::min(p.since_ns, p.until_ns);
+    const uint64_t length = p.until_ns - std::min(p.since_ns, p.until_ns);
+    p.closed_total_ns += length;
+    p.longest_ns = std::max(p.longest_ns, length);
     p.released_ns = p.until_ns;
     p.open = false;
   }
@@ -208,7 +210,9 @@ void EgressPort::end_pause(int tc, uint64_t now_ns) {
   close_expired_pause(tc, now_ns);
   PauseTimer& p = pause_[tc];
   if (p.open) {
-    p.closed_total_ns += now_ns - std::min(p.since_ns, now_ns);
+    const uint64_t length = now_ns - std::min(p.since_ns, now_ns);
+    p.closed_total_ns += length;
+    p.longest_ns = std::max(p.longest_ns, length);
     p.released_ns = now_ns;
     p.open = false;
   }
@@ -374,9 +378,13 @@ EgressClassCounters EgressPort::counters(uint8_t tc, uint64_t now_ns) const {
   EgressClassCounters c = class_counters_[tc];
   const PauseTimer& p = pause_[tc];
   c.paused_ns = p.closed_total_ns;
+  c.longest_pause_ns = p.longest_ns;
   if (p.open) {
     const uint64_t end = std::min(now_ns, p.until_ns);
-    if (end > p.since_ns) c.paused_ns += end - p.since_ns;
+    if (end > p.since_ns) {
+      c.paused_ns += end - p.since_ns;
+      c.longest_pause_ns = std::max(c.longest_pause_ns, end - p.since_ns);
+    }
   }
   return c;
 }

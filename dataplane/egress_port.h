@@ -67,6 +67,7 @@ struct EgressClassCounters {
   uint64_t drops_bit_error = 0;  // lost on the wire to bit errors
   uint64_t drops_loss = 0;       // lost on the wire to the plain loss rate
   uint64_t paused_ns = 0;        // total time the class was held by PFC
+  uint64_t longest_pause_ns = 0;  // the longest single pause (refreshes extend one pause)
 };
 
 struct EgressPortConfig {
@@ -177,6 +178,7 @@ class EgressPort {
     uint64_t since_ns = 0;
     uint64_t until_ns = 0;
     uint64_t closed_total_ns = 0;  // paused time of intervals already closed
+    uint64_t longest_ns = 0;       // the longest interval closed
     uint64_t released_ns = 0;      // when the last interval closed: nothing starts before it
   };
 

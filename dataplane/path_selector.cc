@@ -74,7 +74,8 @@ PathSelector::PathSelector(const PathGroupConfig& config)
       flowlets_(config.dlb_table_entries, config.dlb_gap_ns),
       drill_(config.seed),
       member_loads_(members_.size()),
-      member_packets_(members_.size(), 0) {}
+      member_packets_(members_.size(), 0),
+      excluded_(members_.size(), false) {}
 
 std::unique_ptr<const BucketTable> PathSelector::make_table(
     std::span<const uint32_t> weights) const {
@@ -108,6 +109,7 @@ uint32_t PathSelector::gather_loads(std::span<const PathLoad> port_loads) {
   for (size_t i = 0; i < members_.size(); ++i) {
     if (members_[i] < port_loads.size()) {
       member_loads_[i] = port_loads[members_[i]];
+      member_loads_[i].eligible = member_loads_[i].eligible && !excluded_[i];
     } else {
       member_loads_[i] = PathLoad{0, false};
       ++counters_.missing_load;
@@ -188,6 +190,10 @@ uint16_t PathSelector::select_sprayed(uint32_t flow_hash, uint8_t path_id, uint6
   const uint16_t member = from_bucket(table, index, flow_hash + path_id, eligible);
   ++counters_.sprayed;
   return to_port(member);
+}
+
+void PathSelector::set_member_excluded(uint16_t member, bool excluded) {
+  excluded_.at(member) = excluded;
 }
 
 }  // namespace spraynet

@@ -96,6 +96,12 @@ class PathSelector {
   // construction), where no reader can be inside select().
   void set_weights(std::span<const uint32_t> weights);
 
+  // Takes a member out of the group (or back) whatever its link says: what a routing protocol
+  // does when the path behind the member can no longer reach the group's destinations (a spine
+  // that lost its link to the destination leaf). The selecting thread only.
+  void set_member_excluded(uint16_t member, bool excluded);
+  bool member_excluded(uint16_t member) const { return excluded_.at(member); }
+
   LbMode mode() const { return mode_.load(std::memory_order_relaxed); }
   std::span<const uint16_t> member_ports() const { return members_; }
   // The current table. On a thread other than the publisher's, only while that thread cannot
@@ -125,6 +131,7 @@ class PathSelector {
   DrillSelector drill_;
   std::vector<PathLoad> member_loads_;  // scratch, sized once: no allocation per packet
   std::vector<uint64_t> member_packets_;
+  std::vector<bool> excluded_;  // by member index
   PathSelectorCounters counters_;
 };
 

@@ -95,6 +95,7 @@ RcRequesterCounters& RcRequesterCounters::operator+=(const RcRequesterCounters& 
   packets_retransmitted += o.packets_retransmitted;
   payload_bytes_sent += o.payload_bytes_sent;
   bytes_acked += o.bytes_acked;
+  bytes_completed += o.bytes_completed;
   responses_received += o.responses_received;
   acks_received += o.acks_received;
   naks_received += o.naks_received;
@@ -144,6 +145,10 @@ bool roce_headers_in_mbuf(const rte_mbuf* m, const ParsedPacket& p, size_t ext_b
          size_t{p.bth_offset} + kBthSize + ext_bytes + kIcrcSize <= end;
 }
 
+uint32_t packets_for(uint32_t bytes, uint32_t mtu) {
+  return bytes == 0 ? 1 : static_cast<uint32_t>((uint64_t{bytes} + mtu - 1) / mtu);
+}
+
 template <typename Config>
 const Config& validated(const Config& c) {
   if (const std::string why = c.check(); !why.empty()) throw std::invalid_argument(why);
@@ -158,18 +163,15 @@ RcRequester::RcRequester(const RcRequesterConfig& config, const RcQpAddress& add
       address_(validated(address)),
       pool_(pool),
       segmenter_(config_.message_bytes, config_.mtu),
-      stats_(shared_stats) {
+      stats_(shared_stats),
+      next_va_(config_.remote_va) {
   if (pool_ == nullptr) throw std::invalid_argument("pool: must not be null");
   if (address_.udp_src_port == 0) address_.udp_src_port = rxe_udp_source_port(address_.local_qp);
 
-  const uint64_t per_message = segmenter_.packets();
-  limit_ = config_.messages == 0 || config_.messages > UINT64_MAX / per_message
-               ? UINT64_MAX
-               : config_.messages * per_message;
-
   // A full-MTU WRITE FIRST is the largest packet; a pool whose mbufs cannot hold it would
-  // fail every allocation, which is a set-up error rather than back-pressure.
-  payload_.resize(std::min(config_.mtu, config_.message_bytes));
+  // fail every allocation, which is a set-up error rather than back-pressure. Posted messages
+  // may have any size, so there it is always a full MTU.
+  payload_.resize(config_.posted ? config_.mtu : std::min(config_.mtu, config_.message_bytes));
   for (size_t i = 0; i < payload_.size(); ++i) payload_[i] = static_cast<uint8_t>(i);
   FrameSpec f;
   f.payload = payload_;
@@ -192,10 +194,8 @@ uint32_t RcRequester::psn_of(uint64_t seq) const {
   return psn_add(config_.first_psn, static_cast<uint32_t>(seq & kPsnMask));
 }
 
-uint32_t RcRequester::payload_of(uint64_t seq) const {
-  const uint32_t index = static_cast<uint32_t>(seq % segmenter_.packets());
-  return index + 1 < segmenter_.packets() ? config_.mtu
-                                          : config_.message_bytes - index * config_.mtu;
+uint32_t RcRequester::payload_of(const Message& m, uint32_t index) const {
+  return index + 1 < m.packets ? config_.mtu : m.bytes - index * config_.mtu;
 }
 
 bool RcRequester::seq_of(uint32_t psn, uint64_t& seq) const {
@@ -207,19 +207,61 @@ bool RcRequester::seq_of(uint32_t psn, uint64_t& seq) const {
   return true;
 }
 
+void RcRequester::post(uint32_t bytes, uint64_t post_ns) {
+  if (!config_.posted) throw std::invalid_argument("post: the requester is not in posted mode");
+  if (bytes == 0 || bytes > 0x80000000u) throw std::invalid_argument("post: bytes must be 1..2^31");
+  add_message(bytes, post_ns);
+}
+
+void RcRequester::add_message(uint32_t bytes, uint64_t post_ns) {
+  Message m;
+  m.first_seq = end_seq_;
+  m.va = next_va_;
+  m.post_ns = post_ns;
+  m.bytes = bytes;
+  m.packets = packets_for(bytes, config_.mtu);
+  end_seq_ += m.packets;
+  next_va_ += bytes;
+  ++created_;
+  messages_.push_back(m);
+}
+
+bool RcRequester::has_next_message() const {
+  if (next_msg_ < completed_messages_ + messages_.size()) return true;
+  return !config_.posted && (config_.messages == 0 || next_msg_ < config_.messages);
+}
+
+RcRequester::Message& RcRequester::next_message() {
+  const uint64_t i = next_msg_ - completed_messages_;
+  if (i == messages_.size()) add_message(config_.message_bytes, 0);  // fixed mode
+  return messages_[i];
+}
+
+bool RcRequester::at_message_start() const {
+  if (next_ != high_) return false;
+  const uint64_t i = next_msg_ - completed_messages_;
+  return i >= messages_.size() || messages_[i].first_seq == next_;
+}
+
+uint64_t RcRequester::message_start_ns() const {
+  uint64_t t = next_message_ns_;
+  const uint64_t i = next_msg_ - completed_messages_;
+  if (config_.posted && i < messages_.size()) t = std::max(t, messages_[i].post_ns);
+  return t;
+}
+
 bool RcRequester::new_message_waits(uint64_t now_ns) const {
-  return next_ == high_ && next_ % segmenter_.packets() == 0 && now_ns < next_message_ns_;
+  return at_message_start() && now_ns < message_start_ns();
 }
 
 bool RcRequester::can_send(uint64_t now_ns) const {
-  return next_ < limit_ && next_ - una_ < config_.max_in_flight && now_ns >= alloc_retry_at_ns_ &&
-         !new_message_waits(now_ns);
+  return has_next_message() && next_ - una_ < config_.max_in_flight &&
+         now_ns >= alloc_retry_at_ns_ && !new_message_waits(now_ns);
 }
 
-rte_mbuf* RcRequester::build(uint64_t seq, bool ack_req) {
-  const uint64_t message = seq / segmenter_.packets();
-  const uint32_t index = static_cast<uint32_t>(seq % segmenter_.packets());
-  const RcWritePacket w = segmenter_.packet(index, psn_of(seq - index));
+rte_mbuf* RcRequester::build(const Message& msg, uint32_t index, bool ack_req) {
+  const RcWriteSegmenter seg(msg.bytes, config_.mtu);
+  const RcWritePacket w = seg.packet(index, psn_of(msg.first_seq));
 
   FrameSpec f;
   f.eth.dst = address_.peer_mac;
@@ -236,13 +278,20 @@ rte_mbuf* RcRequester::build(uint64_t seq, bool ack_req) {
   r.ack_req = ack_req;
   r.psn = w.psn;
   if (w.has_reth) {
-    r.virtual_address = config_.remote_va + message * config_.message_bytes;
+    r.virtual_address = msg.va;
     r.rkey = config_.rkey;
-    r.dma_length = config_.message_bytes;
+    r.dma_length = msg.bytes;
   }
   rte_mbuf* m = build_roce_mbuf(pool_, f, r);
   if (m != nullptr) ++ip_id_;
   return m;
+}
+
+void RcRequester::go_back_to_una() {
+  // Every message before the one holding una_ has completed (acknowledge_before), so that
+  // one is the oldest left.
+  next_ = una_;
+  next_msg_ = completed_messages_;
 }
 
 size_t RcRequester::poll(uint64_t now_ns, std::vector<rte_mbuf*>& out, size_t max_packets) {
@@ -251,17 +300,18 @@ size_t RcRequester::poll(uint64_t now_ns, std::vector<rte_mbuf*>& out, size_t ma
     ++counters_.timeouts;
     timer_armed_ = false;
     retry_started_ = true;
-    next_ = una_;
+    go_back_to_una();
   }
 
   size_t sent = 0;
   while (sent < max_packets && can_send(now_ns)) {
+    Message& msg = next_message();
     const uint64_t seq = next_;
-    const uint32_t index = static_cast<uint32_t>(seq % segmenter_.packets());
-    const bool last = index + 1 == segmenter_.packets();
+    const auto index = static_cast<uint32_t>(seq - msg.first_seq);
+    const bool last = index + 1 == msg.packets;
     // rxe init_req_packet: ack_req = END || noack_pkts++ > RXE_MAX_PKT_PER_ACK; reset on AckReq.
     const bool ack_req = last || noack_pkts_ > config_.max_pkt_per_ack;
-    rte_mbuf* m = build(seq, ack_req);
+    rte_mbuf* m = build(msg, index, ack_req);
     if (m == nullptr) {
       ++counters_.pool_empty;
       alloc_retry_at_ns_ = now_ns + config_.alloc_retry_ns;
@@ -273,18 +323,20 @@ size_t RcRequester::poll(uint64_t now_ns, std::vector<rte_mbuf*>& out, size_t ma
     out.push_back(m);
     ++sent;
     ++counters_.packets_sent;
-    counters_.payload_bytes_sent += payload_of(seq);
+    counters_.payload_bytes_sent += payload_of(msg, index);
     if (seq == high_) {
       ++high_;
       if (index == 0) {
         ++counters_.messages_started;
-        start_ns_.push_back(now_ns);
+        msg.first_sent_ns = now_ns;
+        if (!config_.posted) msg.post_ns = now_ns;
         next_message_ns_ = now_ns + config_.message_gap_ns;
       }
     } else {
       ++counters_.packets_retransmitted;
     }
     ++next_;
+    if (last) ++next_msg_;
     if (!timer_armed_) {  // rxe update_state: mod_timer only when no timer is pending
       timer_armed_ = true;
       deadline_ns_ = now_ns + config_.retransmit_timeout_ns;
@@ -294,21 +346,50 @@ size_t RcRequester::poll(uint64_t now_ns, std::vector<rte_mbuf*>& out, size_t ma
 }
 
 bool RcRequester::acknowledge_before(uint64_t end_seq, uint64_t now_ns) {
-  for (uint64_t s = una_; s < end_seq; ++s) counters_.bytes_acked += payload_of(s);
+  // Payload of packets una_..end_seq-1, message by message (all sent, so all in messages_).
+  uint64_t s = una_;
+  for (const Message& m : messages_) {
+    if (s >= end_seq) break;
+    const uint64_t m_end = m.first_seq + m.packets;
+    if (m_end <= s) continue;
+    const uint64_t from = s - m.first_seq;
+    const uint64_t to = std::min(end_seq, m_end) - m.first_seq;
+    counters_.bytes_acked +=
+        to == m.packets ? m.bytes - from * config_.mtu : (to - from) * config_.mtu;
+    s = m.first_seq + to;
+  }
   una_ = std::max(una_, end_seq);
-  if (next_ < una_) next_ = una_;  // acknowledged while going back: no need to resend those
   bool completed = false;
-  const uint64_t per_message = segmenter_.packets();
-  while (!start_ns_.empty() && una_ >= (completed_messages_ + 1) * per_message) {
-    const uint64_t took = now_ns - start_ns_.front();
-    start_ns_.pop_front();
+  while (!messages_.empty() && una_ >= messages_.front().first_seq + messages_.front().packets) {
+    const Message& m = messages_.front();
+    const uint64_t from = m.first_sent_ns;
+    const uint64_t took = now_ns > from ? now_ns - from : 0;
     ++completed_messages_;
     ++counters_.messages_completed;
+    counters_.bytes_completed += m.bytes;
     counters_.completion.add(took);
     stats_->add(took);
+    if (config_.record_completions) {
+      MessageCompletion c;
+      c.bytes = m.bytes;
+      c.post_ns = m.post_ns;
+      c.first_sent_ns = m.first_sent_ns;
+      c.completed_ns = now_ns;
+      completions_.push_back(c);
+    }
+    messages_.pop_front();
     completed = true;
   }
+  // Acknowledged while going back: no need to resend those.
+  if (next_ < una_) go_back_to_una();
   return completed;
+}
+
+size_t RcRequester::take_completions(std::vector<MessageCompletion>& out) {
+  const size_t n = completions_.size();
+  out.insert(out.end(), completions_.begin(), completions_.end());
+  completions_.clear();
+  return n;
 }
 
 void RcRequester::restart_timer(uint64_t now_ns) {
@@ -355,7 +436,7 @@ void RcRequester::handle_nak(uint32_t psn, uint64_t now_ns) {
   }
   retry_started_ = true;
   ++counters_.nak_retries;
-  next_ = seq;  // == una_: go back N from the PSN the responder expects
+  go_back_to_una();  // una_ == seq: go back N from the PSN the responder expects
   restart_timer(now_ns);
 }
 
@@ -389,16 +470,17 @@ void RcRequester::receive(rte_mbuf* m, const ParsedPacket& p, uint64_t now_ns) {
 
 uint64_t RcRequester::next_event_ns() const {
   uint64_t t = kNever;
-  if (next_ < limit_ && next_ - una_ < config_.max_in_flight) {
+  if (has_next_message() && next_ - una_ < config_.max_in_flight) {
     t = alloc_retry_at_ns_;
-    if (next_ == high_ && next_ % segmenter_.packets() == 0) t = std::max(t, next_message_ns_);
+    if (at_message_start()) t = std::max(t, message_start_ns());
   }
   if (timer_armed_) t = std::min(t, deadline_ns_);
   return t;
 }
 
 bool RcRequester::done() const {
-  return config_.messages != 0 && una_ >= limit_;
+  if (config_.posted) return messages_.empty();
+  return config_.messages != 0 && completed_messages_ >= config_.messages;
 }
 
 }  // namespace spraynet

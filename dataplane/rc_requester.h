@@ -26,6 +26,15 @@
 //    (perftest's retry_cnt 7 means "infinite" in rxe).
 //  - UDP source port: rxe_qp.c, 0xC000 + hash_32(qpn, 14) (see rxe_udp_source_port).
 //
+// Two ways to feed it messages:
+//  - fixed (the default): `messages` RDMA WRITEs of message_bytes each (unlimited when 0), sent
+//    as fast as the window and message_gap_ns allow;
+//  - posted (RcRequesterConfig::posted): nothing is sent until the caller post()s a message of
+//    any size (1..2^31 bytes) at a time post_ns; messages go in post order, none before its
+//    post_ns. Window, AckReq, go-back-N, PSN continuity and message_gap_ns are the same.
+// With record_completions, every completed message leaves a MessageCompletion for
+// take_completions().
+//
 // Ownership: receive() takes the mbuf in every case and frees it. poll() appends freshly built
 // packets to `out`; the caller owns them. When the mempool is empty the packet is not sent, the
 // failure is counted and the requester waits alloc_retry_ns before trying again (no spinning).
@@ -108,14 +117,14 @@ class CompletionTimeStats {
 };
 
 struct RcRequesterConfig {
-  uint32_t message_bytes = 65536;
-  uint32_t mtu = 1024;  // path MTU: 256, 512, 1024, 2048 or 4096
+  uint32_t message_bytes = 65536;  // fixed mode only
+  uint32_t mtu = 1024;             // path MTU: 256, 512, 1024, 2048 or 4096
   // Unacknowledged packets allowed (rxe: RXE_MAX_UNACKED_PSNS = 128). Must be at least
   // max_pkt_per_ack + 2, or a long message could fill the window with packets none of which
   // asks for an ACK, and only the retransmit timer would move it on.
   uint32_t max_in_flight = 128;
   uint32_t max_pkt_per_ack = 64;  // rxe: RXE_MAX_PKT_PER_ACK
-  uint64_t messages = 0;          // 0: unlimited
+  uint64_t messages = 0;          // fixed mode only; 0: unlimited
   // Minimum time between the first transmissions of consecutive messages; 0: back to back.
   uint64_t message_gap_ns = 0;
   uint64_t retransmit_timeout_ns = 67'108'864;  // 4.096 us x 2^14, perftest's default timeout 14
@@ -123,6 +132,10 @@ struct RcRequesterConfig {
   uint32_t first_psn = 0;                       // 24 bits
   uint64_t remote_va = 0x00007f0000000000ull;   // RETH VA of message 0; message k at + k x bytes
   uint32_t rkey = 0x1234abcd;
+  // Posted mode: send only the messages given to post() (message_bytes, messages ignored).
+  bool posted = false;
+  // Keep a MessageCompletion per completed message, for take_completions().
+  bool record_completions = false;
 
   // Empty when valid, else "key: reason".
   std::string check() const;
@@ -135,6 +148,7 @@ struct RcRequesterCounters {
   uint64_t packets_retransmitted = 0;  // packets sent again (PSN sent before)
   uint64_t payload_bytes_sent = 0;     // including retransmissions
   uint64_t bytes_acked = 0;            // payload bytes newly acknowledged (by ACK or NAK)
+  uint64_t bytes_completed = 0;        // payload bytes of completed messages
   uint64_t responses_received = 0;     // every packet handed to receive()
   uint64_t acks_received = 0;          // AETH ACK syndromes, stale ones included
   uint64_t naks_received = 0;          // NAK PSN sequence error, stale ones included
@@ -145,13 +159,24 @@ struct RcRequesterCounters {
   uint64_t invalid_responses = 0;      // ACK/NAK for a PSN never sent
   uint64_t other_naks = 0;             // RNR NAK and remote-error NAKs: ignored, the timer recovers
   uint64_t icrc_errors = 0;
-  uint64_t wrong_qp = 0;       // DestQP is not this QP
-  uint64_t bad_opcode = 0;     // not an RC ACKNOWLEDGE
-  uint64_t malformed = 0;      // not RoCE, multi-segment, or headers that the mbuf does not hold
-  uint64_t pool_empty = 0;     // packets not built for lack of mbufs (retried later)
-  DurationSummary completion;  // message completion times of this QP
+  uint64_t wrong_qp = 0;    // DestQP is not this QP
+  uint64_t bad_opcode = 0;  // not an RC ACKNOWLEDGE
+  uint64_t malformed = 0;   // not RoCE, multi-segment, or headers that the mbuf does not hold
+  uint64_t pool_empty = 0;  // packets not built for lack of mbufs (retried later)
+  // Message completion times of this QP: completed - first sent (fixed mode), completed -
+  // posted (posted mode).
+  DurationSummary completion;
 
   RcRequesterCounters& operator+=(const RcRequesterCounters& o);
+};
+
+// One completed message (recorded when RcRequesterConfig::record_completions).
+struct MessageCompletion {
+  uint32_t qp_index = 0;  // the engine's QP index (0 from a bare RcRequester)
+  uint32_t bytes = 0;
+  uint64_t post_ns = 0;  // fixed mode: = first_sent_ns
+  uint64_t first_sent_ns = 0;
+  uint64_t completed_ns = 0;  // its last packet acknowledged
 };
 
 class RcRequester {
@@ -175,19 +200,31 @@ class RcRequester {
   // a NAK asks for are sent by the next poll().
   void receive(rte_mbuf* m, const ParsedPacket& p, uint64_t now_ns);
 
+  // Posted mode: queues one RDMA WRITE of `bytes` (1..2^31), not to be sent before post_ns.
+  // Throws std::invalid_argument for a bad size or when the requester is not in posted mode.
+  void post(uint32_t bytes, uint64_t post_ns);
+
   // When poll() next has something to do: 0 when it can send right away; a time (possibly
-  // past) when a send waits for the message gap or an mbuf retry, or the retransmit deadline;
-  // kNever when only a response can make progress (or everything is done).
+  // past) when a send waits for the message gap, a post time or an mbuf retry, or the
+  // retransmit deadline; kNever when only a response (or a post()) can make progress.
   uint64_t next_event_ns() const;
 
-  // Every configured message has been sent and acknowledged (never true when unlimited).
+  // Fixed mode: every configured message has been sent and acknowledged (never true when
+  // unlimited). Posted mode: every posted message has been acknowledged (true with none).
   bool done() const;
+
+  // Appends the completions recorded since the last call to `out` (oldest first) and forgets
+  // them; returns how many. Nothing is recorded unless config().record_completions.
+  size_t take_completions(std::vector<MessageCompletion>& out);
 
   const RcRequesterCounters& counters() const { return counters_; }
   const CompletionTimeStats& completion_times() const { return *stats_; }
   const RcRequesterConfig& config() const { return config_; }
   const RcQpAddress& address() const { return address_; }
-  uint32_t packets_per_message() const { return segmenter_.packets(); }
+  uint32_t packets_per_message() const { return segmenter_.packets(); }  // fixed mode
+  uint64_t messages_posted() const { return config_.posted ? created_ : 0; }
+  // Messages posted (or, in fixed mode, started) and not yet completed.
+  uint64_t messages_outstanding() const { return messages_.size(); }
   uint32_t next_psn() const { return psn_of(next_); }  // next to send
   uint32_t oldest_unacked_psn() const { return psn_of(una_); }
   uint64_t in_flight() const { return next_ - una_; }  // sent, not acknowledged, not gone back
@@ -195,16 +232,34 @@ class RcRequester {
   uint64_t retransmit_deadline_ns() const { return timer_armed_ ? deadline_ns_ : kNever; }
 
  private:
+  // A message posted (fixed mode: started, or about to be) and not completed.
+  struct Message {
+    uint64_t first_seq = 0;  // sequence number of its first packet
+    uint64_t va = 0;         // RETH virtual address
+    uint64_t post_ns = 0;
+    uint64_t first_sent_ns = 0;
+    uint32_t bytes = 0;
+    uint32_t packets = 0;
+  };
+
   uint32_t psn_of(uint64_t seq) const;
-  uint32_t payload_of(uint64_t seq) const;
+  uint32_t payload_of(const Message& m, uint32_t index) const;
   // Sequence number (packets since the first) of `psn`, read relative to the oldest
   // unacknowledged packet: false when the PSN is before it.
   bool seq_of(uint32_t psn, uint64_t& seq) const;
+  // Message number next_msg_ exists (posted) or may be created (fixed mode, within messages).
+  bool has_next_message() const;
+  // next_ is the first packet of a message never sent: the message gap and post time apply.
+  bool at_message_start() const;
+  uint64_t message_start_ns() const;  // no new message before this
   bool can_send(uint64_t now_ns) const;
   bool new_message_waits(uint64_t now_ns) const;
-  rte_mbuf* build(uint64_t seq, bool ack_req);
+  void add_message(uint32_t bytes, uint64_t post_ns);
+  Message& next_message();  // creates it in fixed mode
+  rte_mbuf* build(const Message& msg, uint32_t index, bool ack_req);
   // Acknowledges every packet before end_seq; returns whether a message completed.
   bool acknowledge_before(uint64_t end_seq, uint64_t now_ns);
+  void go_back_to_una();
   void restart_timer(uint64_t now_ns);
   void handle_ack(uint32_t psn, uint64_t now_ns);
   void handle_nak(uint32_t psn, uint64_t now_ns);
@@ -212,8 +267,7 @@ class RcRequester {
   RcRequesterConfig config_;
   RcQpAddress address_;
   rte_mempool* pool_;
-  RcWriteSegmenter segmenter_;
-  uint64_t limit_;  // packets in all messages (UINT64_MAX when unlimited)
+  RcWriteSegmenter segmenter_;  // of message_bytes (fixed mode)
   std::vector<uint8_t> payload_;
   std::unique_ptr<CompletionTimeStats> own_stats_;
   CompletionTimeStats* stats_;
@@ -222,10 +276,16 @@ class RcRequester {
   uint64_t una_ = 0;   // oldest unacknowledged
   uint64_t next_ = 0;  // next to send (goes back on a retry)
   uint64_t high_ = 0;  // one past the highest ever sent
+  // Messages are numbered from 0; messages_ holds numbers completed_messages_.. in order.
+  std::deque<Message> messages_;
   uint64_t completed_messages_ = 0;
-  std::deque<uint64_t> start_ns_;  // first-send time of each started, uncompleted message
-  uint32_t noack_pkts_ = 0;        // rxe's qp->req.noack_pkts
-  bool retry_started_ = false;     // rxe's qp->comp.started_retry
+  uint64_t created_ = 0;   // messages ever added to messages_
+  uint64_t next_msg_ = 0;  // the message holding next_ (or the next to start)
+  uint64_t end_seq_ = 0;   // one past the last packet of the last message created
+  uint64_t next_va_ = 0;   // RETH VA of the next message created
+  std::vector<MessageCompletion> completions_;
+  uint32_t noack_pkts_ = 0;     // rxe's qp->req.noack_pkts
+  bool retry_started_ = false;  // rxe's qp->comp.started_retry
   bool timer_armed_ = false;
   uint64_t deadline_ns_ = 0;
   uint64_t next_message_ns_ = 0;  // the message gap: no new message before this

@@ -22,7 +22,7 @@ bool is_write_request(uint8_t op) {
          op == opcode::kRcWriteOnly || op == opcode::kRcWriteOnlyImm;
 }
 
-RcRequesterConfig requester_config(const RcTrafficEngineConfig& c) {
+RcRequesterConfig base_requester_config(const RcTrafficEngineConfig& c) {
   RcRequesterConfig r;
   r.message_bytes = c.message_bytes;
   r.mtu = c.mtu;
@@ -33,6 +33,7 @@ RcRequesterConfig requester_config(const RcTrafficEngineConfig& c) {
   r.retransmit_timeout_ns = c.retransmit_timeout_ns;
   r.alloc_retry_ns = c.alloc_retry_ns;
   r.first_psn = c.first_psn;
+  r.record_completions = c.record_completions;
   return r;
 }
 
@@ -52,43 +53,86 @@ const RcTrafficEngineConfig& validated(const RcTrafficEngineConfig& c) {
 }  // namespace
 
 RcQpRole RcTrafficEngineConfig::role_of(uint32_t qp_index) const {
+  if (!qp_specs.empty()) return qp_index < qp_specs.size() ? qp_specs[qp_index].role : role;
   return qp_roles.empty() || qp_index >= qp_roles.size() ? role : qp_roles[qp_index];
+}
+
+RcRequesterConfig RcTrafficEngineConfig::requester_config(uint32_t qp_index) const {
+  RcRequesterConfig r = base_requester_config(*this);
+  if (qp_index < qp_specs.size()) {
+    const RcQpSpec& s = qp_specs[qp_index];
+    if (s.message_bytes != 0) r.message_bytes = s.message_bytes;
+    r.messages = s.messages;
+    r.posted = s.posted;
+    r.message_gap_ns = s.message_gap_ns;
+  }
+  return r;
+}
+
+RcQpAddress RcTrafficEngineConfig::address(uint32_t qp_index) const {
+  RcQpAddress a;
+  a.local_mac = local_mac;
+  a.local_ip = local_ip;
+  a.local_qp = first_local_qp + qp_index;
+  a.dscp = dscp;
+  if (qp_index < qp_specs.size()) {
+    const RcQpSpec& s = qp_specs[qp_index];
+    a.peer_mac = s.peer_mac;
+    a.peer_ip = s.peer_ip;
+    a.peer_qp = s.peer_qp;
+    a.udp_src_port = s.udp_src_port;
+  } else {
+    a.peer_mac = peer_mac;
+    a.peer_ip = peer_ip;
+    a.peer_qp = first_peer_qp + qp_index;
+  }
+  if (a.udp_src_port == 0) a.udp_src_port = rxe_udp_source_port(a.local_qp);
+  return a;
 }
 
 std::string RcTrafficEngineConfig::check() const {
   if (qps == 0) return "qps: must be >= 1";
   if (first_local_qp + uint64_t{qps} - 1 > kPsnMask) return "first_local_qp: QPs run past 2^24";
-  if (first_peer_qp + uint64_t{qps} - 1 > kPsnMask) return "first_peer_qp: QPs run past 2^24";
-  if (!qp_roles.empty() && qp_roles.size() != qps) return "qp_roles: must be empty or one per QP";
-  for (uint32_t i = 0; i < qps; ++i) {
-    const auto r = static_cast<uint8_t>(role_of(i));
-    if (r < 1 || r > 3) return "qp_roles: unknown role";
-  }
   if (max_burst == 0) return "max_burst: must be >= 1";
   if (dscp > 63) return "dscp: must be 0..63";
-  if (std::string why = requester_config(*this).check(); !why.empty()) return why;
+  if (qp_specs.empty()) {
+    if (first_peer_qp + uint64_t{qps} - 1 > kPsnMask) return "first_peer_qp: QPs run past 2^24";
+    if (!qp_roles.empty() && qp_roles.size() != qps) return "qp_roles: must be empty or one per QP";
+    for (uint32_t i = 0; i < qps; ++i) {
+      const auto r = static_cast<uint8_t>(role_of(i));
+      if (r < 1 || r > 3) return "qp_roles: unknown role";
+    }
+    if (std::string why = base_requester_config(*this).check(); !why.empty()) return why;
+    return responder_config(*this).check();
+  }
+  if (qp_specs.size() != qps) return "qp_specs: must be empty or one per QP";
+  if (!qp_roles.empty()) return "qp_roles: must be empty when qp_specs is given";
+  for (uint32_t i = 0; i < qps; ++i) {
+    const RcQpSpec& s = qp_specs[i];
+    const std::string at = "qp_specs[" + std::to_string(i) + "].";
+    const auto r = static_cast<uint8_t>(s.role);
+    if (r < 1 || r > 3) return at + "role: unknown role";
+    if (s.peer_qp > kPsnMask) return at + "peer_qp: must fit 24 bits";
+    if (has(s.role, RcQpRole::kRequester)) {
+      if (std::string why = requester_config(i).check(); !why.empty()) return at + why;
+    } else if (s.posted) {
+      return at + "posted: only a requester posts messages";
+    }
+  }
   return responder_config(*this).check();
 }
 
 RcTrafficEngine::RcTrafficEngine(const RcTrafficEngineConfig& config, rte_mempool* pool)
     : config_(validated(config)) {
   if (pool == nullptr) throw std::invalid_argument("pool: must not be null");
-  const RcRequesterConfig rc = requester_config(config_);
   const RcResponderConfig sc = responder_config(config_);
   qp_.resize(config_.qps);
   for (uint32_t i = 0; i < config_.qps; ++i) {
-    RcQpAddress a;
-    a.local_mac = config_.local_mac;
-    a.peer_mac = config_.peer_mac;
-    a.local_ip = config_.local_ip;
-    a.peer_ip = config_.peer_ip;
-    a.local_qp = config_.first_local_qp + i;
-    a.peer_qp = config_.first_peer_qp + i;
-    a.udp_src_port = rxe_udp_source_port(a.local_qp);
-    a.dscp = config_.dscp;
+    const RcQpAddress a = config_.address(i);
     const RcQpRole role = config_.role_of(i);
     if (has(role, RcQpRole::kRequester)) {
-      qp_[i].requester = std::make_unique<RcRequester>(rc, a, pool, &completion_);
+      qp_[i].requester =
+          std::make_unique<RcRequester>(config_.requester_config(i), a, pool, &completion_);
       requesters_.push_back(i);
     }
     if (has(role, RcQpRole::kResponder)) {
@@ -98,7 +142,7 @@ RcTrafficEngine::RcTrafficEngine(const RcTrafficEngineConfig& config, rte_mempoo
   }
 }
 
-size_t RcTrafficEngine::poll(uint64_t now_ns, std::vector<rte_mbuf*>& out) {
+size_t RcTrafficEngine::poll(uint64_t now_ns, std::vector<rte_mbuf*>& out, size_t max_packets) {
   size_t sent = 0;
   for (const uint32_t i : responders_) {
     RcResponder& r = *qp_[i].responder;
@@ -108,7 +152,7 @@ size_t RcTrafficEngine::poll(uint64_t now_ns, std::vector<rte_mbuf*>& out) {
 
   // One packet per QP per round. A whole round without a packet means nobody has anything
   // left: stop, so an idle engine costs one pass over its QPs.
-  size_t budget = config_.max_burst;
+  size_t budget = std::min<size_t>(max_packets, config_.max_burst);
   size_t idle = 0;
   while (budget > 0 && idle < requesters_.size()) {
     RcRequester& r = *qp_[requesters_[next_requester_]].requester;
@@ -122,6 +166,26 @@ size_t RcTrafficEngine::poll(uint64_t now_ns, std::vector<rte_mbuf*>& out) {
     }
   }
   return sent;
+}
+
+void RcTrafficEngine::post(uint32_t qp_index, uint32_t bytes, uint64_t post_ns) {
+  if (qp_index >= qp_.size()) throw std::out_of_range("post: no QP " + std::to_string(qp_index));
+  RcRequester* r = qp_[qp_index].requester.get();
+  if (r == nullptr || !r->config().posted) {
+    throw std::invalid_argument("post: QP " + std::to_string(qp_index) +
+                                " has no requester in posted mode");
+  }
+  r->post(bytes, post_ns);
+}
+
+size_t RcTrafficEngine::take_completions(std::vector<MessageCompletion>& out) {
+  size_t n = 0;
+  for (const uint32_t i : requesters_) {
+    const size_t from = out.size();
+    n += qp_[i].requester->take_completions(out);
+    for (size_t k = from; k < out.size(); ++k) out[k].qp_index = i;
+  }
+  return n;
 }
 
 size_t RcTrafficEngine::receive(rte_mbuf* m, const ParsedPacket& p, uint64_t now_ns,

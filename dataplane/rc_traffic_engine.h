@@ -2,14 +2,17 @@
 // each with an RcRequester sending RDMA WRITEs to the peer node, an RcResponder answering the
 // peer's WRITEs, or both (an RC QP is bidirectional).
 //
-// QP i is local QP first_local_qp + i and talks to peer QP first_peer_qp + i. Two engines pair up
+// QP i is local QP first_local_qp + i. Without qp_specs it talks to peer QP first_peer_qp + i at
+// peer_ip/peer_mac; with qp_specs each QP has its own peer, role and traffic (a host of a fabric
+// talking to many hosts). Two engines pair up
 // by mirroring each other: node A {first_local_qp = a, first_peer_qp = b} and node B
 // {first_local_qp = b, first_peer_qp = a}, the same first_psn, and complementary roles (a
 // requester on one side needs a responder on the other; kBoth on both sides sends both ways).
 //
 // The driver's part, per iteration at now_ns:
 //   for each RoCE packet parsed for this node:  receive(m, p, now_ns, out)  (ACK/NAK/ACKs out)
-//   poll(now_ns, out)  (requesters' packets due, round robin across QPs, at most max_burst)
+//   post(qp, bytes, t) for QPs whose requester is in posted mode (any time, any order of QPs)
+//   poll(now_ns, out[, max_packets])  (requesters' packets due, round robin across QPs)
 //   transmit `out`; come back by next_event_ns().
 // Ownership: receive() takes every mbuf (forwarded to a QP, or counted and freed); everything
 // appended to `out` belongs to the caller.
@@ -37,10 +40,31 @@ enum class RcQpRole : uint8_t {
   kBoth = 3,
 };
 
+// QP i of an engine configured per QP (local QP = first_local_qp + i).
+struct RcQpSpec {
+  RcQpRole role = RcQpRole::kRequester;
+  uint32_t peer_ip = 0;  // host order
+  MacAddress peer_mac{};
+  uint32_t peer_qp = 0;         // 24 bits
+  uint16_t udp_src_port = 0;    // 0: rxe_udp_source_port(local qp)
+  uint32_t message_bytes = 0;   // 0: the engine's message_bytes
+  uint64_t messages = 0;        // requester: fixed-size messages; 0 = unlimited unless posted
+  bool posted = false;          // requester in posted mode (messages/message_bytes ignored)
+  uint64_t message_gap_ns = 0;  // this QP's (the engine's message_gap_ns does not apply)
+};
+
 struct RcTrafficEngineConfig {
+  using RcQpSpec = ::spraynet::RcQpSpec;
+
   uint32_t qps = 1;
   RcQpRole role = RcQpRole::kRequester;  // of every QP, unless qp_roles says otherwise
-  std::vector<RcQpRole> qp_roles;        // empty, or one per QP
+  std::vector<RcQpRole> qp_roles;        // empty, or one per QP (empty when qp_specs is used)
+  // Empty: every QP talks to peer_ip/peer_mac/first_peer_qp + i with the settings below.
+  // Else exactly `qps` entries: role, peer and traffic of each QP from its spec (role,
+  // qp_roles, peer_*, first_peer_qp, messages_per_qp and message_gap_ns unused); local
+  // addresses, MTU, window, timers, PSN and DSCP still from this config.
+  std::vector<RcQpSpec> qp_specs;
+  bool record_completions = false;  // passed to every requester (see take_completions)
 
   uint32_t message_bytes = 65536;
   uint32_t mtu = 1024;
@@ -62,6 +86,9 @@ struct RcTrafficEngineConfig {
   uint8_t dscp = 26;  // the usual RoCE class (TOS 0x68)
 
   RcQpRole role_of(uint32_t qp_index) const;
+  // What QP i's requester / responder is built with.
+  RcRequesterConfig requester_config(uint32_t qp_index) const;
+  RcQpAddress address(uint32_t qp_index) const;
   // Empty when valid, else "key: reason".
   std::string check() const;
 };
@@ -88,8 +115,22 @@ class RcTrafficEngine {
 
   // First ACK/NAKs that earlier waited for mbufs, then the requesters' packets due at now_ns,
   // one per QP per round starting where the previous call stopped, so no QP starves; at most
-  // max_burst requester packets. Appends to `out`; returns how many were appended.
-  size_t poll(uint64_t now_ns, std::vector<rte_mbuf*>& out);
+  // min(max_packets, max_burst) requester packets (the responders' ACK/NAKs are not limited).
+  // Appends to `out`; returns how many were appended. Without max_packets: max_burst.
+  size_t poll(uint64_t now_ns, std::vector<rte_mbuf*>& out, size_t max_packets);
+  size_t poll(uint64_t now_ns, std::vector<rte_mbuf*>& out) {
+    return poll(now_ns, out, config_.max_burst);
+  }
+
+  // Queues one RDMA WRITE of `bytes` (1..2^31) on QP qp_index, not sent before post_ns.
+  // Throws std::out_of_range for a bad index, std::invalid_argument when that QP has no
+  // requester in posted mode or bytes is out of range.
+  void post(uint32_t qp_index, uint32_t bytes, uint64_t post_ns);
+
+  // Appends every requester's completions recorded since the last call (qp_index filled in;
+  // QP by QP, each QP's in completion order) and forgets them; returns how many. Empty unless
+  // config().record_completions.
+  size_t take_completions(std::vector<MessageCompletion>& out);
 
   // Dispatches by DestQP and opcode: ACKNOWLEDGE -> that QP's requester, RDMA WRITE -> its
   // responder (whose ACK/NAK is appended to `out`). Anything else is counted and freed.
@@ -102,7 +143,7 @@ class RcTrafficEngine {
   uint64_t next_event_ns() const;
 
   // Every requester has sent all its messages and had them acknowledged (true without
-  // requesters; never true with unlimited messages).
+  // requesters; never true with unlimited messages; posted QPs: all posted so far).
   bool done() const;
 
   uint32_t qps() const { return config_.qps; }

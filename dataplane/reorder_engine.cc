@@ -148,6 +148,18 @@ uint32_t ReorderEngine::find_or_create_context(uint64_t key) {
   return ci;
 }
 
+bool ReorderEngine::expect(uint32_t src_ip, uint32_t dest_qp, uint32_t first_psn) {
+  const uint64_t key = (uint64_t{src_ip} << 32) | (dest_qp & kPsnMask);
+  const uint32_t ci = find_or_create_context(key);
+  if (ci == kNone) return false;
+  Context& c = contexts_[ci];
+  if (c.buffered != 0 || c.fixed) return false;  // already under way: its sequence stands
+  c.expected = first_psn & kPsnMask;
+  c.head = 0;
+  c.fixed = true;
+  return true;
+}
+
 // The idle list: contexts in use that hold nothing, least recently used first. Only these may be
 // evicted: a context holding packets is the only record of where its QP's sequence stands.
 
@@ -211,6 +223,7 @@ void ReorderEngine::receive(rte_mbuf* m, const ParsedPacket& p, uint64_t now_ns,
     }
     if (c.fixed && psn == c.expected) {
       // The common case, in order with nothing held, without the general machinery.
+      ++depth_histogram_[0];
       ++c.counters.in;
       ++counters_.released_in_order;
       out.push_back(m);
@@ -259,6 +272,9 @@ void ReorderEngine::place(uint32_t ci, rte_mbuf* m, uint32_t psn, uint64_t now_n
     if (d < 0 || (d == 0 && !c.fixed)) {
       ++c.counters.duplicates;
       return pass(m, &ReorderCounters::duplicates, out);
+    }
+    if (c.fixed && d >= 0) {
+      ++depth_histogram_[std::min<size_t>(static_cast<size_t>(d), kDepthBins - 1)];
     }
     if (d == 0) {
       ++counters_.released_in_order;

@@ -50,6 +50,7 @@
 // owns it) or held. The destructor frees what is still held.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -153,6 +154,15 @@ class ReorderEngine {
 
   size_t buffered() const { return buffered_; }
   size_t qp_count() const { return qps_in_use_; }
+  // The QP (src_ip, dest_qp) starts at first_psn: a NIC that owns the QP context knows its
+  // initial PSN, so its first packet need not be held to learn it. False (and nothing changed)
+  // when the QP table is full or the QP is already under way.
+  bool expect(uint32_t src_ip, uint32_t dest_qp, uint32_t first_psn);
+
+  // Reorder depth: how many PSNs ahead of the expected one each sequenced packet of a QP with
+  // a known start arrived (0: in order); bin kDepthBins - 1 holds that depth and beyond.
+  static constexpr size_t kDepthBins = 1025;
+  const std::array<uint64_t, kDepthBins>& depth_histogram() const { return depth_histogram_; }
   const ReorderCounters& counters() const { return counters_; }
   const ReorderConfig& config() const { return config_; }
 
@@ -262,6 +272,7 @@ class ReorderEngine {
   uint32_t arrivals_head_ = kNone;  // held packets, earliest deadline first
   uint32_t arrivals_tail_ = kNone;
   size_t buffered_ = 0;
+  std::array<uint64_t, kDepthBins> depth_histogram_{};
   ReorderCounters counters_;
 };
 

@@ -1,6 +1,16 @@
-// IPv4 routes -> ECMP group ids, longest prefix first, over DPDK's rte_lpm (DIR-24-8: one
-// memory access for prefixes up to /24, two beyond). rte_lpm holds depths 1..32; the default
-// route (depth 0) is kept beside it and answers every lookup that rte_lpm misses.
+// IPv4 routes -> ECMP group ids, longest prefix first, over one of two DPDK backends:
+//
+//  - kLpm: rte_lpm (DIR-24-8). One memory access per lookup for prefixes up to /24, two
+//    beyond; the fastest lookup, but its tbl24 costs 64 MiB per table whatever the route count.
+//    For a real switch: one or a few tables per process, lookups on the packet path.
+//  - kRib: rte_rib, a binary (path-compressed) trie. A lookup walks the trie, one node per
+//    branching point on the way to the longest match, so it is slower; memory is a few hundred
+//    bytes per route (a node pool of 2 * max_routes nodes). For fabrics of many switches in one
+//    process (fabric_emu: hundreds of SwitchNodes under EAL --no-huge).
+//
+// Both give the same answers: depths 1..32 live in the backend, the default route (depth 0) is
+// kept beside it and answers every lookup that the backend misses; host bits are refused, a
+// re-add replaces, max_routes bounds the routes of depth 1..32.
 #pragma once
 
 #include <cstdint>
@@ -10,20 +20,37 @@
 #include <string_view>
 
 struct rte_lpm;
+struct rte_rib;
 
 namespace spraynet {
 
+enum class RouteTableBackend : uint8_t { kLpm, kRib };
+
+std::string_view to_string(RouteTableBackend backend);  // "lpm" | "rib"
+std::optional<RouteTableBackend> parse_route_table_backend(std::string_view name);
+
 class RouteTable {
  public:
-  // rte_lpm keeps 24 bits of next hop.
+  // rte_lpm keeps 24 bits of next hop; the rib backend keeps the same limit.
   static constexpr uint32_t kMaxGroup = 0xFFFFFF;
   // What lookup_burst writes for a destination without a route.
   static constexpr uint32_t kNoRoute = 0xFFFFFFFF;
+  // Longest name each backend takes: rte_lpm's 32-byte name; rte_rib names its node mempool
+  // "MP_<name>", whose own ring and memzone names must fit 32 bytes ("RG_MP_MP_<name>").
+  static constexpr size_t kMaxLpmNameLength = 31;
+  static constexpr size_t kMaxRibNameLength = 22;
 
-  // `name` must be unique among the process's LPM tables and shorter than 32 characters.
-  // rte_lpm allocates its 64 MiB tbl24 up front, plus one 1 KiB tbl8 group per /24 that holds
-  // longer prefixes (max_routes of them, at most 65536). Throws std::runtime_error on failure.
-  RouteTable(std::string_view name, uint32_t max_routes, int socket_id = -1 /*SOCKET_ID_ANY*/);
+  // `name` must be unique among the process's tables of the same backend and at most
+  // kMaxLpmNameLength / kMaxRibNameLength characters. max_routes bounds the routes of depth
+  // 1..32 (the default route does not count). kLpm allocates its 64 MiB tbl24 up front, plus
+  // one 1 KiB tbl8 group per /24 that holds longer prefixes (max_routes of them, at most 65536);
+  // kRib allocates a pool of 2 * max_routes trie nodes (a trie of n routes needs at most
+  // 2n - 1). Throws std::invalid_argument for a bad name or max_routes, std::runtime_error when
+  // DPDK cannot create the table (no memory, name taken).
+  RouteTable(std::string_view name, uint32_t max_routes, int socket_id = -1 /*SOCKET_ID_ANY*/,
+             RouteTableBackend backend = RouteTableBackend::kLpm);
+  RouteTable(std::string_view name, uint32_t max_routes, RouteTableBackend backend)
+      : RouteTable(name, max_routes, -1, backend) {}
   ~RouteTable();
   RouteTable(RouteTable&& other) noexcept;
   RouteTable& operator=(RouteTable&& other) noexcept;
@@ -44,11 +71,17 @@ class RouteTable {
   unsigned lookup_burst(std::span<const uint32_t> dst_ips, std::span<uint32_t> groups) const;
 
   const std::string& name() const { return name_; }
+  RouteTableBackend backend() const { return backend_; }
   uint32_t route_count() const { return route_count_; }
 
  private:
+  void release();
+
   std::string name_;
-  rte_lpm* lpm_ = nullptr;
+  RouteTableBackend backend_ = RouteTableBackend::kLpm;
+  rte_lpm* lpm_ = nullptr;  // kLpm
+  rte_rib* rib_ = nullptr;  // kRib
+  uint32_t max_routes_ = 0;
   std::optional<uint32_t> default_group_;
   uint32_t route_count_ = 0;
 };

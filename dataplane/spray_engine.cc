@@ -55,6 +55,10 @@ std::string SprayEngineConfig::check() const {
            std::to_string(SprayEngine::kMaxUplinks);
   }
   const unsigned max_id = max_path_id(layout);
+  if (fabric_paths > max_id + 1) {
+    return "fabric_paths: " + std::to_string(fabric_paths) + " paths do not fit the " +
+           std::string(to_string(layout)) + " layout (at most " + std::to_string(max_id + 1) + ")";
+  }
   for (size_t i = 0; i < path_ids.size(); ++i) {
     if (path_ids[i] > max_id) {
       return "path_ids: path id " + std::to_string(path_ids[i]) + " of uplink " +
@@ -75,6 +79,7 @@ std::string SprayEngineConfig::check() const {
 
 SprayEngine::SprayEngine(const SprayEngineConfig& config)
     : path_ids_(config.path_ids),
+      fabric_paths_(config.fabric_paths),
       layout_(config.layout),
       salt_(static_cast<uint32_t>(config.seed ^ (config.seed >> 32))),
       mode_(config.mode),
@@ -87,6 +92,7 @@ SprayEngine::SprayEngine(const SprayEngineConfig& config)
   all_mask_ = static_cast<uint32_t>((uint64_t{1} << path_ids_.size()) - 1);
   // Flow slots start on different uplinks, so that flows starting together do not move in step.
   for (size_t s = 0; s < kRrSlots; ++s) flow_rr_[s] = static_cast<uint32_t>(s);
+  for (size_t s = 0; s < kRrSlots; ++s) flow_path_[s] = static_cast<uint32_t>(s * 7);
   weights_.store(new SprayWeights{std::vector<uint32_t>(path_ids_.size(), 1), 0},
                  std::memory_order_release);
 }
@@ -236,6 +242,21 @@ uint16_t SprayEngine::pick_flow(uint32_t flow_hash, std::span<const PathLoad> lo
 
 uint16_t SprayEngine::write_ppcid(rte_mbuf* m, const ParsedPacket& p, uint16_t uplink,
                                   uint64_t now_ns) {
+  const uint8_t path = uplink < path_ids_.size() ? path_ids_[uplink] : 0;
+  return encode(m, p, uplink, path, now_ns);
+}
+
+uint16_t SprayEngine::write_ppcid(rte_mbuf* m, const ParsedPacket& p, uint16_t uplink,
+                                  uint32_t flow_hash, uint64_t now_ns) {
+  if (fabric_paths_ == 0) return write_ppcid(m, p, uplink, now_ns);
+  // The flow's k-th packet names path k mod N: each flow cycles through every fabric path, and
+  // flows that start together start on paths spread by their slots' offsets.
+  const uint32_t k = flow_path_[slot_of(flow_hash, kRrBits)]++ % fabric_paths_;
+  return encode(m, p, uplink, static_cast<uint8_t>(k), now_ns);
+}
+
+uint16_t SprayEngine::encode(rte_mbuf* m, const ParsedPacket& p, uint16_t uplink, uint8_t path_id,
+                             uint64_t now_ns) {
   // The checksum field is bytes 6-7 of the UDP header; it must lie in the first segment.
   const size_t field_end = size_t{p.l4_offset} + 8;
   if (p.kind != PacketKind::kRoce || uplink >= path_ids_.size() || m == nullptr ||
@@ -246,8 +267,8 @@ uint16_t SprayEngine::write_ppcid(rte_mbuf* m, const ParsedPacket& p, uint16_t u
   const SprayWeights* table = weights_.load(std::memory_order_acquire);
   const uint64_t since = now_ns > table->updated_ns ? now_ns - table->updated_ns : 0;
   const unsigned ts_bits = layout_ == PpcidLayout::kTsHigh ? 8 : 4;
-  const uint16_t value = ppcid_encode(layout_, path_ids_[uplink],
-                                      ppcid_timestamp_hash(since, ts_bits), p.dest_qp, p.psn);
+  const uint16_t value =
+      ppcid_encode(layout_, path_id, ppcid_timestamp_hash(since, ts_bits), p.dest_qp, p.psn);
   store_be16(rte_pktmbuf_mtod(m, uint8_t*) + p.l4_offset + 6, value);
   ++counters_.ppcid_written;
   return value;

@@ -57,6 +57,12 @@ struct SprayEngineConfig {
   // Salts the flow hash, so that two NICs given the same hashes need not pick alike (set equal
   // seeds to reproduce polarization on purpose).
   uint64_t seed = 1;
+  // 0: the PPCID names the uplink the packet leaves by (path_ids[uplink]). N > 0: the PPCID
+  // names one of N fabric paths 0..N-1, taken per packet in turn by each flow, whatever the
+  // uplink: the way a NIC with one link to its leaf sprays (DESIGN.md "Where spraying happens";
+  // the leaf's TCAM spray rule maps the path id to an uplink through its bucket table).
+  // At most max_path_id(layout) + 1.
+  uint16_t fabric_paths = 0;
 
   // Empty when valid, else the reason ("path_ids: ...").
   std::string check() const;
@@ -107,6 +113,11 @@ class SprayEngine {
   // value written (never 0), or 0 with nothing written when p is not RoCE, the uplink is not one
   // of ours, or m is too short / chained where the field would be.
   uint16_t write_ppcid(rte_mbuf* m, const ParsedPacket& p, uint16_t uplink, uint64_t now_ns);
+  // The same with the flow hash, which fabric_paths needs to take the flow's next path id; with
+  // fabric_paths 0 it is write_ppcid above.
+  uint16_t write_ppcid(rte_mbuf* m, const ParsedPacket& p, uint16_t uplink, uint32_t flow_hash,
+                       uint64_t now_ns);
+  uint16_t fabric_paths() const { return fabric_paths_; }
 
   // Control thread: swaps in a new weight table (one weight per uplink, else
   // std::invalid_argument; so is nullptr) and returns the previous one. The lcore may still be
@@ -143,7 +154,11 @@ class SprayEngine {
   uint16_t least_queued(uint32_t mask, std::span<const PathLoad> loads);
   uint16_t account(uint16_t uplink);
 
+  uint16_t encode(rte_mbuf* m, const ParsedPacket& p, uint16_t uplink, uint8_t path_id,
+                  uint64_t now_ns);
+
   std::vector<uint8_t> path_ids_;
+  uint16_t fabric_paths_;
   PpcidLayout layout_;
   uint32_t salt_;
   std::atomic<SprayMode> mode_;
@@ -153,6 +168,7 @@ class SprayEngine {
   uint32_t all_mask_;     // every uplink
   uint16_t next_rr_ = 0;  // the uplink round robin (and adaptive ties) consider first
   std::array<uint32_t, kRrSlots> flow_rr_{};  // rr: packets each flow slot has sent
+  std::array<uint32_t, kRrSlots> flow_path_{};  // fabric_paths: path ids each flow slot took
   // Smooth WRR per flow slot: each candidate's current weight, and what it was computed for.
   struct WrrState {
     std::array<int64_t, kMaxUplinks> current{};

@@ -35,6 +35,13 @@ EgressPortConfig uplink_egress(const control::UplinkSettings& u, uint64_t seed) 
 
 NicNode::NicNode(const control::NicConfig& config, rte_mempool* pool,
                  std::vector<MacAddress> port_macs, std::shared_ptr<spdlog::logger> logger)
+    : NicNode(config,
+              config.host ? RcTrafficEngineConfig{} : control::rc_engine_config(config), pool,
+              std::move(port_macs), std::move(logger)) {}
+
+NicNode::NicNode(const control::NicConfig& config, const RcTrafficEngineConfig& rc_engine,
+                 rte_mempool* pool, std::vector<MacAddress> port_macs,
+                 std::shared_ptr<spdlog::logger> logger)
     : config_(config),
       pool_(pool),
       macs_(std::move(port_macs)),
@@ -47,12 +54,19 @@ NicNode::NicNode(const control::NicConfig& config, rte_mempool* pool,
   }
   // A path is named by its cable, so both ends of an uplink carry the same path id: the ids a
   // peer writes are the ids of this NIC's own uplinks.
-  for (const auto& u : config_.uplinks) known_paths_.set(u.path_id);
+  if (config_.spray.fabric_paths > 0) {
+    // The PPCID names a fabric path, not a cable: every path id the senders rotate through.
+    for (uint16_t id = 0; id < config_.spray.fabric_paths; ++id) known_paths_.set(static_cast<uint8_t>(id));
+  } else {
+    for (const auto& u : config_.uplinks) known_paths_.set(u.path_id);
+  }
   if (config_.reorder.enabled) {
     reorder_ = std::make_unique<ReorderEngine>(control::reorder_config(config_));
   }
-  if (!config_.host)
-    rc_ = std::make_unique<RcTrafficEngine>(control::rc_engine_config(config_), pool);
+  if (!config_.host) {
+    rc_ = std::make_unique<RcTrafficEngine>(rc_engine, pool);
+    tx_low_water_bytes_ = kTxLowWaterFrames * (rc_engine.mtu + 128);
+  }
   for (size_t i = 0; i < uplinks_; ++i) {
     egress_.push_back(
         std::make_unique<EgressPort>(uplink_egress(config_.uplinks[i], config_.seed * 7919 + i)));
@@ -79,10 +93,17 @@ NicNode::~NicNode() {
 }
 
 void NicNode::refresh_loads(uint64_t now_ns) {
+  bool any = false;
   for (size_t u = 0; u < uplinks_; ++u) {
     loads_[u].queued_bytes = egress_[u]->queued_bytes();
     // A paused uplink would only queue what it is given: spray around it until it resumes.
     loads_[u].eligible = egress_[u]->link_up() && !egress_[u]->any_paused(now_ns);
+    any = any || loads_[u].eligible;
+  }
+  if (!any) {
+    // Every live uplink is paused: queue behind the pause rather than drop (a NIC with one
+    // link to its leaf is paused often; dropping there would lose ACKs and stall the QPs).
+    for (size_t u = 0; u < uplinks_; ++u) loads_[u].eligible = egress_[u]->link_up();
   }
 }
 
@@ -145,7 +166,7 @@ void NicNode::from_host(rte_mbuf* m, uint64_t now_ns) {
     const uint32_t hash = hasher_.hash(make_flow_key(p, true));
     uplink = spray_.pick(hash, now_ns, loads_);
     if (uplink != SprayEngine::kNoUplink) {
-      spray_.write_ppcid(m, p, uplink, now_ns);
+      spray_.write_ppcid(m, p, uplink, hash, now_ns);
       ++counters_.sprayed;
     }
     tc = classes_.classify(p);
@@ -191,7 +212,9 @@ void NicNode::read_ppcid(uint16_t uplink, const ParsedPacket& p) {
     case PpcidVerdict::kOk:
       ++ppcid_.ok;
       ++path_arrivals_[r.path_id];
-      if (r.path_id != config_.uplinks[uplink].path_id) ++ppcid_.wrong_uplink;
+      if (config_.spray.fabric_paths == 0 && r.path_id != config_.uplinks[uplink].path_id) {
+        ++ppcid_.wrong_uplink;
+      }
       break;
     case PpcidVerdict::kBadCheck:
       ++ppcid_.bad_check;
@@ -316,9 +339,23 @@ void NicNode::poll(uint64_t now_ns) {
     deliver_all(now_ns);
   }
   if (rc_) {
-    rc_->poll(now_ns, rc_out_);
+    // Only what the uplinks can start soon: the rest waits in the QPs, as on a real NIC.
+    const size_t budget = tx_budget(now_ns);
+    if (budget > 0) rc_->poll(now_ns, rc_out_, budget);
     if (!rc_out_.empty()) send_to_uplinks(now_ns);
   }
+}
+
+size_t NicNode::tx_budget(uint64_t now_ns) const {
+  // The least queued eligible uplink is where spraying (or the flow hash) can put more.
+  uint64_t least = UINT64_MAX;
+  for (size_t u = 0; u < uplinks_; ++u) {
+    const EgressPort& e = *egress_[u];
+    if (!e.link_up() || e.any_paused(now_ns)) continue;
+    least = std::min(least, e.queued_bytes());
+  }
+  if (least == UINT64_MAX || least >= tx_low_water_bytes_) return 0;
+  return static_cast<size_t>((tx_low_water_bytes_ - least) / (tx_low_water_bytes_ / kTxLowWaterFrames)) + 1;
 }
 
 uint16_t NicNode::transmit(uint16_t port, uint64_t now_ns, rte_mbuf** out, uint16_t max) {
@@ -336,7 +373,8 @@ uint64_t NicNode::next_event_ns(uint64_t now_ns) const {
   uint64_t next = EgressPort::kNever;
   for (const auto& e : egress_) next = std::min(next, e->next_event_ns());
   if (reorder_) next = std::min(next, reorder_->next_event_ns());
-  if (rc_) next = std::min(next, std::max(rc_->next_event_ns(), now_ns));
+  // A gated engine is woken by its uplinks draining (their events above), not by itself.
+  if (rc_ && tx_budget(now_ns) > 0) next = std::min(next, std::max(rc_->next_event_ns(), now_ns));
   return next;
 }
 

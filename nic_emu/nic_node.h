@@ -94,6 +94,11 @@ class NicNode {
   // source MAC written on uplinks with a peer_mac); empty: 02:00:00:00:01:<index>.
   NicNode(const control::NicConfig& config, rte_mempool* pool,
           std::vector<MacAddress> port_macs = {}, std::shared_ptr<spdlog::logger> logger = nullptr);
+  // The same with the RC engine's config given in full (per-QP peers, posted messages: what
+  // fabric_emu's workloads need and a YAML file does not say); config.rc_engine must be set.
+  NicNode(const control::NicConfig& config, const RcTrafficEngineConfig& rc_engine,
+          rte_mempool* pool, std::vector<MacAddress> port_macs = {},
+          std::shared_ptr<spdlog::logger> logger = nullptr);
   ~NicNode();
   NicNode(const NicNode&) = delete;
   NicNode& operator=(const NicNode&) = delete;
@@ -127,7 +132,13 @@ class NicNode {
   SprayEngine& spray() { return spray_; }
   const SprayEngine& spray() const { return spray_; }
   const ReorderEngine* reorder() const { return reorder_.get(); }
+  ReorderEngine* reorder() { return reorder_.get(); }  // to tell it the QPs' first PSNs
   const RcTrafficEngine* rc_engine() const { return rc_.get(); }
+  // For posting messages (fabric_emu's workloads); nullptr with a host port.
+  RcTrafficEngine* rc_engine() { return rc_.get(); }
+  // Bytes the uplinks may hold before the RC engine is asked for more: a NIC schedules its QPs
+  // onto the wire as it drains (and stops when PFC pauses it), it does not drop its own packets.
+  static constexpr uint64_t kTxLowWaterFrames = 2;
   const EgressPort& egress(uint16_t port) const { return *egress_[port]; }
   const NicDropCounters& drops() const { return drops_; }
   const NicCounters& counters() const { return counters_; }
@@ -149,12 +160,15 @@ class NicNode {
   void count_arrival(uint16_t uplink, const ParsedPacket& p);
   void refresh_loads(uint64_t now_ns);
   void handle_mac_control(uint16_t uplink, rte_mbuf* m, uint64_t now_ns);
+  // How many packets the RC engine may add now (0: the eligible uplinks are full or none is).
+  size_t tx_budget(uint64_t now_ns) const;
 
   control::NicConfig config_;
   rte_mempool* pool_;
   std::vector<MacAddress> macs_;
   std::shared_ptr<spdlog::logger> logger_;
   size_t uplinks_;
+  uint64_t tx_low_water_bytes_ = 0;
 
   PacketParser parser_;
   FlowHasher hasher_;

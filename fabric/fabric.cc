@@ -1,0 +1,642 @@
+#include "fabric/fabric.h"
+
+#include <rte_mempool.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <stdexcept>
+
+#include "dataplane/link_emulator.h"
+#include "fabric/flow_size_cdf.h"
+
+namespace spraynet::fabric {
+
+namespace {
+
+constexpr uint64_t kNever = UINT64_MAX;
+constexpr uint16_t kBurst = 64;
+constexpr uint8_t kRoceClass = 3;  // DSCP 26 >> 3: the lossless class PFC protects
+
+// The RoCE frame carrying `payload` bytes: Eth, IPv4, UDP, BTH, RETH on the first packet, pad
+// to 4, ICRC.
+uint32_t roce_frame_bytes(uint32_t payload, bool reth) {
+  return 14 + 20 + 8 + 12 + (reth ? 16 : 0) + ((payload + 3) & ~3u) + 4;
+}
+
+double percentile(std::vector<double>& v, double q) {
+  if (v.empty()) return 0;
+  const size_t k = static_cast<size_t>(std::ceil(q * static_cast<double>(v.size())));
+  const size_t i = std::min(v.size() - 1, k == 0 ? 0 : k - 1);
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(i), v.end());
+  return v[i];
+}
+
+}  // namespace
+
+Fabric::Fabric(const FabricConfig& config, FabricMode mode, uint64_t seed, rte_mempool* pool,
+               const FlowSizeCdf* cdf)
+    : config_(config),
+      mode_(mode),
+      seed_(seed),
+      pool_(pool),
+      cdf_(cdf),
+      topology_(config, mode, seed),
+      plan_(config, topology_, seed, cdf) {
+  install_spray_rules();
+  const uint32_t hosts = static_cast<uint32_t>(topology_.hosts().size());
+  nodes_.resize(topology_.node_count());
+  for (uint32_t h = 0; h < hosts; ++h) {
+    const HostSpec& spec = topology_.hosts()[h];
+    std::vector<MacAddress> macs(spec.nic.uplinks.size(), spec.mac);
+    nodes_[h].nic = std::make_unique<nic_emu::NicNode>(spec.nic, plan_.engines()[h], pool, macs);
+    nodes_[h].peers.resize(nodes_[h].nic->port_count());
+  }
+  for (uint32_t s = 0; s < topology_.switches().size(); ++s) {
+    Node& n = nodes_[topology_.switch_node(s)];
+    n.sw = std::make_unique<switch_emu::SwitchNode>(topology_.switches()[s].config, pool);
+    n.peers.resize(n.sw->port_count());
+    if (mode == FabricMode::kWeighted) {
+      control::ControlLoopConfig cc;
+      cc.period_ns = config.control_period_ns;
+      n.control = std::make_unique<control::ControlLoop>(control::control_target_of(*n.sw), 0, cc);
+    }
+  }
+  // TCAM spray rules that did not fit: those QPs fall back to ECMP (one path for the QP).
+  if (is_spray(mode)) {
+    for (const SwitchSpec& s : topology_.switches()) {
+      if (!s.leaf) continue;
+      const Tcam& tcam = nodes_[topology_.switch_node(static_cast<uint32_t>(&s - topology_.switches().data()))]
+                             .sw->tcam();
+      for (const auto& rule : s.config.tcam.rules) {
+        // Even ids are the data direction (one per sprayed QP), odd ones its ACKs.
+        const auto refusal = tcam.refusal_of(rule.id);
+        if (rule.id % 2 == 0 && refusal && *refusal != TcamRefusal::kNone) ++tcam_fallback_qps_;
+      }
+    }
+  }
+  for (uint32_t c = 0; c < topology_.cables().size(); ++c) {
+    const Cable& cable = topology_.cables()[c];
+    nodes_[cable.a_node].peers.at(cable.a_port) = Peer{cable.b_node, cable.b_port, c};
+    nodes_[cable.b_node].peers.at(cable.b_port) = Peer{cable.a_node, cable.a_port, c};
+    if (cable.fabric) {
+      const std::string& leaf = topology_.node_name(cable.a_node);
+      const std::string& spine = topology_.node_name(cable.b_node);
+      const std::string k = cable.name.substr(cable.name.rfind('#'));
+      watched_.push_back(Watched{cable.a_node, cable.a_port, 0, 0, true});
+      link_names_.push_back(leaf + ">" + spine + k);
+      watched_.push_back(Watched{cable.b_node, cable.b_port, 0, 0, false});
+      link_names_.push_back(spine + ">" + leaf + k);
+    }
+  }
+  down_since_ns_.assign(topology_.cables().size(), kNever);
+
+  // The receiving NICs own their QPs' contexts: their reorder engines know the first PSNs.
+  for (const QpFlow& f : plan_.flows()) {
+    if (ReorderEngine* r = nodes_[f.dst].nic->reorder()) {
+      r->expect(topology_.hosts()[f.src].ip, f.dst_qpn, plan_.first_psn());
+    }
+  }
+  for (const Post& p : plan_.initial_posts()) post(p);
+
+  events_ = config.events;
+  std::stable_sort(events_.begin(), events_.end(),
+                   [](const FabricEvent& a, const FabricEvent& b) { return a.at_ns < b.at_ns; });
+  for (const FabricEvent& e : events_) {
+    // Refuse a name that matches nothing before running, not halfway through.
+    if (e.kind == FabricEvent::Kind::kBackground) {
+      if (!topology_.find_switch(e.target)) {
+        throw std::invalid_argument("event '" + e.text + "': no switch named '" + e.target + "'");
+      }
+    } else if (topology_.find_cables(e.target).empty()) {
+      throw std::invalid_argument("event '" + e.text + "': no link named '" + e.target +
+                                  "' (links are LEAF-SPINE[#k] or hN-LEAF, e.g. leaf0-spine3)");
+    }
+  }
+  for (uint32_t id = 0; id < nodes_.size(); ++id) schedule(id, false);
+}
+
+Fabric::~Fabric() {
+  for (Node& n : nodes_) {
+    if (n.sw) n.sw->free_all();
+    if (n.nic) n.nic->free_all();
+  }
+}
+
+void Fabric::install_spray_rules() {
+  if (!is_spray(mode_)) return;
+  // One spray rule per sprayed QP at its sender's leaf in every plane (and one for its ACKs at
+  // the receiver's leaf): the leaf then picks the uplink per packet from the PPCID's path id.
+  std::vector<uint32_t> next_id(topology_.switches().size(), 0);
+  const auto add = [&](uint32_t host, uint32_t src_ip, uint32_t dst_ip, uint32_t qpn, uint32_t parity) {
+    for (uint32_t p = 0; p < config_.planes; ++p) {
+      SwitchSpec& s = topology_.switches()[topology_.leaf_index(p, topology_.hosts()[host].leaf)];
+      control::TcamRuleSettings r;
+      uint32_t& id = next_id[static_cast<size_t>(&s - topology_.switches().data())];
+      if (id % 2 != parity) ++id;
+      r.id = id++;
+      r.priority = 10;
+      r.src = {src_ip, 32};
+      r.dst = {dst_ip, 32};
+      r.proto = 17;
+      r.proto_mask = 0xFF;
+      r.dst_port = {4791, 4791};
+      r.dest_qp = {qpn, qpn};
+      r.action = "spray";
+      s.config.tcam.rules.push_back(r);
+    }
+  };
+  for (const QpFlow& f : plan_.flows()) {
+    const uint32_t sip = topology_.hosts()[f.src].ip;
+    const uint32_t dip = topology_.hosts()[f.dst].ip;
+    add(f.src, sip, dip, f.dst_qpn, 0);
+    add(f.dst, dip, sip, f.src_qpn, 1);
+  }
+}
+
+void Fabric::post(const Post& p) {
+  nodes_[p.host].nic->rc_engine()->post(p.qp_index, p.bytes, p.at_ns);
+}
+
+uint64_t Fabric::node_next(uint32_t id) const {
+  const Node& n = nodes_[id];
+  if (n.sw) {
+    uint64_t t = n.sw->next_event_ns(now_);
+    if (n.control) t = std::min(t, n.control->next_event_ns());
+    return t;
+  }
+  return n.nic->next_event_ns(now_);
+}
+
+void Fabric::schedule(uint32_t id, bool served) {
+  Node& n = nodes_[id];
+  uint64_t next = node_next(id);
+  if (next == kNever) return;
+  // A node just served that says "now" again waits a nanosecond: its egress starts frames at
+  // their exact times whenever it is called, so this changes no schedule and ends any loop.
+  if (next <= now_) next = served ? now_ + 1 : now_;
+  if (next < n.scheduled) {
+    n.scheduled = next;
+    queue_.push(Due{next, seq_++, id});
+  }
+}
+
+void Fabric::deliver(uint32_t from, uint16_t port, rte_mbuf** frames, uint16_t n) {
+  const Peer& peer = nodes_[from].peers[port];
+  if (peer.node == UINT32_MAX) {
+    rte_pktmbuf_free_bulk(frames, n);
+    return;
+  }
+  hops_ += n;
+  if (const uint64_t down = down_since_ns_[peer.cable]; down != kNever) {
+    // A frame that crossed a cable after it failed: what the dead-link check counts.
+    dead_link_frames_ += n;
+    if (now_ > down + 1'000'000) dead_link_frames_late_ += n;
+  }
+  Node& to = nodes_[peer.node];
+  if (to.sw) {
+    to.sw->receive(peer.port, frames, n, now_);
+  } else {
+    to.nic->receive(peer.port, frames, n, now_);
+  }
+  if (!to.dirty) {
+    to.dirty = true;
+    touched_.push_back(peer.node);
+  }
+}
+
+void Fabric::serve(uint32_t id) {
+  Node& n = nodes_[id];
+  n.scheduled = kNever;
+  rte_mbuf* buf[kBurst];
+  if (n.sw) {
+    switch_emu::SwitchNode& sw = *n.sw;
+    if (n.control && n.control->next_event_ns() <= now_) n.control->tick(now_);
+    sw.poll(now_);
+    const auto ports = static_cast<uint16_t>(sw.port_count());
+    for (uint16_t p = 0; p < ports; ++p) {
+      if (sw.egress(p).next_event_ns() > now_) continue;
+      while (uint16_t k = sw.transmit(p, now_, buf, kBurst)) deliver(id, p, buf, k);
+    }
+  } else {
+    nic_emu::NicNode& nic = *n.nic;
+    const auto ports = static_cast<uint16_t>(nic.port_count());
+    for (uint16_t p = 0; p < ports; ++p) {
+      if (nic.egress(p).next_event_ns() > now_) continue;
+      while (uint16_t k = nic.transmit(p, now_, buf, kBurst)) deliver(id, p, buf, k);
+    }
+    nic.poll(now_);
+    take_completions(id);
+  }
+  schedule(id, true);
+  for (size_t i = 0; i < touched_.size(); ++i) {
+    const uint32_t t = touched_[i];
+    nodes_[t].dirty = false;
+    if (nodes_[t].nic) take_completions(t);
+    schedule(t, false);
+  }
+  touched_.clear();
+}
+
+void Fabric::take_completions(uint32_t host) {
+  RcTrafficEngine* rc = nodes_[host].nic->rc_engine();
+  completions_.clear();
+  if (rc->take_completions(completions_) == 0) return;
+  for (const MessageCompletion& c : completions_) {
+    const uint64_t fct = c.completed_ns - c.post_ns;
+    fct_ns_.push_back(fct);
+    if (config_.workload == Workload::kCdf) sized_fct_.emplace_back(c.bytes, fct);
+    ++completed_;
+    due_posts_.clear();
+    plan_.on_completion(host, c.qp_index, now_, due_posts_);
+    for (const Post& p : due_posts_) post(p);
+    if (!due_posts_.empty()) {
+      for (const Post& p : due_posts_) schedule(p.host, false);
+    }
+  }
+  if (plan_.finite() && done_ns_ == 0 && completed_ >= plan_.messages_total()) done_ns_ = now_;
+}
+
+void Fabric::set_cable_up(uint32_t c, bool up) {
+  const Cable& cable = topology_.cables()[c];
+  for (const auto& [node, port] : {std::pair{cable.a_node, cable.a_port}, std::pair{cable.b_node, cable.b_port}}) {
+    Node& n = nodes_[node];
+    if (n.sw) {
+      n.sw->set_link_up(port, up, now_);
+      if (!up && n.control) n.control->on_link_down(port, now_);
+    } else {
+      n.nic->set_link_up(port, up, now_);
+    }
+  }
+  down_since_ns_[c] = up ? kNever : std::min(down_since_ns_[c], now_);
+}
+
+void Fabric::withdraw(uint32_t plane, uint32_t leaf, uint32_t spine, bool withdrawn) {
+  // Every other leaf of the plane stops (or resumes) using this spine towards `leaf`.
+  const uint32_t K = config_.links_per_spine;
+  const uint32_t H = config_.hosts_per_leaf;
+  for (uint32_t l = 0; l < config_.leaves; ++l) {
+    if (l == leaf) continue;
+    const uint32_t si = topology_.leaf_index(plane, l);
+    const int32_t g = topology_.switches()[si].leaf_group[leaf];
+    if (g < 0) continue;
+    PathSelector& sel = nodes_[topology_.switch_node(si)].sw->group(static_cast<size_t>(g));
+    for (uint32_t k = 0; k < K; ++k) {
+      const uint16_t port = static_cast<uint16_t>(H + spine * K + k);
+      const auto members = sel.member_ports();
+      for (uint16_t m = 0; m < members.size(); ++m) {
+        if (members[m] == port) sel.set_member_excluded(m, withdrawn);
+      }
+    }
+  }
+}
+
+void Fabric::apply_event(const FabricEvent& e) {
+  if (e.kind == FabricEvent::Kind::kBackground) {
+    // Traffic outside the experiment takes `value` of each of the switch's links, both ways:
+    // what is left for the fabric's own traffic is the rest of the line rate.
+    const uint32_t s = *topology_.find_switch(e.target);
+    const uint32_t node = topology_.switch_node(s);
+    const double rate = config_.link_gbps * (1.0 - e.value);
+    for (const Cable& cable : topology_.cables()) {
+      if (cable.a_node != node && cable.b_node != node) continue;
+      for (const auto& [nid, port] : {std::pair{cable.a_node, cable.a_port}, std::pair{cable.b_node, cable.b_port}}) {
+        if (nodes_[nid].sw) nodes_[nid].sw->set_link_rate_gbps(port, rate, now_);
+      }
+    }
+    return;
+  }
+  const std::vector<uint32_t> cables = topology_.find_cables(e.target);
+  for (const uint32_t c : cables) {
+    const Cable& cable = topology_.cables()[c];
+    for (const auto& [nid, port] : {std::pair{cable.a_node, cable.a_port}, std::pair{cable.b_node, cable.b_port}}) {
+      Node& n = nodes_[nid];
+      if (!n.sw) continue;  // a NIC's side of a host cable keeps its settings
+      if (e.kind == FabricEvent::Kind::kBer) n.sw->set_link_ber(port, e.value, now_);
+      if (e.kind == FabricEvent::Kind::kRate) n.sw->set_link_rate_gbps(port, e.value, now_);
+    }
+    if (e.kind == FabricEvent::Kind::kLinkDown) set_cable_up(c, false);
+    if (e.kind == FabricEvent::Kind::kLinkUp) set_cable_up(c, true);
+  }
+  if (e.kind == FabricEvent::Kind::kLinkDown || e.kind == FabricEvent::Kind::kLinkUp) {
+    // Routing: a spine that has no link left to a leaf is withdrawn from the other leaves'
+    // routes to it (and comes back with its first link).
+    const uint32_t K = config_.links_per_spine;
+    for (uint32_t p = 0; p < config_.planes; ++p) {
+      for (uint32_t l = 0; l < config_.leaves; ++l) {
+        for (uint32_t sp = 0; sp < config_.spines; ++sp) {
+          const uint32_t leaf_node = topology_.switch_node(topology_.leaf_index(p, l));
+          bool any_up = false;
+          for (uint32_t k = 0; k < K; ++k) {
+            const uint16_t port = static_cast<uint16_t>(config_.hosts_per_leaf + sp * K + k);
+            any_up = any_up || nodes_[leaf_node].sw->egress(port).link_up();
+          }
+          withdraw(p, l, sp, !any_up);
+        }
+      }
+    }
+  }
+  for (uint32_t id = 0; id < nodes_.size(); ++id) schedule(id, false);
+}
+
+void Fabric::sample() {
+  const double dt_s = static_cast<double>(config_.sample_ns) * 1e-9;
+  for (uint32_t i = 0; i < watched_.size(); ++i) {
+    Watched& w = watched_[i];
+    const switch_emu::SwitchNode& sw = *nodes_[w.node].sw;
+    const uint64_t tx = sw.port_counters(w.port).tx_bytes;
+    const double rate = config_.link_gbps * 1e9;
+    if (record_timeseries_) {
+      LinkSample s;
+      s.t_ns = now_;
+      s.link = i;
+      s.util = static_cast<float>(static_cast<double>(tx - w.last_tx_bytes) * 8.0 / (rate * dt_s));
+      s.queue_bytes = sw.egress(w.port).queued_bytes();
+      s.paused = sw.egress(w.port).any_paused(now_);
+      samples_.push_back(s);
+    }
+    w.last_tx_bytes = tx;
+  }
+  uint64_t paused = 0;
+  for (const Node& n : nodes_) {
+    if (n.sw) {
+      for (uint16_t p = 0; p < n.sw->port_count(); ++p) paused += n.sw->egress(p).any_paused(now_);
+    } else {
+      for (uint16_t p = 0; p < n.nic->uplink_count(); ++p) paused += n.nic->egress(p).any_paused(now_);
+    }
+  }
+  pfc_timeline_.emplace_back(static_cast<double>(now_) / 1000.0, paused);
+}
+
+void Fabric::snapshot_window_start() {
+  window_started_ = true;
+  window_start_ns_ = now_;
+  window_acked_bytes_ = 0;
+  for (const Node& n : nodes_) {
+    if (n.nic) window_acked_bytes_ += n.nic->rc_engine()->requester_totals().bytes_acked;
+  }
+  for (Watched& w : watched_) w.window_tx_bytes = nodes_[w.node].sw->port_counters(w.port).tx_bytes;
+}
+
+RunResult Fabric::run(const std::function<void(uint64_t, uint64_t)>& progress) {
+  const auto wall0 = std::chrono::steady_clock::now();
+  auto last_progress = wall0;
+  const bool finite = plan_.finite();
+  const uint64_t end = config_.duration_ns;
+  const uint64_t window_at = finite ? 0 : config_.warmup();
+  next_sample_ns_ = config_.sample_ns;
+  if (window_at == 0) snapshot_window_start();
+  uint64_t served = 0;
+  for (;;) {
+    if (finite && done_ns_ != 0) break;
+    const uint64_t t_node = queue_.empty() ? kNever : queue_.top().t;
+    const uint64_t t_event = next_event_ < events_.size() ? events_[next_event_].at_ns : kNever;
+    const uint64_t t_window = window_started_ ? kNever : window_at;
+    const uint64_t t = std::min({t_node, t_event, t_window, next_sample_ns_});
+    if (t > end) break;
+    now_ = t;
+    if (t == t_event) {
+      apply_event(events_[next_event_++]);
+      continue;
+    }
+    if (t == t_window) {
+      snapshot_window_start();
+      continue;
+    }
+    if (t == next_sample_ns_) {
+      sample();
+      next_sample_ns_ += config_.sample_ns;
+      continue;
+    }
+    const Due d = queue_.top();
+    queue_.pop();
+    if (d.t != nodes_[d.node].scheduled) continue;  // superseded by an earlier schedule
+    serve(d.node);
+    if (progress && (++served & 0xFFF) == 0) {
+      const auto now = std::chrono::steady_clock::now();
+      if (now - last_progress > std::chrono::milliseconds(200)) {
+        last_progress = now;
+        progress(now_, hops_);
+      }
+    }
+  }
+  if (!finite || done_ns_ == 0) now_ = std::max(now_, std::min(end, now_));
+  const double wall_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+  RunResult r = collect(wall_s);
+  for (Node& n : nodes_) {
+    if (n.sw) n.sw->free_all();
+    if (n.nic) n.nic->free_all();
+  }
+  r.mbufs_in_use_at_end = rte_mempool_in_use_count(pool_);
+  return r;
+}
+
+RunResult Fabric::collect(double wall_s) {
+  RunResult r;
+  r.mode = std::string(to_string(mode_));
+  r.workload = std::string(to_string(config_.workload));
+  r.seed = seed_;
+  const bool finite = plan_.finite();
+  r.virtual_ns = finite && done_ns_ != 0 ? done_ns_ : std::max(now_, config_.duration_ns);
+  r.window_start_ns = window_start_ns_;
+  r.window_end_ns = r.virtual_ns;
+  r.completed = !finite || done_ns_ != 0;
+  r.messages_completed = completed_;
+  r.messages_expected = finite ? plan_.messages_total() : 0;
+
+  const double host_bps = config_.link_gbps * 1e9 * config_.planes;
+  const double window_s = static_cast<double>(r.window_end_ns - r.window_start_ns) * 1e-9;
+
+  RcRequesterCounters req;
+  RcResponderCounters resp;
+  std::array<uint64_t, ReorderEngine::kDepthBins> depth{};
+  uint64_t nic_no_uplink = 0, nic_parse = 0;
+  for (const Node& n : nodes_) {
+    if (!n.nic) continue;
+    req += n.nic->rc_engine()->requester_totals();
+    resp += n.nic->rc_engine()->responder_totals();
+    if (const ReorderEngine* re = n.nic->reorder()) {
+      const auto& h = re->depth_histogram();
+      for (size_t i = 0; i < h.size(); ++i) depth[i] += h[i];
+      r.reorder_timeouts += re->counters().gap_timeouts;
+      r.reorder_held += re->counters().released_after_hold;
+    }
+    nic_no_uplink += n.nic->drops().no_uplink;
+    for (uint64_t v : n.nic->drops().parse) nic_parse += v;
+  }
+  const double acked = static_cast<double>(req.bytes_acked - window_acked_bytes_);
+  if (window_s > 0 && plan_.senders() > 0) {
+    r.throughput_fraction = acked * 8.0 / (window_s * host_bps * plan_.senders());
+  }
+  if (config_.workload == Workload::kAllreduce && r.completed && r.virtual_ns > 0) {
+    const double n = plan_.ranks();
+    r.algbw_gbps = static_cast<double>(plan_.allreduce_bytes()) * 8.0 / static_cast<double>(r.virtual_ns);
+    r.busbw_gbps = r.algbw_gbps * 2.0 * (n - 1) / n;
+    r.collective_bw_fraction = r.busbw_gbps * 1e9 / host_bps;
+  }
+  r.packets_sent = req.packets_sent;
+  r.packets_retransmitted = req.packets_retransmitted;
+  r.retx_rate = req.packets_sent == 0 ? 0 : static_cast<double>(req.packets_retransmitted) / req.packets_sent;
+  r.naks = req.naks_received;
+  r.timeouts = req.timeouts;
+
+  uint64_t depth_total = 0;
+  for (size_t i = 0; i < depth.size(); ++i) {
+    depth_total += depth[i];
+    if (depth[i] > 0) {
+      r.reorder_max_depth = i;
+      r.reorder_depth_histogram.emplace_back(i, depth[i]);
+    }
+  }
+  if (depth_total > 0) {
+    const uint64_t want = static_cast<uint64_t>(std::ceil(0.99 * static_cast<double>(depth_total)));
+    uint64_t seen = 0;
+    for (size_t i = 0; i < depth.size(); ++i) {
+      seen += depth[i];
+      if (seen >= want) {
+        r.reorder_p99_depth = i;
+        break;
+      }
+    }
+  }
+
+  // Links.
+  std::vector<double> up;
+  for (uint32_t i = 0; i < watched_.size(); ++i) {
+    const Watched& w = watched_[i];
+    if (!w.uplink) continue;
+    const uint64_t tx = nodes_[w.node].sw->port_counters(w.port).tx_bytes - w.window_tx_bytes;
+    const double u = window_s > 0 ? static_cast<double>(tx) * 8.0 / (window_s * config_.link_gbps * 1e9) : 0;
+    up.push_back(u);
+    r.uplink_util.push_back(u);
+    r.uplink_names.push_back(link_names_[i]);
+  }
+  if (!up.empty()) {
+    double sum = 0, mx = 0, mn = 1e300;
+    for (double u : up) {
+      sum += u;
+      mx = std::max(mx, u);
+      mn = std::min(mn, u);
+    }
+    r.uplink_util_mean = sum / static_cast<double>(up.size());
+    r.uplink_util_max = mx;
+    r.uplink_util_imbalance = r.uplink_util_mean > 0 ? (mx - mn) / r.uplink_util_mean : 0;
+  }
+
+  // PFC and drops.
+  uint64_t queue_full = 0, link_down = 0, watchdog = 0, bit_error = 0, loss = 0;
+  uint64_t paused_ns = 0, longest_ns = 0;
+  uint64_t no_route = 0, no_eligible = 0, ttl = 0, sw_parse = 0, tcam_drop = 0;
+  const auto add_egress = [&](const EgressPort& e) {
+    for (uint8_t tc = 0; tc < EgressPort::kClasses; ++tc) {
+      const EgressClassCounters c = e.counters(tc, now_);
+      queue_full += c.drops_queue_full;
+      link_down += c.drops_link_down;
+      watchdog += c.drops_watchdog;
+      bit_error += c.drops_bit_error;
+      loss += c.drops_loss;
+      paused_ns += c.paused_ns;
+      longest_ns = std::max(longest_ns, c.longest_pause_ns);
+    }
+  };
+  for (const Node& n : nodes_) {
+    if (n.sw) {
+      const switch_emu::SwitchNode& sw = *n.sw;
+      for (uint16_t p = 0; p < sw.port_count(); ++p) add_egress(sw.egress(p));
+      r.pfc_pause_frames += sw.counters().pfc_frames_sent;
+      no_route += sw.drops().no_route;
+      no_eligible += sw.drops().no_eligible_port;
+      ttl += sw.drops().ttl_expired;
+      tcam_drop += sw.drops().tcam_drop;
+      for (uint64_t v : sw.drops().parse) sw_parse += v;
+      for (size_t g = 0; g < sw.group_count(); ++g) {
+        r.flowlets_started += const_cast<switch_emu::SwitchNode&>(sw).group(g).flowlet_table().counters().flowlets_started;
+      }
+    } else {
+      for (uint16_t p = 0; p < n.nic->uplink_count(); ++p) add_egress(n.nic->egress(p));
+    }
+  }
+  r.pfc_paused_us = static_cast<double>(paused_ns) / 1000.0;
+  r.pfc_longest_pause_us = static_cast<double>(longest_ns) / 1000.0;
+  r.pfc_timeline = pfc_timeline_;
+  r.drops = {{"queue_full", queue_full},
+             {"link_down", link_down},
+             {"pfc_watchdog", watchdog},
+             {"bit_error", bit_error},
+             {"loss", loss},
+             {"no_route", no_route},
+             {"no_eligible_port", no_eligible},
+             {"ttl_expired", ttl},
+             {"tcam_drop", tcam_drop},
+             {"switch_parse", sw_parse},
+             {"nic_no_uplink", nic_no_uplink},
+             {"nic_parse", nic_parse},
+             {"responder_out_of_order", resp.out_of_order_dropped}};
+  r.tcam_fallback_qps = tcam_fallback_qps_;
+
+  // Completion times.
+  std::vector<double> fct_us;
+  fct_us.reserve(fct_ns_.size());
+  for (uint64_t v : fct_ns_) fct_us.push_back(static_cast<double>(v) / 1000.0);
+  if (!fct_us.empty()) {
+    std::vector<double> sorted = fct_us;
+    std::sort(sorted.begin(), sorted.end());
+    r.fct_p50_us = percentile(sorted, 0.5);
+    r.fct_p99_us = percentile(sorted, 0.99);
+    r.fct_max_us = sorted.back();
+    const size_t step = std::max<size_t>(1, (sorted.size() + RunResult::kMaxFctSamples - 1) / RunResult::kMaxFctSamples);
+    for (size_t i = 0; i < sorted.size(); i += step) r.fct_samples_us.push_back(sorted[i]);
+  }
+  if (config_.workload == Workload::kCdf && cdf_ != nullptr) {
+    // Slowdown: FCT over the FCT alone on an idle fabric, by size bin. Alone, a message of P
+    // packets crosses h store-and-forward links: all P serialised on the first, the last one
+    // again on each of the h-1 others, h propagation delays, then its ACK back over h links.
+    // (Pairs are drawn over all hosts; a same-leaf pair crosses 2 links, others 4.)
+    const std::vector<uint64_t> edges = cdf_->bin_edges(10);
+    std::vector<std::vector<double>> bins(edges.size());
+    const double bps = config_.link_gbps * 1e9;
+    const auto ser_ns = [&](uint32_t frame) {
+      return static_cast<double>(LinkEmulator::wire_bits(frame)) * 1e9 / bps;
+    };
+    for (const auto& [bytes, fct] : sized_fct_) {
+      // The workload does not record which pair sent it; use the cross-leaf path (4 links),
+      // the common case with more than one leaf, and 2 links on a single leaf.
+      const double hops = config_.leaves > 1 ? 4 : 2;
+      const uint32_t mtu = config_.mtu;
+      const uint64_t packets = std::max<uint64_t>(1, (bytes + mtu - 1) / mtu);
+      const uint32_t last = static_cast<uint32_t>(bytes - (packets - 1) * mtu);
+      double all = ser_ns(roce_frame_bytes(packets == 1 ? last : mtu, true));
+      if (packets > 1) {
+        all += static_cast<double>(packets - 2) * ser_ns(roce_frame_bytes(mtu, false)) +
+               ser_ns(roce_frame_bytes(last, false));
+      }
+      const double last_ser = ser_ns(roce_frame_bytes(last, packets == 1));
+      const double ack = ser_ns(14 + 20 + 8 + 12 + 4 + 4);
+      const double d = static_cast<double>(config_.delay_ns);
+      const double ideal = all + (hops - 1) * last_ser + hops * d + hops * (d + ack);
+      bins[FlowSizeCdf::bin_of(edges, bytes)].push_back(static_cast<double>(fct) / ideal);
+    }
+    for (size_t b = 0; b < edges.size(); ++b) {
+      SlowdownBin sb;
+      sb.hi_bytes = edges[b];
+      sb.count = bins[b].size();
+      sb.p50 = percentile(bins[b], 0.5);
+      sb.p99 = percentile(bins[b], 0.99);
+      r.slowdown.push_back(sb);
+    }
+  }
+
+  r.dead_link_frames = dead_link_frames_;
+  r.dead_link_tx_after_1ms = dead_link_frames_late_;
+  r.packet_hops = hops_;
+  r.wall_s = wall_s;
+  r.hops_per_s = wall_s > 0 ? static_cast<double>(hops_) / wall_s : 0;
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  r.peak_rss_mb = static_cast<double>(ru.ru_maxrss) / 1024.0;
+  return r;
+}
+
+}  // namespace spraynet::fabric

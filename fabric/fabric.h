@@ -1,0 +1,151 @@
+// fabric_emu's discrete-event driver: one virtual clock, one thread, the real SwitchNode and
+// NicNode pipelines wired by cables (DESIGN.md "fabric_emu, the main job").
+//
+// An event queue ordered by (time, sequence number) holds "node N is due at t". Serving a node
+// at t: a switch runs its control loop tick (weighted mode) and its timers (poll: PFC frames,
+// watchdog), then hands every frame its egress has carried to the far end by t straight to the
+// node there (receive at t: the cable's delay and serialisation are the egress port's own); a
+// NIC first transmits, then polls (reorder timeouts, the RC engine's packets, which it takes
+// only as its uplinks drain). Every node touched is rescheduled at its next_event_ns. Nothing
+// else models the network: results come only from node counters and RC completions.
+//
+// Timed events (link down/up, BER, rate, background) and the sampler (per-link utilisation and
+// queue every sample_ns, the PFC timeline) run between node events at their exact times.
+// A link going down also withdraws the spine from the other leaves' groups towards the leaf it
+// lost (as BGP would), at once.
+#pragma once
+
+#include <rte_mbuf.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <queue>
+#include <string>
+#include <vector>
+
+#include "control/control_loop.h"
+#include "fabric/fabric_config.h"
+#include "fabric/fabric_report.h"
+#include "fabric/topology.h"
+#include "fabric/workload.h"
+#include "nic_emu/nic_node.h"
+#include "switch_emu/switch_node.h"
+
+namespace spraynet::fabric {
+
+class FlowSizeCdf;
+
+// One timeseries row: a fabric link direction over one sample interval.
+struct LinkSample {
+  uint64_t t_ns = 0;
+  uint32_t link = 0;  // index into Fabric::link_names()
+  float util = 0;
+  uint64_t queue_bytes = 0;
+  bool paused = false;
+};
+
+class Fabric {
+ public:
+  // Builds every node. Throws std::invalid_argument for configs the nodes refuse.
+  Fabric(const FabricConfig& config, FabricMode mode, uint64_t seed, rte_mempool* pool,
+         const FlowSizeCdf* cdf);
+  ~Fabric();
+  Fabric(const Fabric&) = delete;
+  Fabric& operator=(const Fabric&) = delete;
+
+  // Runs to the end (duration, or every message done / the time limit), then frees every mbuf.
+  // `progress` (may be empty) is called about every 0.2 s of wall time with (virtual ns, hops).
+  RunResult run(const std::function<void(uint64_t, uint64_t)>& progress = {});
+
+  // Kept when record_timeseries: the fabric links' samples (leaf->spine and spine->leaf).
+  void record_timeseries(bool on) { record_timeseries_ = on; }
+  const std::vector<LinkSample>& timeseries() const { return samples_; }
+  const std::vector<std::string>& link_names() const { return link_names_; }
+  const Topology& topology() const { return topology_; }
+  uint64_t now_ns() const { return now_; }
+
+ private:
+  struct Peer {
+    uint32_t node = UINT32_MAX;
+    uint16_t port = 0;
+    uint32_t cable = 0;
+  };
+  struct Node {
+    std::unique_ptr<switch_emu::SwitchNode> sw;
+    std::unique_ptr<nic_emu::NicNode> nic;
+    std::unique_ptr<control::ControlLoop> control;  // weighted mode
+    std::vector<Peer> peers;                        // by port
+    uint64_t scheduled = UINT64_MAX;
+    bool dirty = false;
+  };
+  struct Due {
+    uint64_t t;
+    uint64_t seq;
+    uint32_t node;
+    bool operator>(const Due& o) const { return t != o.t ? t > o.t : seq > o.seq; }
+  };
+  // A fabric link direction the sampler watches: node's egress port.
+  struct Watched {
+    uint32_t node;
+    uint16_t port;
+    uint64_t last_tx_bytes = 0;
+    uint64_t window_tx_bytes = 0;  // at the window start
+    bool uplink = false;           // leaf -> spine
+  };
+
+  void serve(uint32_t id);
+  void deliver(uint32_t from, uint16_t port, rte_mbuf** frames, uint16_t n);
+  void schedule(uint32_t id, bool served);
+  uint64_t node_next(uint32_t id) const;
+  void apply_event(const FabricEvent& e);
+  void set_cable_up(uint32_t cable, bool up);
+  void withdraw(uint32_t plane, uint32_t leaf, uint32_t spine, bool withdrawn);
+  void sample();
+  void take_completions(uint32_t host);
+  void post(const Post& p);
+  void install_spray_rules();
+  void snapshot_window_start();
+  RunResult collect(double wall_s);
+
+  const FabricConfig& config_;
+  FabricMode mode_;
+  uint64_t seed_;
+  rte_mempool* pool_;
+  const FlowSizeCdf* cdf_;
+  Topology topology_;
+  WorkloadPlan plan_;
+  std::vector<Node> nodes_;
+  std::priority_queue<Due, std::vector<Due>, std::greater<Due>> queue_;
+  uint64_t seq_ = 0;
+  uint64_t now_ = 0;
+  std::vector<uint32_t> touched_;  // nodes that received frames while serving
+  std::vector<FabricEvent> events_;  // sorted by time
+  size_t next_event_ = 0;
+  uint64_t next_sample_ns_ = 0;
+  uint64_t hops_ = 0;
+
+  std::vector<Watched> watched_;
+  std::vector<std::string> link_names_;
+  std::vector<LinkSample> samples_;
+  bool record_timeseries_ = false;
+  std::vector<std::pair<double, uint64_t>> pfc_timeline_;
+  std::vector<uint64_t> down_since_ns_;  // per cable: when it went down (UINT64_MAX: up)
+
+  // Completions and what they are worth.
+  std::vector<MessageCompletion> completions_;  // scratch
+  std::vector<Post> due_posts_;                 // scratch
+  std::vector<uint64_t> fct_ns_;
+  std::vector<std::pair<uint64_t, uint64_t>> sized_fct_;  // (bytes, fct ns), cdf workload
+  std::vector<uint8_t> same_leaf_;                        // per flow index... by (src, dst)
+  uint64_t completed_ = 0;
+  uint64_t done_ns_ = 0;
+  uint64_t window_start_ns_ = 0;
+  bool window_started_ = false;
+  uint64_t window_acked_bytes_ = 0;
+  uint64_t tcam_fallback_qps_ = 0;
+  uint64_t dead_link_frames_ = 0;
+  uint64_t dead_link_frames_late_ = 0;
+};
+
+}  // namespace spraynet::fabric

@@ -1,0 +1,356 @@
+#include "fabric/fabric_config.h"
+
+#include <charconv>
+#include <cmath>
+#include <stdexcept>
+
+#include "control/config_reader.h"
+
+namespace spraynet::fabric {
+
+namespace {
+
+constexpr const char* kEventForms =
+    "link-down:LINK@T, link-up:LINK@T, ber:LINK=RATE@T, rate:LINK=GBPS@T, "
+    "background:SWITCH=FRACTION[@T] (LINK like leaf0-spine3 or leaf0-spine3#1; T like 500us)";
+
+double parse_number(std::string_view s, std::string_view what) {
+  double v = 0;
+  const auto* end = s.data() + s.size();
+  auto [p, ec] = std::from_chars(s.data(), end, v);
+  if (ec != std::errc() || p != end || !std::isfinite(v)) {
+    throw std::invalid_argument(std::string(what) + ": '" + std::string(s) + "' is not a number");
+  }
+  return v;
+}
+
+}  // namespace
+
+std::string_view to_string(FabricMode mode) {
+  switch (mode) {
+    case FabricMode::kEcmp: return "ecmp";
+    case FabricMode::kEcmpQp: return "ecmp-qp";
+    case FabricMode::kWeighted: return "weighted";
+    case FabricMode::kDlb: return "dlb";
+    case FabricMode::kDrill: return "drill";
+    case FabricMode::kSpray: return "spray";
+    case FabricMode::kSprayNoReorder: return "spray-noreorder";
+  }
+  return "?";
+}
+
+std::optional<FabricMode> parse_fabric_mode(std::string_view name) {
+  for (auto m : {FabricMode::kEcmp, FabricMode::kEcmpQp, FabricMode::kWeighted, FabricMode::kDlb,
+                 FabricMode::kDrill, FabricMode::kSpray, FabricMode::kSprayNoReorder}) {
+    if (to_string(m) == name) return m;
+  }
+  return std::nullopt;
+}
+
+bool is_spray(FabricMode mode) {
+  return mode == FabricMode::kSpray || mode == FabricMode::kSprayNoReorder;
+}
+
+std::string_view to_string(Workload w) {
+  switch (w) {
+    case Workload::kPermutation: return "permutation";
+    case Workload::kAllreduce: return "allreduce";
+    case Workload::kAlltoall: return "alltoall";
+    case Workload::kIncast: return "incast";
+    case Workload::kCdf: return "cdf";
+  }
+  return "?";
+}
+
+std::optional<Workload> parse_workload(std::string_view name) {
+  for (auto w : {Workload::kPermutation, Workload::kAllreduce, Workload::kAlltoall,
+                 Workload::kIncast, Workload::kCdf}) {
+    if (to_string(w) == name) return w;
+  }
+  return std::nullopt;
+}
+
+uint64_t parse_duration_ns(std::string_view text) {
+  struct Unit {
+    std::string_view suffix;
+    double ns;
+  };
+  static constexpr Unit kUnits[] = {{"ns", 1}, {"us", 1e3}, {"ms", 1e6}, {"s", 1e9}};
+  for (const Unit& u : kUnits) {
+    if (text.size() > u.suffix.size() && text.ends_with(u.suffix)) {
+      const std::string_view num = text.substr(0, text.size() - u.suffix.size());
+      // "ms" also ends with "s": only take "s" when what precedes is a number.
+      double v;
+      try {
+        v = parse_number(num, "time");
+      } catch (const std::invalid_argument&) {
+        continue;
+      }
+      if (v < 0 || v * u.ns > 1e18) break;
+      return static_cast<uint64_t>(std::llround(v * u.ns));
+    }
+  }
+  throw std::invalid_argument("time '" + std::string(text) +
+                              "': a non-negative number with a unit: ns, us, ms or s (500us)");
+}
+
+FabricEvent parse_fabric_event(std::string_view text) {
+  FabricEvent e;
+  e.text = std::string(text);
+  const auto fail = [&](const std::string& why) -> FabricEvent {
+    throw std::invalid_argument("event '" + e.text + "': " + why + "; accepted: " + kEventForms);
+  };
+  const size_t colon = text.find(':');
+  if (colon == std::string_view::npos) return fail("no kind");
+  const std::string_view kind = text.substr(0, colon);
+  std::string_view rest = text.substr(colon + 1);
+  std::string_view at;
+  if (const size_t a = rest.rfind('@'); a != std::string_view::npos) {
+    at = rest.substr(a + 1);
+    rest = rest.substr(0, a);
+  }
+  std::string_view value;
+  if (const size_t eq = rest.find('='); eq != std::string_view::npos) {
+    value = rest.substr(eq + 1);
+    rest = rest.substr(0, eq);
+  }
+  e.target = std::string(rest);
+  if (e.target.empty()) return fail("no link or switch named");
+  if (kind == "link-down" || kind == "link-up") {
+    e.kind = kind == "link-down" ? FabricEvent::Kind::kLinkDown : FabricEvent::Kind::kLinkUp;
+    if (!value.empty()) return fail(std::string(kind) + " takes no value");
+  } else if (kind == "ber" || kind == "rate" || kind == "background") {
+    e.kind = kind == "ber"    ? FabricEvent::Kind::kBer
+             : kind == "rate" ? FabricEvent::Kind::kRate
+                              : FabricEvent::Kind::kBackground;
+    if (value.empty()) return fail(std::string(kind) + " needs =VALUE");
+    try {
+      e.value = parse_number(value, "value");
+    } catch (const std::invalid_argument& ex) {
+      return fail(ex.what());
+    }
+    if (e.kind == FabricEvent::Kind::kBer && (e.value < 0 || e.value > 1)) return fail("BER in [0, 1]");
+    if (e.kind == FabricEvent::Kind::kRate && (e.value <= 0 || e.value > 10000)) {
+      return fail("rate in Gbit/s, (0, 10000]");
+    }
+    if (e.kind == FabricEvent::Kind::kBackground && (e.value < 0 || e.value >= 1)) {
+      return fail("background load is a fraction of the line rate in [0, 1)");
+    }
+  } else {
+    return fail("unknown kind '" + std::string(kind) + "'");
+  }
+  if (at.empty()) {
+    if (e.kind != FabricEvent::Kind::kBackground) return fail("no time (@T)");
+  } else {
+    try {
+      e.at_ns = parse_duration_ns(at);
+    } catch (const std::invalid_argument& ex) {
+      return fail(ex.what());
+    }
+  }
+  return e;
+}
+
+std::pair<uint64_t, uint64_t> parse_seed_range(std::string_view text) {
+  const auto one = [&](std::string_view s) {
+    const auto v = control::parse_uint(s);
+    if (!v) throw std::invalid_argument("seeds '" + std::string(text) + "': N or A-B (1-20)");
+    return *v;
+  };
+  const size_t dash = text.find('-');
+  if (dash == std::string_view::npos) {
+    const uint64_t v = one(text);
+    return {v, v};
+  }
+  const uint64_t a = one(text.substr(0, dash));
+  const uint64_t b = one(text.substr(dash + 1));
+  if (b < a) throw std::invalid_argument("seeds '" + std::string(text) + "': B before A");
+  if (b - a >= 100000) throw std::invalid_argument("seeds '" + std::string(text) + "': at most 100000 seeds");
+  return {a, b};
+}
+
+std::vector<FabricMode> parse_mode_list(std::string_view text) {
+  std::vector<FabricMode> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t comma = text.find(',', start);
+    if (comma == std::string_view::npos) comma = text.size();
+    const std::string_view name = text.substr(start, comma - start);
+    const auto m = parse_fabric_mode(name);
+    if (!m) {
+      throw std::invalid_argument("mode '" + std::string(name) + "': one of " + kModeNames +
+                                  ", comma-separated");
+    }
+    for (FabricMode seen : out) {
+      if (seen == *m) throw std::invalid_argument("mode '" + std::string(name) + "' given twice");
+    }
+    out.push_back(*m);
+    start = comma + 1;
+  }
+  return out;
+}
+
+std::string FabricConfig::check() const {
+  if (leaves < 1 || leaves > 255) return "leaves: 1..255";
+  if (spines < 1 || spines > 256) return "spines: 1..256";
+  if (hosts_per_leaf < 1 || hosts_per_leaf > 254) return "hosts-per-leaf: 1..254";
+  if (links_per_spine < 1 || links_per_spine > 16) return "links-per-spine: 1..16";
+  if (planes < 1 || planes > 16) return "planes: 1..16 (one NIC uplink per plane)";
+  if (!(link_gbps >= 1 && link_gbps <= 1600)) return "link-gbps: 1..1600";
+  if (delay_ns > 1'000'000'000) return "delay-ns: 0..1e9";
+  if (mtu != 1024 && mtu != 4096) return "mtu: 1024 | 4096";
+  if (queue_bytes < 16384) return "queue-bytes: at least 16384";
+  if (pfc_buffer_bytes < 8192) return "pfc-buffer-bytes: at least 8192";
+  if (!(pfc_xon > 0 && pfc_xon < pfc_xoff && pfc_xoff <= 1)) return "pfc-xon, pfc-xoff: 0 < xon < xoff <= 1";
+  if (qps_per_host < 1 || qps_per_host > 256) return "qps-per-host: 1..256";
+  if (msg_bytes < 1 || msg_bytes > (uint64_t{1} << 31)) return "msg-bytes: 1..2^31";
+  if (bytes < 1) return "bytes: at least 1";
+  if (channels < 1 || channels > 64) return "channels: 1..64";
+  if (incast_senders < 1 || incast_senders >= hosts()) return "incast-senders: 1..hosts-1";
+  if (!(load > 0 && load <= 1)) return "load: (0, 1]";
+  if (modes.empty()) return std::string("mode: at least one of ") + kModeNames;
+  if (spray_policy != "rr" && spray_policy != "weighted" && spray_policy != "adaptive") {
+    return "spray-policy: rr | weighted | adaptive";
+  }
+  if (ppcid_layout != "ts-high" && ppcid_layout != "path-high") return "ppcid-layout: ts-high | path-high";
+  if (reorder != "auto" && reorder != "on" && reorder != "off") return "reorder: auto | on | off";
+  if (reorder_hold_ns < 1000 || reorder_hold_ns >= retransmit_timeout_ns) {
+    return "reorder-hold-us: at least 1 and below the retransmit timeout";
+  }
+  if (reorder_window < 1 || reorder_window > 16384) return "reorder-window: 1..16384";
+  if (max_in_flight < 66 || max_in_flight > 65536) return "max-in-flight: 66..65536";
+  if (dlb_gap_ns < 1) return "dlb-gap-us: above 0";
+  if (control_period_ns < 1000) return "control-period-us: at least 1";
+  if (duration_ns < 1000) return "duration: at least 1us";
+  if (warmup() >= duration_ns) return "warmup: below duration";
+  if (sample_ns < 1000) return "sample-us: at least 1";
+  if (seed_last < seed_first) return "seeds: A-B with A <= B";
+  if (workload == Workload::kAlltoall && hosts() < 2) return "workload alltoall: at least 2 hosts";
+  if (workload == Workload::kPermutation && leaves < 2) {
+    return "workload permutation: at least 2 leaves (each host sends to a host on another leaf)";
+  }
+  return {};
+}
+
+namespace {
+
+void apply_yaml(FabricConfig& c, const control::ConfigNode& root) {
+  root.allow_only({"fabric"});
+  const control::ConfigNode n = root.child("fabric");
+  n.allow_only({"leaves", "spines", "hosts_per_leaf", "links_per_spine", "planes", "link_gbps",
+                "delay_ns", "mtu", "queue_bytes", "pfc", "pfc_buffer_bytes", "pfc_xoff",
+                "pfc_xon", "fast_feedback", "pfc_watchdog", "pfc_watchdog_us", "workload",
+                "qps_per_host", "msg_bytes", "bytes", "channels", "incast_senders", "cdf",
+                "load", "message_gap_us", "mode", "spray_policy", "hash_seed", "udp_sport",
+                "ppcid_layout", "reorder", "reorder_hold_us", "reorder_window",
+                "max_in_flight", "dlb_gap_us", "control_period_us", "tcam_spray_rules",
+                "event", "duration", "warmup", "seeds", "sample_us"});
+  c.source = n.file();
+  c.leaves = static_cast<uint32_t>(n.uint_or("leaves", c.leaves, 1, 255));
+  c.spines = static_cast<uint32_t>(n.uint_or("spines", c.spines, 1, 256));
+  c.hosts_per_leaf = static_cast<uint32_t>(n.uint_or("hosts_per_leaf", c.hosts_per_leaf, 1, 254));
+  c.links_per_spine = static_cast<uint32_t>(n.uint_or("links_per_spine", c.links_per_spine, 1, 16));
+  c.planes = static_cast<uint32_t>(n.uint_or("planes", c.planes, 1, 16));
+  c.link_gbps = n.number_or("link_gbps", c.link_gbps, 1, 1600);
+  c.delay_ns = n.uint_or("delay_ns", c.delay_ns, 0, 1'000'000'000);
+  c.mtu = static_cast<uint32_t>(std::stoul(n.choice_or("mtu", std::to_string(c.mtu), {"1024", "4096"})));
+  c.queue_bytes = n.uint_or("queue_bytes", c.queue_bytes, 16384, uint64_t{1} << 34);
+  c.pfc = n.boolean_or("pfc", c.pfc);
+  c.pfc_buffer_bytes = n.uint_or("pfc_buffer_bytes", c.pfc_buffer_bytes, 8192, uint64_t{1} << 34);
+  c.pfc_xoff = n.number_or("pfc_xoff", c.pfc_xoff, 0.01, 1);
+  c.pfc_xon = n.number_or("pfc_xon", c.pfc_xon, 0.01, 1);
+  c.fast_feedback = n.boolean_or("fast_feedback", c.fast_feedback);
+  c.pfc_watchdog = n.boolean_or("pfc_watchdog", c.pfc_watchdog);
+  c.pfc_watchdog_ns = n.uint_or("pfc_watchdog_us", c.pfc_watchdog_ns / 1000, 1, 10'000'000) * 1000;
+  if (n.has("workload")) {
+    c.workload = *parse_workload(n.choice_or(
+        "workload", "", {"permutation", "allreduce", "alltoall", "incast", "cdf"}));
+  }
+  c.qps_per_host = static_cast<uint32_t>(n.uint_or("qps_per_host", c.qps_per_host, 1, 256));
+  c.msg_bytes = n.uint_or("msg_bytes", c.msg_bytes, 1, uint64_t{1} << 31);
+  c.bytes = n.uint_or("bytes", c.bytes, 1, uint64_t{1} << 40);
+  c.channels = static_cast<uint32_t>(n.uint_or("channels", c.channels, 1, 64));
+  c.incast_senders = static_cast<uint32_t>(n.uint_or("incast_senders", c.incast_senders, 1, 65535));
+  c.cdf = n.string_or("cdf", c.cdf);
+  c.load = n.number_or("load", c.load, 0.001, 1);
+  c.message_gap_ns = n.uint_or("message_gap_us", c.message_gap_ns / 1000, 0, 1'000'000) * 1000;
+  if (n.has("mode")) {
+    try {
+      const auto list = n.string_list("mode");
+      std::string joined;
+      for (const auto& m : list) joined += (joined.empty() ? "" : ",") + m;
+      c.modes = parse_mode_list(joined);
+    } catch (const control::ConfigError&) {
+      try {
+        c.modes = parse_mode_list(n.string("mode"));
+      } catch (const std::invalid_argument& e) {
+        n.fail("mode", e.what());
+      }
+    } catch (const std::invalid_argument& e) {
+      n.fail("mode", e.what());
+    }
+  }
+  c.spray_policy = n.choice_or("spray_policy", c.spray_policy, {"rr", "weighted", "adaptive"});
+  c.same_hash_seed =
+      n.choice_or("hash_seed", c.same_hash_seed ? "same" : "per-switch", {"per-switch", "same"}) == "same";
+  c.udp_sport_fixed =
+      n.choice_or("udp_sport", c.udp_sport_fixed ? "fixed" : "per-qp", {"per-qp", "fixed"}) == "fixed";
+  c.ppcid_layout = n.choice_or("ppcid_layout", c.ppcid_layout, {"ts-high", "path-high"});
+  c.reorder = n.choice_or("reorder", c.reorder, {"auto", "on", "off"});
+  c.reorder_hold_ns = static_cast<uint64_t>(
+      n.number_or("reorder_hold_us", c.reorder_hold_ns / 1000.0, 1, 1'000'000) * 1000);
+  c.reorder_window = static_cast<uint32_t>(n.uint_or("reorder_window", c.reorder_window, 1, 16384));
+  c.max_in_flight = static_cast<uint32_t>(n.uint_or("max_in_flight", c.max_in_flight, 66, 65536));
+  c.dlb_gap_ns = static_cast<uint64_t>(n.number_or("dlb_gap_us", c.dlb_gap_ns / 1000.0, 0.001, 1e6) * 1000);
+  c.control_period_ns = static_cast<uint64_t>(
+      n.number_or("control_period_us", c.control_period_ns / 1000.0, 1, 1e7) * 1000);
+  c.tcam_spray_rules = static_cast<uint32_t>(n.uint_or("tcam_spray_rules", c.tcam_spray_rules, 0, 1 << 20));
+  for (const std::string& text : n.string_list("event")) {
+    try {
+      c.events.push_back(parse_fabric_event(text));
+    } catch (const std::invalid_argument& e) {
+      n.fail("event", e.what());
+    }
+  }
+  const auto duration_key = [&](std::string_view key, uint64_t& out) {
+    if (!n.has(key)) return;
+    try {
+      out = parse_duration_ns(n.string(key));
+    } catch (const std::invalid_argument& e) {
+      n.fail(key, e.what());
+    }
+  };
+  duration_key("duration", c.duration_ns);
+  duration_key("warmup", c.warmup_ns);
+  c.sample_ns = n.uint_or("sample_us", c.sample_ns / 1000, 1, 1'000'000) * 1000;
+  if (n.has("seeds")) {
+    try {
+      std::tie(c.seed_first, c.seed_last) = parse_seed_range(n.string("seeds"));
+    } catch (const std::invalid_argument& e) {
+      n.fail("seeds", e.what());
+    }
+  }
+  if (const std::string why = c.check(); !why.empty()) {
+    const size_t colon = why.find(':');
+    std::string key = why.substr(0, colon);
+    for (char& ch : key) {
+      if (ch == '-') ch = '_';
+    }
+    n.fail(key, why.substr(colon + 2));
+  }
+}
+
+}  // namespace
+
+FabricConfig load_fabric_config(const std::string& path, FabricConfig base) {
+  apply_yaml(base, control::ConfigNode::load_file(path));
+  return base;
+}
+
+FabricConfig parse_fabric_config_yaml(const std::string& yaml, const std::string& name,
+                                      FabricConfig base) {
+  apply_yaml(base, control::ConfigNode::load_string(yaml, name));
+  return base;
+}
+
+}  // namespace spraynet::fabric

@@ -1,0 +1,125 @@
+// What one fabric_emu experiment is: the topology, the switches' buffer and PFC settings, the
+// workload, the modes compared, the events, the run length and the seeds. Filled from flags or
+// from a YAML file (`fabric:` at the top; every flag has a key of the same name with '_' for
+// '-'); every error names the file (or "command line"), the key and what is allowed.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace spraynet::fabric {
+
+// How the fabric balances, as one name: the switches' group mode, what the NIC does, and
+// whether the receiving NIC reorders.
+enum class FabricMode : uint8_t {
+  kEcmp,            // 5-tuple CRC32C % N at every switch
+  kEcmpQp,          // the same with BTH DestQP in the key ("E-ECMP")
+  kWeighted,        // bucket tables reweighted by the control loop from link state
+  kDlb,             // flowlets on the least-queued eligible member
+  kDrill,           // per packet, the less loaded of two samples and the last winner
+  kSpray,           // NIC writes a path id per packet; leaves spray by TCAM rule; reorder on
+  kSprayNoReorder,  // the same without the receiver's reorder engine
+};
+std::string_view to_string(FabricMode mode);
+std::optional<FabricMode> parse_fabric_mode(std::string_view name);
+bool is_spray(FabricMode mode);
+inline constexpr const char* kModeNames = "ecmp | ecmp-qp | weighted | dlb | drill | spray | spray-noreorder";
+
+enum class Workload : uint8_t { kPermutation, kAllreduce, kAlltoall, kIncast, kCdf };
+std::string_view to_string(Workload w);
+std::optional<Workload> parse_workload(std::string_view name);
+inline constexpr const char* kWorkloadNames = "permutation | allreduce | alltoall | incast | cdf";
+
+// One timed change to the fabric.
+struct FabricEvent {
+  enum class Kind : uint8_t { kLinkDown, kLinkUp, kBer, kRate, kBackground };
+  Kind kind = Kind::kLinkDown;
+  std::string target;  // a link ("leaf0-spine3", "leaf0-spine3#1", "p1.leaf0-p1.spine3") or,
+                       // for background, a switch ("spine2")
+  double value = 0;    // BER, Gbit/s, or background load fraction
+  uint64_t at_ns = 0;
+  std::string text;  // as given, for reports
+};
+// "link-down:LINK@T", "link-up:LINK@T", "ber:LINK=1e-6@T", "rate:LINK=50@T",
+// "background:SWITCH=0.85[@T]"; T like 500us, 1.5ms, 2000ns, 1s. Throws std::invalid_argument
+// with the reason and the accepted forms.
+FabricEvent parse_fabric_event(std::string_view text);
+// "500us" -> 500000. Throws std::invalid_argument.
+uint64_t parse_duration_ns(std::string_view text);
+
+struct FabricConfig {
+  std::string source = "command line";  // the YAML file, for error messages
+
+  // Topology.
+  uint32_t leaves = 2;
+  uint32_t spines = 8;
+  uint32_t hosts_per_leaf = 8;
+  uint32_t links_per_spine = 1;  // parallel leaf-spine links
+  uint32_t planes = 1;           // each host has one NIC uplink per plane
+  double link_gbps = 100.0;
+  uint64_t delay_ns = 1000;  // propagation delay of every cable
+  uint32_t mtu = 4096;       // 1024 | 4096
+
+  // Switch buffer and PFC.
+  uint64_t queue_bytes = 1 << 20;  // per egress port and traffic class
+  bool pfc = true;
+  uint64_t pfc_buffer_bytes = 256 * 1024;  // per (ingress port, priority)
+  double pfc_xoff = 0.80;
+  double pfc_xon = 0.60;
+  bool fast_feedback = false;
+  bool pfc_watchdog = true;
+  uint64_t pfc_watchdog_ns = 200'000'000;
+
+  // Workload.
+  Workload workload = Workload::kPermutation;
+  uint32_t qps_per_host = 1;
+  uint64_t msg_bytes = 1 << 20;  // permutation: size of each message
+  uint64_t bytes = 16 << 20;     // allreduce: buffer; alltoall: per pair; incast: per sender
+  uint32_t channels = 1;         // allreduce rings
+  uint32_t incast_senders = 8;
+  std::string cdf = "websearch";  // cdf: a built-in name or a file
+  double load = 0.5;              // cdf: offered load per host, fraction of its line rate
+  uint64_t message_gap_ns = 0;    // permutation: idle time between a QP's messages (flowlet gaps)
+
+  // Modes and hashing.
+  std::vector<FabricMode> modes = {FabricMode::kEcmp, FabricMode::kSpray};
+  std::string spray_policy = "rr";  // rr | weighted | adaptive (the NIC's uplink choice)
+  bool same_hash_seed = false;      // --hash-seed same: every switch hashes alike (polarization)
+  bool udp_sport_fixed = false;     // --udp-sport fixed: one UDP source port per NIC
+  std::string ppcid_layout = "ts-high";
+  std::string reorder = "auto";  // auto (spray only) | on | off
+  uint64_t reorder_hold_ns = 100'000;
+  uint32_t reorder_window = 256;
+  uint32_t max_in_flight = 128;
+  uint64_t retransmit_timeout_ns = 67'108'864;
+  uint64_t dlb_gap_ns = 100'000;  // 0 is not allowed by the flowlet table
+  uint64_t control_period_ns = 200'000'000;
+  uint32_t tcam_spray_rules = 16384;  // a leaf's spray_rule_limit
+
+  std::vector<FabricEvent> events;
+
+  // Run.
+  uint64_t duration_ns = 2'000'000;  // permutation: run length; others: time limit
+  uint64_t warmup_ns = 0;            // 0: a fifth of duration (permutation only)
+  uint64_t seed_first = 1;
+  uint64_t seed_last = 1;
+  uint64_t sample_ns = 100'000;  // timeseries and PFC timeline interval
+
+  uint32_t hosts() const { return leaves * hosts_per_leaf; }
+  uint64_t warmup() const { return warmup_ns != 0 ? warmup_ns : duration_ns / 5; }
+  // Empty when valid, else "key: reason" (key as the flag says it).
+  std::string check() const;
+};
+
+// Reads `fabric:` from a YAML file over `base` (flags given on the command line are applied
+// after). Throws control::ConfigError naming the file and key.
+FabricConfig load_fabric_config(const std::string& path, FabricConfig base = {});
+FabricConfig parse_fabric_config_yaml(const std::string& yaml, const std::string& name,
+                                      FabricConfig base = {});
+// "1-20" or "7" -> [first, last]. Throws std::invalid_argument.
+std::pair<uint64_t, uint64_t> parse_seed_range(std::string_view text);
+std::vector<FabricMode> parse_mode_list(std::string_view text);  // "ecmp,spray"
+
+}  // namespace spraynet::fabric

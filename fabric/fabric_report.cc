@@ -1,0 +1,219 @@
+#include "fabric/fabric_report.h"
+
+#include <cmath>
+#include <cstdio>
+
+namespace spraynet::fabric {
+
+namespace {
+
+struct Spread {
+  double mean = 0, stddev = 0, min = 0, max = 0;
+  size_t n = 0;
+};
+
+Spread spread(const std::vector<double>& v) {
+  Spread s;
+  s.n = v.size();
+  if (v.empty()) return s;
+  s.min = s.max = v[0];
+  double sum = 0;
+  for (double x : v) {
+    sum += x;
+    s.min = std::min(s.min, x);
+    s.max = std::max(s.max, x);
+  }
+  s.mean = sum / static_cast<double>(v.size());
+  if (v.size() > 1) {
+    double sq = 0;
+    for (double x : v) sq += (x - s.mean) * (x - s.mean);
+    s.stddev = std::sqrt(sq / static_cast<double>(v.size() - 1));
+  }
+  return s;
+}
+
+nlohmann::json spread_json(const Spread& s) {
+  return {{"mean", s.mean}, {"stddev", s.stddev}, {"min", s.min}, {"max", s.max}, {"n", s.n}};
+}
+
+// The headline numbers the summary and the table carry, by name.
+const std::vector<std::pair<const char*, double (*)(const RunResult&)>>& metrics() {
+  static const std::vector<std::pair<const char*, double (*)(const RunResult&)>> m = {
+      {"throughput_fraction", [](const RunResult& r) { return r.throughput_fraction; }},
+      {"collective_bw_fraction", [](const RunResult& r) { return r.collective_bw_fraction; }},
+      {"uplink_util_mean", [](const RunResult& r) { return r.uplink_util_mean; }},
+      {"uplink_util_imbalance", [](const RunResult& r) { return r.uplink_util_imbalance; }},
+      {"fct_p50_us", [](const RunResult& r) { return r.fct_p50_us; }},
+      {"fct_p99_us", [](const RunResult& r) { return r.fct_p99_us; }},
+      {"retx_rate", [](const RunResult& r) { return r.retx_rate; }},
+      {"naks", [](const RunResult& r) { return static_cast<double>(r.naks); }},
+      {"reorder_p99_depth", [](const RunResult& r) { return static_cast<double>(r.reorder_p99_depth); }},
+      {"pfc_pause_frames", [](const RunResult& r) { return static_cast<double>(r.pfc_pause_frames); }},
+      {"pfc_paused_us", [](const RunResult& r) { return r.pfc_paused_us; }},
+      {"flowlets_started", [](const RunResult& r) { return static_cast<double>(r.flowlets_started); }},
+      {"hops_per_s", [](const RunResult& r) { return r.hops_per_s; }},
+  };
+  return m;
+}
+
+std::vector<std::string> modes_in_order(const std::vector<RunResult>& runs) {
+  std::vector<std::string> modes;
+  for (const RunResult& r : runs) {
+    if (std::find(modes.begin(), modes.end(), r.mode) == modes.end()) modes.push_back(r.mode);
+  }
+  return modes;
+}
+
+}  // namespace
+
+nlohmann::json to_json(const RunResult& r) {
+  nlohmann::json j;
+  j["mode"] = r.mode;
+  j["workload"] = r.workload;
+  j["seed"] = r.seed;
+  j["virtual_us"] = static_cast<double>(r.virtual_ns) / 1000.0;
+  j["window_us"] = {static_cast<double>(r.window_start_ns) / 1000.0,
+                    static_cast<double>(r.window_end_ns) / 1000.0};
+  j["completed"] = r.completed;
+  j["messages_completed"] = r.messages_completed;
+  if (r.messages_expected != 0) j["messages_expected"] = r.messages_expected;
+  j["throughput_fraction"] = r.throughput_fraction;
+  j["collective_bw_fraction"] = r.collective_bw_fraction;
+  if (r.workload == "allreduce") {
+    j["algbw_gbps"] = r.algbw_gbps;
+    j["busbw_gbps"] = r.busbw_gbps;
+  }
+  j["uplink_util"] = {{"mean", r.uplink_util_mean},
+                      {"max", r.uplink_util_max},
+                      {"imbalance", r.uplink_util_imbalance}};
+  nlohmann::json per_link = nlohmann::json::object();
+  for (size_t i = 0; i < r.uplink_util.size(); ++i) per_link[r.uplink_names[i]] = r.uplink_util[i];
+  j["uplink_util_by_link"] = per_link;
+  j["fct_us"] = {{"p50", r.fct_p50_us}, {"p99", r.fct_p99_us}, {"max", r.fct_max_us}};
+  j["fct_samples_us"] = r.fct_samples_us;
+  if (!r.slowdown.empty()) {
+    nlohmann::json bins = nlohmann::json::array();
+    for (const SlowdownBin& b : r.slowdown) {
+      bins.push_back({{"bin_hi_bytes", b.hi_bytes}, {"count", b.count}, {"p50", b.p50}, {"p99", b.p99}});
+    }
+    j["slowdown"] = bins;
+  }
+  j["packets_sent"] = r.packets_sent;
+  j["packets_retransmitted"] = r.packets_retransmitted;
+  j["retx_rate"] = r.retx_rate;
+  j["naks"] = r.naks;
+  j["retransmit_timeouts"] = r.timeouts;
+  nlohmann::json hist = nlohmann::json::array();
+  for (const auto& [d, n] : r.reorder_depth_histogram) hist.push_back({d, n});
+  j["reorder"] = {{"max_depth", r.reorder_max_depth},
+                  {"p99_depth", r.reorder_p99_depth},
+                  {"timeouts", r.reorder_timeouts},
+                  {"held", r.reorder_held},
+                  {"depth_histogram", hist}};
+  nlohmann::json timeline = nlohmann::json::array();
+  for (const auto& [t, n] : r.pfc_timeline) timeline.push_back({t, n});
+  j["pfc"] = {{"pause_frames", r.pfc_pause_frames},
+              {"paused_us", r.pfc_paused_us},
+              {"longest_pause_us", r.pfc_longest_pause_us},
+              {"timeline", timeline}};
+  j["drops"] = r.drops;
+  j["tcam_fallback_qps"] = r.tcam_fallback_qps;
+  j["flowlets_started"] = r.flowlets_started;
+  j["dead_link_frames"] = r.dead_link_frames;
+  j["dead_link_frames_after_1ms"] = r.dead_link_tx_after_1ms;
+  j["packet_hops"] = r.packet_hops;
+  j["mbufs_in_use_at_end"] = r.mbufs_in_use_at_end;
+  j["mempool_whole"] = r.mbufs_in_use_at_end == 0;
+  return j;
+}
+
+nlohmann::json summary_json(const std::vector<RunResult>& runs) {
+  nlohmann::json out = nlohmann::json::object();
+  for (const std::string& mode : modes_in_order(runs)) {
+    nlohmann::json m = nlohmann::json::object();
+    for (const auto& [name, get] : metrics()) {
+      std::vector<double> v;
+      for (const RunResult& r : runs) {
+        if (r.mode == mode) v.push_back(get(r));
+      }
+      m[name] = spread_json(spread(v));
+    }
+    out[mode] = m;
+  }
+  return out;
+}
+
+nlohmann::json config_json(const FabricConfig& c) {
+  std::string modes;
+  for (FabricMode m : c.modes) modes += (modes.empty() ? "" : ",") + std::string(to_string(m));
+  nlohmann::json events = nlohmann::json::array();
+  for (const FabricEvent& e : c.events) events.push_back(e.text);
+  return {{"leaves", c.leaves},
+          {"spines", c.spines},
+          {"hosts_per_leaf", c.hosts_per_leaf},
+          {"links_per_spine", c.links_per_spine},
+          {"planes", c.planes},
+          {"link_gbps", c.link_gbps},
+          {"delay_ns", c.delay_ns},
+          {"mtu", c.mtu},
+          {"queue_bytes", c.queue_bytes},
+          {"pfc", c.pfc},
+          {"pfc_buffer_bytes", c.pfc_buffer_bytes},
+          {"pfc_xoff", c.pfc_xoff},
+          {"pfc_xon", c.pfc_xon},
+          {"fast_feedback", c.fast_feedback},
+          {"pfc_watchdog", c.pfc_watchdog},
+          {"workload", std::string(to_string(c.workload))},
+          {"qps_per_host", c.qps_per_host},
+          {"msg_bytes", c.msg_bytes},
+          {"bytes", c.bytes},
+          {"channels", c.channels},
+          {"incast_senders", c.incast_senders},
+          {"cdf", c.cdf},
+          {"load", c.load},
+          {"mode", modes},
+          {"spray_policy", c.spray_policy},
+          {"hash_seed", c.same_hash_seed ? "same" : "per-switch"},
+          {"udp_sport", c.udp_sport_fixed ? "fixed" : "per-qp"},
+          {"ppcid_layout", c.ppcid_layout},
+          {"reorder", c.reorder},
+          {"events", events},
+          {"duration_us", static_cast<double>(c.duration_ns) / 1000.0},
+          {"warmup_us", static_cast<double>(c.warmup()) / 1000.0},
+          {"seeds", std::to_string(c.seed_first) + "-" + std::to_string(c.seed_last)}};
+}
+
+std::string format_table(const std::vector<RunResult>& runs, const FabricConfig& config) {
+  std::string out;
+  char line[512];
+  const bool allreduce = config.workload == Workload::kAllreduce;
+  std::snprintf(line, sizeof line, "%-16s %5s %15s %15s %11s %11s %10s %8s %9s %10s\n", "mode",
+                "seeds", "throughput", allreduce ? "busbw/line" : "uplink imbal", "fct p50 us",
+                "fct p99 us", "retx rate", "naks", "reord p99", "pfc pauses");
+  out += line;
+  for (const std::string& mode : modes_in_order(runs)) {
+    std::vector<double> tp, second, p50, p99, retx, naks, reord, pfc;
+    for (const RunResult& r : runs) {
+      if (r.mode != mode) continue;
+      tp.push_back(r.throughput_fraction);
+      second.push_back(allreduce ? r.collective_bw_fraction : r.uplink_util_imbalance);
+      p50.push_back(r.fct_p50_us);
+      p99.push_back(r.fct_p99_us);
+      retx.push_back(r.retx_rate);
+      naks.push_back(static_cast<double>(r.naks));
+      reord.push_back(static_cast<double>(r.reorder_p99_depth));
+      pfc.push_back(static_cast<double>(r.pfc_pause_frames));
+    }
+    const Spread a = spread(tp), b = spread(second);
+    char tps[32], bs[32];
+    std::snprintf(tps, sizeof tps, "%.3f±%.3f", a.mean, a.stddev);
+    std::snprintf(bs, sizeof bs, "%.3f±%.3f", b.mean, b.stddev);
+    std::snprintf(line, sizeof line, "%-16s %5zu %15s %15s %11.1f %11.1f %10.5f %8.0f %9.0f %10.0f\n",
+                  mode.c_str(), a.n, tps, bs, spread(p50).mean, spread(p99).mean, spread(retx).mean,
+                  spread(naks).mean, spread(reord).mean, spread(pfc).mean);
+    out += line;
+  }
+  return out;
+}
+
+}  // namespace spraynet::fabric

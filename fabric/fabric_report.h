@@ -1,0 +1,81 @@
+// What one fabric_emu run measured, and how runs become the JSON report, the summary (mean and
+// spread per mode over the seeds) and the table on stdout. Every number comes from counters the
+// nodes keep and from the RC engines' completions (DESIGN.md "fabric_emu").
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "fabric/fabric_config.h"
+
+namespace spraynet::fabric {
+
+struct SlowdownBin {
+  uint64_t hi_bytes = 0;  // messages up to this size (above the previous bin's)
+  uint64_t count = 0;
+  double p50 = 0;
+  double p99 = 0;
+};
+
+struct RunResult {
+  std::string mode;
+  std::string workload;
+  uint64_t seed = 0;
+
+  uint64_t virtual_ns = 0;       // where the run stopped
+  uint64_t window_start_ns = 0;  // the throughput window (warm-up excluded)
+  uint64_t window_end_ns = 0;
+  bool completed = true;  // finite workloads: every message completed within the time limit
+  uint64_t messages_completed = 0;
+  uint64_t messages_expected = 0;  // finite workloads
+
+  double throughput_fraction = 0;
+  double collective_bw_fraction = 0;  // allreduce: busbw / a host's line rate; else 0
+  double algbw_gbps = 0;
+  double busbw_gbps = 0;
+  double uplink_util_mean = 0, uplink_util_max = 0, uplink_util_imbalance = 0;
+  std::vector<double> uplink_util;  // per leaf->spine link, over the window
+  std::vector<std::string> uplink_names;
+  double fct_p50_us = 0, fct_p99_us = 0, fct_max_us = 0;
+  std::vector<double> fct_samples_us;  // at most kMaxFctSamples, evenly thinned
+  std::vector<SlowdownBin> slowdown;
+  uint64_t packets_sent = 0;
+  uint64_t packets_retransmitted = 0;
+  double retx_rate = 0;
+  uint64_t naks = 0;
+  uint64_t timeouts = 0;
+  uint64_t reorder_max_depth = 0;
+  uint64_t reorder_p99_depth = 0;
+  uint64_t reorder_timeouts = 0;
+  uint64_t reorder_held = 0;
+  std::vector<std::pair<uint64_t, uint64_t>> reorder_depth_histogram;  // (depth, packets), > 0
+  uint64_t pfc_pause_frames = 0;
+  double pfc_paused_us = 0;
+  double pfc_longest_pause_us = 0;
+  std::vector<std::pair<double, uint64_t>> pfc_timeline;  // (t_us, paused ports)
+  std::map<std::string, uint64_t> drops;                  // by cause, fabric-wide
+  uint64_t tcam_fallback_qps = 0;
+  uint64_t flowlets_started = 0;
+  uint64_t dead_link_frames = 0;        // frames that crossed a cable after it failed
+  uint64_t dead_link_tx_after_1ms = 0;  // of which more than 1 ms after
+  uint64_t packet_hops = 0;
+  double wall_s = 0;
+  double hops_per_s = 0;
+  double peak_rss_mb = 0;
+  uint64_t mbufs_in_use_at_end = 0;  // after every node has freed what it held: must be 0
+
+  static constexpr size_t kMaxFctSamples = 20000;
+};
+
+nlohmann::json to_json(const RunResult& r);
+// Per mode: mean, stddev, min and max over the seeds of the headline numbers.
+nlohmann::json summary_json(const std::vector<RunResult>& runs);
+nlohmann::json config_json(const FabricConfig& c);
+// The table on stdout: one row per mode, means over seeds with their spread (±stddev).
+std::string format_table(const std::vector<RunResult>& runs, const FabricConfig& config);
+
+}  // namespace spraynet::fabric

@@ -1,0 +1,407 @@
+// fabric_emu: whole leaf-spine fabrics of the real switch and NIC pipelines in virtual time.
+// Runs every mode over every seed, prints one row per mode, writes the JSON report, the
+// per-link timeseries and the plots when asked.
+#include <rte_errno.h>
+#include <rte_mbuf.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "control/config_reader.h"
+#include "dataplane/runtime/eal.h"
+#include "dataplane/runtime/logging.h"
+#include "fabric/fabric.h"
+#include "fabric/flow_size_cdf.h"
+
+using namespace spraynet;
+using namespace spraynet::fabric;
+
+namespace {
+
+// Each flag is a string applied over the config (YAML file first, then the flags given), with
+// the same validation either way.
+struct Flag {
+  std::string name;
+  std::string value;
+  std::function<void(FabricConfig&, const std::string&)> apply;
+};
+
+uint64_t to_u64(const std::string& flag, const std::string& v) {
+  const auto n = control::parse_uint(v);
+  if (!n) throw std::invalid_argument("--" + flag + ": '" + v + "' is not a whole number");
+  return *n;
+}
+double to_double(const std::string& flag, const std::string& v) {
+  try {
+    size_t used = 0;
+    const double d = std::stod(v, &used);
+    if (used == v.size()) return d;
+  } catch (const std::exception&) {
+  }
+  throw std::invalid_argument("--" + flag + ": '" + v + "' is not a number");
+}
+bool to_bool(const std::string& flag, const std::string& v) {
+  if (v == "on" || v == "true" || v == "1") return true;
+  if (v == "off" || v == "false" || v == "0") return false;
+  throw std::invalid_argument("--" + flag + ": on | off, got '" + v + "'");
+}
+std::string one_of(const std::string& flag, const std::string& v, std::initializer_list<const char*> allowed) {
+  std::string list;
+  for (const char* a : allowed) {
+    if (v == a) return v;
+    list += (list.empty() ? "" : " | ") + std::string(a);
+  }
+  throw std::invalid_argument("--" + flag + ": " + list + ", got '" + v + "'");
+}
+
+std::vector<Flag> make_flags() {
+  std::vector<Flag> f;
+  const auto u32 = [&](const char* name, uint32_t FabricConfig::*m) {
+    f.push_back({name, "", [name, m](FabricConfig& c, const std::string& v) {
+                   c.*m = static_cast<uint32_t>(to_u64(name, v));
+                 }});
+  };
+  const auto u64 = [&](const char* name, uint64_t FabricConfig::*m) {
+    f.push_back({name, "", [name, m](FabricConfig& c, const std::string& v) { c.*m = to_u64(name, v); }});
+  };
+  const auto dbl = [&](const char* name, double FabricConfig::*m) {
+    f.push_back({name, "", [name, m](FabricConfig& c, const std::string& v) { c.*m = to_double(name, v); }});
+  };
+  const auto boolean = [&](const char* name, bool FabricConfig::*m) {
+    f.push_back({name, "", [name, m](FabricConfig& c, const std::string& v) { c.*m = to_bool(name, v); }});
+  };
+  const auto time = [&](const char* name, uint64_t FabricConfig::*m) {
+    f.push_back({name, "", [m](FabricConfig& c, const std::string& v) { c.*m = parse_duration_ns(v); }});
+  };
+  const auto micros = [&](const char* name, uint64_t FabricConfig::*m) {
+    f.push_back({name, "", [name, m](FabricConfig& c, const std::string& v) {
+                   c.*m = static_cast<uint64_t>(to_double(name, v) * 1000.0);
+                 }});
+  };
+  u32("leaves", &FabricConfig::leaves);
+  u32("spines", &FabricConfig::spines);
+  u32("hosts-per-leaf", &FabricConfig::hosts_per_leaf);
+  u32("links-per-spine", &FabricConfig::links_per_spine);
+  u32("planes", &FabricConfig::planes);
+  dbl("link-gbps", &FabricConfig::link_gbps);
+  u64("delay-ns", &FabricConfig::delay_ns);
+  u32("mtu", &FabricConfig::mtu);
+  u64("queue-bytes", &FabricConfig::queue_bytes);
+  boolean("pfc", &FabricConfig::pfc);
+  u64("pfc-buffer-bytes", &FabricConfig::pfc_buffer_bytes);
+  dbl("pfc-xoff", &FabricConfig::pfc_xoff);
+  dbl("pfc-xon", &FabricConfig::pfc_xon);
+  boolean("fast-feedback", &FabricConfig::fast_feedback);
+  boolean("pfc-watchdog", &FabricConfig::pfc_watchdog);
+  micros("pfc-watchdog-us", &FabricConfig::pfc_watchdog_ns);
+  f.push_back({"workload", "", [](FabricConfig& c, const std::string& v) {
+                 const auto w = parse_workload(v);
+                 if (!w) throw std::invalid_argument(std::string("--workload: ") + kWorkloadNames + ", got '" + v + "'");
+                 c.workload = *w;
+               }});
+  u32("qps-per-host", &FabricConfig::qps_per_host);
+  u64("msg-bytes", &FabricConfig::msg_bytes);
+  u64("bytes", &FabricConfig::bytes);
+  u32("channels", &FabricConfig::channels);
+  u32("incast-senders", &FabricConfig::incast_senders);
+  f.push_back({"cdf", "", [](FabricConfig& c, const std::string& v) { c.cdf = v; }});
+  dbl("load", &FabricConfig::load);
+  micros("message-gap-us", &FabricConfig::message_gap_ns);
+  f.push_back({"mode", "", [](FabricConfig& c, const std::string& v) { c.modes = parse_mode_list(v); }});
+  f.push_back({"spray-policy", "", [](FabricConfig& c, const std::string& v) {
+                 c.spray_policy = one_of("spray-policy", v, {"rr", "weighted", "adaptive"});
+               }});
+  f.push_back({"hash-seed", "", [](FabricConfig& c, const std::string& v) {
+                 c.same_hash_seed = one_of("hash-seed", v, {"per-switch", "same"}) == "same";
+               }});
+  f.push_back({"udp-sport", "", [](FabricConfig& c, const std::string& v) {
+                 c.udp_sport_fixed = one_of("udp-sport", v, {"per-qp", "fixed"}) == "fixed";
+               }});
+  f.push_back({"ppcid-layout", "", [](FabricConfig& c, const std::string& v) {
+                 c.ppcid_layout = one_of("ppcid-layout", v, {"ts-high", "path-high"});
+               }});
+  f.push_back({"reorder", "", [](FabricConfig& c, const std::string& v) {
+                 c.reorder = one_of("reorder", v, {"auto", "on", "off"});
+               }});
+  micros("reorder-hold-us", &FabricConfig::reorder_hold_ns);
+  u32("reorder-window", &FabricConfig::reorder_window);
+  u32("max-in-flight", &FabricConfig::max_in_flight);
+  micros("retransmit-timeout-us", &FabricConfig::retransmit_timeout_ns);
+  micros("dlb-gap-us", &FabricConfig::dlb_gap_ns);
+  micros("control-period-us", &FabricConfig::control_period_ns);
+  u32("tcam-spray-rules", &FabricConfig::tcam_spray_rules);
+  time("duration", &FabricConfig::duration_ns);
+  time("warmup", &FabricConfig::warmup_ns);
+  micros("sample-us", &FabricConfig::sample_ns);
+  f.push_back({"seeds", "", [](FabricConfig& c, const std::string& v) {
+                 std::tie(c.seed_first, c.seed_last) = parse_seed_range(v);
+               }});
+  return f;
+}
+
+const char* help_of(const std::string& name) {
+  static const std::vector<std::pair<std::string, const char*>> help = {
+      {"leaves", "leaf switches per plane (2)"},
+      {"spines", "spine switches per plane (8)"},
+      {"hosts-per-leaf", "hosts under each leaf (8)"},
+      {"links-per-spine", "parallel links between each leaf and each spine (1)"},
+      {"planes", "planes: each host has one NIC uplink per plane, each plane its own leaves and spines (1)"},
+      {"link-gbps", "rate of every cable, Gbit/s (100)"},
+      {"delay-ns", "propagation delay of every cable (1000)"},
+      {"mtu", "RoCE path MTU: 1024 | 4096 (4096)"},
+      {"queue-bytes", "switch egress queue limit per port and traffic class (1048576)"},
+      {"pfc", "PFC (802.1Qbb) on priority 3 at every switch: on | off (on)"},
+      {"pfc-buffer-bytes", "PFC ingress buffer per (port, priority) (262144)"},
+      {"pfc-xoff", "XOFF threshold, fraction of the PFC buffer (0.8)"},
+      {"pfc-xon", "XON threshold, fraction of the PFC buffer (0.6)"},
+      {"fast-feedback", "a paused port leaves the DLB/spray candidates at once: on | off (off)"},
+      {"pfc-watchdog", "PFC watchdog: on | off (on)"},
+      {"pfc-watchdog-us", "PFC watchdog detection and restoration time (200000)"},
+      {"workload", "permutation | allreduce | alltoall | incast | cdf (permutation)"},
+      {"qps-per-host", "permutation: QPs each host runs to its target (1)"},
+      {"msg-bytes", "permutation: bytes of each RDMA WRITE (1048576)"},
+      {"bytes", "allreduce: buffer size; alltoall: bytes per pair; incast: bytes per sender (16777216)"},
+      {"channels", "allreduce: parallel rings, each on its own QPs (1)"},
+      {"incast-senders", "incast: senders to the one receiver (8)"},
+      {"cdf", "cdf: websearch | alistorage2019 | a file of 'BYTES PERCENT' lines (websearch)"},
+      {"load", "cdf: offered load per host, fraction of its line rate (0.5)"},
+      {"message-gap-us", "permutation: idle time between a QP's messages (0)"},
+      {"mode", "comma-separated: ecmp | ecmp-qp | weighted | dlb | drill | spray | spray-noreorder (ecmp,spray)"},
+      {"spray-policy", "spray: the NIC's uplink choice across planes: rr | weighted | adaptive (rr)"},
+      {"hash-seed", "per-switch | same (same reproduces hash polarization) (per-switch)"},
+      {"udp-sport", "per-qp (rxe's 0xC000 + hash of the QP) | fixed (one port per NIC) (per-qp)"},
+      {"ppcid-layout", "ts-high (16 path ids) | path-high (256) (ts-high)"},
+      {"reorder", "receiver reorder engine: auto (spray only) | on | off (auto)"},
+      {"reorder-hold-us", "reorder hold timeout (100)"},
+      {"reorder-window", "reorder window, PSNs per QP (256)"},
+      {"max-in-flight", "unacknowledged packets per QP (128, rxe's)"},
+      {"retransmit-timeout-us", "RC retransmit timeout (67108.864, perftest's)"},
+      {"dlb-gap-us", "dlb: flowlet gap (100)"},
+      {"control-period-us", "weighted: control loop period (200000)"},
+      {"tcam-spray-rules", "spray: a leaf's TCAM spray_rule_limit; QPs beyond it fall back to ECMP (16384)"},
+      {"duration", "permutation: virtual time run; others: time limit (2ms)"},
+      {"warmup", "permutation: excluded from the throughput window (a fifth of duration)"},
+      {"sample-us", "timeseries and PFC timeline interval (100)"},
+      {"seeds", "N or A-B: every mode runs once per seed (1)"},
+  };
+  for (const auto& [n, h] : help) {
+    if (n == name) return h;
+  }
+  return "";
+}
+
+std::string default_plots_script() {
+  if (const char* env = std::getenv("SPRAYNET_PLOTS_SCRIPT")) return env;
+  return std::string(SPRAYNET_SOURCE_DIR) + "/scripts/fabric_plots.py";
+}
+
+void write_timeseries(std::ofstream& out, const Fabric& f, const RunResult& r) {
+  char line[256];
+  for (const LinkSample& s : f.timeseries()) {
+    std::snprintf(line, sizeof line, "%s,%llu,%.1f,%s,%.4f,%llu,%d\n", r.mode.c_str(),
+                  static_cast<unsigned long long>(r.seed), static_cast<double>(s.t_ns) / 1000.0,
+                  f.link_names()[s.link].c_str(), s.util,
+                  static_cast<unsigned long long>(s.queue_bytes), s.paused ? 1 : 0);
+    out << line;
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "fabric_emu: a leaf-spine fabric of real SwitchNode and NicNode pipelines (DPDK mbufs, "
+      "EAL --no-huge, no ports) in virtual time. Every mode runs on every seed; stdout gets one "
+      "row per mode (means over seeds, ±stddev), --json the full report.\n\n"
+      "Events (--event, repeatable): link-down:leaf0-spine3@500us, link-up:LINK@T, "
+      "ber:LINK=1e-6@T, rate:LINK=50@T (Gbit/s), background:spine2=0.85 (that share of the "
+      "switch's links taken by traffic outside the experiment: their rate is cut to the rest). "
+      "LINK: LEAF-SPINE (every parallel link), LEAF-SPINE#k, hN-LEAF; plane p>0: p1.leaf0-spine3."};
+  std::string config_file, json_file, timeseries_file, plots_dir, log_level = "warn";
+  std::vector<std::string> events;
+  bool quiet = false;
+  bool reproducible = false;
+  app.add_option("--config", config_file, "YAML file with a `fabric:` map (keys as the flags, '_' for '-')");
+  std::vector<Flag> flags = make_flags();
+  for (Flag& flag : flags) app.add_option("--" + flag.name, flag.value, help_of(flag.name));
+  app.add_option("--event", events, "a timed change to the fabric (see above); repeatable");
+  app.add_option("--json", json_file, "write the report (config, runs, summary) here");
+  app.add_option("--timeseries", timeseries_file, "per-link utilisation and queue every sample-us, CSV");
+  app.add_option("--plots", plots_dir, "write PNGs here (with report.json and timeseries.csv) via scripts/fabric_plots.py");
+  app.add_option("--log-level", log_level, "trace | debug | info | warn | error (warn)");
+  app.add_flag("--quiet", quiet, "no progress line on stderr");
+  app.add_flag("--reproducible", reproducible,
+               "leave the wall-clock figures (wall_s, hops_per_s, peak_rss_mb) out of the JSON, so "
+               "that two runs with the same arguments write identical files");
+  CLI11_PARSE(app, argc, argv);
+
+  FabricConfig config;
+  try {
+    if (!config_file.empty()) config = load_fabric_config(config_file);
+    for (const Flag& flag : flags) {
+      if (app.count("--" + flag.name) > 0) flag.apply(config, flag.value);
+    }
+    for (const std::string& e : events) config.events.push_back(parse_fabric_event(e));
+    if (const std::string why = config.check(); !why.empty()) {
+      throw std::invalid_argument("--" + why);
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "fabric_emu: %s\n", e.what());
+    return 2;
+  }
+  std::unique_ptr<FlowSizeCdf> cdf;
+  if (config.workload == Workload::kCdf) {
+    try {
+      cdf = std::make_unique<FlowSizeCdf>(FlowSizeCdf::resolve(config.cdf));
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "fabric_emu: --cdf: %s\n", e.what());
+      return 2;
+    }
+  }
+
+  // Mbufs: what every requester may have unacknowledged, plus room for ACKs and PFC frames.
+  uint64_t qps = 0;
+  switch (config.workload) {
+    case Workload::kPermutation: qps = uint64_t{config.hosts()} * config.qps_per_host; break;
+    case Workload::kAllreduce: qps = uint64_t{config.hosts()} * config.channels; break;
+    case Workload::kAlltoall: qps = uint64_t{config.hosts()} * (config.hosts() - 1); break;
+    case Workload::kIncast: qps = config.incast_senders; break;
+    case Workload::kCdf: qps = uint64_t{config.hosts()} * std::min<uint64_t>(config.hosts(), 16); break;
+  }
+  const uint64_t n_mbufs = std::clamp<uint64_t>(qps * config.max_in_flight + 8192, 16383, 1u << 20);
+  const uint32_t room = config.mtu + 512 + RTE_PKTMBUF_HEADROOM;
+  const uint64_t pool_mb = n_mbufs * (room + 256) / (1 << 20);
+  const std::string prefix = "fabric-" + std::to_string(getpid());
+  std::unique_ptr<runtime::Eal> eal;
+  try {
+    runtime::set_level(log_level);
+    eal = std::make_unique<runtime::Eal>(std::vector<std::string>{
+        "fabric_emu", "--no-huge", "-m", std::to_string(pool_mb + 256), "--no-pci", "--no-telemetry",
+        "--file-prefix", prefix, "--log-level", "lib.eal:error"});
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "fabric_emu: %s\n", e.what());
+    return 3;
+  }
+  rte_mempool* pool = rte_pktmbuf_pool_create("fabric_pool", static_cast<unsigned>(n_mbufs), 256, 0,
+                                              static_cast<uint16_t>(room), SOCKET_ID_ANY);
+  if (pool == nullptr) {
+    std::fprintf(stderr, "fabric_emu: mempool of %llu mbufs: %s\n",
+                 static_cast<unsigned long long>(n_mbufs), rte_strerror(rte_errno));
+    return 3;
+  }
+
+  if (!plots_dir.empty()) {
+    std::string cmd = "mkdir -p '" + plots_dir + "'";
+    if (std::system(cmd.c_str()) != 0) {
+      std::fprintf(stderr, "fabric_emu: cannot create %s\n", plots_dir.c_str());
+      return 2;
+    }
+    if (json_file.empty()) json_file = plots_dir + "/report.json";
+    if (timeseries_file.empty()) timeseries_file = plots_dir + "/timeseries.csv";
+  }
+  std::ofstream ts;
+  if (!timeseries_file.empty()) {
+    ts.open(timeseries_file);
+    if (!ts) {
+      std::fprintf(stderr, "fabric_emu: cannot write %s\n", timeseries_file.c_str());
+      return 2;
+    }
+    ts << "mode,seed,t_us,link,util,queue_bytes,paused\n";
+  }
+
+  std::vector<RunResult> runs;
+  int status = 0;
+  const uint64_t total = config.modes.size() * (config.seed_last - config.seed_first + 1);
+  uint64_t done = 0;
+  for (FabricMode mode : config.modes) {
+    for (uint64_t seed = config.seed_first; seed <= config.seed_last; ++seed) {
+      RunResult r;
+      bool shown = false;
+      try {
+        Fabric f(config, mode, seed, pool, cdf.get());
+        f.record_timeseries(ts.is_open());
+        const auto start = std::chrono::steady_clock::now();
+        r = f.run([&](uint64_t vt, uint64_t hops) {
+          const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+          if (quiet || wall < 1.0) return;
+          shown = true;
+          std::fprintf(stderr, "\r[%llu/%llu] %s seed %llu: %.0f of %.0f us virtual, %.1f s wall, %.2f M packet-hops/s   ",
+                       static_cast<unsigned long long>(done + 1), static_cast<unsigned long long>(total),
+                       std::string(to_string(mode)).c_str(), static_cast<unsigned long long>(seed),
+                       static_cast<double>(vt) / 1000.0, static_cast<double>(config.duration_ns) / 1000.0,
+                       wall, static_cast<double>(hops) / wall / 1e6);
+        });
+        if (ts.is_open()) write_timeseries(ts, f, r);
+      } catch (const std::exception& e) {
+        if (shown) std::fprintf(stderr, "\n");
+        std::fprintf(stderr, "fabric_emu: %s seed %llu: %s\n", std::string(to_string(mode)).c_str(),
+                     static_cast<unsigned long long>(seed), e.what());
+        return 2;
+      }
+      if (shown) std::fprintf(stderr, "\n");
+      // The fabric is gone: whatever is still out of the pool leaked.
+      r.mbufs_in_use_at_end = rte_mempool_in_use_count(pool);
+      if (r.mbufs_in_use_at_end != 0) {
+        std::fprintf(stderr, "fabric_emu: %s seed %llu: %llu mbufs not returned to the pool\n",
+                     r.mode.c_str(), static_cast<unsigned long long>(seed),
+                     static_cast<unsigned long long>(r.mbufs_in_use_at_end));
+        status = 3;
+      }
+      ++done;
+      runs.push_back(std::move(r));
+    }
+  }
+
+  std::cout << "fabric_emu: " << config.leaves << " leaves x " << config.spines << " spines x "
+            << config.hosts_per_leaf << " hosts per leaf";
+  if (config.planes > 1) std::cout << " x " << config.planes << " planes";
+  std::cout << ", " << config.link_gbps << " Gbit/s, MTU " << config.mtu << ", workload "
+            << to_string(config.workload) << ", seeds " << config.seed_first << "-" << config.seed_last
+            << "\n";
+  std::cout << format_table(runs, config);
+  if (!json_file.empty()) {
+    nlohmann::json report;
+    report["config"] = config_json(config);
+    report["runs"] = nlohmann::json::array();
+    for (const RunResult& r : runs) {
+      nlohmann::json j = to_json(r);
+      if (!reproducible) {
+        j["wall_s"] = r.wall_s;
+        j["hops_per_s"] = r.hops_per_s;
+        j["peak_rss_mb"] = r.peak_rss_mb;
+      }
+      report["runs"].push_back(j);
+    }
+    report["summary"] = summary_json(runs);
+    if (reproducible) {
+      for (auto& [mode, m] : report["summary"].items()) m.erase("hops_per_s");
+    }
+    std::ofstream out(json_file);
+    if (!out) {
+      std::fprintf(stderr, "fabric_emu: cannot write %s\n", json_file.c_str());
+      return 2;
+    }
+    out << report.dump(1) << "\n";
+  }
+  ts.close();
+  if (!plots_dir.empty()) {
+    const std::string cmd = "python3 '" + default_plots_script() + "' --json '" + json_file +
+                            "' --timeseries '" + timeseries_file + "' --out '" + plots_dir + "'";
+    if (std::system(cmd.c_str()) != 0) {
+      std::fprintf(stderr, "fabric_emu: plots failed: %s\n", cmd.c_str());
+      if (status == 0) status = 4;
+    }
+  }
+  rte_mempool_free(pool);
+  return status;
+}

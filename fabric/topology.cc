@@ -1,0 +1,262 @@
+#include "fabric/topology.h"
+
+#include <stdexcept>
+
+namespace spraynet::fabric {
+
+namespace {
+
+std::string plane_prefix(uint32_t plane) {
+  return plane == 0 ? "" : "p" + std::to_string(plane) + ".";
+}
+
+control::LinkSettings link_settings(const FabricConfig& c) {
+  control::LinkSettings l;
+  l.rate_gbps = c.link_gbps;
+  l.delay_ns = c.delay_ns;
+  return l;
+}
+
+std::string group_mode(FabricMode mode) {
+  switch (mode) {
+    case FabricMode::kWeighted: return "weighted";
+    case FabricMode::kDlb: return "dlb";
+    case FabricMode::kDrill: return "drill";
+    default: return "ecmp";  // sprayed packets use the bucket table whatever the mode
+  }
+}
+
+// A SplitMix64 step: per-switch hash seeds that differ in every bit.
+uint64_t mix(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+control::SwitchConfig base_switch(const FabricConfig& c, FabricMode mode, const std::string& name,
+                                  uint64_t seed, uint32_t switch_index) {
+  control::SwitchConfig s;
+  s.file = "fabric";
+  s.name = name;
+  s.seed = mix(seed * 1000 + switch_index);
+  s.ppcid_layout = c.ppcid_layout;
+  s.hash.algorithm = "crc32c";
+  s.hash.dest_qp = mode == FabricMode::kEcmpQp;
+  // "same": every switch at every tier hashes alike, which is what polarizes.
+  s.hash.seed = static_cast<uint32_t>(c.same_hash_seed ? mix(seed) : mix(seed * 7 + switch_index + 1));
+  s.pfc.enabled = c.pfc;
+  s.pfc.buffer_bytes = c.pfc_buffer_bytes;
+  s.pfc.xoff = c.pfc_xoff;
+  s.pfc.xon = c.pfc_xon;
+  s.pfc.fast_feedback = c.fast_feedback;
+  s.pfc.watchdog = c.pfc_watchdog;
+  s.pfc.watchdog_detect_ns = c.pfc_watchdog_ns;
+  s.pfc.watchdog_restore_ns = c.pfc_watchdog_ns;
+  s.control.period_ms = std::max<uint64_t>(1, c.control_period_ns / 1'000'000);
+  s.tcam.spray_rule_limit = c.tcam_spray_rules;
+  s.tcam.capacity = std::max<uint32_t>(c.tcam_spray_rules, 16);
+  s.route_table = RouteTableBackend::kRib;  // hundreds of switches: bytes per route, not 64 MiB
+  return s;
+}
+
+control::PortSettings port(const FabricConfig& c, const std::string& name) {
+  control::PortSettings p;
+  p.name = name;
+  p.device = "fabric";
+  p.link = link_settings(c);
+  p.queue_bytes = c.queue_bytes;
+  return p;
+}
+
+}  // namespace
+
+Topology::Topology(const FabricConfig& c, FabricMode mode, uint64_t seed)
+    : leaves_per_plane_(c.leaves), spines_per_plane_(c.spines) {
+  if (const std::string why = c.check(); !why.empty()) throw std::invalid_argument(why);
+  const uint32_t H = c.hosts_per_leaf;
+  const uint32_t K = c.links_per_spine;
+
+  for (uint32_t l = 0; l < c.leaves; ++l) {
+    for (uint32_t i = 0; i < H; ++i) {
+      HostSpec h;
+      h.name = "h" + std::to_string(hosts_.size());
+      h.leaf = l;
+      h.index = i;
+      h.ip = host_ip(l, i);
+      h.mac = {0x02, 0x53, 0x50, 0x00, static_cast<uint8_t>(l), static_cast<uint8_t>(i + 1)};
+      control::NicConfig& n = h.nic;
+      n.file = "fabric";
+      n.name = h.name;
+      n.seed = mix(seed * 100003 + hosts_.size());
+      for (uint32_t p = 0; p < c.planes; ++p) {
+        control::UplinkSettings u;
+        u.name = "plane" + std::to_string(p);
+        u.device = "fabric";
+        u.path_id = static_cast<uint8_t>(p);
+        u.path_id_from_config = true;
+        u.link = link_settings(c);
+        n.uplinks.push_back(u);
+      }
+      n.spray.ppcid_layout = *parse_ppcid_layout(c.ppcid_layout);
+      if (is_spray(mode)) {
+        n.spray.mode = *parse_spray_mode(c.spray_policy);
+        n.spray.fabric_paths = static_cast<uint16_t>(max_path_id(n.spray.ppcid_layout) + 1);
+      } else {
+        n.spray.mode = SprayMode::kFlow;  // one flow, one plane: the ECMP baseline at the NIC
+      }
+      n.reorder.enabled = c.reorder == "on" || (c.reorder == "auto" && mode == FabricMode::kSpray);
+      n.reorder.window = c.reorder_window;
+      n.reorder.hold_timeout_ns = c.reorder_hold_ns;
+      n.rc_engine = control::RcEngineSettings{};  // no host port: the RC engine is the host
+      hosts_.push_back(std::move(h));
+    }
+  }
+
+  uint32_t switch_index = 0;
+  for (uint32_t p = 0; p < c.planes; ++p) {
+    const std::string pre = plane_prefix(p);
+    for (uint32_t l = 0; l < c.leaves; ++l) {
+      SwitchSpec s;
+      s.name = pre + "leaf" + std::to_string(l);
+      s.plane = p;
+      s.leaf = true;
+      s.index = l;
+      s.config = base_switch(c, mode, s.name, seed, switch_index++);
+      for (uint32_t i = 0; i < H; ++i) {
+        s.config.ports.push_back(port(c, "h" + std::to_string(l * H + i)));
+        control::GroupSettings g;
+        g.name = "to_h" + std::to_string(l * H + i);
+        g.ports = {static_cast<uint16_t>(i)};
+        g.flowlet_entries = 16;
+        s.config.groups.push_back(g);
+        control::RouteSettings r;
+        r.prefix = {host_ip(l, i), 32};
+        r.group = i;
+        s.config.routes.push_back(r);
+      }
+      // One group per remote leaf, every uplink in each: the route to a leaf can then lose a
+      // spine that lost that leaf (as BGP withdraws it) while the other leaves keep it.
+      std::vector<uint16_t> uplinks;
+      for (uint32_t sp = 0; sp < c.spines; ++sp) {
+        for (uint32_t k = 0; k < K; ++k) {
+          uplinks.push_back(static_cast<uint16_t>(s.config.ports.size()));
+          s.config.ports.push_back(port(c, pre + "spine" + std::to_string(sp) + "#" + std::to_string(k)));
+        }
+      }
+      s.leaf_group.assign(c.leaves, -1);
+      for (uint32_t dl = 0; dl < c.leaves; ++dl) {
+        if (dl == l) continue;
+        control::GroupSettings up;
+        up.name = "to_" + pre + "leaf" + std::to_string(dl);
+        up.mode = group_mode(mode);
+        up.dlb_gap_ns = c.dlb_gap_ns;
+        up.flowlet_entries = mode == FabricMode::kDlb ? 4096 : 16;  // memory: only DLB uses it
+        up.ports = uplinks;
+        s.leaf_group[dl] = static_cast<int32_t>(s.config.groups.size());
+        control::RouteSettings r;
+        r.prefix = {0x0A000000u | (dl << 8), 24};
+        r.group = static_cast<uint32_t>(s.config.groups.size());
+        s.config.groups.push_back(up);
+        s.config.routes.push_back(r);
+      }
+      switches_.push_back(std::move(s));
+    }
+    for (uint32_t sp = 0; sp < c.spines; ++sp) {
+      SwitchSpec s;
+      s.name = pre + "spine" + std::to_string(sp);
+      s.plane = p;
+      s.leaf = false;
+      s.index = sp;
+      s.config = base_switch(c, mode, s.name, seed, switch_index++);
+      for (uint32_t l = 0; l < c.leaves; ++l) {
+        control::GroupSettings g;
+        g.name = "to_" + pre + "leaf" + std::to_string(l);
+        g.mode = group_mode(mode);
+        g.dlb_gap_ns = c.dlb_gap_ns;
+        g.flowlet_entries = mode == FabricMode::kDlb ? 4096 : 16;
+        for (uint32_t k = 0; k < K; ++k) {
+          g.ports.push_back(static_cast<uint16_t>(s.config.ports.size()));
+          s.config.ports.push_back(port(c, pre + "leaf" + std::to_string(l) + "#" + std::to_string(k)));
+        }
+        s.config.groups.push_back(g);
+        control::RouteSettings r;
+        r.prefix = {0x0A000000u | (l << 8), 24};
+        r.group = l;
+        s.config.routes.push_back(r);
+      }
+      switches_.push_back(std::move(s));
+    }
+  }
+
+  const uint32_t hosts = static_cast<uint32_t>(hosts_.size());
+  for (uint32_t p = 0; p < c.planes; ++p) {
+    for (uint32_t h = 0; h < hosts; ++h) {
+      const uint32_t leaf = leaf_index(p, hosts_[h].leaf);
+      Cable cable;
+      cable.a_node = h;
+      cable.a_port = static_cast<uint16_t>(p);
+      cable.b_node = switch_node(leaf);
+      cable.b_port = static_cast<uint16_t>(hosts_[h].index);
+      cable.name = hosts_[h].name + "-" + switches_[leaf].name;
+      cables_.push_back(cable);
+    }
+    for (uint32_t l = 0; l < c.leaves; ++l) {
+      for (uint32_t sp = 0; sp < c.spines; ++sp) {
+        for (uint32_t k = 0; k < K; ++k) {
+          Cable cable;
+          cable.a_node = switch_node(leaf_index(p, l));
+          cable.a_port = static_cast<uint16_t>(H + sp * K + k);
+          cable.b_node = switch_node(spine_index(p, sp));
+          cable.b_port = static_cast<uint16_t>(l * K + k);
+          cable.name = switches_[leaf_index(p, l)].name + "-" + switches_[spine_index(p, sp)].name +
+                       "#" + std::to_string(k);
+          cable.fabric = true;
+          cables_.push_back(cable);
+        }
+      }
+    }
+  }
+}
+
+uint32_t Topology::leaf_index(uint32_t plane, uint32_t leaf) const {
+  return plane * (leaves_per_plane_ + spines_per_plane_) + leaf;
+}
+
+uint32_t Topology::spine_index(uint32_t plane, uint32_t spine) const {
+  return plane * (leaves_per_plane_ + spines_per_plane_) + leaves_per_plane_ + spine;
+}
+
+std::vector<uint32_t> Topology::find_cables(const std::string& link) const {
+  std::vector<uint32_t> out;
+  // "leaf0-spine3" names every parallel link; "p1.leaf0-spine3" is short for
+  // "p1.leaf0-p1.spine3".
+  std::string want = link;
+  if (const size_t dot = want.find('.'); dot != std::string::npos && dot < want.find('-')) {
+    const std::string pre = want.substr(0, dot + 1);
+    const size_t dash = want.find('-');
+    if (dash != std::string::npos && want.compare(dash + 1, pre.size(), pre) != 0) {
+      want = want.substr(0, dash + 1) + pre + want.substr(dash + 1);
+    }
+  }
+  const bool one = want.find('#') != std::string::npos;
+  for (uint32_t i = 0; i < cables_.size(); ++i) {
+    const std::string& name = cables_[i].name;
+    if (one ? name == want : (name == want || name.rfind(want + "#", 0) == 0)) out.push_back(i);
+  }
+  return out;
+}
+
+std::optional<uint32_t> Topology::find_switch(const std::string& name) const {
+  for (uint32_t i = 0; i < switches_.size(); ++i) {
+    if (switches_[i].name == name) return i;
+  }
+  return std::nullopt;
+}
+
+std::string Topology::node_name(uint32_t node) const {
+  if (node < hosts_.size()) return hosts_[node].name;
+  return switches_.at(node - hosts_.size()).name;
+}
+
+}  // namespace spraynet::fabric
