@@ -45,6 +45,7 @@ EgressEnqueueResult EgressPort::refuse(rte_mbuf* m, int q, uint64_t EgressClassC
 
 EgressEnqueueResult EgressPort::enqueue(rte_mbuf* m, uint8_t tc, uint16_t ingress_port,
                                         uint8_t priority, uint64_t now_ns) {
+  const NextEventRefresh refresh(*this);
   if (m == nullptr || tc >= kClasses) {
     if (m != nullptr) rte_pktmbuf_free(m);
     ++invalid_requests_;
@@ -71,6 +72,7 @@ EgressEnqueueResult EgressPort::enqueue(rte_mbuf* m, uint8_t tc, uint16_t ingres
 }
 
 EgressEnqueueResult EgressPort::enqueue_control(rte_mbuf* m, uint64_t now_ns) {
+  const NextEventRefresh refresh(*this);
   if (m == nullptr) {
     ++invalid_requests_;
     return EgressEnqueueResult::kInvalid;
@@ -93,6 +95,7 @@ EgressEnqueueResult EgressPort::enqueue_control(rte_mbuf* m, uint64_t now_ns) {
 }
 
 uint16_t EgressPort::dequeue(uint64_t now_ns, rte_mbuf** out, uint16_t max) {
+  const NextEventRefresh refresh(*this);
   advance(now_ns);
   uint16_t n = 0;
   while (n < max && !in_flight_.empty() && in_flight_.front().arrival_ns <= now_ns) {
@@ -102,7 +105,7 @@ uint16_t EgressPort::dequeue(uint64_t now_ns, rte_mbuf** out, uint16_t max) {
   return n;
 }
 
-uint64_t EgressPort::next_event_ns() const {
+uint64_t EgressPort::compute_next_event() const {
   uint64_t next = in_flight_.empty() ? kNever : in_flight_.front().arrival_ns;
   const uint64_t free_ns = link_.next_start_ns();
   if (free_ns == kNever) return next;
@@ -219,6 +222,7 @@ void EgressPort::end_pause(int tc, uint64_t now_ns) {
 }
 
 void EgressPort::pause(uint8_t tc, uint64_t until_ns, uint64_t now_ns) {
+  const NextEventRefresh refresh(*this);
   if (tc >= kClasses) {
     ++invalid_requests_;
     return;
@@ -243,6 +247,7 @@ void EgressPort::pause(uint8_t tc, uint64_t until_ns, uint64_t now_ns) {
 }
 
 void EgressPort::resume(uint8_t tc, uint64_t now_ns) {
+  const NextEventRefresh refresh(*this);
   if (tc >= kClasses) {
     ++invalid_requests_;
     return;
@@ -253,6 +258,7 @@ void EgressPort::resume(uint8_t tc, uint64_t now_ns) {
 }
 
 void EgressPort::apply(const PfcPauseUpdate& update, uint64_t now_ns) {
+  const NextEventRefresh refresh(*this);
   for (uint8_t tc = 0; tc < kClasses; ++tc) {
     if ((update.resume_classes >> tc) & 1) {
       resume(tc, now_ns);
@@ -276,6 +282,7 @@ bool EgressPort::any_paused(uint64_t now_ns, uint8_t class_mask) const {
 }
 
 void EgressPort::set_drop_mode(uint8_t tc, bool on, uint64_t now_ns) {
+  const NextEventRefresh refresh(*this);
   if (tc >= kClasses) {
     ++invalid_requests_;
     return;
@@ -331,6 +338,7 @@ void EgressPort::flush_in_flight(uint64_t EgressClassCounters::*counter, uint64_
 }
 
 void EgressPort::set_link_up(bool up, uint64_t now_ns) {
+  const NextEventRefresh refresh(*this);
   if (up == link_.up()) return;
   if (up) {
     link_.set_up(true);
@@ -348,26 +356,31 @@ void EgressPort::set_link_up(bool up, uint64_t now_ns) {
 }
 
 void EgressPort::set_link_rate_gbps(double rate_gbps, uint64_t now_ns) {
+  const NextEventRefresh refresh(*this);
   advance(now_ns);
   link_.set_rate_gbps(rate_gbps);
 }
 
 void EgressPort::set_propagation_delay_ns(uint64_t delay_ns, uint64_t now_ns) {
+  const NextEventRefresh refresh(*this);
   advance(now_ns);
   link_.set_propagation_delay_ns(delay_ns);
 }
 
 void EgressPort::set_bit_error_rate(double ber, uint64_t now_ns) {
+  const NextEventRefresh refresh(*this);
   advance(now_ns);
   link_.set_bit_error_rate(ber);
 }
 
 void EgressPort::set_loss_rate(double loss_rate, uint64_t now_ns) {
+  const NextEventRefresh refresh(*this);
   advance(now_ns);
   link_.set_loss_rate(loss_rate);
 }
 
 void EgressPort::free_all() {
+  const NextEventRefresh refresh(*this);
   for (int tc = 0; tc < kClasses; ++tc) flush_class(tc, nullptr, latest_now_ns_);
   flush_control(nullptr);
   flush_in_flight(nullptr, latest_now_ns_);

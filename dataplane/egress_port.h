@@ -110,7 +110,7 @@ class EgressPort {
   uint16_t dequeue(uint64_t now_ns, rte_mbuf** out, uint16_t max);
   // Earliest time at which dequeue could return a frame or a queue could start one (it may be in
   // the past when a dequeue was cut short by max); kNever when nothing is queued or in flight.
-  uint64_t next_event_ns() const;
+  uint64_t next_event_ns() const { return next_event_; }
 
   uint64_t queued_bytes() const;  // all classes and the control queue; not in flight
   uint64_t queued_bytes(uint8_t tc) const;
@@ -182,6 +182,15 @@ class EgressPort {
     uint64_t released_ns = 0;      // when the last interval closed: nothing starts before it
   };
 
+  // next_event_ns() is asked far more often than the port changes (an event loop asks every
+  // port of a node each time it serves it): every public mutator recomputes it on its way out.
+  struct NextEventRefresh {
+    EgressPort& port;
+    explicit NextEventRefresh(EgressPort& p) : port(p) {}
+    ~NextEventRefresh() { port.next_event_ = port.compute_next_event(); }
+  };
+  uint64_t compute_next_event() const;
+
   // Starts, in order, every frame that could have started by now_ns.
   void advance(uint64_t now_ns);
   // Earliest start of the head of queue q (a class or kControl), ignoring the link; kNever if
@@ -217,6 +226,7 @@ class EgressPort {
   std::array<uint64_t, kClasses> last_start_ns_{};
   uint8_t drop_mode_mask_ = 0;
   uint64_t latest_now_ns_ = 0;  // the latest now_ns seen, for free_all's listener calls
+  uint64_t next_event_ = kNever;  // compute_next_event() as of the last mutation
 
   std::array<EgressClassCounters, kClasses> class_counters_{};
   EgressClassCounters control_counters_{};

@@ -1,6 +1,6 @@
 #include "dataplane/icrc.h"
 
-#include <zlib.h>
+#include <isa-l/crc.h>
 
 #include <cstring>
 
@@ -18,10 +18,12 @@ uint32_t compute_icrc(const uint8_t* ip, size_t len) {
   head[ihl + 6] = head[ihl + 7] = 0xFF;  // UDP checksum
   head[ihl + 8 + 4] = 0xFF;              // BTH FECN|BECN|reserved
 
-  uLong crc = crc32(0L, kPrefix, sizeof kPrefix);
-  crc = crc32(crc, head, static_cast<uInt>(masked_len));
-  crc = crc32(crc, ip + masked_len, static_cast<uInt>(len - masked_len));
-  return static_cast<uint32_t>(crc);
+  // ISA-L's crc32_gzip_refl is zlib's crc32 (same reflected polynomial, same chaining) with
+  // PCLMULQDQ folding: several times faster on the payload, which is most of the bytes.
+  uint32_t crc = crc32_gzip_refl(0, kPrefix, sizeof kPrefix);
+  crc = crc32_gzip_refl(crc, head, masked_len);
+  crc = crc32_gzip_refl(crc, ip + masked_len, len - masked_len);
+  return crc;
 }
 
 uint32_t load_icrc(const uint8_t* b) {

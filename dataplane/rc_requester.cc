@@ -362,7 +362,7 @@ bool RcRequester::acknowledge_before(uint64_t end_seq, uint64_t now_ns) {
   bool completed = false;
   while (!messages_.empty() && una_ >= messages_.front().first_seq + messages_.front().packets) {
     const Message& m = messages_.front();
-    const uint64_t from = m.first_sent_ns;
+    const uint64_t from = config_.posted ? m.post_ns : m.first_sent_ns;
     const uint64_t took = now_ns > from ? now_ns - from : 0;
     ++completed_messages_;
     ++counters_.messages_completed;

@@ -10,7 +10,7 @@ PKGS=(
   libdpdk-dev dpdk dpdk-dev libpcap-dev
   # libraries
   libspdlog-dev libfmt-dev catch2 libyaml-cpp-dev libcli11-dev nlohmann-json3-dev libbenchmark-dev
-  libibverbs-dev
+  libibverbs-dev libisal-dev
   # test and tool dependencies
   tshark python3 python3-scapy python3-matplotlib iproute2 ethtool iputils-ping
 )

@@ -55,7 +55,8 @@ SwitchNode::SwitchNode(const control::SwitchConfig& config, rte_mempool* pool,
   tcam_->commit();
 
   routes_ = std::make_unique<RouteTable>("rt_" + std::to_string(reinterpret_cast<uintptr_t>(this)),
-                                         static_cast<uint32_t>(config_.routes.size() + 16));
+                                         static_cast<uint32_t>(config_.routes.size() + 16),
+                                         config_.route_table);
   for (const auto& r : config_.routes) routes_->add(r.prefix.address, r.prefix.length, r.group);
 
   for (size_t g = 0; g < config_.groups.size(); ++g) {

@@ -125,6 +125,15 @@ TEST_CASE("errors name the file, the key and what is allowed") {
   CHECK(error_of("ports: [") .find("test.yaml: YAML syntax error") == 0);
 }
 
+TEST_CASE("route_table picks the route table's backend") {
+  CHECK(parse(kPorts).route_table == spraynet::RouteTableBackend::kLpm);  // the default
+  CHECK(parse(kPorts + "route_table: lpm").route_table == spraynet::RouteTableBackend::kLpm);
+  CHECK(parse(kPorts + "route_table: rib").route_table == spraynet::RouteTableBackend::kRib);
+  CHECK(error_of(kPorts + "route_table: trie") ==
+        "test.yaml: route_table: must be one of lpm|rib, got \"trie\"");
+  CHECK(error_of(kPorts + "route_table: [lpm]").find("test.yaml: route_table: ") == 0);
+}
+
 TEST_CASE("a missing file is named") {
   try {
     load_switch_config("/nonexistent/sw.yaml");

@@ -2,11 +2,18 @@
 
 #include <rte_mbuf.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
+#include <deque>
+#include <functional>
+#include <map>
+#include <set>
+#include <utility>
 #include <vector>
 
 #include "dataplane/packet_builder.h"
 #include "dataplane/packet_parser.h"
+#include "dataplane/rc_responder.h"
 #include "dataplane/rc_write_segmenter.h"
 #include "dataplane/roce_headers.h"
 #include "tests/support/dpdk_test.h"
@@ -518,4 +525,420 @@ TEST_CASE("completion-time statistics: exact min/max, percentiles within one buc
     }
   }
   CHECK(CompletionTimeStats::bucket_of(UINT64_MAX) == CompletionTimeStats::kBuckets - 1);
+}
+
+// ---- posted mode -------------------------------------------------------------------------------
+
+namespace {
+
+// What the requester put on the wire, as the test reads it back.
+struct SentPacket {
+  uint64_t t = 0;
+  uint32_t psn = 0;
+  uint8_t opcode = 0;
+  bool ack_req = false;
+  uint32_t payload = 0;
+  uint64_t va = 0;  // RETH, when present
+  uint32_t dma_length = 0;
+  bool has_reth = false;
+};
+
+// A requester and a real RcResponder joined by two one-way links in virtual time: requests are
+// serialised one per ser_ns (the requester is polled for one packet when the link is free) and
+// arrive prop_ns later; responses arrive prop_ns after they are sent. `drop` may drop a
+// request's first transmission of a PSN.
+class Loop {
+ public:
+  Loop(RcRequester& req, RcResponder& resp) : req_(req), resp_(resp) {}
+  ~Loop() {
+    for (auto& [t, m] : fwd_) rte_pktmbuf_free(m);
+    for (auto& [t, m] : back_) rte_pktmbuf_free(m);
+  }
+
+  uint64_t ser_ns = 100;
+  uint64_t prop_ns = 1000;
+  std::function<bool(const ParsedPacket&)> drop;
+  std::vector<SentPacket> sent;
+  std::map<uint32_t, uint64_t> ack_arrival;  // ACK PSN -> first arrival time at the requester
+  uint64_t dropped = 0;
+  uint64_t now = 0;
+
+  // Runs until the requester is done and both links are empty, or nothing can happen any more.
+  bool run(uint64_t max_steps = 1'000'000) {
+    std::vector<rte_mbuf*> out;
+    for (uint64_t step = 0; step < max_steps; ++step) {
+      while (!fwd_.empty() && fwd_.front().first <= now) {
+        rte_mbuf* m = fwd_.front().second;
+        fwd_.pop_front();
+        out.clear();
+        resp_.receive(m, parse_ok(m), now, out);
+        for (rte_mbuf* r : out) back_.emplace_back(now + prop_ns, r);
+      }
+      while (!back_.empty() && back_.front().first <= now) {
+        rte_mbuf* m = back_.front().second;
+        back_.pop_front();
+        const ParsedPacket p = parse_ok(m);
+        ack_arrival.emplace(p.psn, now);
+        req_.receive(m, p, now);
+      }
+      out.clear();
+      resp_.poll(now, out);
+      for (rte_mbuf* r : out) back_.emplace_back(now + prop_ns, r);
+      if (now >= link_free_) {
+        out.clear();
+        if (req_.poll(now, out, 1) == 1) {
+          link_free_ = now + ser_ns;
+          record(out[0]);
+        }
+      }
+      if (req_.done() && fwd_.empty() && back_.empty()) return true;
+      uint64_t next = std::min(fwd_.empty() ? RcRequester::kNever : fwd_.front().first,
+                               back_.empty() ? RcRequester::kNever : back_.front().first);
+      next = std::min(next, resp_.next_event_ns());
+      const uint64_t r = req_.next_event_ns();
+      if (r != RcRequester::kNever) next = std::min(next, std::max(r, link_free_));
+      if (next == RcRequester::kNever) return false;
+      now = std::max(now, next);
+    }
+    return false;
+  }
+
+ private:
+  void record(rte_mbuf* m) {
+    const ParsedPacket p = parse_ok(m);
+    SentPacket s;
+    s.t = now;
+    s.psn = p.psn;
+    s.opcode = p.bth_opcode;
+    s.ack_req = p.ack_req;
+    s.payload = p.payload_length;
+    s.has_reth = p.bth_opcode == opcode::kRcWriteFirst || p.bth_opcode == opcode::kRcWriteOnly;
+    if (s.has_reth) {
+      RethView reth(rte_pktmbuf_mtod(m, uint8_t*) + p.bth_offset + kBthSize);
+      s.va = reth.virtual_address();
+      s.dma_length = reth.dma_length();
+    }
+    const bool first_time = seen_.insert(p.psn).second;
+    sent.push_back(s);
+    if (first_time && drop && drop(p)) {
+      ++dropped;
+      rte_pktmbuf_free(m);
+      return;
+    }
+    fwd_.emplace_back(now + prop_ns, m);
+  }
+
+  RcRequester& req_;
+  RcResponder& resp_;
+  std::deque<std::pair<uint64_t, rte_mbuf*>> fwd_, back_;
+  std::set<uint32_t> seen_;
+  uint64_t link_free_ = 0;
+};
+
+RcQpAddress responder_address(const RcQpAddress& a) {
+  RcQpAddress b;
+  b.local_mac = a.peer_mac;
+  b.peer_mac = a.local_mac;
+  b.local_ip = a.peer_ip;
+  b.peer_ip = a.local_ip;
+  b.local_qp = a.peer_qp;
+  b.peer_qp = a.local_qp;
+  b.dscp = a.dscp;
+  return b;
+}
+
+uint32_t ceil_div(uint64_t a, uint32_t b) {
+  return static_cast<uint32_t>((a + b - 1) / b);
+}
+
+}  // namespace
+
+TEST_CASE("requester posted: variable sizes against a real responder, every message exact") {
+  const std::vector<uint32_t> sizes = {1, 100, 1024, 1025, 65536, 3u << 20};
+  const uint64_t later = 1000;  // message 1 and the rest are posted for t = 1000
+  for (const uint32_t mtu : {1024u, 4096u}) {
+    INFO("mtu " << mtu);
+    TestPool pool(1023, kBigRoom);
+    RcRequesterConfig cfg;
+    cfg.posted = true;
+    cfg.record_completions = true;
+    cfg.mtu = mtu;
+    cfg.first_psn = 0xFFFF80;  // across the 2^24 wrap
+    cfg.messages = 1;          // ignored in posted mode
+    cfg.message_bytes = 7;     // ignored in posted mode
+    RcRequester req(cfg, requester_address(), pool.get());
+    RcResponderConfig rcfg;
+    rcfg.mtu = mtu;
+    rcfg.first_psn = cfg.first_psn;
+    RcResponder resp(rcfg, responder_address(req.address()), pool.get());
+
+    CHECK(req.done());  // nothing posted
+    CHECK(req.next_event_ns() == RcRequester::kNever);
+    std::vector<uint64_t> post_ns;
+    for (size_t k = 0; k < sizes.size(); ++k) {
+      post_ns.push_back(k == 0 ? 0 : later);
+      req.post(sizes[k], post_ns.back());
+    }
+    CHECK_FALSE(req.done());
+    CHECK(req.messages_posted() == sizes.size());
+    CHECK(req.next_event_ns() == 0);
+
+    Loop loop(req, resp);
+    REQUIRE(loop.run());
+    CHECK(req.done());
+    CHECK(req.next_event_ns() == RcRequester::kNever);
+    CHECK(req.messages_outstanding() == 0);
+
+    uint64_t total_bytes = 0, total_packets = 0;
+    for (const uint32_t b : sizes) {
+      total_bytes += b;
+      total_packets += ceil_div(b, mtu);
+    }
+    const RcRequesterCounters& c = req.counters();
+    CHECK(c.messages_started == sizes.size());
+    CHECK(c.messages_completed == sizes.size());
+    CHECK(c.bytes_completed == total_bytes);
+    CHECK(c.bytes_acked == total_bytes);
+    CHECK(c.payload_bytes_sent == total_bytes);
+    CHECK(c.packets_sent == total_packets);
+    CHECK(c.packets_retransmitted == 0);
+    CHECK(c.timeouts == 0);
+    CHECK(c.nak_retries == 0);
+    CHECK(resp.counters().bytes_written == total_bytes);
+    CHECK(resp.counters().accepted == total_packets);
+    CHECK(resp.counters().messages_received == sizes.size());
+    CHECK(resp.counters().duplicates == 0);
+    CHECK(resp.counters().out_of_order_dropped == 0);
+    CHECK(resp.counters().opcode_sequence_errors == 0);
+    CHECK(resp.counters().length_errors == 0);
+
+    // Packet by packet: PSNs continue across messages, each message segmented by its own size,
+    // RETH per message, AckReq as rxe (last of each message, or the 66th without one).
+    REQUIRE(loop.sent.size() == total_packets);
+    size_t i = 0;
+    uint32_t noack = 0;
+    uint64_t va = cfg.remote_va;
+    std::vector<uint64_t> first_sent, last_psn;
+    for (size_t k = 0; k < sizes.size(); ++k) {
+      const uint32_t n = ceil_div(sizes[k], mtu);
+      first_sent.push_back(loop.sent[i].t);
+      CHECK(loop.sent[i].t >= post_ns[k]);
+      for (uint32_t j = 0; j < n; ++j, ++i) {
+        const SentPacket& s = loop.sent[i];
+        INFO("message " << k << " packet " << j);
+        CHECK(s.psn == psn_add(cfg.first_psn, static_cast<uint32_t>(i)));
+        const uint8_t want = n == 1      ? opcode::kRcWriteOnly
+                             : j == 0    ? opcode::kRcWriteFirst
+                             : j + 1 < n ? opcode::kRcWriteMiddle
+                                         : opcode::kRcWriteLast;
+        CHECK(s.opcode == want);
+        CHECK(s.payload == (j + 1 < n ? mtu : sizes[k] - j * mtu));
+        CHECK(s.has_reth == (j == 0));
+        if (j == 0) {
+          CHECK(s.dma_length == sizes[k]);
+          CHECK(s.va == va);
+        }
+        const bool ack_req = j + 1 == n || noack > cfg.max_pkt_per_ack;
+        CHECK(s.ack_req == ack_req);
+        noack = ack_req ? 0 : noack + 1;
+      }
+      last_psn.push_back(loop.sent[i - 1].psn);
+      va += sizes[k];
+    }
+    // Message 1 waited for its post time although the link was free long before.
+    CHECK(first_sent[0] == 0);
+    CHECK(first_sent[1] == later);
+    // A long message asks for ACKs in between (3 MiB at 1024: every 66th packet).
+    CHECK(std::count_if(loop.sent.begin(), loop.sent.end(), [](const SentPacket& s) {
+            return s.ack_req;
+          }) > static_cast<long>(sizes.size()));
+
+    // Completions: one per message, in order, with its bytes, post, first send and the time
+    // the ACK of its last packet came back.
+    std::vector<MessageCompletion> done;
+    CHECK(req.take_completions(done) == sizes.size());
+    REQUIRE(done.size() == sizes.size());
+    uint64_t sum_from_post = 0, sum_from_send = 0;
+    for (size_t k = 0; k < sizes.size(); ++k) {
+      INFO("message " << k);
+      CHECK(done[k].qp_index == 0);
+      CHECK(done[k].bytes == sizes[k]);
+      CHECK(done[k].post_ns == post_ns[k]);
+      CHECK(done[k].first_sent_ns == first_sent[k]);
+      REQUIRE(loop.ack_arrival.count(last_psn[k]) == 1);
+      CHECK(done[k].completed_ns == loop.ack_arrival[last_psn[k]]);
+      CHECK(done[k].completed_ns > done[k].first_sent_ns);
+      sum_from_post += done[k].completed_ns - done[k].post_ns;
+      sum_from_send += done[k].completed_ns - done[k].first_sent_ns;
+    }
+    // Later messages waited behind earlier ones: the two measures differ, and FCT is from post.
+    CHECK(sum_from_post > sum_from_send);
+    CHECK(req.completion_times().count() == sizes.size());
+    CHECK(req.completion_times().summary().sum_ns == sum_from_post);
+    CHECK(c.completion.sum_ns == sum_from_post);
+    CHECK(req.completion_times().max_ns() == done.back().completed_ns - later);
+    CHECK(req.take_completions(done) == 0);  // taken: gone
+    CHECK(done.size() == sizes.size());
+    CHECK(pool.whole());
+  }
+}
+
+TEST_CASE("requester posted: a lost packet (NAK) or a lost tail (timeout) goes back N") {
+  const std::vector<uint32_t> sizes = {5000, 20 * 1024 + 1, 3000};  // 5, 21, 3 packets
+  for (const bool tail : {false, true}) {
+    INFO((tail ? "tail lost" : "middle lost"));
+    TestPool pool;
+    RcRequesterConfig cfg;
+    cfg.posted = true;
+    cfg.record_completions = true;
+    cfg.first_psn = 100;
+    cfg.retransmit_timeout_ns = 1'000'000;
+    RcRequester req(cfg, requester_address(), pool.get());
+    RcResponderConfig rcfg;
+    rcfg.first_psn = cfg.first_psn;
+    RcResponder resp(rcfg, responder_address(req.address()), pool.get());
+    for (const uint32_t b : sizes) req.post(b, 0);
+
+    Loop loop(req, resp);
+    // Middle: packet 3 of message 1 (seq 8). Tail: the last packet of the last message.
+    const uint32_t lost = cfg.first_psn + (tail ? 5 + 21 + 3 - 1 : 8);
+    loop.drop = [&](const ParsedPacket& p) { return p.psn == lost; };
+    REQUIRE(loop.run());
+    CHECK(loop.dropped == 1);
+    const RcRequesterCounters& c = req.counters();
+    CHECK(c.messages_completed == 3);
+    CHECK(c.bytes_completed == 5000 + 20 * 1024 + 1 + 3000);
+    CHECK(resp.counters().bytes_written == 5000 + 20 * 1024 + 1 + 3000);
+    CHECK(resp.counters().messages_received == 3);
+    CHECK(resp.counters().accepted == 29);
+    if (tail) {
+      CHECK(c.timeouts == 1);
+      CHECK(c.nak_retries == 0);
+      // Back to the oldest unacknowledged: all of message 2 (its AckReq packet was the lost one).
+      CHECK(c.packets_retransmitted == 3);
+      CHECK(resp.counters().duplicates == 2);
+      CHECK(req.completion_times().max_ns() >= cfg.retransmit_timeout_ns);
+    } else {
+      CHECK(c.timeouts == 0);
+      CHECK(c.nak_retries == 1);
+      CHECK(resp.counters().naks_sent == 1);
+      CHECK(c.packets_retransmitted == 1 + resp.counters().out_of_order_dropped);
+      // The resend starts exactly at the lost PSN, a MIDDLE of message 1, with its offset.
+      auto again = std::find_if(loop.sent.begin() + 9, loop.sent.end(),
+                                [&](const SentPacket& s) { return s.psn == lost; });
+      REQUIRE(again != loop.sent.end());
+      CHECK(again->opcode == opcode::kRcWriteMiddle);
+      CHECK(again->payload == 1024);
+      for (auto it = again; it != loop.sent.end(); ++it) {
+        CHECK(it->psn == psn_add(lost, static_cast<uint32_t>(it - again)));
+      }
+    }
+    // PSNs of the whole run never go past the last message's.
+    for (const SentPacket& s : loop.sent) CHECK(psn_diff(s.psn, cfg.first_psn + 28) >= 0);
+    std::vector<MessageCompletion> done;
+    CHECK(req.take_completions(done) == 3);
+    CHECK(pool.whole());
+  }
+}
+
+TEST_CASE("requester posted: idle until posted, post times, message gap, window, bad posts") {
+  TestPool pool;
+  RcRequesterConfig cfg;
+  cfg.posted = true;
+  cfg.message_gap_ns = 300;
+  cfg.max_in_flight = 66;
+  cfg.retransmit_timeout_ns = 1'000'000;
+  RcRequester req(cfg, requester_address(), pool.get());
+  std::vector<rte_mbuf*> out;
+  CHECK(req.done());
+  CHECK(req.next_event_ns() == RcRequester::kNever);
+  CHECK(req.poll(0, out, 100) == 0);
+  CHECK_FALSE(req.retransmit_timer_armed());
+
+  CHECK_THROWS_AS(req.post(0, 0), std::invalid_argument);
+  CHECK_THROWS_AS(req.post(0x80000001u, 0), std::invalid_argument);
+  CHECK(req.messages_posted() == 0);
+
+  req.post(2048, 5000);
+  CHECK_FALSE(req.done());
+  CHECK(req.next_event_ns() == 5000);  // not sent before its post time
+  CHECK(req.poll(4999, out, 100) == 0);
+  CHECK(req.poll(5000, out, 100) == 2);
+  CHECK(req.next_event_ns() == 5000 + 1'000'000);  // only the timer is left
+
+  // Two more, posted in the past: the second waits for the message gap after the first.
+  req.post(100 * 1024, 0);
+  req.post(10, 0);
+  CHECK(req.next_event_ns() == 5300);
+  CHECK(req.poll(5299, out, 100) == 0);
+  CHECK(req.poll(5300, out, 100) == 64);  // the window: 66 in flight
+  CHECK(req.in_flight() == 66);
+  CHECK(req.next_event_ns() == 5000 + 1'000'000);
+  CHECK(psns_of(out) == psn_range(0, 66));
+  free_all(out);
+
+  ack(req, pool.get(), 65, 6000);  // the 64th of the long message asked for an ACK
+  CHECK(req.counters().messages_completed == 1);
+  // The rest of the 100 KB message, then the 10-byte one (its gap ran from 5300 to 5600).
+  REQUIRE(req.poll(6000, out, 1000) == 37);
+  CHECK(psns_of(out) == psn_range(66, 37));
+  const ParsedPacket p = parse_ok(out.back());
+  CHECK(p.bth_opcode == opcode::kRcWriteOnly);
+  CHECK(p.payload_length == 10);
+  CHECK(p.ack_req);
+  CHECK(req.poll(6000, out, 1000) == 0);
+  free_all(out);
+  ack(req, pool.get(), 101, 7000);
+  CHECK(req.counters().messages_completed == 2);
+  CHECK_FALSE(req.done());
+  ack(req, pool.get(), 102, 8000);
+  CHECK(req.done());
+  CHECK(req.next_event_ns() == RcRequester::kNever);
+  CHECK(req.counters().bytes_completed == 2048 + 100 * 1024 + 10);
+  // record_completions is off: nothing kept, while the histogram still counts (from post).
+  std::vector<MessageCompletion> done;
+  CHECK(req.take_completions(done) == 0);
+  CHECK(req.completion_times().count() == 3);
+  CHECK(req.completion_times().max_ns() == 8000);  // the 10-byte one, posted at 0
+
+  // A fixed-mode requester takes no posts.
+  RcRequesterConfig fixed;
+  fixed.messages = 1;
+  RcRequester f(fixed, requester_address(), pool.get());
+  CHECK_THROWS_AS(f.post(100, 0), std::invalid_argument);
+  CHECK(pool.whole());
+}
+
+TEST_CASE("requester fixed: completions recorded, post = first send, bytes_completed") {
+  TestPool pool;
+  RcRequesterConfig cfg;
+  cfg.message_bytes = 3000;
+  cfg.messages = 2;
+  cfg.message_gap_ns = 1000;
+  cfg.record_completions = true;
+  RcRequester req(cfg, requester_address(), pool.get());
+  std::vector<rte_mbuf*> out;
+  CHECK(req.poll(100, out, 100) == 3);
+  CHECK(req.poll(1100, out, 100) == 3);
+  free_all(out);
+  ack(req, pool.get(), 2, 1500);
+  ack(req, pool.get(), 5, 2500);
+  CHECK(req.done());
+  CHECK(req.counters().bytes_completed == 6000);
+  std::vector<MessageCompletion> done;
+  REQUIRE(req.take_completions(done) == 2);
+  CHECK(done[0].bytes == 3000);
+  CHECK(done[0].post_ns == 100);
+  CHECK(done[0].first_sent_ns == 100);
+  CHECK(done[0].completed_ns == 1500);
+  CHECK(done[1].post_ns == 1100);
+  CHECK(done[1].first_sent_ns == 1100);
+  CHECK(done[1].completed_ns == 2500);
+  CHECK(req.completion_times().summary().sum_ns == 1400 + 1400);
+
+  RcRequesterCounters sum;
+  sum += req.counters();
+  sum += req.counters();
+  CHECK(sum.bytes_completed == 12000);
+  CHECK(pool.whole());
 }

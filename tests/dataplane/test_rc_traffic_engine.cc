@@ -440,3 +440,316 @@ TEST_CASE("engine: many QPs share the wire fairly") {
   CHECK(*maxima.rbegin() <= *maxima.begin() * 3 / 2);
   CHECK(pool.whole());
 }
+
+// ---- per-QP specs, posted messages, poll limit ------------------------------------------------
+
+namespace {
+
+MacAddress mac(uint8_t last) {
+  return MacAddress{0x02, 0, 0, 0, 0, last};
+}
+
+RcQpSpec spec(RcQpRole role, uint32_t ip, uint8_t mac_last, uint32_t peer_qp) {
+  RcQpSpec s;
+  s.role = role;
+  s.peer_ip = ip;
+  s.peer_mac = mac(mac_last);
+  s.peer_qp = peer_qp;
+  return s;
+}
+
+// Several engines, each reached by its local_ip, over a lossless network: every packet arrives
+// delay_ns after it is sent. Runs until every engine is done and nothing is in flight.
+bool run_hosts(const std::vector<RcTrafficEngine*>& hosts, uint64_t delay_ns = 1000,
+               uint64_t max_steps = 1'000'000) {
+  std::deque<std::pair<uint64_t, rte_mbuf*>> net;  // in send order = arrival order
+  std::vector<rte_mbuf*> out;
+  uint64_t now = 0;
+  auto send_all = [&] {
+    for (rte_mbuf* m : out) net.emplace_back(now + delay_ns, m);
+    out.clear();
+  };
+  bool ok = false;
+  for (uint64_t step = 0; step < max_steps; ++step) {
+    while (!net.empty() && net.front().first <= now) {
+      rte_mbuf* m = net.front().second;
+      net.pop_front();
+      const ParsedPacket p = parse_ok(m);
+      RcTrafficEngine* to = nullptr;
+      for (RcTrafficEngine* h : hosts) {
+        if (h->config().local_ip == p.dst_ip) to = h;
+      }
+      REQUIRE(to != nullptr);
+      to->receive(m, p, now, out);
+      send_all();
+    }
+    for (RcTrafficEngine* h : hosts) {
+      h->poll(now, out);
+      send_all();
+    }
+    if (net.empty() &&
+        std::all_of(hosts.begin(), hosts.end(), [](RcTrafficEngine* h) { return h->done(); })) {
+      ok = true;
+      break;
+    }
+    uint64_t next = net.empty() ? kNever : net.front().first;
+    for (RcTrafficEngine* h : hosts) next = std::min(next, h->next_event_ns());
+    if (next == kNever) break;
+    now = std::max(now, next);
+  }
+  for (auto& [t, m] : net) rte_pktmbuf_free(m);
+  return ok;
+}
+
+}  // namespace
+
+TEST_CASE("engine specs: three QPs to three peers, one of them a responder, right addresses") {
+  TestPool pool;
+  RcTrafficEngineConfig cfg;
+  cfg.qps = 3;
+  cfg.first_local_qp = 0x40;
+  cfg.local_ip = 0x0A000001;
+  cfg.local_mac = mac(0x01);
+  cfg.message_bytes = 2048;
+  cfg.qp_specs = {spec(RcQpRole::kRequester, 0x0A000102, 0xA2, 0x500),
+                  spec(RcQpRole::kResponder, 0x0A000203, 0xB3, 0x600),
+                  spec(RcQpRole::kRequester, 0x0A000304, 0xC4, 0x700)};
+  cfg.qp_specs[0].messages = 1;
+  cfg.qp_specs[2].posted = true;
+  cfg.qp_specs[2].udp_src_port = 0xC123;
+  REQUIRE(cfg.check().empty());
+  RcTrafficEngine e(cfg, pool.get());
+  REQUIRE(e.requester(0) != nullptr);
+  CHECK(e.responder(0) == nullptr);
+  CHECK(e.requester(1) == nullptr);
+  REQUIRE(e.responder(1) != nullptr);
+  REQUIRE(e.requester(2) != nullptr);
+  CHECK(e.requester(2)->config().posted);
+  CHECK_FALSE(e.requester(0)->config().posted);
+  CHECK(e.requester(0)->config().messages == 1);
+
+  CHECK_THROWS_AS(e.post(3, 100, 0), std::out_of_range);
+  CHECK_THROWS_AS(e.post(0, 100, 0), std::invalid_argument);  // fixed-size requester
+  CHECK_THROWS_AS(e.post(1, 100, 0), std::invalid_argument);  // responder only
+  CHECK_THROWS_AS(e.post(2, 0, 0), std::invalid_argument);    // no such size
+  e.post(2, 5000, 0);
+
+  std::vector<rte_mbuf*> out;
+  REQUIRE(e.poll(0, out) == 2 + 5);  // QP 0: one 2 KB message; QP 2: 5000 bytes
+  int from0 = 0, from2 = 0;
+  for (const rte_mbuf* m : out) {
+    const ParsedPacket p = parse_ok(m);
+    const auto* d = rte_pktmbuf_mtod(m, const uint8_t*);
+    const MacAddress dst{d[0], d[1], d[2], d[3], d[4], d[5]};
+    const MacAddress src{d[6], d[7], d[8], d[9], d[10], d[11]};
+    CHECK(p.src_ip == cfg.local_ip);
+    CHECK(src == cfg.local_mac);
+    CHECK(p.dscp() == cfg.dscp);
+    if (p.dest_qp == 0x500) {
+      ++from0;
+      CHECK(p.dst_ip == 0x0A000102);
+      CHECK(dst == mac(0xA2));
+      CHECK(p.src_port == rxe_udp_source_port(0x40));
+    } else {
+      REQUIRE(p.dest_qp == 0x700);
+      ++from2;
+      CHECK(p.dst_ip == 0x0A000304);
+      CHECK(dst == mac(0xC4));
+      CHECK(p.src_port == 0xC123);
+    }
+  }
+  CHECK(from0 == 2);
+  CHECK(from2 == 5);
+  for (rte_mbuf* m : out) rte_pktmbuf_free(m);
+  out.clear();
+
+  // A WRITE from peer B to QP 1 is answered to peer B.
+  FrameSpec f;
+  f.ip.src = 0x0A000203;
+  f.ip.dst = cfg.local_ip;
+  std::vector<uint8_t> payload(64);
+  f.payload = payload;
+  RoceSpec w;
+  w.opcode = opcode::kRcWriteOnly;
+  w.dest_qp = 0x41;
+  w.psn = cfg.first_psn;
+  w.ack_req = true;
+  rte_mbuf* m = build_roce_mbuf(pool.get(), f, w);
+  REQUIRE(m != nullptr);
+  REQUIRE(e.receive(m, parse_ok(m), 10, out) == 1);
+  const ParsedPacket a = parse_ok(out[0]);
+  const auto* d = rte_pktmbuf_mtod(out[0], const uint8_t*);
+  CHECK(a.bth_opcode == opcode::kRcAck);
+  CHECK(a.dest_qp == 0x600);
+  CHECK(a.dst_ip == 0x0A000203);
+  CHECK(a.src_ip == cfg.local_ip);
+  CHECK((MacAddress{d[0], d[1], d[2], d[3], d[4], d[5]}) == mac(0xB3));
+  CHECK(a.src_port == rxe_udp_source_port(0x41));
+  CHECK(e.responder(1)->counters().accepted == 1);
+  rte_pktmbuf_free(out[0]);
+  out.clear();
+  CHECK(pool.whole());
+}
+
+TEST_CASE("engine specs: configuration checks") {
+  TestPool pool;
+  RcTrafficEngineConfig cfg;
+  cfg.qps = 2;
+  cfg.qp_specs = {spec(RcQpRole::kRequester, 1, 1, 1), spec(RcQpRole::kBoth, 2, 2, 2)};
+  CHECK(cfg.check().empty());
+  RcTrafficEngineConfig bad = cfg;
+  bad.qp_specs.pop_back();  // one spec for two QPs
+  CHECK_FALSE(bad.check().empty());
+  CHECK_THROWS_AS(RcTrafficEngine(bad, pool.get()), std::invalid_argument);
+  bad = cfg;
+  bad.qp_specs[1].role = static_cast<RcQpRole>(0);
+  CHECK_FALSE(bad.check().empty());
+  bad = cfg;
+  bad.qp_specs[1].role = static_cast<RcQpRole>(4);
+  CHECK_FALSE(bad.check().empty());
+  bad = cfg;
+  bad.qp_specs[0].peer_qp = 1u << 24;
+  CHECK_FALSE(bad.check().empty());
+  bad.qp_specs[0].peer_qp = (1u << 24) - 1;
+  CHECK(bad.check().empty());
+  bad = cfg;
+  bad.qp_specs[1].message_bytes = 0x80000001u;  // the requester config it implies is bad
+  CHECK_FALSE(bad.check().empty());
+  bad = cfg;
+  bad.qp_roles = {RcQpRole::kRequester, RcQpRole::kRequester};  // two sources of roles
+  CHECK_FALSE(bad.check().empty());
+  bad = cfg;
+  bad.qp_specs[1].role = RcQpRole::kResponder;
+  bad.qp_specs[1].posted = true;  // a responder posts nothing
+  CHECK_FALSE(bad.check().empty());
+  bad = cfg;
+  bad.first_peer_qp = 0xFFFFFF;  // unused with specs
+  CHECK(bad.check().empty());
+  CHECK(pool.whole());
+}
+
+TEST_CASE("engine specs: one host posts to two hosts; completions and FCT from post time") {
+  TestPool pool(8191);
+  // Host A (QP 0 -> host B, QP 1 -> host C, both posted), B and C answer (responders).
+  RcTrafficEngineConfig a, b, c;
+  for (RcTrafficEngineConfig* e : {&a, &b, &c}) {
+    e->mtu = 1024;
+    e->first_psn = 0xFFFFF0;
+    e->retransmit_timeout_ns = 1'000'000;
+  }
+  const uint32_t first_qp[] = {0x10, 0x20, 0x30};
+  uint8_t n = 0;
+  for (RcTrafficEngineConfig* e : {&a, &b, &c}) {
+    e->local_ip = 0x0A000001 + n;
+    e->local_mac = mac(static_cast<uint8_t>(n + 1));
+    e->first_local_qp = first_qp[n];
+    e->qps = n == 0 ? 2 : 1;
+    ++n;
+  }
+  a.record_completions = true;
+  a.qp_specs = {spec(RcQpRole::kRequester, b.local_ip, 2, 0x20),
+                spec(RcQpRole::kRequester, c.local_ip, 3, 0x30)};
+  a.qp_specs[0].posted = a.qp_specs[1].posted = true;
+  b.qp_specs = {spec(RcQpRole::kResponder, a.local_ip, 1, 0x10)};
+  c.qp_specs = {spec(RcQpRole::kResponder, a.local_ip, 1, 0x11)};
+  RcTrafficEngine ea(a, pool.get()), eb(b, pool.get()), ec(c, pool.get());
+  CHECK(ea.done());
+  CHECK(ea.next_event_ns() == kNever);
+
+  const std::vector<uint32_t> to_b = {1, 4096, 100'000};
+  const std::vector<uint32_t> to_c = {1025, 3u << 20};
+  for (const uint32_t s : to_b) ea.post(0, s, 0);
+  ea.post(1, to_c[0], 500);
+  ea.post(1, to_c[1], 2000);
+  CHECK_FALSE(ea.done());
+  REQUIRE(run_hosts({&ea, &eb, &ec}));
+
+  uint64_t bytes_b = 0, bytes_c = 0;
+  for (const uint32_t s : to_b) bytes_b += s;
+  for (const uint32_t s : to_c) bytes_c += s;
+  CHECK(eb.responder_totals().bytes_written == bytes_b);
+  CHECK(ec.responder_totals().bytes_written == bytes_c);
+  CHECK(eb.responder_totals().messages_received == 3);
+  CHECK(ec.responder_totals().messages_received == 2);
+  const RcRequesterCounters rq = ea.requester_totals();
+  CHECK(rq.messages_completed == 5);
+  CHECK(rq.bytes_completed == bytes_b + bytes_c);
+  CHECK(rq.packets_retransmitted == 0);
+
+  std::vector<MessageCompletion> done;
+  REQUIRE(ea.take_completions(done) == 5);
+  uint64_t sum = 0;
+  std::vector<uint32_t> got_b, got_c;
+  for (const MessageCompletion& m : done) {
+    (m.qp_index == 0 ? got_b : got_c).push_back(m.bytes);
+    CHECK(m.qp_index <= 1);
+    CHECK(m.first_sent_ns >= m.post_ns);
+    CHECK(m.completed_ns > m.first_sent_ns);
+    sum += m.completed_ns - m.post_ns;
+  }
+  CHECK(got_b == to_b);
+  CHECK(got_c == to_c);
+  CHECK(done[3].post_ns == 500);
+  CHECK(done[3].first_sent_ns == 500);
+  CHECK(done[4].post_ns == 2000);
+  CHECK(ea.completion_times().count() == 5);
+  CHECK(ea.completion_times().summary().sum_ns == sum);
+  CHECK(ea.take_completions(done) == 0);
+
+  // More work later: the engine wakes for it, and is done again.
+  ea.post(1, 10, 10'000'000);
+  CHECK(ea.next_event_ns() == 10'000'000);
+  CHECK_FALSE(ea.done());
+  std::vector<rte_mbuf*> out;
+  CHECK(ea.poll(9'999'999, out) == 0);
+  CHECK(ea.poll(10'000'000, out) == 1);
+  CHECK(parse_ok(out[0]).dst_ip == c.local_ip);
+  for (rte_mbuf* m : out) rte_pktmbuf_free(m);
+  CHECK(pool.whole());
+}
+
+TEST_CASE("engine: poll's max_packets limits requester packets, not pending ACKs") {
+  TestPool pool;
+  Pair cfg(4, 0, 64 * 1024);  // unlimited
+  RcTrafficEngine a(cfg.a, pool.get());
+  std::vector<rte_mbuf*> out;
+  CHECK(a.poll(0, out, 5) == 5);
+  CHECK(out.size() == 5);
+  for (uint32_t i = 0; i < 4; ++i) CHECK(parse_ok(out[i]).dest_qp == 0x200 + i);  // round robin
+  CHECK(parse_ok(out[4]).dest_qp == 0x200);
+  CHECK(a.poll(0, out, 0) == 0);
+  CHECK(a.poll(0, out, 1000) == cfg.a.max_burst);  // never more than max_burst
+  CHECK(a.poll(0, out) == cfg.a.max_burst);
+  CHECK(out.size() == 5 + 2 * cfg.a.max_burst);
+  for (rte_mbuf* m : out) rte_pktmbuf_free(m);
+  out.clear();
+
+  // A responder whose ACK found the mempool empty sends it on a poll with max_packets 0.
+  TestPool tiny(8);
+  TestPool other;
+  RcTrafficEngine b(cfg.b, tiny.get());
+  std::vector<rte_mbuf*> hold;
+  while (rte_mbuf* m = rte_pktmbuf_alloc(tiny.get())) hold.push_back(m);
+  FrameSpec f;
+  std::vector<uint8_t> payload(16);
+  f.payload = payload;
+  RoceSpec w;
+  w.opcode = opcode::kRcWriteOnly;
+  w.dest_qp = cfg.b.first_local_qp;
+  w.psn = cfg.b.first_psn;
+  w.ack_req = true;
+  rte_mbuf* m = build_roce_mbuf(other.get(), f, w);
+  REQUIRE(m != nullptr);
+  CHECK(b.receive(m, parse_ok(m), 100, out) == 0);
+  CHECK(b.responder(0)->control_pending());
+  for (rte_mbuf* h : hold) rte_pktmbuf_free(h);
+  const uint64_t t = b.next_event_ns();
+  REQUIRE(t != kNever);
+  CHECK(b.poll(t, out, 0) == 1);
+  REQUIRE(out.size() == 1);
+  CHECK(parse_ok(out[0]).bth_opcode == opcode::kRcAck);
+  rte_pktmbuf_free(out[0]);
+  CHECK(pool.whole());
+  CHECK(tiny.whole());
+  CHECK(other.whole());
+}
