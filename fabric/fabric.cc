@@ -383,7 +383,10 @@ RunResult Fabric::run(const std::function<void(uint64_t, uint64_t)>& progress) {
   const auto wall0 = std::chrono::steady_clock::now();
   auto last_progress = wall0;
   const bool finite = plan_.finite();
-  const uint64_t end = config_.duration_ns;
+  // cdf: messages arrive over the duration; the run goes on until they are all done, within
+  // a limit of five durations plus 1 ms. Other finite workloads: the duration is the limit.
+  const uint64_t end = config_.workload == Workload::kCdf ? config_.duration_ns * 5 + 1'000'000
+                                                          : config_.duration_ns;
   const uint64_t window_at = finite ? 0 : config_.warmup();
   next_sample_ns_ = config_.sample_ns;
   if (window_at == 0) snapshot_window_start();
@@ -440,6 +443,7 @@ RunResult Fabric::collect(double wall_s) {
   r.seed = seed_;
   const bool finite = plan_.finite();
   r.virtual_ns = finite && done_ns_ != 0 ? done_ns_ : std::max(now_, config_.duration_ns);
+  if (finite && done_ns_ == 0) r.virtual_ns = now_;
   r.window_start_ns = window_start_ns_;
   r.window_end_ns = r.virtual_ns;
   r.completed = !finite || done_ns_ != 0;

@@ -199,14 +199,16 @@ std::string FabricConfig::check() const {
   if (!(link_gbps >= 1 && link_gbps <= 1600)) return "link-gbps: 1..1600";
   if (delay_ns > 1'000'000'000) return "delay-ns: 0..1e9";
   if (mtu != 1024 && mtu != 4096) return "mtu: 1024 | 4096";
-  if (queue_bytes < 16384) return "queue-bytes: at least 16384";
+  if (queue_bytes != 0 && queue_bytes < 16384) return "queue-bytes: 0 (auto) or at least 16384";
   if (pfc_buffer_bytes < 8192) return "pfc-buffer-bytes: at least 8192";
   if (!(pfc_xon > 0 && pfc_xon < pfc_xoff && pfc_xoff <= 1)) return "pfc-xon, pfc-xoff: 0 < xon < xoff <= 1";
   if (qps_per_host < 1 || qps_per_host > 256) return "qps-per-host: 1..256";
   if (msg_bytes < 1 || msg_bytes > (uint64_t{1} << 31)) return "msg-bytes: 1..2^31";
   if (bytes < 1) return "bytes: at least 1";
   if (channels < 1 || channels > 64) return "channels: 1..64";
-  if (incast_senders < 1 || incast_senders >= hosts()) return "incast-senders: 1..hosts-1";
+  if (workload == Workload::kIncast && (incast_senders < 1 || incast_senders >= hosts())) {
+    return "incast-senders: 1..hosts-1 (" + std::to_string(hosts() - 1) + " here)";
+  }
   if (!(load > 0 && load <= 1)) return "load: (0, 1]";
   if (modes.empty()) return std::string("mode: at least one of ") + kModeNames;
   if (spray_policy != "rr" && spray_policy != "weighted" && spray_policy != "adaptive") {
@@ -254,7 +256,7 @@ void apply_yaml(FabricConfig& c, const control::ConfigNode& root) {
   c.link_gbps = n.number_or("link_gbps", c.link_gbps, 1, 1600);
   c.delay_ns = n.uint_or("delay_ns", c.delay_ns, 0, 1'000'000'000);
   c.mtu = static_cast<uint32_t>(std::stoul(n.choice_or("mtu", std::to_string(c.mtu), {"1024", "4096"})));
-  c.queue_bytes = n.uint_or("queue_bytes", c.queue_bytes, 16384, uint64_t{1} << 34);
+  c.queue_bytes = n.uint_or("queue_bytes", c.queue_bytes, 0, uint64_t{1} << 34);
   c.pfc = n.boolean_or("pfc", c.pfc);
   c.pfc_buffer_bytes = n.uint_or("pfc_buffer_bytes", c.pfc_buffer_bytes, 8192, uint64_t{1} << 34);
   c.pfc_xoff = n.number_or("pfc_xoff", c.pfc_xoff, 0.01, 1);

@@ -63,7 +63,9 @@ struct FabricConfig {
   uint32_t mtu = 4096;       // 1024 | 4096
 
   // Switch buffer and PFC.
-  uint64_t queue_bytes = 1 << 20;  // per egress port and traffic class
+  // Per egress port and traffic class. 0: ports x pfc_buffer_bytes with PFC on (no egress queue
+  // fills before every ingress feeding it has paused: lossless), 1 MiB without.
+  uint64_t queue_bytes = 0;
   bool pfc = true;
   uint64_t pfc_buffer_bytes = 256 * 1024;  // per (ingress port, priority)
   double pfc_xoff = 0.80;
@@ -92,7 +94,10 @@ struct FabricConfig {
   std::string reorder = "auto";  // auto (spray only) | on | off
   uint64_t reorder_hold_ns = 100'000;
   uint32_t reorder_window = 256;
-  uint32_t max_in_flight = 128;
+  // Unacknowledged packets per QP. rxe keeps 128 and asks for an ACK every 65th packet, which
+  // leaves a 100G QP window-bound once queues add tens of us to its RTT; hardware RNICs keep
+  // far more in flight. 512 lets a QP alone on a link fill it, as the ECMP expectation assumes.
+  uint32_t max_in_flight = 512;
   uint64_t retransmit_timeout_ns = 67'108'864;
   uint64_t dlb_gap_ns = 100'000;  // 0 is not allowed by the flowlet table
   uint64_t control_period_ns = 200'000'000;

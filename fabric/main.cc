@@ -159,7 +159,7 @@ const char* help_of(const std::string& name) {
       {"link-gbps", "rate of every cable, Gbit/s (100)"},
       {"delay-ns", "propagation delay of every cable (1000)"},
       {"mtu", "RoCE path MTU: 1024 | 4096 (4096)"},
-      {"queue-bytes", "switch egress queue limit per port and traffic class (1048576)"},
+      {"queue-bytes", "switch egress queue limit per port and class; 0: ports x pfc-buffer-bytes + 1 MiB with PFC (lossless), 1 MiB without (0)"},
       {"pfc", "PFC (802.1Qbb) on priority 3 at every switch: on | off (on)"},
       {"pfc-buffer-bytes", "PFC ingress buffer per (port, priority) (262144)"},
       {"pfc-xoff", "XOFF threshold, fraction of the PFC buffer (0.8)"},
@@ -184,12 +184,12 @@ const char* help_of(const std::string& name) {
       {"reorder", "receiver reorder engine: auto (spray only) | on | off (auto)"},
       {"reorder-hold-us", "reorder hold timeout (100)"},
       {"reorder-window", "reorder window, PSNs per QP (256)"},
-      {"max-in-flight", "unacknowledged packets per QP (128, rxe's)"},
+      {"max-in-flight", "unacknowledged packets per QP (512; rxe keeps 128)"},
       {"retransmit-timeout-us", "RC retransmit timeout (67108.864, perftest's)"},
       {"dlb-gap-us", "dlb: flowlet gap (100)"},
       {"control-period-us", "weighted: control loop period (200000)"},
       {"tcam-spray-rules", "spray: a leaf's TCAM spray_rule_limit; QPs beyond it fall back to ECMP (16384)"},
-      {"duration", "permutation: virtual time run; others: time limit (2ms)"},
+      {"duration", "permutation: virtual time run; cdf: arrival window (run until done, within 5x + 1ms); others: time limit (2ms)"},
       {"warmup", "permutation: excluded from the throughput window (a fifth of duration)"},
       {"sample-us", "timeseries and PFC timeline interval (100)"},
       {"seeds", "N or A-B: every mode runs once per seed (1)"},
@@ -278,7 +278,7 @@ int main(int argc, char** argv) {
     case Workload::kIncast: qps = config.incast_senders; break;
     case Workload::kCdf: qps = uint64_t{config.hosts()} * std::min<uint64_t>(config.hosts(), 16); break;
   }
-  const uint64_t n_mbufs = std::clamp<uint64_t>(qps * config.max_in_flight + 8192, 16383, 1u << 20);
+  const uint64_t n_mbufs = std::clamp<uint64_t>(qps * config.max_in_flight + 8192, 16383, (1u << 18) - 1);
   const uint32_t room = config.mtu + 512 + RTE_PKTMBUF_HEADROOM;
   const uint64_t pool_mb = n_mbufs * (room + 256) / (1 << 20);
   const std::string prefix = "fabric-" + std::to_string(getpid());

@@ -60,12 +60,14 @@ control::SwitchConfig base_switch(const FabricConfig& c, FabricMode mode, const 
   return s;
 }
 
-control::PortSettings port(const FabricConfig& c, const std::string& name) {
+control::PortSettings port(const FabricConfig& c, const std::string& name, uint32_t ports) {
   control::PortSettings p;
   p.name = name;
   p.device = "fabric";
   p.link = link_settings(c);
-  p.queue_bytes = c.queue_bytes;
+  p.queue_bytes = c.queue_bytes != 0 ? c.queue_bytes
+                  : c.pfc            ? uint64_t{ports} * c.pfc_buffer_bytes + (1u << 20)
+                                     : uint64_t{1} << 20;
   return p;
 }
 
@@ -124,7 +126,7 @@ Topology::Topology(const FabricConfig& c, FabricMode mode, uint64_t seed)
       s.index = l;
       s.config = base_switch(c, mode, s.name, seed, switch_index++);
       for (uint32_t i = 0; i < H; ++i) {
-        s.config.ports.push_back(port(c, "h" + std::to_string(l * H + i)));
+        s.config.ports.push_back(port(c, "h" + std::to_string(l * H + i), H + c.spines * K));
         control::GroupSettings g;
         g.name = "to_h" + std::to_string(l * H + i);
         g.ports = {static_cast<uint16_t>(i)};
@@ -141,7 +143,7 @@ Topology::Topology(const FabricConfig& c, FabricMode mode, uint64_t seed)
       for (uint32_t sp = 0; sp < c.spines; ++sp) {
         for (uint32_t k = 0; k < K; ++k) {
           uplinks.push_back(static_cast<uint16_t>(s.config.ports.size()));
-          s.config.ports.push_back(port(c, pre + "spine" + std::to_string(sp) + "#" + std::to_string(k)));
+          s.config.ports.push_back(port(c, pre + "spine" + std::to_string(sp) + "#" + std::to_string(k), H + c.spines * K));
         }
       }
       s.leaf_group.assign(c.leaves, -1);
@@ -177,7 +179,7 @@ Topology::Topology(const FabricConfig& c, FabricMode mode, uint64_t seed)
         g.flowlet_entries = mode == FabricMode::kDlb ? 4096 : 16;
         for (uint32_t k = 0; k < K; ++k) {
           g.ports.push_back(static_cast<uint16_t>(s.config.ports.size()));
-          s.config.ports.push_back(port(c, pre + "leaf" + std::to_string(l) + "#" + std::to_string(k)));
+          s.config.ports.push_back(port(c, pre + "leaf" + std::to_string(l) + "#" + std::to_string(k), c.leaves * K));
         }
         s.config.groups.push_back(g);
         control::RouteSettings r;

@@ -150,6 +150,17 @@ WorkloadPlan::WorkloadPlan(const FabricConfig& config, const Topology& topology,
     }
   }
   for (uint32_t h = 0; h < n; ++h) {
+    if (engines_[h].qps == 0) {
+      // A host the workload leaves out still runs an RC engine (the NIC's host): one idle
+      // responder QP that nothing addresses.
+      RcQpSpec idle;
+      idle.role = RcQpRole::kResponder;
+      idle.peer_ip = topology.hosts()[h].ip;
+      idle.peer_mac = topology.hosts()[h].mac;
+      idle.peer_qp = engines_[h].first_local_qp;
+      engines_[h].qp_specs.push_back(idle);
+      engines_[h].qps = 1;
+    }
     const auto& specs = engines_[h].qp_specs;
     if (std::any_of(specs.begin(), specs.end(),
                     [](const RcQpSpec& q) { return q.role == RcQpRole::kRequester; })) {

@@ -1,64 +1,39 @@
 #!/usr/bin/env bash
-# The main job, on its embedded default: 64 RoCEv2 QPs of RDMA WRITE traffic (roce_pcap) go
-# through a real switch_emu (DPDK, net_pcap ports) that spreads them over 8 uplinks by per-flow
-# ECMP (CRC32C of the 5-tuple, mod 8), then the script shows what each uplink got: the classic
-# picture of ECMP with few, large flows. Then the same capture goes through a real nic_emu that
-# sprays it per packet over 8 uplinks with a PPCID in each packet (scripts/spray-pcap.sh), and a
-# second nic_emu takes those 8 uplink captures and puts every QP back into PSN order
-# (scripts/reorder-pcap.sh): spraying and its reorder engine, side by side with ECMP.
-# Output goes to out/run/ (or $1): roce.pcap, portK.pcap, switch.yaml, stats.json, and under
-# spray/: uplinkK.pcap, delivered.pcap, spray-stats.json, reorder-stats.json.
+# The main job, on its embedded default: fabric_emu runs a 2-leaf x 8-spine fabric with 8 hosts
+# per leaf (100 Gbit/s, MTU 4096, PFC on) on the real switch and NIC pipelines in virtual time,
+# first a permutation (each host one QP to a host on the other leaf, 2 ms), then a ring
+# all-reduce of 16 MiB over the 16 hosts, each in modes ecmp, ecmp-qp, dlb, spray and
+# spray-noreorder over 20 seeds. Prints a table per workload and writes OUT/report.json,
+# OUT/allreduce.json and the plots (OUT/*.png).
+#   scripts/run.sh [--out DIR] [--quick]      (--quick: 4 seeds, 1 ms: about 15 s)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-OUT=${1:-out/run}
+OUT=out
+SEEDS=1-20
+DURATION=2ms
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --out) OUT=$2; shift 2 ;;
+    --quick) SEEDS=1-4; DURATION=1ms; shift ;;
+    -h|--help) sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "run.sh: unknown argument '$1' (--out DIR, --quick)" >&2; exit 2 ;;
+  esac
+done
 mkdir -p "$OUT"
 
 scripts/setup.sh
 [ -f build/build.ninja ] || meson setup build >/dev/null
-ninja -C build nic_emu/roce_pcap switch_emu/switch_emu nic_emu/nic_emu >/dev/null
+ninja -C build fabric/fabric_emu >/dev/null
 
-# 64 QPs (an 8x8 AllReduce step's worth), 8 messages of 64 KiB each at MTU 4096.
-build/nic_emu/roce_pcap --out "$OUT/roce.pcap" --qps 64 --messages 8 --msg-bytes 65536 \
-  --mtu 4096 --seed 1
+MODES=ecmp,ecmp-qp,dlb,spray,spray-noreorder
+echo "== permutation: each host one QP to a host on the other leaf, ${DURATION} of virtual time =="
+build/fabric/fabric_emu --leaves 2 --spines 8 --hosts-per-leaf 8 --link-gbps 100 --mtu 4096 \
+  --workload permutation --qps-per-host 1 --mode "$MODES" --seeds "$SEEDS" \
+  --duration "$DURATION" --plots "$OUT"
 echo
-scripts/switch-pcap.sh "$OUT/roce.pcap" "$OUT" --ports 8 --mode ecmp --seed 0
+echo "== ring all-reduce of 16 MiB over the 16 hosts (ranks placed at random per seed) =="
+build/fabric/fabric_emu --leaves 2 --spines 8 --hosts-per-leaf 8 --link-gbps 100 --mtu 4096 \
+  --workload allreduce --bytes 16777216 --mode "$MODES" --seeds "$SEEDS" --duration 50ms \
+  --json "$OUT/allreduce.json"
 echo
-echo "QPs per uplink (tshark reads infiniband.bth.destqp in each output pcap):"
-total=0
-for i in 0 1 2 3 4 5 6 7; do
-  tshark -r "$OUT/port$i.pcap" -T fields -e infiniband.bth.destqp 2>/dev/null >"$OUT/port$i.qps"
-  qps=$(sort -u "$OUT/port$i.qps" | wc -l)
-  pkts=$(wc -l <"$OUT/port$i.qps")
-  rm -f "$OUT/port$i.qps"
-  total=$((total + pkts))
-  bar=$(printf '%*s' $((pkts / 64)) '' | tr ' ' '#')
-  printf "  uplink %d: %3d QPs %6d packets %s\n" "$i" "$qps" "$pkts" "$bar"
-done
-echo "  total:             $total packets (each QP stays on one uplink: per-flow ECMP)"
-echo
-echo "full counters: $OUT/stats.json"
-
-echo
-echo "The same 64 QPs sprayed per packet by nic_emu (round robin per QP, PPCID in the UDP checksum):"
-scripts/spray-pcap.sh "$OUT/roce.pcap" "$OUT/spray" --uplinks 8 --mode rr >/dev/null
-total=0
-for i in 0 1 2 3 4 5 6 7; do
-  tshark -r "$OUT/spray/uplink$i.pcap" -T fields -e infiniband.bth.destqp 2>/dev/null \
-    >"$OUT/spray/uplink$i.qps"
-  qps=$(sort -u "$OUT/spray/uplink$i.qps" | wc -l)
-  pkts=$(wc -l <"$OUT/spray/uplink$i.qps")
-  rm -f "$OUT/spray/uplink$i.qps"
-  total=$((total + pkts))
-  bar=$(printf '%*s' $((pkts / 64)) '' | tr ' ' '#')
-  printf "  uplink %d: %3d QPs %6d packets %s\n" "$i" "$qps" "$pkts" "$bar"
-done
-echo "  total:             $total packets (every QP on every uplink)"
-echo
-echo "A receiving nic_emu with those 8 captures as its uplinks (reorder engine on):"
-scripts/reorder-pcap.sh "$OUT/spray" "$OUT/spray/delivered.pcap" | grep -E "^(host|ppcid|reorder)"
-# tshark: delivered PSNs per QP must rise by one each (mod 2^24).
-tshark -r "$OUT/spray/delivered.pcap" -T fields -e infiniband.bth.destqp -e infiniband.bth.psn \
-  2>/dev/null | awk '{ q = $1; p = $2 + 0;
-    if (q in last && (p - last[q] + 16777216) % 16777216 != 1) bad++; last[q] = p; n++ }
-    END { printf "  delivered to the host: %d packets, %d out of PSN order\n", n, bad + 0 }'
-echo "full counters: $OUT/spray/spray-stats.json, $OUT/spray/reorder-stats.json"
+echo "report: $OUT/report.json (permutation), $OUT/allreduce.json; plots: $OUT/*.png"

@@ -366,3 +366,19 @@ TEST_CASE("the mode changes at run time; a member beyond the loads is ineligible
   CHECK(far.counters().missing_load == 10);
   CHECK(far.select(0, 0, std::span<const PathLoad>{}) == PathSelector::kNoPort);
 }
+
+TEST_CASE("an excluded member takes nothing until it is let back, whatever its link says") {
+  PathSelector ecmp(group(LbMode::kEcmp, kEight));
+  const auto loads = port_loads(20);
+  ecmp.set_member_excluded(3, true);
+  CHECK(ecmp.member_excluded(3));
+  std::mt19937 rng(5);
+  std::map<uint16_t, int> per_port;
+  for (int i = 0; i < 20000; ++i) ++per_port[ecmp.select(static_cast<uint32_t>(rng()), i, loads)];
+  CHECK(per_port.count(kEight[3]) == 0);
+  CHECK(per_port.size() == 7);
+  ecmp.set_member_excluded(3, false);
+  for (int i = 0; i < 20000; ++i) ++per_port[ecmp.select(static_cast<uint32_t>(rng()), i, loads)];
+  CHECK(per_port.count(kEight[3]) == 1);
+  CHECK_THROWS_AS(ecmp.set_member_excluded(8, true), std::out_of_range);
+}

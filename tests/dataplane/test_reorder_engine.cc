@@ -884,3 +884,27 @@ TEST_CASE("property: random loss, duplicates, jitter and tight limits keep every
   }
   CHECK(pool.whole());
 }
+
+TEST_CASE("a QP whose first PSN is known is not held to learn it, and depth is counted") {
+  TestPool pool;
+  {
+    Rx rx(pool, config_with(64));
+    REQUIRE(rx.engine.expect(kQp.src_ip, kQp.dest_qp, 100));
+    CHECK_FALSE(rx.engine.expect(kQp.src_ip, kQp.dest_qp, 100));  // known already
+    rx.send(100, 1000);
+    CHECK(rx.take() == std::vector<uint32_t>{100});  // released at once, no hold
+    rx.send(103, 1001);  // 2 PSNs ahead of the expected 101
+    rx.send(101, 1002);
+    rx.send(102, 1003);
+    CHECK(rx.take() == std::vector<uint32_t>{101, 102, 103});
+    const auto& h = rx.engine.depth_histogram();
+    CHECK(h[0] == 3);  // 100, 101, 102 arrived as expected
+    CHECK(h[2] == 1);  // 103 came 2 ahead
+    uint64_t total = 0;
+    for (uint64_t v : h) total += v;
+    CHECK(total == 4);
+    for (rte_mbuf* m : rx.out) rte_pktmbuf_free(m);
+    rx.out.clear();
+  }
+  CHECK(pool.whole());
+}

@@ -494,3 +494,41 @@ TEST_CASE("write_ppcid refuses what is not a sprayable RoCE packet") {
   rte_pktmbuf_free(roce);
   CHECK(pool.whole());
 }
+
+TEST_CASE("fabric_paths: one uplink, the PPCID cycles each flow through every fabric path") {
+  TestPool pool(255);
+  SprayEngineConfig c = config(SprayMode::kRoundRobin, {0}, PpcidLayout::kTsHigh);
+  c.fabric_paths = 17;  // ts-high holds 16 path ids
+  CHECK_THROWS_AS(SprayEngine(c), std::invalid_argument);
+  c.fabric_paths = 16;
+  SprayEngine e(c);
+  const PacketParser parser;
+  const std::vector<uint8_t> payload(64, 1);
+  std::map<uint32_t, std::vector<int>> per_flow;  // flow hash -> packets per path id
+  for (uint32_t flow : {7u, 1234567u}) {
+    per_flow[flow].assign(16, 0);
+    for (int i = 0; i < 64; ++i) {
+      FrameSpec fs;
+      fs.payload = payload;
+      RoceSpec rs;
+      rs.opcode = opcode::kRcWriteMiddle;
+      rs.dest_qp = 0x11;
+      rs.psn = static_cast<uint32_t>(i);
+      rte_mbuf* m = build_roce_mbuf(pool.get(), fs, rs);
+      REQUIRE(m != nullptr);
+      ParsedPacket p;
+      REQUIRE(parser.parse(m, p) == ParseStatus::kOk);
+      const uint16_t v = e.write_ppcid(m, p, 0, flow, 1000);
+      REQUIRE(v != 0);
+      const PpcidFields f = ppcid_decode(v, PpcidLayout::kTsHigh);
+      CHECK(f.check == ppcid_check_nibble(rs.dest_qp, rs.psn));
+      ++per_flow[flow][f.path_id];
+      rte_pktmbuf_free(m);
+    }
+  }
+  for (const auto& [flow, counts] : per_flow) {
+    INFO("flow " << flow);
+    CHECK(counts == std::vector<int>(16, 4));  // 64 packets: each of the 16 paths 4 times
+  }
+  CHECK(pool.whole());
+}

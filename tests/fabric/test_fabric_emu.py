@@ -1,0 +1,175 @@
+#!/usr/bin/env python3
+"""fabric_emu end to end, at small sizes: the issue's "done when" points, checked on the JSON
+report of real runs (real SwitchNode/NicNode pipelines in virtual time).
+
+FABRIC_EMU points at the program; SPRAYNET_SOURCE_DIR at the tree (for configs)."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+EMU = os.environ.get("FABRIC_EMU", "build/fabric/fabric_emu")
+
+
+def run(*args, expect=0):
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "r.json")
+        p = subprocess.run([EMU, "--quiet", "--reproducible", "--json", out, *args],
+                           capture_output=True, text=True, timeout=600)
+        if p.returncode != expect:
+            raise AssertionError(f"fabric_emu {' '.join(args)} exited {p.returncode}:\n{p.stdout}\n{p.stderr}")
+        if expect != 0:
+            return p
+        with open(out) as f:
+            report = json.load(f)
+        with open(out, "rb") as f:
+            report["_bytes"] = f.read()
+        report["_stdout"] = p.stdout
+        return report
+
+
+def mean(runs, mode, key):
+    v = [r[key] for r in runs if r["mode"] == mode]
+    return sum(v) / len(v)
+
+
+class FabricEmu(unittest.TestCase):
+    def check_whole(self, report):
+        for r in report["runs"]:
+            self.assertTrue(r["mempool_whole"], r)
+            self.assertEqual(r["mbufs_in_use_at_end"], 0)
+
+    def test_ecmp_balls_into_bins(self):
+        # 8 single-QP flows over 8 spines: 1-(1-1/8)^8 = 0.656 of the line rate on average,
+        # times the payload share of a 4096-byte frame on the wire (0.98).
+        rep = run("--duration", "1ms", "--mode", "ecmp", "--seeds", "1-50")
+        self.check_whole(rep)
+        tf = mean(rep["runs"], "ecmp", "throughput_fraction")
+        self.assertLess(abs(tf - 0.656), 0.04, tf)
+        self.assertEqual(len(rep["runs"]), 50)
+        # seeds differ: not every seed gives the same result
+        self.assertGreater(len({round(r["throughput_fraction"], 4) for r in rep["runs"]}), 5)
+
+    def test_spray_reorder_and_without(self):
+        rep = run("--duration", "2ms", "--mode", "spray,spray-noreorder", "--seeds", "1-3")
+        self.check_whole(rep)
+        for r in rep["runs"]:
+            if r["mode"] == "spray":
+                self.assertGreaterEqual(r["throughput_fraction"], 0.95, r["seed"])
+                self.assertLess(r["retx_rate"], 0.001)
+                self.assertGreater(r["reorder"]["held"], 0)  # there was reordering to undo
+                self.assertEqual(r["tcam_fallback_qps"], 0)
+        # Without the reorder engine every reordering is a NAK and a go-back-N.
+        self.assertGreater(mean(rep["runs"], "spray-noreorder", "naks"), 10)
+        self.assertGreater(mean(rep["runs"], "spray-noreorder", "retx_rate"), 0.005)
+        self.assertLess(mean(rep["runs"], "spray-noreorder", "throughput_fraction"),
+                        mean(rep["runs"], "spray", "throughput_fraction"))
+
+    def test_dlb_above_ecmp(self):
+        rep = run("--duration", "1ms", "--mode", "ecmp,dlb", "--seeds", "1-12")
+        self.assertGreater(mean(rep["runs"], "dlb", "throughput_fraction"),
+                           mean(rep["runs"], "ecmp", "throughput_fraction"))
+        self.assertGreater(mean(rep["runs"], "dlb", "flowlets_started"), 0)
+        self.assertEqual(mean(rep["runs"], "ecmp", "flowlets_started"), 0)
+
+    def test_fixed_udp_sport_collapses_ecmp_not_ecmp_qp(self):
+        # One host pair, 4 QPs: the links its leaf used are the paths of that pair.
+        rep = run("--leaves", "2", "--hosts-per-leaf", "1", "--spines", "8", "--qps-per-host", "4",
+                  "--udp-sport", "fixed", "--mode", "ecmp,ecmp-qp", "--duration", "500us",
+                  "--seeds", "1-4")
+        for r in rep["runs"]:
+            used = [n for n, u in r["uplink_util_by_link"].items() if n.startswith("leaf0>") and u > 0.01]
+            if r["mode"] == "ecmp":
+                self.assertEqual(len(used), 1, (r["seed"], used))
+            else:
+                self.assertGreater(len(used), 1, (r["seed"], used))
+        per_qp = run("--leaves", "2", "--hosts-per-leaf", "1", "--qps-per-host", "4",
+                     "--mode", "ecmp", "--duration", "500us", "--seeds", "1-4")
+        spread = [len([1 for n, u in r["uplink_util_by_link"].items() if n.startswith("leaf0>") and u > 0.01])
+                  for r in per_qp["runs"]]
+        self.assertGreater(max(spread), 1, spread)  # rxe's per-QP ports spread them again
+
+    def test_link_down(self):
+        # A spine link fails at 500 us during an all-to-all: every message still completes and
+        # nothing crosses the dead link afterwards.
+        for mode in ("ecmp", "spray"):
+            rep = run("--workload", "alltoall", "--bytes", "262144", "--leaves", "2",
+                      "--hosts-per-leaf", "4", "--spines", "4", "--mode", mode,
+                      "--event", "link-down:leaf0-spine3@100us", "--duration", "50ms",
+                      "--retransmit-timeout-us", "1000")
+            r = rep["runs"][0]
+            self.assertTrue(r["completed"], r)
+            self.assertEqual(r["messages_completed"], 8 * 7)
+            self.assertEqual(r["dead_link_frames"], 0)
+            self.assertEqual(r["dead_link_frames_after_1ms"], 0)
+            self.assertEqual(r["uplink_util_by_link"]["leaf0>spine3#0"] < 0.5, True)
+            self.check_whole(rep)
+
+    def test_determinism(self):
+        a = run("--duration", "300us", "--mode", "ecmp,spray", "--seeds", "3")
+        b = run("--duration", "300us", "--mode", "ecmp,spray", "--seeds", "3")
+        self.assertEqual(a["_bytes"], b["_bytes"])
+        c = run("--duration", "300us", "--mode", "ecmp", "--seeds", "4")
+        self.assertNotEqual(a["runs"][0]["uplink_util_by_link"], c["runs"][0]["uplink_util_by_link"])
+
+    def test_allreduce_incast_cdf(self):
+        rep = run("--workload", "allreduce", "--bytes", "4194304", "--hosts-per-leaf", "4",
+                  "--mode", "ecmp,spray", "--channels", "2", "--duration", "20ms")
+        for r in rep["runs"]:
+            self.assertTrue(r["completed"])
+            self.assertGreater(r["collective_bw_fraction"], 0.2)
+            self.assertLessEqual(r["collective_bw_fraction"], 1.0)
+            self.assertAlmostEqual(r["busbw_gbps"], r["algbw_gbps"] * 2 * 7 / 8, places=6)
+        self.check_whole(rep)
+        rep = run("--workload", "incast", "--incast-senders", "6", "--bytes", "1048576",
+                  "--mode", "ecmp", "--duration", "20ms")
+        r = rep["runs"][0]
+        self.assertTrue(r["completed"])
+        self.assertGreater(r["pfc"]["pause_frames"], 0)  # 6 into 1: PFC holds the senders back
+        self.assertEqual(r["drops"]["queue_full"], 0)
+        rep = run("--workload", "cdf", "--cdf", "alistorage2019", "--load", "0.3",
+                  "--mode", "ecmp", "--duration", "300us")
+        r = rep["runs"][0]
+        self.assertTrue(r["completed"])
+        self.assertGreater(len(r["slowdown"]), 3)
+        for b in r["slowdown"]:
+            if b["count"]:
+                self.assertGreaterEqual(b["p50"], 0.95)  # never faster than alone on the fabric
+        self.check_whole(rep)
+
+    def test_planes_and_links_per_spine(self):
+        rep = run("--planes", "2", "--links-per-spine", "2", "--spines", "4", "--hosts-per-leaf", "4",
+                  "--mode", "spray", "--duration", "500us")
+        r = rep["runs"][0]
+        self.assertGreater(r["throughput_fraction"], 0.8)
+        self.assertIn("p1.leaf0>p1.spine3#1", r["uplink_util_by_link"])
+        self.check_whole(rep)
+
+    def test_errors(self):
+        p = run("--mode", "ecmp,bogus", expect=2)
+        self.assertIn("bogus", p.stderr)
+        self.assertIn("spray-noreorder", p.stderr)
+        p = run("--event", "link-down:leaf9-spine0@1us", expect=2)
+        self.assertIn("no link named", p.stderr)
+        p = run("--mtu", "1500", expect=2)
+        self.assertIn("mtu", p.stderr)
+        with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+            f.write("fabric:\n  spines: 4\n  spinez: 3\n")
+        try:
+            p = run("--config", f.name, expect=2)
+            self.assertIn(f.name, p.stderr)
+            self.assertIn("spinez", p.stderr)
+        finally:
+            os.unlink(f.name)
+
+    def test_yaml_config(self):
+        src = os.environ.get("SPRAYNET_SOURCE_DIR", ".")
+        rep = run("--config", os.path.join(src, "configs/fabric-small.yaml"), "--duration", "300us")
+        self.assertEqual(rep["config"]["spines"], 4)
+        self.assertEqual({r["mode"] for r in rep["runs"]}, {"ecmp", "spray"})
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
