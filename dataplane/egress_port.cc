@@ -238,6 +238,7 @@ void EgressPort::pause(uint8_t tc, uint64_t until_ns, uint64_t now_ns) {
     return;
   }
   close_expired_pause(tc, now_ns);
+  if (listener_ != nullptr) listener_->on_pause(tc, until_ns);
   PauseTimer& p = pause_[tc];
   if (!p.open) {
     p.open = true;

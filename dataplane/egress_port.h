@@ -38,6 +38,8 @@ class EgressQueueListener {
                           uint64_t now_ns) = 0;
   virtual void on_release(uint16_t ingress_port, uint8_t priority, uint32_t bytes,
                           uint64_t now_ns) = 0;
+  // A class was paused until until_ns (by whatever path: a PFC frame, a test, a tool).
+  virtual void on_pause(uint8_t /*tc*/, uint64_t /*until_ns*/) {}
 };
 
 enum class EgressEnqueueResult : uint8_t {

@@ -131,6 +131,10 @@ void PfcState::on_release(uint16_t ingress_port, uint8_t priority, uint32_t byte
   }
 }
 
+void PfcState::on_pause(uint8_t /*tc*/, uint64_t until_ns) {
+  pause_horizon_ns_ = std::max(pause_horizon_ns_, until_ns);
+}
+
 void PfcState::queue_refreshes(uint64_t now_ns) {
   if (xoff_asserted_count_ == 0) return;
   for (uint16_t port = 0; port < ports_.size(); ++port) {
@@ -208,6 +212,9 @@ uint64_t PfcState::restoration_deadline_ns(const PriorityState& s) const {
 
 void PfcState::tick(uint64_t now_ns) {
   if (!config_.watchdog) return;
+  // A class can only be stalled while paused, and every pause of an attached port is reported
+  // (on_pause): past the last one's end, with no class in drop mode, there is nothing to watch.
+  if (drop_modes_ == 0 && now_ns >= pause_horizon_ns_) return;
   for (uint16_t port = 0; port < ports_.size(); ++port) {
     PortState& p = ports_[port];
     if (p.egress == nullptr) continue;
@@ -223,6 +230,7 @@ void PfcState::tick(uint64_t now_ns) {
         }
         const size_t stuck = p.egress->queued_packets(prio);
         p.egress->set_drop_mode(prio, true, now_ns);
+        ++drop_modes_;
         s.drop_mode_since_ns = now_ns;
         ++c.watchdog_storms_detected;
         if (logger_) {
@@ -235,6 +243,7 @@ void PfcState::tick(uint64_t now_ns) {
         }
       } else if (now_ns >= restoration_deadline_ns(s)) {
         p.egress->set_drop_mode(prio, false, now_ns);
+        if (drop_modes_ > 0) --drop_modes_;
         ++c.watchdog_restorations;
         if (logger_) {
           logger_->info(
@@ -249,6 +258,10 @@ void PfcState::tick(uint64_t now_ns) {
 
 uint64_t PfcState::next_event_ns(uint64_t now_ns) const {
   if (ports_with_frames_due_ > 0) return now_ns;
+  // The same shortcut as tick(), and no refresh timers without an XOFF asserted: an idle or
+  // unpaused switch answers without a scan.
+  const bool watch = config_.watchdog && (drop_modes_ > 0 || now_ns < pause_horizon_ns_);
+  if (xoff_asserted_count_ == 0 && !watch) return kNever;
   uint64_t next = kNever;
   for (uint16_t port = 0; port < ports_.size(); ++port) {
     const PortState& p = ports_[port];
@@ -256,7 +269,7 @@ uint64_t PfcState::next_event_ns(uint64_t now_ns) const {
       if (!enabled(prio)) continue;
       const PriorityState& s = p.priority[prio];
       if (s.xoff) next = std::min(next, s.next_refresh_ns);
-      if (!config_.watchdog || p.egress == nullptr) continue;
+      if (!watch || p.egress == nullptr) continue;
       if (p.egress->drop_mode(prio)) {
         next = std::min(next, restoration_deadline_ns(s));
       } else if (uint64_t since = p.egress->stalled_since_ns(prio, now_ns);

@@ -102,6 +102,7 @@ class PfcState final : public EgressQueueListener {
                   uint64_t now_ns) override;
   void on_release(uint16_t ingress_port, uint8_t priority, uint32_t bytes,
                   uint64_t now_ns) override;
+  void on_pause(uint8_t tc, uint64_t until_ns) override;
 
   // Moves up to out.size() frames due by now_ns (XOFF/XON from threshold crossings, refreshes)
   // into out, at most one per port; returns how many. Frames that did not fit stay due.
@@ -171,6 +172,11 @@ class PfcState final : public EgressQueueListener {
   std::vector<PortState> ports_;
   uint32_t xoff_asserted_count_ = 0;  // skips the refresh scan when nothing is asserted
   uint32_t ports_with_frames_due_ = 0;
+  // The watchdog's shortcut: the latest time a pause of an attached port runs to, and how many
+  // classes it has put in drop mode (conservative: a class leaving drop mode another way, e.g.
+  // a link going down, keeps the count up and only costs the scan).
+  uint64_t pause_horizon_ns_ = 0;
+  uint32_t drop_modes_ = 0;
   uint64_t unknown_port_events_ = 0;
   uint64_t accounting_underflows_ = 0;
 };

@@ -198,6 +198,7 @@ std::string FabricConfig::check() const {
   if (planes < 1 || planes > 16) return "planes: 1..16 (one NIC uplink per plane)";
   if (!(link_gbps >= 1 && link_gbps <= 1600)) return "link-gbps: 1..1600";
   if (delay_ns > 1'000'000'000) return "delay-ns: 0..1e9";
+  if (cable_spread_ns > 1'000'000'000) return "cable-spread-ns: 0..1e9";
   if (mtu != 1024 && mtu != 4096) return "mtu: 1024 | 4096";
   if (queue_bytes != 0 && queue_bytes < 16384) return "queue-bytes: 0 (auto) or at least 16384";
   if (pfc_buffer_bytes < 8192) return "pfc-buffer-bytes: at least 8192";
@@ -240,7 +241,7 @@ void apply_yaml(FabricConfig& c, const control::ConfigNode& root) {
   root.allow_only({"fabric"});
   const control::ConfigNode n = root.child("fabric");
   n.allow_only({"leaves", "spines", "hosts_per_leaf", "links_per_spine", "planes", "link_gbps",
-                "delay_ns", "mtu", "queue_bytes", "pfc", "pfc_buffer_bytes", "pfc_xoff",
+                "delay_ns", "cable_spread_ns", "mtu", "queue_bytes", "pfc", "pfc_buffer_bytes", "pfc_xoff",
                 "pfc_xon", "fast_feedback", "pfc_watchdog", "pfc_watchdog_us", "workload",
                 "qps_per_host", "msg_bytes", "bytes", "channels", "incast_senders", "cdf",
                 "load", "message_gap_us", "mode", "spray_policy", "hash_seed", "udp_sport",
@@ -255,6 +256,7 @@ void apply_yaml(FabricConfig& c, const control::ConfigNode& root) {
   c.planes = static_cast<uint32_t>(n.uint_or("planes", c.planes, 1, 16));
   c.link_gbps = n.number_or("link_gbps", c.link_gbps, 1, 1600);
   c.delay_ns = n.uint_or("delay_ns", c.delay_ns, 0, 1'000'000'000);
+  c.cable_spread_ns = n.uint_or("cable_spread_ns", c.cable_spread_ns, 0, 1'000'000'000);
   c.mtu = static_cast<uint32_t>(std::stoul(n.choice_or("mtu", std::to_string(c.mtu), {"1024", "4096"})));
   c.queue_bytes = n.uint_or("queue_bytes", c.queue_bytes, 0, uint64_t{1} << 34);
   c.pfc = n.boolean_or("pfc", c.pfc);

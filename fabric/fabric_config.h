@@ -60,6 +60,10 @@ struct FabricConfig {
   uint32_t planes = 1;           // each host has one NIC uplink per plane
   double link_gbps = 100.0;
   uint64_t delay_ns = 1000;  // propagation delay of every cable
+  // Cables of different lengths: each cable's delay is delay_ns + a seeded draw in
+  // [0, cable_spread_ns] (1 ns is about 20 cm of fibre: 500 ns, cables that differ by up to
+  // 100 m, as across a row of racks).
+  uint64_t cable_spread_ns = 500;
   uint32_t mtu = 4096;       // 1024 | 4096
 
   // Switch buffer and PFC.

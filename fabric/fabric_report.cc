@@ -155,6 +155,7 @@ nlohmann::json config_json(const FabricConfig& c) {
           {"planes", c.planes},
           {"link_gbps", c.link_gbps},
           {"delay_ns", c.delay_ns},
+          {"cable_spread_ns", c.cable_spread_ns},
           {"mtu", c.mtu},
           {"queue_bytes", c.queue_bytes},
           {"pfc", c.pfc},

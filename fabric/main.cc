@@ -95,6 +95,7 @@ std::vector<Flag> make_flags() {
   u32("planes", &FabricConfig::planes);
   dbl("link-gbps", &FabricConfig::link_gbps);
   u64("delay-ns", &FabricConfig::delay_ns);
+  u64("cable-spread-ns", &FabricConfig::cable_spread_ns);
   u32("mtu", &FabricConfig::mtu);
   u64("queue-bytes", &FabricConfig::queue_bytes);
   boolean("pfc", &FabricConfig::pfc);
@@ -158,6 +159,7 @@ const char* help_of(const std::string& name) {
       {"planes", "planes: each host has one NIC uplink per plane, each plane its own leaves and spines (1)"},
       {"link-gbps", "rate of every cable, Gbit/s (100)"},
       {"delay-ns", "propagation delay of every cable (1000)"},
+      {"cable-spread-ns", "cables of different lengths: each adds a seeded draw in [0, N] ns to delay-ns (500: up to 100 m of difference)"},
       {"mtu", "RoCE path MTU: 1024 | 4096 (4096)"},
       {"queue-bytes", "switch egress queue limit per port and class; 0: ports x pfc-buffer-bytes + 1 MiB with PFC (lossless), 1 MiB without (0)"},
       {"pfc", "PFC (802.1Qbb) on priority 3 at every switch: on | off (on)"},

@@ -219,6 +219,25 @@ Topology::Topology(const FabricConfig& c, FabricMode mode, uint64_t seed)
       }
     }
   }
+  spread_cable_delays(c, seed);
+}
+
+void Topology::spread_cable_delays(const FabricConfig& c, uint64_t seed) {
+  if (c.cable_spread_ns == 0) return;
+  // Cables of different lengths: each gets delay_ns plus its own share of the spread, the same
+  // both ways (both ends' egress carry it).
+  uint64_t state = mix(seed ^ 0xCAB1E5ull);
+  for (Cable& cable : cables_) {
+    state = mix(state);
+    const uint64_t delay = c.delay_ns + state % (c.cable_spread_ns + 1);
+    for (const auto& [node, port] : {std::pair{cable.a_node, cable.a_port}, std::pair{cable.b_node, cable.b_port}}) {
+      if (node < hosts_.size()) {
+        hosts_[node].nic.uplinks.at(port).link.delay_ns = delay;
+      } else {
+        switches_[node - hosts_.size()].config.ports.at(port).link.delay_ns = delay;
+      }
+    }
+  }
 }
 
 uint32_t Topology::leaf_index(uint32_t plane, uint32_t leaf) const {

@@ -80,6 +80,8 @@ class Topology {
   }
 
  private:
+  void spread_cable_delays(const FabricConfig& config, uint64_t seed);
+
   std::vector<HostSpec> hosts_;
   std::vector<SwitchSpec> switches_;
   std::vector<Cable> cables_;

@@ -1,0 +1,193 @@
+// fabric_emu's configuration, topology and workload plans: what the flags and YAML say, the
+// nodes and cables a topology makes, and the QPs a workload gives each host.
+#include "fabric/fabric_config.h"
+
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "control/config_reader.h"
+#include "fabric/flow_size_cdf.h"
+#include "fabric/topology.h"
+#include "fabric/workload.h"
+
+using namespace spraynet;
+using namespace spraynet::fabric;
+
+TEST_CASE("durations, seeds, modes and events parse; bad ones say what is accepted") {
+  CHECK(parse_duration_ns("500us") == 500'000);
+  CHECK(parse_duration_ns("1.5ms") == 1'500'000);
+  CHECK(parse_duration_ns("2000ns") == 2000);
+  CHECK(parse_duration_ns("1s") == 1'000'000'000);
+  CHECK_THROWS_WITH(parse_duration_ns("5 parsecs"), Catch::Contains("ns, us, ms or s"));
+  CHECK_THROWS_AS(parse_duration_ns("-1us"), std::invalid_argument);
+  CHECK(parse_seed_range("1-20") == std::pair<uint64_t, uint64_t>{1, 20});
+  CHECK(parse_seed_range("7") == std::pair<uint64_t, uint64_t>{7, 7});
+  CHECK_THROWS_AS(parse_seed_range("9-3"), std::invalid_argument);
+  CHECK(parse_mode_list("ecmp,spray-noreorder") ==
+        std::vector<FabricMode>{FabricMode::kEcmp, FabricMode::kSprayNoReorder});
+  CHECK_THROWS_WITH(parse_mode_list("ecmp,sprey"), Catch::Contains("spray-noreorder"));
+  CHECK_THROWS_WITH(parse_mode_list("ecmp,ecmp"), Catch::Contains("twice"));
+
+  const FabricEvent down = parse_fabric_event("link-down:leaf0-spine3@500us");
+  CHECK(down.kind == FabricEvent::Kind::kLinkDown);
+  CHECK(down.target == "leaf0-spine3");
+  CHECK(down.at_ns == 500'000);
+  const FabricEvent ber = parse_fabric_event("ber:leaf1-spine2#1=1e-6@1ms");
+  CHECK(ber.kind == FabricEvent::Kind::kBer);
+  CHECK(ber.target == "leaf1-spine2#1");
+  CHECK(ber.value == Approx(1e-6));
+  const FabricEvent bg = parse_fabric_event("background:spine2=0.85");
+  CHECK(bg.kind == FabricEvent::Kind::kBackground);
+  CHECK(bg.at_ns == 0);
+  CHECK_THROWS_WITH(parse_fabric_event("link-down:leaf0-spine3"), Catch::Contains("no time"));
+  CHECK_THROWS_WITH(parse_fabric_event("rate:leaf0-spine3@1us"), Catch::Contains("=VALUE"));
+  CHECK_THROWS_WITH(parse_fabric_event("flap:leaf0-spine3@1us"), Catch::Contains("accepted"));
+  CHECK_THROWS_AS(parse_fabric_event("background:spine2=1.5"), std::invalid_argument);
+}
+
+TEST_CASE("YAML: every key read, unknown keys and bad values name the file and the key") {
+  const FabricConfig c = parse_fabric_config_yaml(
+      "fabric:\n  leaves: 4\n  spines: 2\n  hosts_per_leaf: 3\n  mode: [ecmp, dlb]\n"
+      "  duration: 3ms\n  seeds: 2-5\n  udp_sport: fixed\n  hash_seed: same\n"
+      "  event: ['link-down:leaf0-spine1@10us']\n",
+      "f.yaml");
+  CHECK(c.leaves == 4);
+  CHECK(c.spines == 2);
+  CHECK(c.hosts() == 12);
+  CHECK(c.modes == std::vector<FabricMode>{FabricMode::kEcmp, FabricMode::kDlb});
+  CHECK(c.duration_ns == 3'000'000);
+  CHECK(c.seed_first == 2);
+  CHECK(c.seed_last == 5);
+  CHECK(c.udp_sport_fixed);
+  CHECK(c.same_hash_seed);
+  REQUIRE(c.events.size() == 1);
+  CHECK_THROWS_WITH(parse_fabric_config_yaml("fabric:\n  spinez: 3\n", "f.yaml"),
+                    Catch::Contains("f.yaml") && Catch::Contains("spinez"));
+  CHECK_THROWS_WITH(parse_fabric_config_yaml("fabric:\n  mtu: 1500\n", "f.yaml"),
+                    Catch::Contains("fabric.mtu") && Catch::Contains("4096"));
+  CHECK_THROWS_WITH(parse_fabric_config_yaml("fabric:\n  mode: ecmp,bogus\n", "f.yaml"),
+                    Catch::Contains("fabric.mode"));
+  CHECK_THROWS_WITH(parse_fabric_config_yaml("fabric:\n  leaves: 1\n", "f.yaml"),
+                    Catch::Contains("permutation"));
+}
+
+TEST_CASE("every fabric-*.yaml in configs/ loads") {
+  int loaded = 0;
+  for (const auto& e : std::filesystem::directory_iterator(SPRAYNET_SOURCE_DIR "/configs")) {
+    if (!e.path().filename().string().starts_with("fabric-")) continue;
+    INFO(e.path().string());
+    REQUIRE_NOTHROW(load_fabric_config(e.path().string()));
+    ++loaded;
+  }
+  CHECK(loaded >= 1);
+}
+
+TEST_CASE("topology: nodes, ports, cables, groups and routes of a leaf-spine fabric") {
+  FabricConfig c;
+  c.leaves = 3;
+  c.spines = 4;
+  c.hosts_per_leaf = 2;
+  c.links_per_spine = 2;
+  c.planes = 2;
+  const Topology t(c, FabricMode::kEcmp, 1);
+  CHECK(t.hosts().size() == 6);
+  CHECK(t.switches().size() == 2 * (3 + 4));
+  // Cables: per plane, one per host and one per (leaf, spine, parallel link).
+  CHECK(t.cables().size() == 2 * (6 + 3 * 4 * 2));
+  const SwitchSpec& leaf = t.switches()[t.leaf_index(1, 2)];
+  CHECK(leaf.name == "p1.leaf2");
+  CHECK(leaf.config.ports.size() == 2 + 4 * 2);
+  CHECK(leaf.leaf_group[2] == -1);
+  REQUIRE(leaf.leaf_group[0] >= 0);
+  CHECK(leaf.config.groups[leaf.leaf_group[0]].ports.size() == 8);
+  const SwitchSpec& spine = t.switches()[t.spine_index(0, 3)];
+  CHECK(spine.config.ports.size() == 3 * 2);
+  CHECK(spine.config.routes.size() == 3);
+  CHECK(t.hosts()[5].ip == Topology::host_ip(2, 1));
+  CHECK(t.hosts()[0].nic.uplinks.size() == 2);  // one per plane
+  CHECK(t.find_cables("leaf0-spine3").size() == 2);   // both parallel links
+  CHECK(t.find_cables("leaf0-spine3#1").size() == 1);
+  CHECK(t.find_cables("p1.leaf0-spine3").size() == 2);  // the plane prefix carries over
+  CHECK(t.find_cables("leaf9-spine3").empty());
+  CHECK(t.find_switch("spine2").has_value());
+  CHECK_FALSE(t.find_switch("spine9").has_value());
+  // Per-switch hash seeds differ; "same" makes them equal.
+  CHECK(t.switches()[0].config.hash.seed != t.switches()[1].config.hash.seed);
+  c.same_hash_seed = true;
+  const Topology same(c, FabricMode::kEcmp, 1);
+  CHECK(same.switches()[0].config.hash.seed == same.switches()[1].config.hash.seed);
+  // Modes: spray NICs name fabric paths and reorder; ecmp-qp hashes DestQP.
+  const Topology spray(c, FabricMode::kSpray, 1);
+  CHECK(spray.hosts()[0].nic.spray.fabric_paths == 16);
+  CHECK(spray.hosts()[0].nic.reorder.enabled);
+  CHECK_FALSE(t.hosts()[0].nic.reorder.enabled);
+  CHECK(Topology(c, FabricMode::kEcmpQp, 1).switches()[0].config.hash.dest_qp);
+}
+
+TEST_CASE("workloads: permutation crosses leaves one-to-one, allreduce rings, alltoall pairs") {
+  FabricConfig c;
+  c.leaves = 4;
+  c.hosts_per_leaf = 4;
+  c.qps_per_host = 2;
+  const Topology t(c, FabricMode::kEcmp, 3);
+  const WorkloadPlan perm(c, t, 3, nullptr);
+  CHECK_FALSE(perm.finite());
+  CHECK(perm.flows().size() == 16 * 2);
+  std::map<uint32_t, int> received;
+  for (const QpFlow& f : perm.flows()) {
+    CHECK(t.hosts()[f.src].leaf != t.hosts()[f.dst].leaf);
+    ++received[f.dst];
+  }
+  CHECK(received.size() == 16);  // a permutation: every host receives, exactly qps_per_host
+  for (const auto& [h, n] : received) CHECK(n == 2);
+  // Another seed, another permutation and other QP numbers.
+  const WorkloadPlan other(c, t, 4, nullptr);
+  bool differs = false;
+  for (size_t i = 0; i < perm.flows().size(); ++i) {
+    differs = differs || perm.flows()[i].dst != other.flows()[i].dst ||
+              perm.flows()[i].src_qpn != other.flows()[i].src_qpn;
+  }
+  CHECK(differs);
+  // Each engine is a valid RC engine config.
+  for (const auto& e : perm.engines()) CHECK(e.check().empty());
+
+  c.workload = Workload::kAllreduce;
+  c.channels = 2;
+  c.bytes = 1 << 20;
+  const WorkloadPlan ring(c, t, 3, nullptr);
+  CHECK(ring.finite());
+  CHECK(ring.ranks() == 16);
+  CHECK(ring.messages_total() == 2u * 15 * 16 * 2);  // 2(n-1) steps x ranks x channels
+  CHECK(ring.initial_posts().size() == 16 * 2);       // step 0 of every rank and channel
+  // The completion of a step makes the next rank's next step due, on the same channel.
+  const Post& first = ring.initial_posts()[0];
+  std::vector<Post> due;
+  WorkloadPlan copy = ring;
+  copy.on_completion(first.host, first.qp_index, 1000, due);
+  REQUIRE(due.size() == 1);
+  CHECK(due[0].host != first.host);
+  CHECK(due[0].at_ns == 1000);
+
+  c.workload = Workload::kAlltoall;
+  c.bytes = 4096;
+  const WorkloadPlan a2a(c, t, 3, nullptr);
+  CHECK(a2a.flows().size() == 16u * 15);
+  std::set<std::pair<uint32_t, uint32_t>> pairs;
+  for (const QpFlow& f : a2a.flows()) pairs.insert({f.src, f.dst});
+  CHECK(pairs.size() == 16u * 15);
+
+  c.workload = Workload::kCdf;
+  c.duration_ns = 5'000'000;
+  const FlowSizeCdf cdf = FlowSizeCdf::builtin("alistorage2019");
+  const WorkloadPlan poisson(c, t, 3, &cdf);
+  CHECK(poisson.messages_total() == poisson.initial_posts().size());
+  CHECK(poisson.messages_total() > 50);
+  for (const Post& p : poisson.initial_posts()) CHECK(p.at_ns < c.duration_ns);
+  // Offered load within 15% of the asked one over the window (Poisson, 16 hosts, 5 ms).
+  const double offered = static_cast<double>(poisson.bytes_total()) * 8.0 /
+                         (16 * c.link_gbps * 1e9 * c.duration_ns * 1e-9);
+  CHECK(offered == Approx(c.load).epsilon(0.15));
+}
