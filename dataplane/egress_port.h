@@ -113,6 +113,12 @@ class EgressPort {
   // Earliest time at which dequeue could return a frame or a queue could start one (it may be in
   // the past when a dequeue was cut short by max); kNever when nothing is queued or in flight.
   uint64_t next_event_ns() const { return next_event_; }
+  // Also keep next_event_ns() in *slot (nullptr: nowhere else): a node with many ports keeps
+  // them in one array, so that asking all of them reads a few cache lines, not every port.
+  void set_next_event_slot(uint64_t* slot) {
+    next_event_slot_ = slot;
+    if (slot != nullptr) *slot = next_event_;
+  }
 
   uint64_t queued_bytes() const;  // all classes and the control queue; not in flight
   uint64_t queued_bytes(uint8_t tc) const;
@@ -189,7 +195,10 @@ class EgressPort {
   struct NextEventRefresh {
     EgressPort& port;
     explicit NextEventRefresh(EgressPort& p) : port(p) {}
-    ~NextEventRefresh() { port.next_event_ = port.compute_next_event(); }
+    ~NextEventRefresh() {
+      port.next_event_ = port.compute_next_event();
+      if (port.next_event_slot_ != nullptr) *port.next_event_slot_ = port.next_event_;
+    }
   };
   uint64_t compute_next_event() const;
 
@@ -229,6 +238,7 @@ class EgressPort {
   uint8_t drop_mode_mask_ = 0;
   uint64_t latest_now_ns_ = 0;  // the latest now_ns seen, for free_all's listener calls
   uint64_t next_event_ = kNever;  // compute_next_event() as of the last mutation
+  uint64_t* next_event_slot_ = nullptr;
 
   std::array<EgressClassCounters, kClasses> class_counters_{};
   EgressClassCounters control_counters_{};

@@ -231,6 +231,7 @@ void PfcState::tick(uint64_t now_ns) {
         const size_t stuck = p.egress->queued_packets(prio);
         p.egress->set_drop_mode(prio, true, now_ns);
         ++drop_modes_;
+        ++eligibility_changes_;
         s.drop_mode_since_ns = now_ns;
         ++c.watchdog_storms_detected;
         if (logger_) {
@@ -244,6 +245,7 @@ void PfcState::tick(uint64_t now_ns) {
       } else if (now_ns >= restoration_deadline_ns(s)) {
         p.egress->set_drop_mode(prio, false, now_ns);
         if (drop_modes_ > 0) --drop_modes_;
+        ++eligibility_changes_;
         ++c.watchdog_restorations;
         if (logger_) {
           logger_->info(

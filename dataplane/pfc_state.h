@@ -123,6 +123,10 @@ class PfcState final : public EgressQueueListener {
   // is never eligible; a known port without an attached EgressPort always is.
   bool eligible(uint16_t port, uint64_t now_ns) const;
   PathLoad path_load(uint16_t port, uint64_t now_ns) const;
+  // Changes whenever eligible() may have changed other than by time passing (the watchdog
+  // entering or leaving drop mode): a caller keeping loads can tell when to read them again.
+  // With fast feedback on, eligibility also changes as pauses run out: read every time.
+  uint64_t eligibility_changes() const { return eligibility_changes_; }
 
   uint64_t xoff_threshold_bytes() const { return xoff_threshold_bytes_; }
   uint64_t xon_threshold_bytes() const { return xon_threshold_bytes_; }
@@ -177,6 +181,7 @@ class PfcState final : public EgressQueueListener {
   // a link going down, keeps the count up and only costs the scan).
   uint64_t pause_horizon_ns_ = 0;
   uint32_t drop_modes_ = 0;
+  uint64_t eligibility_changes_ = 0;
   uint64_t unknown_port_events_ = 0;
   uint64_t accounting_underflows_ = 0;
 };

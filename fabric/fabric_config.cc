@@ -215,7 +215,9 @@ std::string FabricConfig::check() const {
   if (spray_policy != "rr" && spray_policy != "weighted" && spray_policy != "adaptive") {
     return "spray-policy: rr | weighted | adaptive";
   }
-  if (ppcid_layout != "ts-high" && ppcid_layout != "path-high") return "ppcid-layout: ts-high | path-high";
+  if (ppcid_layout != "auto" && ppcid_layout != "ts-high" && ppcid_layout != "path-high") {
+    return "ppcid-layout: auto | ts-high | path-high";
+  }
   if (reorder != "auto" && reorder != "on" && reorder != "off") return "reorder: auto | on | off";
   if (reorder_hold_ns < 1000 || reorder_hold_ns >= retransmit_timeout_ns) {
     return "reorder-hold-us: at least 1 and below the retransmit timeout";
@@ -299,7 +301,7 @@ void apply_yaml(FabricConfig& c, const control::ConfigNode& root) {
       n.choice_or("hash_seed", c.same_hash_seed ? "same" : "per-switch", {"per-switch", "same"}) == "same";
   c.udp_sport_fixed =
       n.choice_or("udp_sport", c.udp_sport_fixed ? "fixed" : "per-qp", {"per-qp", "fixed"}) == "fixed";
-  c.ppcid_layout = n.choice_or("ppcid_layout", c.ppcid_layout, {"ts-high", "path-high"});
+  c.ppcid_layout = n.choice_or("ppcid_layout", c.ppcid_layout, {"auto", "ts-high", "path-high"});
   c.reorder = n.choice_or("reorder", c.reorder, {"auto", "on", "off"});
   c.reorder_hold_ns = static_cast<uint64_t>(
       n.number_or("reorder_hold_us", c.reorder_hold_ns / 1000.0, 1, 1'000'000) * 1000);

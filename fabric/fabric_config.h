@@ -94,7 +94,9 @@ struct FabricConfig {
   std::string spray_policy = "rr";  // rr | weighted | adaptive (the NIC's uplink choice)
   bool same_hash_seed = false;      // --hash-seed same: every switch hashes alike (polarization)
   bool udp_sport_fixed = false;     // --udp-sport fixed: one UDP source port per NIC
-  std::string ppcid_layout = "ts-high";
+  // auto: ts-high (16 path ids) up to 16 uplinks per leaf, path-high (256) beyond, so that a
+  // sprayed QP can use every uplink.
+  std::string ppcid_layout = "auto";
   std::string reorder = "auto";  // auto (spray only) | on | off
   uint64_t reorder_hold_ns = 100'000;
   uint32_t reorder_window = 256;
@@ -117,6 +119,10 @@ struct FabricConfig {
   uint64_t sample_ns = 100'000;  // timeseries and PFC timeline interval
 
   uint32_t hosts() const { return leaves * hosts_per_leaf; }
+  std::string effective_ppcid_layout() const {
+    if (ppcid_layout != "auto") return ppcid_layout;
+    return spines * links_per_spine > 16 ? "path-high" : "ts-high";
+  }
   uint64_t warmup() const { return warmup_ns != 0 ? warmup_ns : duration_ns / 5; }
   // Empty when valid, else "key: reason" (key as the flag says it).
   std::string check() const;

@@ -122,6 +122,7 @@ nlohmann::json to_json(const RunResult& r) {
   j["dead_link_frames"] = r.dead_link_frames;
   j["dead_link_frames_after_1ms"] = r.dead_link_tx_after_1ms;
   j["packet_hops"] = r.packet_hops;
+  j["node_events"] = r.node_events;
   j["mbufs_in_use_at_end"] = r.mbufs_in_use_at_end;
   j["mempool_whole"] = r.mbufs_in_use_at_end == 0;
   return j;

@@ -63,6 +63,7 @@ struct RunResult {
   uint64_t dead_link_frames = 0;        // frames that crossed a cable after it failed
   uint64_t dead_link_tx_after_1ms = 0;  // of which more than 1 ms after
   uint64_t packet_hops = 0;
+  uint64_t node_events = 0;  // times a node was served
   double wall_s = 0;
   double hops_per_s = 0;
   double peak_rss_mb = 0;

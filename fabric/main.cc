@@ -129,7 +129,7 @@ std::vector<Flag> make_flags() {
                  c.udp_sport_fixed = one_of("udp-sport", v, {"per-qp", "fixed"}) == "fixed";
                }});
   f.push_back({"ppcid-layout", "", [](FabricConfig& c, const std::string& v) {
-                 c.ppcid_layout = one_of("ppcid-layout", v, {"ts-high", "path-high"});
+                 c.ppcid_layout = one_of("ppcid-layout", v, {"auto", "ts-high", "path-high"});
                }});
   f.push_back({"reorder", "", [](FabricConfig& c, const std::string& v) {
                  c.reorder = one_of("reorder", v, {"auto", "on", "off"});
@@ -182,7 +182,7 @@ const char* help_of(const std::string& name) {
       {"spray-policy", "spray: the NIC's uplink choice across planes: rr | weighted | adaptive (rr)"},
       {"hash-seed", "per-switch | same (same reproduces hash polarization) (per-switch)"},
       {"udp-sport", "per-qp (rxe's 0xC000 + hash of the QP) | fixed (one port per NIC) (per-qp)"},
-      {"ppcid-layout", "ts-high (16 path ids) | path-high (256) (ts-high)"},
+      {"ppcid-layout", "auto | ts-high (16 path ids) | path-high (256); auto: path-high above 16 uplinks per leaf (auto)"},
       {"reorder", "receiver reorder engine: auto (spray only) | on | off (auto)"},
       {"reorder-hold-us", "reorder hold timeout (100)"},
       {"reorder-window", "reorder window, PSNs per QP (256)"},
@@ -280,7 +280,11 @@ int main(int argc, char** argv) {
     case Workload::kIncast: qps = config.incast_senders; break;
     case Workload::kCdf: qps = uint64_t{config.hosts()} * std::min<uint64_t>(config.hosts(), 16); break;
   }
-  const uint64_t n_mbufs = std::clamp<uint64_t>(qps * config.max_in_flight + 8192, 16383, (1u << 18) - 1);
+  // Bounded by what the fabric can hold in flight and queued in practice (a few BDPs a host):
+  // beyond it a requester finds the pool empty, counts it and retries (pool_empty).
+  const uint64_t n_mbufs = std::clamp<uint64_t>(
+      std::min<uint64_t>(qps * config.max_in_flight, uint64_t{config.hosts()} * config.planes * 256) + 8192,
+      16383, (1u << 18) - 1);
   const uint32_t room = config.mtu + 512 + RTE_PKTMBUF_HEADROOM;
   const uint64_t pool_mb = n_mbufs * (room + 256) / (1 << 20);
   const std::string prefix = "fabric-" + std::to_string(getpid());

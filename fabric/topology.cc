@@ -40,7 +40,7 @@ control::SwitchConfig base_switch(const FabricConfig& c, FabricMode mode, const 
   s.file = "fabric";
   s.name = name;
   s.seed = mix(seed * 1000 + switch_index);
-  s.ppcid_layout = c.ppcid_layout;
+  s.ppcid_layout = c.effective_ppcid_layout();
   s.hash.algorithm = "crc32c";
   s.hash.dest_qp = mode == FabricMode::kEcmpQp;
   // "same": every switch at every tier hashes alike, which is what polarizes.
@@ -100,7 +100,7 @@ Topology::Topology(const FabricConfig& c, FabricMode mode, uint64_t seed)
         u.link = link_settings(c);
         n.uplinks.push_back(u);
       }
-      n.spray.ppcid_layout = *parse_ppcid_layout(c.ppcid_layout);
+      n.spray.ppcid_layout = *parse_ppcid_layout(c.effective_ppcid_layout());
       if (is_spray(mode)) {
         n.spray.mode = *parse_spray_mode(c.spray_policy);
         n.spray.fabric_paths = static_cast<uint16_t>(max_path_id(n.spray.ppcid_layout) + 1);

@@ -87,11 +87,29 @@ SwitchNode::SwitchNode(const control::SwitchConfig& config, rte_mempool* pool,
   }
   loads_.resize(n);
   ports_.resize(n);
+  port_next_.assign(n, EgressPort::kNever);
+  for (size_t i = 0; i < n; ++i) egress_[i]->set_next_event_slot(&port_next_[i]);
 }
 
-SwitchNode::~SwitchNode() { free_all(); }
+SwitchNode::~SwitchNode() {
+  free_all();
+  // port_next_ goes before egress_ (declared after it): the ports must stop writing to it.
+  for (auto& e : egress_) e->set_next_event_slot(nullptr);
+}
+
+void SwitchNode::refresh_loads_if_stale(uint64_t now_ns) {
+  // Queued bytes are kept current port by port (enqueue, transmit); eligibility changes with a
+  // link going up or down, a pause received (fast feedback) or the watchdog: only then is every
+  // port read again, so that a burst costs the ports it touches, not every port of the switch.
+  if (loads_stale_ || (pfc_ && (pfc_->config().fast_feedback ||
+                                pfc_->eligibility_changes() != eligibility_seen_))) {
+    refresh_loads(now_ns);
+  }
+}
 
 void SwitchNode::refresh_loads(uint64_t now_ns) {
+  loads_stale_ = false;
+  if (pfc_) eligibility_seen_ = pfc_->eligibility_changes();
   for (size_t i = 0; i < egress_.size(); ++i) {
     if (pfc_) {
       loads_[i] = pfc_->path_load(static_cast<uint16_t>(i), now_ns);
@@ -107,7 +125,7 @@ void SwitchNode::receive(uint16_t port, rte_mbuf** pkts, uint16_t n, uint64_t no
     rte_pktmbuf_free_bulk(pkts, n);
     return;
   }
-  refresh_loads(now_ns);
+  refresh_loads_if_stale(now_ns);
   auto& pc = ports_[port];
   for (uint16_t base = 0; base < n; base += kBurst) {
     const uint16_t count = std::min<uint16_t>(kBurst, n - base);
@@ -154,6 +172,7 @@ void SwitchNode::handle_mac_control(uint16_t port, rte_mbuf* m, uint64_t now_ns)
     counters_.pfc_received++;
     // A switch without PFC enabled consumes the frame, as hardware does, and honours nothing.
     if (pfc_) egress_[port]->apply(pfc_->on_pfc_frame(port, frame, now_ns), now_ns);
+    loads_stale_ = true;
   } else if (s == PfcParseStatus::kNotPfc) {
     drops_.mac_control_not_pfc++;
   } else {
@@ -178,6 +197,7 @@ void SwitchNode::forward(uint16_t in_port, rte_mbuf* m, const ParsedPacket& p,
       counters_.mirrored++;
       egress_[match.port]->enqueue(copy, classes_.classify(p), EgressPort::kNoIngressPort, 0,
                                    now_ns);
+      loads_stale_ = true;
     }
   }
 
@@ -260,6 +280,7 @@ void SwitchNode::poll(uint64_t now_ns) {
       }
       counters_.pfc_frames_sent++;
       egress_[due[i].port]->enqueue_control(m, now_ns);
+      loads_stale_ = true;
     }
     if (n < std::size(due)) break;
   }
@@ -268,6 +289,7 @@ void SwitchNode::poll(uint64_t now_ns) {
 uint16_t SwitchNode::transmit(uint16_t port, uint64_t now_ns, rte_mbuf** out, uint16_t max) {
   if (port >= egress_.size()) return 0;
   const uint16_t n = egress_[port]->dequeue(now_ns, out, max);
+  loads_[port].queued_bytes = egress_[port]->queued_bytes();
   ports_[port].tx_packets += n;
   for (uint16_t i = 0; i < n; ++i) ports_[port].tx_bytes += rte_pktmbuf_pkt_len(out[i]);
   return n;
@@ -275,7 +297,7 @@ uint16_t SwitchNode::transmit(uint16_t port, uint64_t now_ns, rte_mbuf** out, ui
 
 uint64_t SwitchNode::next_event_ns(uint64_t now_ns) const {
   uint64_t next = EgressPort::kNever;
-  for (const auto& e : egress_) next = std::min(next, e->next_event_ns());
+  for (const uint64_t t : port_next_) next = std::min(next, t);
   if (pfc_) next = std::min(next, pfc_->next_event_ns(now_ns));
   return next;
 }
@@ -298,14 +320,17 @@ void SwitchNode::set_link_up(uint16_t port, bool up, uint64_t now_ns) {
 
 void SwitchNode::set_link_rate_gbps(uint16_t port, double rate_gbps, uint64_t now_ns) {
   egress_.at(port)->set_link_rate_gbps(rate_gbps, now_ns);
+  loads_stale_ = true;  // frames due were started under the old settings
 }
 
 void SwitchNode::set_link_ber(uint16_t port, double ber, uint64_t now_ns) {
   egress_.at(port)->set_bit_error_rate(ber, now_ns);
+  loads_stale_ = true;  // frames due were started under the old settings
 }
 
 void SwitchNode::set_link_loss(uint16_t port, double loss_rate, uint64_t now_ns) {
   egress_.at(port)->set_loss_rate(loss_rate, now_ns);
+  loads_stale_ = true;  // frames due were started under the old settings
 }
 
 uint64_t SwitchNode::total_drops() const {

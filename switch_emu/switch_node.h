@@ -91,6 +91,8 @@ class SwitchNode {
   uint16_t transmit(uint16_t port, uint64_t now_ns, rte_mbuf** out, uint16_t max);
   // Earliest time anything is due on any port; EgressPort::kNever when idle.
   uint64_t next_event_ns(uint64_t now_ns) const;
+  // egress(port).next_event_ns(), from one array (cheap to ask for every port).
+  uint64_t port_next_event_ns(uint16_t port) const { return port_next_[port]; }
   // True when nothing is queued or in flight on any port.
   bool idle() const;
   // Frees every mbuf still held (shutdown).
@@ -119,6 +121,7 @@ class SwitchNode {
 
  private:
   void refresh_loads(uint64_t now_ns);
+  void refresh_loads_if_stale(uint64_t now_ns);
   void handle_mac_control(uint16_t port, rte_mbuf* m, uint64_t now_ns);
   void forward(uint16_t in_port, rte_mbuf* m, const ParsedPacket& p, const TcamMatch& match,
                uint32_t group, uint64_t now_ns);
@@ -141,6 +144,9 @@ class SwitchNode {
   std::unique_ptr<PfcState> pfc_;
   std::vector<std::unique_ptr<EgressPort>> egress_;
   std::vector<PathLoad> loads_;
+  std::vector<uint64_t> port_next_;  // each egress port's next event (EgressPort keeps it)
+  bool loads_stale_ = true;
+  uint64_t eligibility_seen_ = 0;
 
   std::vector<SwitchPortCounters> ports_;
   SwitchDropCounters drops_;
