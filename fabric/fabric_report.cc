@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <string_view>
 
 namespace spraynet::fabric {
 
@@ -133,9 +134,11 @@ nlohmann::json summary_json(const std::vector<RunResult>& runs) {
   for (const std::string& mode : modes_in_order(runs)) {
     nlohmann::json m = nlohmann::json::object();
     for (const auto& [name, get] : metrics()) {
+      const bool fct = std::string_view(name).starts_with("fct_");
       std::vector<double> v;
       for (const RunResult& r : runs) {
-        if (r.mode == mode) v.push_back(get(r));
+        // FCTs of runs that completed no message do not exist; they are left out, not 0.
+        if (r.mode == mode && (!fct || r.messages_completed > 0)) v.push_back(get(r));
       }
       m[name] = spread_json(spread(v));
     }
@@ -199,8 +202,10 @@ std::string format_table(const std::vector<RunResult>& runs, const FabricConfig&
       if (r.mode != mode) continue;
       tp.push_back(r.throughput_fraction);
       second.push_back(allreduce ? r.collective_bw_fraction : r.uplink_util_imbalance);
-      p50.push_back(r.fct_p50_us);
-      p99.push_back(r.fct_p99_us);
+      if (r.messages_completed > 0) {  // a run that completed nothing has no FCT, not 0
+        p50.push_back(r.fct_p50_us);
+        p99.push_back(r.fct_p99_us);
+      }
       retx.push_back(r.retx_rate);
       naks.push_back(static_cast<double>(r.naks));
       reord.push_back(static_cast<double>(r.reorder_p99_depth));
@@ -210,9 +215,14 @@ std::string format_table(const std::vector<RunResult>& runs, const FabricConfig&
     char tps[32], bs[32];
     std::snprintf(tps, sizeof tps, "%.3f±%.3f", a.mean, a.stddev);
     std::snprintf(bs, sizeof bs, "%.3f±%.3f", b.mean, b.stddev);
-    std::snprintf(line, sizeof line, "%-16s %5zu %15s %15s %11.1f %11.1f %10.5f %8.0f %9.0f %10.0f\n",
-                  mode.c_str(), a.n, tps, bs, spread(p50).mean, spread(p99).mean, spread(retx).mean,
-                  spread(naks).mean, spread(reord).mean, spread(pfc).mean);
+    char f50[16] = "-", f99[16] = "-";
+    if (!p50.empty()) {
+      std::snprintf(f50, sizeof f50, "%.1f", spread(p50).mean);
+      std::snprintf(f99, sizeof f99, "%.1f", spread(p99).mean);
+    }
+    std::snprintf(line, sizeof line, "%-16s %5zu %15s %15s %11s %11s %10.5f %8.0f %9.0f %10.0f\n",
+                  mode.c_str(), a.n, tps, bs, f50, f99, spread(retx).mean, spread(naks).mean,
+                  spread(reord).mean, spread(pfc).mean);
     out += line;
   }
   return out;
