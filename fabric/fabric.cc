@@ -565,6 +565,7 @@ RunResult Fabric::collect(double wall_s) {
       ttl += sw.drops().ttl_expired;
       tcam_drop += sw.drops().tcam_drop;
       for (uint64_t v : sw.drops().parse) sw_parse += v;
+      if (n.control) r.control_publications += n.control->counters().publications;
       for (size_t g = 0; g < sw.group_count(); ++g) {
         r.flowlets_started += const_cast<switch_emu::SwitchNode&>(sw).group(g).flowlet_table().counters().flowlets_started;
       }

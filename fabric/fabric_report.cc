@@ -120,6 +120,7 @@ nlohmann::json to_json(const RunResult& r) {
   j["drops"] = r.drops;
   j["tcam_fallback_qps"] = r.tcam_fallback_qps;
   j["flowlets_started"] = r.flowlets_started;
+  j["control_publications"] = r.control_publications;
   j["dead_link_frames"] = r.dead_link_frames;
   j["dead_link_frames_after_1ms"] = r.dead_link_tx_after_1ms;
   j["packet_hops"] = r.packet_hops;

@@ -120,6 +120,24 @@ class FabricEmu(unittest.TestCase):
             self.assertEqual(r["uplink_util_by_link"]["leaf0>spine3#0"] < 0.5, True)
             self.check_whole(rep)
 
+    def test_weighted_control_loop_and_drill(self):
+        # Weighted mode runs each switch's control loop in virtual time (every 100 us here: 10
+        # ticks in 1 ms, on each of the 10 switches); a slow link (25 of 100 Gbit/s) then
+        # carries far less than the others.
+        rep = run("--duration", "1ms", "--mode", "weighted,drill", "--seeds", "1",
+                  "--control-period-us", "100", "--event", "rate:leaf0-spine2=25@0us",
+                  "--event", "background:spine5=0.5")
+        self.check_whole(rep)
+        w = [r for r in rep["runs"] if r["mode"] == "weighted"][0]
+        util = w["uplink_util_by_link"]
+        others = [u for n, u in util.items() if n.startswith("leaf0>") and "spine2#" not in n and "spine5#" not in n]
+        self.assertLess(util["leaf0>spine2#0"], 0.5 * sum(others) / len(others))
+        self.assertGreaterEqual(w["control_publications"], 10 * 10)
+        d = [r for r in rep["runs"] if r["mode"] == "drill"][0]
+        self.assertEqual(d["control_publications"], 0)
+        d = [r for r in rep["runs"] if r["mode"] == "drill"][0]
+        self.assertGreater(d["packets_sent"], 0)
+
     def test_determinism(self):
         a = run("--duration", "300us", "--mode", "ecmp,spray", "--seeds", "3")
         b = run("--duration", "300us", "--mode", "ecmp,spray", "--seeds", "3")
