@@ -208,7 +208,8 @@ std::vector<std::string> ConfigNode::string_list(std::string_view key) const {
 std::vector<uint64_t> ConfigNode::uint_list(std::string_view key, uint64_t min,
                                             uint64_t max) const {
   std::vector<uint64_t> out;
-  for (const auto& item : list(key)) out.push_back(to_uint(item.node_, item.path_, min, max));
+  // Each item reports its own path (groups[0].weights[2]), not this node's path again.
+  for (const auto& item : list(key)) out.push_back(item.to_uint(item.node_, "", min, max));
   return out;
 }
 

@@ -1,5 +1,7 @@
 #include "control/control_loop.h"
 
+#include <algorithm>
+
 #include <spdlog/spdlog.h>
 
 #include <stdexcept>
@@ -102,8 +104,18 @@ std::shared_ptr<const ControlSnapshot> ControlLoop::compute(uint64_t now_ns, boo
   s->immediate = immediate;
   s->links.assign(table_.links().begin(), table_.links().end());
   s->group_weights.reserve(target_.groups.size());
-  for (const PathSelector* g : target_.groups) {
-    s->group_weights.push_back(reweighter_.weights(s->links, g->member_ports()));
+  for (size_t gi = 0; gi < target_.groups.size(); ++gi) {
+    std::vector<uint32_t> w = reweighter_.weights(s->links, target_.groups[gi]->member_ports());
+    if (gi < target_.configured_weights.size() && target_.configured_weights[gi].size() == w.size()) {
+      const std::vector<uint32_t>& cfg = target_.configured_weights[gi];
+      const uint32_t top = *std::max_element(cfg.begin(), cfg.end());
+      for (size_t m = 0; m < w.size() && top > 0; ++m) {
+        const uint64_t scaled = (uint64_t{w[m]} * cfg[m] + top / 2) / top;
+        // A path the operator weighted and the link state keeps stays in, however small.
+        w[m] = static_cast<uint32_t>(scaled == 0 && w[m] > 0 && cfg[m] > 0 ? 1 : scaled);
+      }
+    }
+    s->group_weights.push_back(std::move(w));
   }
   return s;
 }

@@ -60,6 +60,10 @@ struct ControlTarget {
   std::vector<const EgressPort*> ports;  // the same order
   const PfcState* pfc = nullptr;         // null: no PFC, nothing lossless
   std::vector<PathSelector*> groups;     // member ports index `ports`
+  // The operator's weights per group, in member order (empty: equal). They stay in force: the
+  // link state scales them (a path's buckets from its utilisation, times its share of the
+  // largest configured weight), it never replaces them.
+  std::vector<std::vector<uint32_t>> configured_weights;
   unsigned path_id_bits = 4;
   // Concurrency (both null under an event clock): the readers' RCU domain, and the lock that
   // serialises access to the node's ports and PFC state with the lcores.
@@ -79,7 +83,10 @@ ControlTarget control_target_of(Node& node) {
   t.path_id_bits = path_id_bits(node.config());
   for (uint16_t p = 0; p < node.port_count(); ++p) t.ports.push_back(&node.egress(p));
   t.pfc = node.pfc();
-  for (size_t g = 0; g < node.group_count(); ++g) t.groups.push_back(&node.group(g));
+  for (size_t g = 0; g < node.group_count(); ++g) {
+    t.groups.push_back(&node.group(g));
+    t.configured_weights.push_back(node.config().groups[g].weights);
+  }
   return t;
 }
 

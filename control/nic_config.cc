@@ -17,9 +17,9 @@ namespace {
 
 // Bounds shared by the parser and nic_config_help(), so that the help cannot drift from what
 // the parser accepts. Link bounds are the switch config's (switch_config.cc).
-constexpr double kMinRateGbps = 0.001;
-constexpr double kMaxRateGbps = 10000.0;
-constexpr uint64_t kMaxDelayNs = 10'000'000'000ull;
+constexpr double kMinRateGbps = LinkLimits::kMinRateGbps;
+constexpr double kMaxRateGbps = LinkLimits::kMaxRateGbps;
+constexpr uint64_t kMaxDelayNs = LinkLimits::kMaxDelayNs;
 constexpr uint64_t kMaxMempoolMbufs = 16u << 20;
 constexpr uint64_t kMinDataRoom = 1024;
 constexpr uint64_t kMaxDataRoom = 65535;

@@ -1,4 +1,8 @@
 #include "control/switch_config.h"
+#include <sstream>
+#include <cmath>
+
+#include <algorithm>
 
 #include <cstdio>
 #include <set>
@@ -29,14 +33,37 @@ PortSettings parse_port(const ConfigNode& n) {
   }
   if (auto link = n.optional_child("link")) {
     link->allow_only({"rate_gbps", "delay_ns", "ber", "loss", "up"});
-    p.link.rate_gbps = link->number_or("rate_gbps", p.link.rate_gbps, 0.001, 10000.0);
-    p.link.delay_ns = link->uint_or("delay_ns", p.link.delay_ns, 0, 10'000'000'000ull);
-    p.link.ber = link->number_or("ber", p.link.ber, 0.0, 1.0);
-    p.link.loss = link->number_or("loss", p.link.loss, 0.0, 1.0);
+    p.link.rate_gbps = link->number_or("rate_gbps", p.link.rate_gbps, LinkLimits::kMinRateGbps,
+                                       LinkLimits::kMaxRateGbps);
+    p.link.delay_ns = link->uint_or("delay_ns", p.link.delay_ns, 0, LinkLimits::kMaxDelayNs);
+    p.link.ber = link->number_or("ber", p.link.ber, 0.0, LinkLimits::kMaxBer);
+    p.link.loss = link->number_or("loss", p.link.loss, 0.0, LinkLimits::kMaxLoss);
     p.link.up = link->boolean_or("up", p.link.up);
   }
   return p;
 }
+
+}  // namespace
+
+std::string check_link_value(std::string_view key, double value) {
+  double lo = 0, hi = 0;
+  if (key == "rate_gbps") {
+    lo = LinkLimits::kMinRateGbps;
+    hi = LinkLimits::kMaxRateGbps;
+  } else if (key == "ber") {
+    hi = LinkLimits::kMaxBer;
+  } else if (key == "loss_rate" || key == "loss") {
+    hi = LinkLimits::kMaxLoss;
+  } else {
+    return "unknown link property";
+  }
+  if (std::isfinite(value) && value >= lo && value <= hi) return {};
+  std::ostringstream o;
+  o << "must be a number in [" << lo << ", " << hi << "], got " << value;
+  return o.str();
+}
+
+namespace {
 
 uint16_t port_ref(const SwitchConfig& c, const ConfigNode& n, std::string_view key,
                   const std::string& name) {
@@ -63,6 +90,14 @@ GroupSettings parse_group(const SwitchConfig& c, const ConfigNode& n) {
     g.ports.push_back(idx);
   }
   for (uint64_t w : n.uint_list("weights", 0, 65535)) g.weights.push_back(static_cast<uint32_t>(w));
+  if (!g.weights.empty() && g.mode != "weighted") {
+    n.fail("weights", "only a weighted group uses weights (mode is " + g.mode +
+                          "): set mode: weighted or drop weights");
+  }
+  if (!g.weights.empty() &&
+      std::all_of(g.weights.begin(), g.weights.end(), [](uint32_t w) { return w == 0; })) {
+    n.fail("weights", "at least one weight must be above 0 (all 0 would send nothing)");
+  }
   if (!g.weights.empty() && g.weights.size() != g.ports.size()) {
     n.fail("weights", "must have one weight per port (" + std::to_string(g.ports.size()) +
                           "), got " + std::to_string(g.weights.size()));

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "control/config_reader.h"
@@ -13,6 +14,19 @@
 #include "dataplane/tcam.h"
 
 namespace spraynet::control {
+
+// What an emulated link accepts, one source for the config files (switch and NIC) and for the
+// telemetry commands that change a link at run time.
+struct LinkLimits {
+  static constexpr double kMinRateGbps = 0.001;
+  static constexpr double kMaxRateGbps = 10000.0;
+  static constexpr uint64_t kMaxDelayNs = 10'000'000'000ull;
+  static constexpr double kMaxBer = 1.0;
+  static constexpr double kMaxLoss = 1.0;
+};
+// Empty when `value` is allowed for the link property `key` (rate_gbps | ber | loss_rate), else
+// "must be a number in [lo, hi], got V".
+std::string check_link_value(std::string_view key, double value);
 
 struct LinkSettings {
   double rate_gbps = 100.0;

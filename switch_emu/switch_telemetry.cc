@@ -209,6 +209,9 @@ void register_reading(SwitchShared& s, const runtime::TscClock& clock) {
             {"size", t.size()},
             {"members", members},
             {"member_buckets", counts},
+            // What the operator configured (empty: equal); member_buckets is it scaled by the
+            // link state.
+            {"configured_weights", s.node->config().groups[g].weights},
             {"sequence", s.control && s.control->current() ? s.control->current()->sequence : 0}};
         if (t.size() <= 256) {
           json b = json::array();
@@ -264,7 +267,7 @@ void register_acting(SwitchShared& s, const runtime::TscClock& clock) {
        "Set a port's emulated link rate. Parameters: port,Gbit/s (0.001-10000)", "rate_gbps",
        &SwitchNode::set_link_rate_gbps, &LinkEmulator::rate_gbps},
       {"/spraynet/link_ber",
-       "Set a port's emulated bit error rate. Parameters: port,BER (0 <= BER < 1)", "ber",
+       "Set a port's emulated bit error rate. Parameters: port,BER (0-1)", "ber",
        &SwitchNode::set_link_ber, &LinkEmulator::bit_error_rate},
       {"/spraynet/link_loss", "Set a port's emulated frame loss rate. Parameters: port,rate (0-1)",
        "loss_rate", &SwitchNode::set_link_loss, &LinkEmulator::loss_rate},
@@ -276,6 +279,10 @@ void register_acting(SwitchShared& s, const runtime::TscClock& clock) {
           expect_params(p, 2, (std::string("port,") + prop.key).c_str());
           const uint16_t port = port_of(*s.node, p[0]);
           const double value = number_of(p[1], prop.key);
+          // The config's limits, not only the link emulator's: what a file refuses, this does.
+          if (const std::string why = control::check_link_value(prop.key, value); !why.empty()) {
+            throw std::invalid_argument(std::string(prop.key) + ": " + why);
+          }
           std::lock_guard<std::mutex> c(s.control_lock);
           std::lock_guard<std::mutex> g(s.lock);
           (s.node->*prop.set)(port, value, clock.now_ns());

@@ -25,13 +25,27 @@ Eal::Eal(std::vector<std::string> args) {
 void Eal::init(int argc, char** argv) {
   bridge_dpdk_log();
   const int consumed = rte_eal_init(argc, argv);
-  if (consumed < 0) {
-    throw std::runtime_error(std::string("rte_eal_init failed: ") + rte_strerror(rte_errno));
-  }
+  if (consumed < 0) throw std::runtime_error(init_failure(rte_errno));
   // EAL leaves the program name at argv[consumed], just before the application's arguments.
   for (int i = consumed; i < argc; ++i) app_args_.emplace_back(argv[i]);
   for (auto& a : app_args_) app_argv_.push_back(a.data());
   app_argv_.push_back(nullptr);
+}
+
+std::string Eal::init_failure(int err) {
+  // rte_eal_init does not always set rte_errno (a file prefix in use leaves it 0: "Success"):
+  // name the cause from what EAL logged.
+  std::string why = err != 0 ? rte_strerror(err) : "";
+  for (const std::string& line : recent_dpdk_errors()) {
+    if (line.find("Is another primary process running") != std::string::npos ||
+        line.find("Cannot create lock") != std::string::npos) {
+      return "rte_eal_init failed: the file prefix is in use by another primary DPDK process "
+             "(EAL: \"" + line + "\"); give this one its own --file-prefix NAME";
+    }
+  }
+  const auto lines = recent_dpdk_errors();
+  if (why.empty() || why == "Success") why = lines.empty() ? "EAL gave no reason" : lines.back();
+  return "rte_eal_init failed: " + why;
 }
 
 Eal::~Eal() {

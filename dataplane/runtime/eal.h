@@ -12,7 +12,8 @@ namespace spraynet::runtime {
 // neither copyable nor movable; the destructor calls rte_eal_cleanup().
 class Eal {
  public:
-  // Throws std::runtime_error naming rte_strerror(rte_errno) when rte_eal_init fails.
+  // Throws std::runtime_error with the cause when rte_eal_init fails: rte_strerror(rte_errno),
+  // or what EAL logged when rte_errno says nothing (a file prefix in use by another process).
   Eal(int argc, char** argv);
   // For programs that build EAL's command line themselves; args[0] is the program name.
   explicit Eal(std::vector<std::string> args);
@@ -29,6 +30,7 @@ class Eal {
 
  private:
   void init(int argc, char** argv);
+  static std::string init_failure(int err);
 
   std::vector<std::string> app_args_;
   std::vector<char*> app_argv_;

@@ -1,5 +1,9 @@
 #include "dataplane/runtime/logging.h"
 
+#include <mutex>
+
+#include <deque>
+
 #include <rte_log.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 
@@ -61,9 +65,19 @@ spdlog::level::level_enum from_dpdk(int level) {
 // The stream is unbuffered, so glibc formats each rte_log() call into one write() here, on the
 // thread that logged it: rte_log_cur_msg_loglevel() is that message's level. A message may hold
 // several lines (usage text); each becomes its own record.
+std::mutex& error_lock() {
+  static std::mutex m;
+  return m;
+}
+std::deque<std::string>& recent_errors() {
+  static std::deque<std::string> lines;
+  return lines;
+}
+
 ssize_t dpdk_log_write(void*, const char* buf, size_t size) {
   const auto log = logger("dpdk");
   const auto level = from_dpdk(rte_log_cur_msg_loglevel());
+  const bool error = level >= spdlog::level::err;
   std::string_view rest(buf, size);
   while (!rest.empty()) {
     const size_t eol = rest.find('\n');
@@ -71,6 +85,12 @@ ssize_t dpdk_log_write(void*, const char* buf, size_t size) {
     rest = eol == std::string_view::npos ? std::string_view{} : rest.substr(eol + 1);
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     if (!line.empty()) log->log(level, "{}", line);
+    if (error && !line.empty()) {
+      std::lock_guard<std::mutex> g(error_lock());
+      auto& lines = recent_errors();
+      lines.emplace_back(line);
+      if (lines.size() > 8) lines.pop_front();
+    }
   }
   return static_cast<ssize_t>(size);
 }
@@ -83,6 +103,11 @@ std::shared_ptr<spdlog::logger> logger(std::string_view component) {
   auto r = root();
   if (name == kRootName) return r;
   return get_or_register(make_logger(name, r->sinks()));
+}
+
+std::vector<std::string> recent_dpdk_errors() {
+  std::lock_guard<std::mutex> g(error_lock());
+  return {recent_errors().begin(), recent_errors().end()};
 }
 
 void bridge_dpdk_log() {

@@ -329,3 +329,35 @@ TEST_CASE("control loop: queued bytes reach the table") {
   CHECK(loop.current()->links[kP0].queued_bytes == l.queued_bytes);
   rig.finish();
 }
+
+TEST_CASE("control loop: configured weights stay in force, scaled by the link state") {
+  // Before: weights [1, 1, 2, 4] were replaced by [32, 32, 32, 32] at the first tick.
+  std::string yaml = kYaml;
+  const std::string from = "{name: g, mode: weighted, ports: [p0, p1, p2, p3]}";
+  yaml.replace(yaml.find(from), from.size(), "{name: g, mode: weighted, ports: [p0, p1, p2, p3], weights: [1, 1, 2, 4]}");
+  TestPool pool{1023};
+  SwitchNode node(parse_switch_config(ConfigNode::load_string(yaml, "t.yaml")), pool.get());
+  const auto buckets = [&] {
+    const BucketTable& t = node.group(0).bucket_table();
+    std::array<size_t, 4> b{};
+    for (uint16_t m = 0; m < 4; ++m) b[m] = t.buckets_of(m);
+    return b;
+  };
+  const auto before = buckets();
+  CHECK(before[1] == before[0]);
+  CHECK(before[2] == 2 * before[0]);
+  CHECK(before[3] == 4 * before[0]);
+  ControlLoop loop(control_target_of(node), 0);
+  REQUIRE(loop.tick(kPeriod));  // idle links: every path keeps its full share
+  REQUIRE(loop.current() != nullptr);
+  CHECK(loop.current()->group_weights[0] == std::vector<uint32_t>{8, 8, 16, 32});
+  const auto after = buckets();
+  CHECK(after[2] == 2 * after[0]);
+  CHECK(after[3] == 4 * after[0]);
+  // A link down keeps 0 whatever its configured weight; the others keep their ratio.
+  node.set_link_up(4, false, kPeriod + 1);
+  loop.on_link_down(4, kPeriod + 1);
+  CHECK(loop.current()->group_weights[0] == std::vector<uint32_t>{8, 8, 16, 0});
+  node.free_all();
+  CHECK(pool.whole());
+}

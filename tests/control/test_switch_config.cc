@@ -2,6 +2,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <filesystem>
 #include <string>
 
@@ -126,6 +127,23 @@ TEST_CASE("errors name the file, the key and what is allowed") {
   CHECK(error_of("ports: [") .find("test.yaml: YAML syntax error") == 0);
 }
 
+TEST_CASE("list items are named once: groups[0].weights[1], not groups[0].groups[0]...") {
+  CHECK(error_of(kPorts + "groups: [{name: g, mode: weighted, ports: [a, b, c], weights: [1, -2, 4]}]") ==
+        "test.yaml: groups[0].weights[1]: must be an integer in [0, 65535], got \"-2\"");
+  CHECK(error_of(kPorts + "pfc: {priorities: [3, 9]}").find("test.yaml: pfc.priorities[1]: ") == 0);
+}
+
+TEST_CASE("weights where nothing would use them, or all 0, are refused with the reason") {
+  CHECK(error_of(kPorts + "groups: [{name: g, ports: [a, b], weights: [1, 2]}]") ==
+        "test.yaml: groups[0].weights: only a weighted group uses weights (mode is ecmp): set "
+        "mode: weighted or drop weights");
+  CHECK(error_of(kPorts + "groups: [{name: g, mode: weighted, ports: [a, b], weights: [0, 0]}]") ==
+        "test.yaml: groups[0].weights: at least one weight must be above 0 (all 0 would send "
+        "nothing)");
+  const SwitchConfig ok = parse(kPorts + "groups: [{name: g, mode: weighted, ports: [a, b], weights: [0, 3]}]");
+  CHECK(ok.groups[0].weights == std::vector<uint32_t>{0, 3});
+}
+
 TEST_CASE("route_table picks the route table's backend") {
   CHECK(parse(kPorts).route_table == spraynet::RouteTableBackend::kLpm);  // the default
   CHECK(parse(kPorts + "route_table: lpm").route_table == spraynet::RouteTableBackend::kLpm);
@@ -142,4 +160,18 @@ TEST_CASE("a missing file is named") {
   } catch (const ConfigError& e) {
     CHECK(std::string(e.what()) == "/nonexistent/sw.yaml: cannot open file");
   }
+}
+
+TEST_CASE("one check for link values, the config's and telemetry's") {
+  CHECK(check_link_value("rate_gbps", 0.001).empty());
+  CHECK(check_link_value("rate_gbps", 10000).empty());
+  CHECK(check_link_value("rate_gbps", 0.0001) == "must be a number in [0.001, 10000], got 0.0001");
+  CHECK_FALSE(check_link_value("rate_gbps", 20000).empty());
+  CHECK_FALSE(check_link_value("rate_gbps", std::nan("")).empty());
+  CHECK(check_link_value("ber", 1e-9).empty());
+  CHECK_FALSE(check_link_value("ber", 1.5).empty());
+  CHECK_FALSE(check_link_value("loss_rate", -0.1).empty());
+  CHECK(check_link_value("speed", 1) == "unknown link property");
+  CHECK(error_of("ports: [{name: a, device: x, link: {rate_gbps: 20000}}]") ==
+        "test.yaml: ports[0].link.rate_gbps: must be a number in [0.001, 10000], got \"20000\"");
 }

@@ -612,6 +612,32 @@ class ProgramBehaviour(TempDirTest):
             for opt in ("--config", "--stats", "--idle-exit-ms", "--duration-ms", "--log-level"):
                 self.assertIn(opt, r.stdout, f"{args}: --help documents {opt}")
 
+    def test_file_prefix_in_use_is_named(self):
+        # A second primary on a prefix in use: EAL leaves rte_errno at 0, which used to print
+        # "rte_eal_init failed: Success".
+        path = os.path.join(self.tmp, "null.yaml")
+        with open(path, "w") as f:
+            f.write("ports:\n  - {name: a, device: 'net_null0,no-rx=1'}\n"
+                    "  - {name: b, device: 'net_null1,no-rx=1'}\nroutes:\n"
+                    "  - {prefix: 0.0.0.0/0, port: b}\n")
+        prefix = unique_prefix("dup")
+        first = subprocess.Popen([SWITCH_EMU, *eal_args(prefix), "--", "--config", path,
+                                  "--duration-ms", "20000"], stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL)
+        try:
+            lock = os.path.join(DPDK_RUN_DIR, prefix, "config")
+            wait_for(lambda: os.path.exists(lock), TELEMETRY_READY_S, "the first primary's lock")
+            r = subprocess.run([SWITCH_EMU, *eal_args(prefix), "--", "--config", path,
+                                "--duration-ms", "100"], capture_output=True, text=True, timeout=60)
+            self.assertNotEqual(r.returncode, 0)
+            self.assertNotIn("Success", r.stderr)
+            self.assertIn("in use by another primary DPDK process", r.stderr)
+            self.assertIn("--file-prefix", r.stderr)
+        finally:
+            first.terminate()
+            first.wait(timeout=30)
+            remove_runtime_dir(prefix)
+
     def test_config_errors_exit_2_with_file_key_reason(self):
         base = "ports:\n  - {name: a, device: net_null0}\n  - {name: b, device: net_null1}\n"
         cases = [
@@ -898,6 +924,10 @@ class RuntimeControl(TempDirTest):
         self.assertIn("error", t.query("/spraynet/link_set,up9,down"))
         self.assertIn("up or down", t.query("/spraynet/link_set,up1,sideways")["error"])
         self.assertIn("rate_gbps", t.query("/spraynet/link_rate,up1,-5")["error"])
+        # The config's limits hold at run time too ([0.001, 10000] Gbit/s, BER and loss [0, 1]).
+        for cmd in ("link_rate,up1,0.0001", "link_rate,up1,20000", "link_ber,up1,1.5",
+                    "link_loss,up1,-0.1"):
+            self.assertIn("must be a number in", t.query("/spraynet/" + cmd).get("error", ""), cmd)
         self.assertIn("number", t.query("/spraynet/link_ber,up1,lots")["error"])
         self.assertIn("ecmp", t.query("/spraynet/group_mode,g,random")["error"])
         self.assertIn("error", t.query("/spraynet/tcam_add,{id: 1, action: teleport}"))
