@@ -264,4 +264,32 @@ UintRange ConfigNode::range_or_all(std::string_view key, uint64_t min, uint64_t 
   return {*lo, *hi};
 }
 
+void ConfigHelp::line(const std::string& key, const std::string& text) {
+  constexpr size_t kColumn = 32, kWidth = 100;
+  std::string out = key;
+  if (out.size() < kColumn) out.resize(kColumn, ' ');
+  size_t col = out.size();
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t end = text.find(' ', pos);
+    if (end == std::string::npos) end = text.size();
+    const std::string word = text.substr(pos, end - pos);
+    if (col + 1 + word.size() > kWidth && col > kColumn) {
+      out += "\n" + std::string(kColumn, ' ');
+      col = kColumn;
+    }
+    out += " " + word;
+    col += 1 + word.size();
+    pos = end + 1;
+  }
+  while (!out.empty() && out.back() == ' ') out.pop_back();
+  text_ += out + "\n";
+}
+
+std::string ConfigHelp::number(double v) {
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::fixed);
+  return std::string(buf, r.ptr);
+}
+
 }  // namespace spraynet::control

@@ -80,6 +80,20 @@ class ConfigNode {
   std::string path_;
 };
 
+// A config's --help text: "key: default" in a column, then what is allowed, wrapped under itself
+// at 100 columns. One writer for every program's config help.
+class ConfigHelp {
+ public:
+  void line(const std::string& key, const std::string& text);
+  void raw(const std::string& text) { text_ += text; }
+  const std::string& str() const { return text_; }
+  // 67108.864, 0.001, 1000000 (never 1e+06).
+  static std::string number(double v);
+
+ private:
+  std::string text_;
+};
+
 // Parses a decimal or 0x-prefixed unsigned integer; nullopt if it is not one.
 std::optional<uint64_t> parse_uint(std::string_view s);
 std::optional<Ipv4Prefix> parse_ipv4_prefix(std::string_view s);

@@ -409,32 +409,11 @@ std::string nic_config_help() {
   const RcEngineSettings e;
   const LinkSettings l;
   const std::string roles[] = {"", "requester", "responder", "both"};
-  std::string s;
-  // "key: default" in a column, then what is allowed, wrapped under itself at 100 columns.
-  constexpr size_t kColumn = 32, kWidth = 100;
-  auto line = [&s](const std::string& key, const std::string& text) {
-    std::string out = key;
-    if (out.size() < kColumn) out.resize(kColumn, ' ');
-    size_t col = out.size();
-    size_t pos = 0;
-    while (pos < text.size()) {
-      size_t end = text.find(' ', pos);
-      if (end == std::string::npos) end = text.size();
-      const std::string word = text.substr(pos, end - pos);
-      if (col + 1 + word.size() > kWidth && col > kColumn) {
-        out += "\n" + std::string(kColumn, ' ');
-        col = kColumn;
-      }
-      out += " " + word;
-      col += 1 + word.size();
-      pos = end + 1;
-    }
-    while (!out.empty() && out.back() == ' ') out.pop_back();
-    s += out + "\n";
-  };
-  s += "nic_emu config (YAML). Every key is optional unless marked (required); unknown keys are\n"
+  ConfigHelp help;
+  auto line = [&help](const std::string& key, const std::string& text) { help.line(key, text); };
+  help.raw("nic_emu config (YAML). Every key is optional unless marked (required); unknown keys are\n"
        "errors. Durations in *_us keys may have decimals (0.5 = 500 ns).\n"
-       "nic:\n";
+       "nic:\n");
   line("  name: " + d.name, "the NIC's name; with the uplink names it identifies the links");
   line("  seed: " + std::to_string(d.seed), "0..2^64-1; salts the spray engine's flow hash");
   line("  mempool_mbufs: " + std::to_string(d.mempool_mbufs),
@@ -505,7 +484,7 @@ std::string nic_config_help() {
   line("    peer_first_qp: " + hex(e.peer_first_qp), "likewise, the peer's QPs");
   line("    first_psn: " + std::to_string(e.first_psn), "0.." + hex(kPsnMask));
   line("    dscp: " + std::to_string(e.dscp), "0..63");
-  return s;
+  return help.str();
 }
 
 }  // namespace spraynet::control

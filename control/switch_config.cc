@@ -386,4 +386,98 @@ SwitchConfig load_switch_config(const std::string& path) {
   return parse_switch_config(ConfigNode::load_file(path));
 }
 
+std::string switch_config_help() {
+  const SwitchConfig d;
+  const PortSettings port;
+  const GroupSettings group;
+  const TcamRuleSettings rule;
+  const PfcSettings pfc;
+  const ControlSettings k;
+  const auto n = ConfigHelp::number;
+  ConfigHelp h;
+  h.raw("switch_emu config (YAML), top level. Every key is optional unless marked (required);\n"
+        "unknown keys are errors. Names (ports, groups, partitions) are what other keys refer to.\n");
+  h.line("name: " + d.name, "the switch's name (logs, link identities)");
+  h.line("seed: " + std::to_string(d.seed), "0..2^64-1; seeds DRILL's samples and the links' loss draws");
+  h.line("ppcid_layout: " + d.ppcid_layout, "ts-high | path-high: how TCAM spray rules read the PPCID");
+  h.line("mempool_mbufs: 0", "0.." + std::to_string(16u << 20) + "; 0: sized from ports and descriptors");
+  h.line("mbuf_data_room: " + std::to_string(d.mbuf_data_room),
+         "1024..65535 bytes, headroom included; a frame must fit one mbuf");
+  h.line("route_table: " + std::string(to_string(d.route_table)),
+         "lpm (rte_lpm: fastest, 64 MiB) | rib (rte_rib: bytes per route)");
+  h.line("ports: (required)", "a list of 1.." + std::to_string(kMaxPorts) + " ports, indexed 0.. in this order:");
+  h.line("  - name: (required)", "unique; what groups, routes, TCAM rules and lcores name");
+  h.line("    device: (required)", "DPDK port id, ethdev name, or vdev spec (net_pcap0,rx_pcap=in.pcap; "
+         "net_null0,no-rx=1 for an output: without no-rx net_null generates packets)");
+  h.line("    queue_bytes: " + std::to_string(port.queue_bytes), "1..2^34 per traffic class");
+  h.line("    peer_mac: (none)", "the next hop's MAC (02:00:00:00:00:01): routed packets get it as "
+         "destination and the port's MAC as source; without it frames keep their MACs");
+  h.line("    link:", "link emulation:");
+  h.line("      rate_gbps: " + n(port.link.rate_gbps), n(LinkLimits::kMinRateGbps) + ".." + n(LinkLimits::kMaxRateGbps));
+  h.line("      delay_ns: " + std::to_string(port.link.delay_ns), "0.." + std::to_string(LinkLimits::kMaxDelayNs));
+  h.line("      ber: " + n(port.link.ber), "0..1, bit error rate");
+  h.line("      loss: " + n(port.link.loss), "0..1, frame loss probability");
+  h.line("      up: true", "true | false");
+  h.line("groups:", "ECMP groups:");
+  h.line("  - name: (required)", "unique; routes name it");
+  h.line("    mode: " + group.mode, "ecmp | weighted | dlb | drill");
+  h.line("    ports: (required)", "port names, each once");
+  h.line("    weights: (equal)", "weighted only: one per port, 0..65535, not all 0; kept in force, "
+         "scaled by link state");
+  h.line("    dlb_gap_ns: " + std::to_string(group.dlb_gap_ns), "1..10^10, the flowlet gap");
+  h.line("    flowlet_entries: " + std::to_string(group.flowlet_entries), "power of two, 1..2^24");
+  h.line("routes:", "longest prefix first:");
+  h.line("  - prefix: (required)", "10.0.0.0/8 or 10.0.0.1; each prefix once");
+  h.line("    group: (or port)", "a group name; exactly one of group and port");
+  h.line("    port: (or group)", "a port name: a group of one");
+  h.line("tcam:", "");
+  h.line("  capacity: " + std::to_string(d.tcam.capacity), "0..2^20 rules");
+  h.line("  spray_rule_limit: (capacity)", "0..2^20 spray rules");
+  h.line("  partitions:", "named shares of the capacity (\"default\" always exists):");
+  h.line("    - name: (required)", "unique");
+  h.line("      capacity: (required)", "0..2^20");
+  h.line("  rules:", "");
+  h.line("    - id: (required)", "0..2^32-1, unique");
+  h.line("      priority: " + std::to_string(rule.priority), "-2^31..2^31-1; higher wins");
+  h.line("      partition: " + rule.partition, "a partition name");
+  h.line("      action: " + rule.action, "ecmp | spray | pin | drop | mirror");
+  h.line("      port: (none)", "pin and mirror only: a port name");
+  h.line("      match:", "every field optional (absent: any):");
+  h.line("        src:", "IPv4 prefix");
+  h.line("        dst:", "IPv4 prefix");
+  h.line("        proto:", "udp | tcp | icmp | 0..255");
+  h.line("        src_port:", "N or LO-HI in 0..65535");
+  h.line("        dst_port:", "N or LO-HI in 0..65535");
+  h.line("        dest_qp:", "N or LO-HI in 0..0xFFFFFF (BTH DestQP)");
+  h.line("hash:", "");
+  h.line("  algorithm: " + d.hash.algorithm, "crc32c | crc32");
+  h.line("  seed: 0", "0..2^32-1; equal seeds at two tiers reproduce polarization");
+  h.line("  dest_qp: false", "true | false: BTH DestQP in the key (E-ECMP)");
+  h.line("qos:", "traffic classes 0..7:");
+  h.line("  trust: " + d.qos.trust, "dscp (class = DSCP >> 3) | pcp (class = PCP)");
+  h.line("  dscp_to_tc:", "overrides: a list of {code: 0..63, tc: 0..7}");
+  h.line("  pcp_to_tc:", "overrides: a list of {code: 0..7, tc: 0..7}");
+  h.line("pfc:", "a pfc: section turns PFC on (enabled defaults to true inside it):");
+  h.line("  enabled: true", "true | false");
+  h.line("  priorities: [3]", "lossless priorities 0..7, at least one");
+  h.line("  buffer_bytes: " + std::to_string(pfc.buffer_bytes), "2048..2^32 per (ingress port, priority)");
+  h.line("  xoff: " + n(pfc.xoff), "0.05..1 of buffer_bytes");
+  h.line("  xon: " + n(pfc.xon), "0..1, below xoff");
+  h.line("  quanta: " + std::to_string(pfc.quanta), "1..65535 (512 bit times each)");
+  h.line("  fast_feedback: false", "true | false: a paused port leaves the DLB/spray candidates at once");
+  h.line("  watchdog:", "");
+  h.line("    enabled: true", "true | false");
+  h.line("    detect_ms: 200", "1..3600000");
+  h.line("    restore_ms: 200", "1..3600000");
+  h.line("control:", "the control loop:");
+  h.line("  period_ms: " + std::to_string(k.period_ms), "1..3600000");
+  h.line("  target_utilisation: " + n(k.target_utilisation), "0..0.99 (u_target)");
+  h.line("  idle_buckets: " + std::to_string(k.idle_buckets), "1..4096 (B)");
+  h.line("  utilisation_weight: " + n(k.utilisation_weight), "0.01..1, EWMA weight of the newest period");
+  h.line("lcores:", "absent: the main lcore polls every port; else every port exactly once:");
+  h.line("  - lcore: (required)", "0..1023, enabled by EAL's -l");
+  h.line("    ports: (required)", "port names");
+  return h.str();
+}
+
 }  // namespace spraynet::control

@@ -160,4 +160,7 @@ TcamRule to_tcam_rule(const TcamRuleSettings& rule);
 TcamConfig to_tcam_config(const TcamSettings& tcam);
 SwitchConfig load_switch_config(const std::string& path);
 
+// Every key, its default and what is allowed (switch_emu --help prints it).
+std::string switch_config_help();
+
 }  // namespace spraynet::control

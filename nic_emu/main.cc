@@ -31,6 +31,7 @@
 #include "dataplane/runtime/logging.h"
 #include "dataplane/runtime/packet_pool.h"
 #include "dataplane/runtime/poll_loop.h"
+#include "dataplane/runtime/program_args.h"
 #include "dataplane/runtime/port.h"
 #include "dataplane/runtime/rcu_domain.h"
 #include "dataplane/runtime/stop_signal.h"
@@ -54,9 +55,10 @@ struct Options {
 };
 
 void describe(CLI::App& app, Options& o) {
+  // CLI11 prints "Usage: NAME [OPTIONS]": the name carries the EAL half of the command line.
+  app.name("nic_emu [EAL arguments] --");
   app.description(
       "nic_emu: the spraynet NIC on a DPDK poll-mode lcore.\n"
-      "Usage: nic_emu [EAL arguments] -- --config FILE [options]\n"
       "EAL arguments are DPDK's own (e.g. -l 0 --no-huge -m 512 --no-pci --file-prefix nic\n"
       "--vdev net_ring0); ports may also be vdev specs in the config. Counters: "
       "dpdk-telemetry.py -f PREFIX, commands under /spraynet/.");
@@ -121,26 +123,18 @@ void register_telemetry(nic_emu::NicShared& s, control::ControlLoop& loop) {
 }
 
 int run(int argc, char** argv) {
-  // --help must work without EAL (and without root or hugepages).
-  const bool help = runtime::wants_help(argc, argv);
   Options opt;
   CLI::App app;
   describe(app, opt);
-  if (help) {
-    std::cout << app.help();
-    return 0;
-  }
-
-  runtime::bridge_dpdk_log();
-  runtime::Eal eal(argc, argv);
-  try {
-    app.parse(eal.app_argc(), eal.app_argv());
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
+  // Both halves of the command line first, then the config: a mistake in either is then the
+  // only thing printed, before EAL says anything (and --help needs no EAL, root or hugepages).
+  const runtime::ProgramArgs args = runtime::split_program_args(argc, argv);
+  if (const auto code = runtime::parse_program_args(app, args, "nic_emu")) return *code;
   runtime::set_level(opt.log_level);
-  auto log = runtime::logger("nic_emu");
   const control::NicConfig config = control::load_nic_config(opt.config);
+
+  runtime::Eal eal(args.eal);
+  auto log = runtime::logger("nic_emu");
 
   const unsigned desc = 1024;
   const unsigned nports = static_cast<unsigned>(config.uplinks.size() + (config.host ? 1 : 0));
@@ -224,8 +218,9 @@ int run(int argc, char** argv) {
   loop_cfg.rcu = &rcu;
   loop_cfg.rcu_reader_id = 0;
   runtime::PollLoop loop(rx, tx, handler, clock, loop_cfg);
-  log->info("nic {} running: {} uplinks, {}, spray {}, reorder {}; stop with SIGINT/SIGTERM",
-            config.name, config.uplinks.size(),
+  log->info("running{}: {} uplinks, {}, spray {}, reorder {}; stop with SIGINT/SIGTERM",
+            config.name == control::NicConfig{}.name ? "" : " as \"" + config.name + "\"",
+            config.uplinks.size(),
             config.host ? "host port " + config.host->name : std::string("RC traffic engine"),
             to_string(config.spray.mode), config.reorder.enabled ? "on" : "off");
   std::optional<control::ControlThread> control_thread;
@@ -279,9 +274,9 @@ int run(int argc, char** argv) {
               report["drops"]["total"].get<uint64_t>(), pool.in_use());
   if (!pool.whole()) {
     log->error("{} mbufs were not returned to the pool", pool.in_use());
-    return 3;
+    return runtime::kExitLeak;
   }
-  return 0;
+  return runtime::kExitOk;
 }
 
 }  // namespace
@@ -291,9 +286,9 @@ int main(int argc, char** argv) {
     return run(argc, argv);
   } catch (const spraynet::control::ConfigError& e) {
     std::fprintf(stderr, "nic_emu: %s\n", e.what());
-    return 2;
+    return spraynet::runtime::kExitUsage;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "nic_emu: %s\n", e.what());
-    return 1;
+    return spraynet::runtime::kExitRuntime;
   }
 }

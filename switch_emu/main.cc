@@ -31,6 +31,7 @@
 #include "dataplane/runtime/logging.h"
 #include "dataplane/runtime/packet_pool.h"
 #include "dataplane/runtime/poll_loop.h"
+#include "dataplane/runtime/program_args.h"
 #include "dataplane/runtime/port.h"
 #include "dataplane/runtime/rcu_domain.h"
 #include "dataplane/runtime/stop_signal.h"
@@ -54,14 +55,16 @@ struct Options {
 };
 
 void describe(CLI::App& app, Options& o) {
+  // CLI11 prints "Usage: NAME [OPTIONS]": the name carries the EAL half of the command line.
+  app.name("switch_emu [EAL arguments] --");
   app.description(
       "switch_emu: the spraynet switch on DPDK poll-mode lcores.\n"
-      "Usage: switch_emu [EAL arguments] -- --config FILE [options]\n"
       "EAL arguments are DPDK's own (e.g. -l 0-1 --no-huge -m 512 --no-pci --file-prefix sw\n"
       "--vdev net_ring0); ports may also be vdev specs in the config. The config (YAML) names\n"
       "ports and their emulated links, routes, ECMP groups and their modes (ecmp, weighted,\n"
       "dlb, drill), the hash, TCAM rules, QoS, PFC and the lcore layout: see configs/ and the\n"
       "README. Counters: dpdk-telemetry.py -f PREFIX, commands under /spraynet/.");
+  app.footer("Config keys (YAML):\n" + control::switch_config_help());
   app.add_option("--config", o.config, "switch config (YAML)")->required();
   app.add_option("--stats", o.stats, "write the end-of-run report (JSON) to this file");
   app.add_option("--log-level", o.log_level, "trace|debug|info|warn|error|critical|off")
@@ -75,27 +78,30 @@ void describe(CLI::App& app, Options& o) {
 }
 
 int run(int argc, char** argv) {
-  // --help must work without EAL (and without root or hugepages).
-  const bool help = runtime::wants_help(argc, argv);
   Options opt;
   CLI::App app;
   describe(app, opt);
-  if (help) {
-    std::cout << app.help();
-    return 0;
-  }
-
-  runtime::bridge_dpdk_log();
-  runtime::Eal eal(argc, argv);
-  try {
-    app.parse(eal.app_argc(), eal.app_argv());
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
+  // Both halves of the command line first, then the config: a mistake in either is then the
+  // only thing printed, before EAL says anything (and --help needs no EAL, root or hugepages).
+  const runtime::ProgramArgs args = runtime::split_program_args(argc, argv);
+  if (const auto code = runtime::parse_program_args(app, args, "switch_emu")) return *code;
   runtime::set_level(opt.log_level);
-  auto log = runtime::logger("switch_emu");
-
   const control::SwitchConfig config = control::load_switch_config(opt.config);
+
+  runtime::Eal eal(args.eal);
+  auto log = runtime::logger("switch_emu");
+  // net_null receives endless packets unless told no-rx=1: as a group member (an output) it
+  // would flood the switch with frames that all count as parse drops.
+  for (const auto& g : config.groups) {
+    for (const uint16_t p : g.ports) {
+      const std::string& dev = config.ports[p].device;
+      if (dev.rfind("net_null", 0) == 0 && dev.find("no-rx=1") == std::string::npos) {
+        log->warn("port {} ({}) is an output of group {} but net_null without no-rx=1 also "
+                  "generates packets on its rx side: add ,no-rx=1 to its device",
+                  config.ports[p].name, dev, g.name);
+      }
+    }
+  }
 
   // Lcore layout: as configured, or the main lcore polling every port.
   std::vector<control::LcoreSettings> layout = config.lcores;
@@ -188,7 +194,8 @@ int run(int argc, char** argv) {
     loop_cfg.rcu_reader_id = static_cast<unsigned>(loops.size());
     loops.push_back(std::make_unique<runtime::PollLoop>(rx, tx, *handlers.back(), clock, loop_cfg));
   }
-  log->info("switch {} running: {} ports, {} lcore(s); stop with SIGINT/SIGTERM", config.name,
+  log->info("running{}: {} ports, {} lcore(s); stop with SIGINT/SIGTERM",
+            config.name == control::SwitchConfig{}.name ? "" : " as \"" + config.name + "\"",
             config.ports.size(), lcores.size());
   std::optional<control::ControlThread> control_thread;
   control_thread.emplace(control_loop, shared.control_lock, [&clock] { return clock.now_ns(); });
@@ -243,9 +250,9 @@ int run(int argc, char** argv) {
   std::printf("\nmempool: %u mbufs in use at exit\n", pool.in_use());
   if (!pool.whole()) {
     log->error("{} mbufs were not returned to the pool", pool.in_use());
-    return 3;
+    return runtime::kExitLeak;
   }
-  return 0;
+  return runtime::kExitOk;
 }
 
 }  // namespace
@@ -255,9 +262,9 @@ int main(int argc, char** argv) {
     return run(argc, argv);
   } catch (const spraynet::control::ConfigError& e) {
     std::fprintf(stderr, "switch_emu: %s\n", e.what());
-    return 2;
+    return spraynet::runtime::kExitUsage;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "switch_emu: %s\n", e.what());
-    return 1;
+    return spraynet::runtime::kExitRuntime;
   }
 }

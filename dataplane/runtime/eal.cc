@@ -3,7 +3,9 @@
 #include <rte_eal.h>
 #include <rte_errno.h>
 
+#include <filesystem>
 #include <stdexcept>
+#include <string>
 #include <string_view>
 
 #include "dataplane/runtime/logging.h"
@@ -49,8 +51,18 @@ std::string Eal::init_failure(int err) {
 }
 
 Eal::~Eal() {
+  // rte_eal_cleanup leaves the runtime directory (/var/run/dpdk/PREFIX: config lock, fbarrays,
+  // sockets) behind; the primary that made it removes it, so runs do not pile them up.
+  const bool primary = rte_eal_process_type() == RTE_PROC_PRIMARY;
+  const std::string dir = rte_eal_get_runtime_dir();
   if (rte_eal_cleanup() != 0) {
     logger("eal")->error("rte_eal_cleanup failed: {}", rte_strerror(rte_errno));
+    return;
+  }
+  if (primary && !dir.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+    if (ec) logger("eal")->debug("cannot remove {}: {}", dir, ec.message());
   }
 }
 

@@ -76,7 +76,13 @@ std::deque<std::string>& recent_errors() {
 
 ssize_t dpdk_log_write(void*, const char* buf, size_t size) {
   const auto log = logger("dpdk");
-  const auto level = from_dpdk(rte_log_cur_msg_loglevel());
+  auto level = from_dpdk(rte_log_cur_msg_loglevel());
+  // EAL's start-up narration (lcores detected, IOVA mode, sockets...) at INFO/NOTICE is debug
+  // here, so that a normal run prints only what a user should read; its warnings and errors,
+  // and every other component's lines, keep their level.
+  if (rte_log_cur_msg_logtype() == RTE_LOGTYPE_EAL && level == spdlog::level::info) {
+    level = spdlog::level::debug;
+  }
   const bool error = level >= spdlog::level::err;
   std::string_view rest(buf, size);
   while (!rest.empty()) {
@@ -84,7 +90,11 @@ ssize_t dpdk_log_write(void*, const char* buf, size_t size) {
     std::string_view line = rest.substr(0, eol);
     rest = eol == std::string_view::npos ? std::string_view{} : rest.substr(eol + 1);
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    if (!line.empty()) log->log(level, "{}", line);
+    // DPDK 22.11 warns on every start that no legacy telemetry callbacks exist: it has nothing
+    // to do with us (the v2 socket is up), so it is debug here.
+    const bool legacy_notice = line.find("No legacy callbacks, legacy socket not created") !=
+                               std::string_view::npos;
+    if (!line.empty()) log->log(legacy_notice ? spdlog::level::debug : level, "{}", line);
     if (error && !line.empty()) {
       std::lock_guard<std::mutex> g(error_lock());
       auto& lines = recent_errors();

@@ -155,7 +155,7 @@ void Port::configure(rte_mempool* rx_pool) {
                             rte_strerror(-ret));
     }
   }
-  logger("port")->info("port {} \"{}\" up: {} rx x {} desc, {} tx x {} desc", id_, name_,
+  logger("port")->debug("port {} \"{}\" up: {} rx x {} desc, {} tx x {} desc", id_, name_,
                        config_.rx_queues, rx_desc_, config_.tx_queues, tx_desc_);
 }
 

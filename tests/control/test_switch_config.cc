@@ -4,6 +4,9 @@
 
 #include <cmath>
 #include <filesystem>
+#include <set>
+#include <sstream>
+#include <vector>
 #include <string>
 
 using namespace spraynet::control;
@@ -174,4 +177,105 @@ TEST_CASE("one check for link values, the config's and telemetry's") {
   CHECK(check_link_value("speed", 1) == "unknown link property");
   CHECK(error_of("ports: [{name: a, device: x, link: {rate_gbps: 20000}}]") ==
         "test.yaml: ports[0].link.rate_gbps: must be a number in [0.001, 10000], got \"20000\"");
+}
+
+namespace {
+
+// The keys switch_config_help() lists, as dotted paths ("ports[].link.rate_gbps").
+std::set<std::string> help_keys() {
+  std::set<std::string> keys;
+  std::vector<std::string> stack;  // the path at each depth (2 columns a level)
+  std::istringstream in(switch_config_help());
+  std::string line;
+  while (std::getline(in, line)) {
+    const size_t indent = line.find_first_not_of(' ');
+    if (indent == std::string::npos || indent >= 32) continue;  // wrapped text
+    std::string key = line.substr(indent);
+    bool item = false;
+    if (key.rfind("- ", 0) == 0) {
+      item = true;
+      key = key.substr(2);
+    }
+    const size_t colon = key.find(':');
+    if (colon == std::string::npos || key.find(' ') < colon) continue;  // prose
+    key = key.substr(0, colon);
+    // A list item's key sits 2 columns right of its dash; the item itself is a level ("[]").
+    const size_t depth = (indent + (item ? 2 : 0)) / 2;
+    if (item) {
+      stack.resize(depth - 1);
+      stack.push_back("[]");
+    } else {
+      stack.resize(depth);
+    }
+    std::string path;
+    for (const auto& s : stack) path += s == "[]" ? (path.pop_back(), std::string("[].")) : s + ".";
+    keys.insert(path + key);
+    stack.push_back(key);
+  }
+  return keys;
+}
+
+// What the loader accepts at `path`, read from its own refusal of an unknown key there.
+std::set<std::string> loader_keys(const std::string& yaml) {
+  const std::string e = error_of(yaml);
+  const size_t at = e.find("allowed here: ");
+  REQUIRE(at != std::string::npos);
+  std::set<std::string> out;
+  std::string list = e.substr(at + 14, e.find(')', at) - at - 14);
+  size_t pos = 0;
+  while (pos <= list.size()) {
+    const size_t bar = std::min(list.find('|', pos), list.size());
+    out.insert(list.substr(pos, bar - pos));
+    pos = bar + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("switch_emu --help lists exactly the keys the loader accepts, at every level") {
+  const std::set<std::string> help = help_keys();
+  const std::string p = "ports: [{name: a, device: x}]\n";
+  const std::vector<std::pair<std::string, std::string>> levels = {
+      {"", "zzz: 1\n" + p},
+      {"ports[].", "ports: [{name: a, device: x, zzz: 1}]\n"},
+      {"ports[].link.", "ports: [{name: a, device: x, link: {zzz: 1}}]\n"},
+      {"groups[].", p + "groups: [{name: g, ports: [a], zzz: 1}]\n"},
+      {"routes[].", p + "routes: [{prefix: 10.0.0.0/8, port: a, zzz: 1}]\n"},
+      {"tcam.", p + "tcam: {zzz: 1}\n"},
+      {"tcam.partitions[].", p + "tcam: {partitions: [{name: q, capacity: 1, zzz: 1}]}\n"},
+      {"tcam.rules[].", p + "tcam: {rules: [{id: 1, zzz: 1}]}\n"},
+      {"tcam.rules[].match.", p + "tcam: {rules: [{id: 1, match: {zzz: 1}}]}\n"},
+      {"hash.", p + "hash: {zzz: 1}\n"},
+      {"qos.", p + "qos: {zzz: 1}\n"},
+      {"pfc.", p + "pfc: {zzz: 1}\n"},
+      {"pfc.watchdog.", p + "pfc: {watchdog: {zzz: 1}}\n"},
+      {"control.", p + "control: {zzz: 1}\n"},
+      {"lcores[].", p + "lcores: [{lcore: 0, ports: [a], zzz: 1}]\n"},
+  };
+  std::set<std::string> covered;
+  for (const auto& [prefix, yaml] : levels) {
+    INFO("level " << (prefix.empty() ? "top" : prefix));
+    std::set<std::string> listed;
+    for (const std::string& k : help) {
+      if (k.rfind(prefix, 0) != 0) continue;
+      const std::string rest = k.substr(prefix.size());
+      if (rest.find('.') == std::string::npos) listed.insert(rest.substr(0, rest.find('[')));
+    }
+    CHECK(listed == loader_keys(yaml));
+    for (const auto& k : listed) covered.insert(prefix + k);
+  }
+  // Every key the help lists belongs to one of those levels.
+  for (const std::string& k : help) {
+    std::string bare = k;
+    for (size_t at; (at = bare.find("[]")) != std::string::npos;) bare.erase(at, 2);
+    std::string flat;
+    for (const auto& c : covered) {
+      std::string b = c;
+      for (size_t at; (at = b.find("[]")) != std::string::npos;) b.erase(at, 2);
+      if (b == bare) flat = c;
+    }
+    INFO(k);
+    CHECK_FALSE(flat.empty());
+  }
 }

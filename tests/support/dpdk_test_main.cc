@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,10 @@ int main(int argc, char** argv) {
   int leaked = 0;
   rte_mempool_walk(check_pool, &leaked);
   if (leaked != 0 && result == 0) result = 1;
+  const std::string runtime_dir = rte_eal_get_runtime_dir();
   rte_eal_cleanup();
+  // EAL leaves its runtime directory behind (/var/run/dpdk/PREFIX): one per test run otherwise.
+  std::error_code ec;
+  std::filesystem::remove_all(runtime_dir, ec);
   return result;
 }

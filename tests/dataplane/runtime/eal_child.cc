@@ -3,12 +3,16 @@
 #include <rte_ethdev.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 
 #include "dataplane/runtime/eal.h"
+#include "dataplane/runtime/logging.h"
 
 int main(int argc, char** argv) {
   try {
+    // SPRAYNET_LOG_LEVEL: what the parent wants to see of the bridged DPDK log.
+    if (const char* level = std::getenv("SPRAYNET_LOG_LEVEL")) spraynet::runtime::set_level(level);
     spraynet::runtime::Eal eal(argc, argv);
     for (const auto& a : eal.args()) std::printf("arg %s\n", a.c_str());
     std::printf("argc %d last %s\n", eal.app_argc(),

@@ -1,0 +1,87 @@
+#include "dataplane/runtime/program_args.h"
+
+#include <cstdio>
+#include <iostream>
+
+namespace spraynet::runtime {
+
+ProgramArgs split_program_args(int argc, char** argv) {
+  ProgramArgs a;
+  const std::string prog = argc > 0 ? argv[0] : "program";
+  a.eal.push_back(prog);
+  a.app.push_back(prog);
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (!a.separator && arg == "--") {
+      a.separator = true;
+      continue;
+    }
+    (a.separator ? a.app : a.eal).push_back(arg);
+  }
+  return a;
+}
+
+namespace {
+
+// "--config=x" and "--config" both name --config.
+std::string option_name(const std::string& arg) {
+  const size_t eq = arg.find('=');
+  return eq == std::string::npos ? arg : arg.substr(0, eq);
+}
+
+}  // namespace
+
+std::optional<int> parse_program_args(CLI::App& app, const ProgramArgs& args, std::string_view name) {
+  for (const auto* side : {&args.app, &args.eal}) {
+    for (size_t i = 1; i < side->size(); ++i) {
+      const std::string& a = (*side)[i];
+      // --help after `--`, or anywhere when there is no `--` (EAL's own --help is not wanted).
+      if ((a == "--help" || a == "-h") && (side == &args.app || !args.separator)) {
+        std::cout << app.help();
+        return kExitOk;
+      }
+    }
+  }
+  // A program option before `--` would reach EAL, which prints its whole usage for it.
+  std::vector<std::string> misplaced;
+  for (size_t i = 1; i < args.eal.size(); ++i) {
+    const std::string opt = option_name(args.eal[i]);
+    // --log-level is EAL's too (DPDK's log level): before `--` it is EAL's.
+    if (opt == "--log-level") continue;
+    if (opt.rfind("--", 0) == 0 && opt.size() > 2 && app.get_option_no_throw(opt) != nullptr) {
+      misplaced.push_back(opt);
+    }
+  }
+  if (!misplaced.empty()) {
+    std::string list;
+    for (const auto& m : misplaced) list += (list.empty() ? "" : " ") + m;
+    std::fprintf(stderr,
+                 "%.*s: program options go after `--` (%.*s [EAL arguments] -- %s ...): %s %s "
+                 "before it\n",
+                 static_cast<int>(name.size()), name.data(), static_cast<int>(name.size()),
+                 name.data(), misplaced.front().c_str(), list.c_str(),
+                 misplaced.size() == 1 ? "is" : "are");
+    return kExitUsage;
+  }
+  // CLI11 wants the arguments in reverse order in a vector (and names extras in that order).
+  std::vector<std::string> rest(args.app.rbegin(), args.app.rend() - 1);
+  try {
+    app.parse(rest);
+  } catch (const CLI::ExtrasError&) {
+    std::string list;
+    for (const auto& x : app.remaining()) list += (list.empty() ? "" : " ") + x;
+    std::fprintf(stderr, "%.*s: unexpected arguments: %s (see --help)\n",
+                 static_cast<int>(name.size()), name.data(), list.c_str());
+    return kExitUsage;
+  } catch (const CLI::CallForHelp&) {
+    std::cout << app.help();
+    return kExitOk;
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "%.*s: %s (see --help)\n", static_cast<int>(name.size()), name.data(),
+                 e.what());
+    return kExitUsage;
+  }
+  return std::nullopt;
+}
+
+}  // namespace spraynet::runtime

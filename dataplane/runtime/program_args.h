@@ -1,0 +1,42 @@
+// What every spraynet program on EAL does with its command line, in one place:
+//   PROGRAM [EAL arguments] -- [program options]
+// The two halves are split before anything starts, the program's half is parsed (and its config
+// read) before EAL comes up, so that a mistake is the only thing printed; and every program
+// exits by one scheme.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace spraynet::runtime {
+
+// Exit codes of every program (README "Exit codes").
+enum ExitCode : int {
+  kExitOk = 0,
+  kExitRuntime = 1,  // a device, port or runtime error
+  kExitUsage = 2,    // bad command line or config
+  kExitLeak = 3,     // mbufs not returned to the pool at exit
+};
+
+struct ProgramArgs {
+  std::vector<std::string> eal;  // argv[0], then everything before `--`
+  std::vector<std::string> app;  // argv[0], then everything after `--`
+  bool separator = false;        // `--` was given
+};
+ProgramArgs split_program_args(int argc, char** argv);
+
+// Parses args.app into `app`. Returns nullopt to go on; otherwise the exit code, having printed
+// what to print: the help (exit 0) for --help/-h on either side; one line "NAME: reason" for a
+// parse error (exit 2), unexpected arguments named in the order given; and, for one of the
+// program's options given before `--` (where EAL would take it and print its whole usage),
+// a line saying that program options follow `--`.
+std::optional<int> parse_program_args(CLI::App& app, const ProgramArgs& args, std::string_view name);
+
+// EAL's argument vector for Eal(std::vector<std::string>).
+inline std::vector<std::string> eal_args_of(const ProgramArgs& args) { return args.eal; }
+
+}  // namespace spraynet::runtime
