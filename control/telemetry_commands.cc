@@ -1,4 +1,6 @@
 #include "control/telemetry_commands.h"
+#include <cstdio>
+#include <cmath>
 
 #include <rte_telemetry.h>
 
@@ -64,8 +66,12 @@ void add_flat(rte_tel_data* d, const std::string& prefix, const nlohmann::json& 
     } else if (v.is_number_integer()) {
       rte_tel_data_add_dict_int(d, name.c_str(), static_cast<int>(v.get<int64_t>()));
     } else if (v.is_number_float()) {
-      // 22.11 has no float type: floats travel as strings with their full precision.
-      rte_tel_data_add_dict_string(d, name.c_str(), v.dump().c_str());
+      // 22.11 has no float type: floats travel as strings, rounded for people (6 significant
+      // digits; an EWMA decaying to 1.6e-21 reads 0).
+      const double x = v.get<double>();
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%.6g", std::fabs(x) < 1e-15 ? 0.0 : x);
+      rte_tel_data_add_dict_string(d, name.c_str(), buf);
     }
   }
 }

@@ -20,6 +20,7 @@
 #include "control/config_reader.h"
 #include "dataplane/runtime/eal.h"
 #include "dataplane/runtime/logging.h"
+#include "dataplane/runtime/program_args.h"
 #include "fabric/fabric.h"
 #include "fabric/flow_size_cdf.h"
 
@@ -245,7 +246,10 @@ int main(int argc, char** argv) {
   app.add_flag("--reproducible", reproducible,
                "leave the wall-clock figures (wall_s, hops_per_s, peak_rss_mb) out of the JSON, so "
                "that two runs with the same arguments write identical files");
-  CLI11_PARSE(app, argc, argv);
+  if (const auto code = runtime::parse_program_args(app, runtime::all_program_args(argc, argv),
+                                                    "fabric_emu")) {
+    return *code;
+  }
 
   FabricConfig config;
   try {

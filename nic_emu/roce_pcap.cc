@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "dataplane/runtime/program_args.h"
 #include "dataplane/packet_builder.h"
 #include "dataplane/rc_write_segmenter.h"
 
@@ -92,15 +93,19 @@ int main(int argc, char** argv) {
       ->capture_default_str();
 
   uint32_t sip = 0, dip = 0;
+  if (const auto code = spraynet::runtime::parse_program_args(
+          app, spraynet::runtime::all_program_args(argc, argv), "roce_pcap")) {
+    return *code;
+  }
   try {
-    app.parse(argc, argv);
     sip = parse_ipv4(src_ip, "--src-ip");
     dip = parse_ipv4(dst_ip, "--dst-ip");
     if (first_qpn + uint64_t{qps} - 1 > 0xFFFFFF) {
       throw CLI::ValidationError("--qps", "--first-qpn + --qps runs past QP number 0xFFFFFF");
     }
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    std::fprintf(stderr, "roce_pcap: %s\n", e.what());
+    return spraynet::runtime::kExitUsage;
   }
 
   std::mt19937_64 rng(seed);

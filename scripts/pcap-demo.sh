@@ -55,7 +55,10 @@ done
 echo "  total:             $total packets (every QP on every uplink)"
 echo
 echo "A receiving nic_emu with those 8 captures as its uplinks (reorder engine on):"
-scripts/reorder-pcap.sh "$OUT/spray" "$OUT/spray/delivered.pcap" | grep -E "^(host|ppcid|reorder)"
+scripts/reorder-pcap.sh "$OUT/spray" "$OUT/spray/delivered.pcap" | grep -E "^(port |host|ppcid|reorder)"
+echo "  (net_pcap replays each uplink's capture as fast as it reads it, one uplink after the"
+echo "   other, so nearly every packet arrives ahead of its turn: 'after hold' counts those the"
+echo "   engine held and released in PSN order; 'gaps timed out 0' says none was given up)"
 # tshark: delivered PSNs per QP must rise by one each (mod 2^24).
 tshark -r "$OUT/spray/delivered.pcap" -T fields -e infiniband.bth.destqp -e infiniband.bth.psn \
   2>/dev/null | awk '{ q = $1; p = $2 + 0;

@@ -242,7 +242,7 @@ void register_acting(SwitchShared& s, const runtime::TscClock& clock) {
           std::lock_guard<std::mutex> g(s.lock);
           s.node->set_link_up(port, up, now);
         }
-        json reply{{"ok", true}, {"port", s.node->config().ports[port].name}, {"state", p[1]}};
+        json reply{{"ok", 1}, {"port", s.node->config().ports[port].name}, {"state", p[1]}};
         if (s.control != nullptr && !up) {
           s.control->on_link_down(port, now);  // publishes and waits out the grace period
           reply["published"] = "now";
@@ -289,7 +289,7 @@ void register_acting(SwitchShared& s, const runtime::TscClock& clock) {
           const std::string& name = s.node->config().ports[port].name;
           log->info("telemetry: link {} {} {}", name, prop.key, value);
           return json{
-              {"ok", true}, {"port", name}, {prop.key, (s.node->egress(port).link().*prop.get)()}};
+              {"ok", 1}, {"port", name}, {prop.key, (s.node->egress(port).link().*prop.get)()}};
         });
   }
   TelemetryCommands::add(
@@ -305,7 +305,7 @@ void register_acting(SwitchShared& s, const runtime::TscClock& clock) {
         const TcamRefusal refusal = tcam.add(control::to_tcam_rule(rule));
         json reply{{"id", rule.id}, {"action", rule.action}};
         if (refusal == TcamRefusal::kDuplicateId || refusal == TcamRefusal::kInvalidRule) {
-          reply["ok"] = false;
+          reply["error"] = "refused: " + std::string(to_string(refusal)) + " (not kept)";
           reply["refused"] = std::string(to_string(refusal));
           return reply;  // not kept: nothing to publish
         }
@@ -313,10 +313,13 @@ void register_acting(SwitchShared& s, const runtime::TscClock& clock) {
           throw std::runtime_error("rte_acl could not build the new TCAM; the old one stays");
         }
         reclaim_tcam(s);
-        reply["ok"] = refusal == TcamRefusal::kNone;
-        reply["admitted"] = refusal == TcamRefusal::kNone;
-        if (refusal != TcamRefusal::kNone) {
+        reply["admitted"] = refusal == TcamRefusal::kNone ? 1 : 0;
+        if (refusal == TcamRefusal::kNone) {
+          reply["ok"] = 1;
+        } else {
           // Kept as refused: its traffic is counted as ECMP fallback until tcam_remove.
+          reply["error"] = "refused: " + std::string(to_string(refusal)) +
+                           " (kept: its traffic goes by ECMP until tcam_remove)";
           reply["refused"] = std::string(to_string(refusal));
         }
         log->info("telemetry: TCAM rule {} {}", rule.id,
@@ -333,14 +336,14 @@ void register_acting(SwitchShared& s, const runtime::TscClock& clock) {
         std::lock_guard<std::mutex> c(s.control_lock);
         Tcam& tcam = s.node->tcam();
         if (!tcam.remove(static_cast<uint32_t>(*id))) {
-          return json{{"ok", false}, {"error", "no rule " + std::to_string(*id)}};
+          return json{{"error", "no rule " + std::to_string(*id)}};
         }
         if (!tcam.commit()) {
           throw std::runtime_error("rte_acl could not build the new TCAM");
         }
         reclaim_tcam(s);
         log->info("telemetry: TCAM rule {} removed", *id);
-        return json{{"ok", true}, {"id", *id}};
+        return json{{"ok", 1}, {"id", *id}};
       });
   TelemetryCommands::add(
       "/spraynet/group_mode", "Set a group's mode. Parameters: group,ecmp|weighted|dlb|drill",
@@ -356,7 +359,7 @@ void register_acting(SwitchShared& s, const runtime::TscClock& clock) {
         std::lock_guard<std::mutex> c(s.control_lock);
         s.node->group(g).set_mode(*mode);
         log->info("telemetry: group {} mode {}", s.node->config().groups[g].name, p[1]);
-        return json{{"ok", true}, {"group", s.node->config().groups[g].name}, {"mode", p[1]}};
+        return json{{"ok", 1}, {"group", s.node->config().groups[g].name}, {"mode", p[1]}};
       });
 }
 

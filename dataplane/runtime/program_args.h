@@ -36,6 +36,16 @@ ProgramArgs split_program_args(int argc, char** argv);
 // a line saying that program options follow `--`.
 std::optional<int> parse_program_args(CLI::App& app, const ProgramArgs& args, std::string_view name);
 
+// For a program without EAL (roce_pcap, fabric_emu): every argument is the program's.
+inline ProgramArgs all_program_args(int argc, char** argv) {
+  ProgramArgs a;
+  for (int i = 0; i < argc; ++i) a.app.emplace_back(argv[i]);
+  if (a.app.empty()) a.app.emplace_back("program");
+  a.eal.push_back(a.app.front());
+  a.separator = true;
+  return a;
+}
+
 // EAL's argument vector for Eal(std::vector<std::string>).
 inline std::vector<std::string> eal_args_of(const ProgramArgs& args) { return args.eal; }
 
