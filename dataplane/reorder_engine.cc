@@ -269,6 +269,24 @@ void ReorderEngine::place(uint32_t ci, rte_mbuf* m, uint32_t psn, uint64_t now_n
       }
       // Too far before everything held to be the start: older than the window.
     }
+    if (d < 0 && c.fixed && c.resync_pending &&
+        psn_diff(c.resync_psn, psn) >= 0) {
+      // A PSN of a gap given up: the responder NAKed it and still expects resync_psn, so this
+      // is the go-back-N retransmission. Restart the sequence there, so that the resent
+      // packets (sprayed again) reach the responder in order instead of passing as
+      // duplicates and scrambling once more; if what is held would leave the window, they
+      // pass on as before.
+      const uint32_t back = static_cast<uint32_t>(psn_diff(c.resync_psn, c.expected));
+      if (back < window &&
+          (c.buffered == 0 || static_cast<uint32_t>(psn_diff(c.resync_psn, c.highest)) < window)) {
+        c.expected = c.resync_psn;
+        c.head = c.head >= back ? c.head - back : c.head + window - back;
+        c.resync_pending = false;
+        ++counters_.resyncs;
+        continue;
+      }
+      c.resync_pending = false;
+    }
     if (d < 0 || (d == 0 && !c.fixed)) {
       ++c.counters.duplicates;
       return pass(m, &ReorderCounters::duplicates, out);
@@ -417,12 +435,14 @@ void ReorderEngine::advance_to(uint32_t ci, uint32_t target, SkipReason why,
   uint64_t gaps = 0;
   bool in_gap = false;
   uint32_t off = 0;
+  uint32_t first_skipped = c.expected;
   for (; off < scan && c.buffered > 0; ++off) {
     const uint32_t slot = ring_index(c, off);
     if (slots[slot] != kNone) {
       release_held(ci, slot, out);
       in_gap = false;
     } else {
+      if (skipped == 0) first_skipped = psn_add(c.expected, off);
       ++skipped;
       if (!in_gap) ++gaps;
       in_gap = true;
@@ -433,6 +453,11 @@ void ReorderEngine::advance_to(uint32_t ci, uint32_t target, SkipReason why,
     if (!in_gap) ++gaps;
   }
 
+  if (skipped > 0 && why != SkipReason::kFlush && !c.resync_pending) {
+    // The first PSN given up: where the responder will ask the requester to go back to.
+    c.resync_pending = true;
+    c.resync_psn = first_skipped;
+  }
   c.expected = target;
   const uint32_t step = dist % window;
   c.head = ring_index(c, step);

@@ -102,6 +102,7 @@ struct ReorderCounters {
   uint64_t psns_skipped = 0;         // PSNs given up on: timeouts, slides, forced, flush
   uint64_t qps_evicted = 0;          // idle contexts reused for a new QP
   uint64_t max_buffered_seen = 0;    // high-water mark of buffered()
+  uint64_t resyncs = 0;              // a retransmission of a given-up gap restarted the sequence
   uint64_t null_mbufs = 0;           // receive() with m == nullptr: ignored (not counted in `in`)
 
   // Everything handed back through `out` so far. in == released() + buffered() at all times.
@@ -207,6 +208,10 @@ class ReorderEngine {
     uint32_t lru_next = kNone;
     bool in_use = false;
     bool fixed = false;  // the start is known: something has been released
+    // Where the last gap given up began, until the requester's go-back-N brings it: the
+    // responder still expects that PSN, so its retransmission restarts the sequence there.
+    bool resync_pending = false;
+    uint32_t resync_psn = 0;
     ReorderQpCounters counters;
   };
   // One held packet. Also a node of the list of all held packets in arrival (= deadline) order,

@@ -324,9 +324,20 @@ TEST_CASE("a real gap is skipped exactly when its hold ends, not one ns before")
     CHECK(rx.engine.counters().gap_timeouts == 1);
     CHECK(rx.engine.counters().psns_skipped == 2);
     CHECK(rx.engine.next_event_ns() == kNever);
-    // A lost packet that shows up after all is passed on as a duplicate (go-back-N resends it).
-    rx.send(11, t1 + kHold + 1);
-    CHECK(rx.take() == std::vector<uint32_t>{11});
+    // The responder NAKed 11 and dropped 13 and 14: the requester goes back to 11 and resends
+    // 11..14, sprayed again (here 12 overtakes 11). The first resent PSN of the gap given up
+    // restarts the sequence there, so the resent packets reach the responder in order instead
+    // of passing on as duplicates in whatever order they arrive.
+    rx.send(12, t1 + kHold + 1);
+    rx.send(11, t1 + kHold + 2);
+    rx.send(14, t1 + kHold + 3);
+    rx.send(13, t1 + kHold + 4);
+    CHECK(rx.take() == std::vector<uint32_t>{11, 12, 13, 14});
+    CHECK(rx.engine.counters().resyncs == 1);
+    CHECK(rx.engine.counters().duplicates == 0);
+    // An old copy of what was already delivered again is a duplicate, passed on at once.
+    rx.send(13, t1 + kHold + 5);
+    CHECK(rx.take() == std::vector<uint32_t>{13});
     CHECK(rx.engine.counters().duplicates == 1);
 
     // The deadline is the arrival of the earliest packet still waiting: 17 at t2, then 16 fills

@@ -26,11 +26,12 @@ namespace {
 // 2, 4, 6, 8 us at 100 Gbit/s: consecutive packets sprayed round robin overtake one another.
 std::string pair_yaml(const std::string& name, const std::string& mode, bool reorder,
                       const std::string& role, uint32_t first_qp, uint32_t peer_qp,
-                      uint64_t messages) {
+                      uint64_t messages, double loss_on_path3 = 0) {
   std::string y = "nic:\n  name: " + name + "\n  uplinks:\n";
   for (int i = 0; i < 4; ++i) {
     y += "    - {name: up" + std::to_string(i) + ", device: x, path_id: " + std::to_string(i + 1) +
-         ", link: {rate_gbps: 100, delay_ns: " + std::to_string(2000 * (i + 1)) + "}}\n";
+         ", link: {rate_gbps: 100, delay_ns: " + std::to_string(2000 * (i + 1)) +
+         (i == 3 && loss_on_path3 > 0 ? ", loss: " + std::to_string(loss_on_path3) : "") + "}}\n";
   }
   y += "  spray: {mode: " + mode + "}\n";
   y += std::string("  reorder: {enabled: ") + (reorder ? "true" : "false") + "}\n";
@@ -56,17 +57,22 @@ struct PairResult {
   uint64_t reordered = 0;  // held then released by B's reorder engine (first-packet learning too)
   uint64_t ppcid_ok = 0;
   uint64_t ppcid_wrong_uplink = 0;
+  uint64_t timeouts = 0;          // A's retransmit timer fired
+  uint64_t gap_timeouts = 0;      // B's reorder engine gave up on a gap
+  uint64_t lost = 0;              // frames the lossy path lost
+  uint64_t resyncs = 0;           // B's reorder engine restarted a sequence at a retransmission
   bool done = false;
   std::vector<std::array<uint64_t, 4>> heat;  // B's arrivals per QP per uplink
 };
 
 // Runs A (requesters) and B (responders) until A's messages are all acknowledged or the
 // virtual-time bound passes, carrying frames that crossed each path to the other node.
-PairResult run_pair(const std::string& mode, bool reorder, uint64_t messages) {
+PairResult run_pair(const std::string& mode, bool reorder, uint64_t messages, double loss = 0) {
   test::TestPool pool(16383, 4096 + 512);
   PairResult r;
   {
-    NicNode a(load(pair_yaml("a", mode, reorder, "requester", 0x100, 0x200, messages)), pool.get());
+    NicNode a(load(pair_yaml("a", mode, reorder, "requester", 0x100, 0x200, messages, loss)),
+              pool.get());
     NicNode b(load(pair_yaml("b", mode, reorder, "responder", 0x200, 0x100, messages)), pool.get());
     rte_mbuf* buf[64];
     uint64_t now = 0;
@@ -83,6 +89,12 @@ PairResult run_pair(const std::string& mode, bool reorder, uint64_t messages) {
     }
     r.done = a.rc_engine()->done();
     const auto req = a.rc_engine()->requester_totals();
+    r.timeouts = req.timeouts;
+    if (b.reorder()) {
+      r.gap_timeouts = b.reorder()->counters().gap_timeouts;
+      r.resyncs = b.reorder()->counters().resyncs;
+    }
+    for (uint8_t tc = 0; tc < 8; ++tc) r.lost += a.egress(3).counters(tc, now).drops_loss;
     const auto resp = b.rc_engine()->responder_totals();
     r.sent = req.packets_sent;
     r.retransmitted = req.packets_retransmitted;
@@ -138,6 +150,23 @@ TEST_CASE("two NICs, 4 paths of different delays: spraying without reorder retra
   CHECK(r.naks > 0);
   CHECK(r.out_of_order_dropped > 0);
   CHECK(static_cast<double>(r.retransmitted) > 0.05 * static_cast<double>(r.sent));
+}
+
+TEST_CASE("two NICs, a lossy path: the reorder engine gives up the gap, the retransmission "
+          "is put in order, no QP waits for its retransmit timer") {
+  // One path loses 1 frame in 500. Each loss is a gap the reorder engine holds for 100 us and
+  // then gives up; the responder NAKs, and the go-back-N retransmission (sprayed again) must
+  // reach it in order, or each loss cascades into a 67 ms retransmit timeout.
+  const PairResult r = run_pair("rr", true, 40, 0.002);
+  INFO("sent " << r.sent << " retransmitted " << r.retransmitted << " naks " << r.naks
+               << " timeouts " << r.timeouts << " gap timeouts " << r.gap_timeouts << " lost "
+               << r.lost << " resyncs " << r.resyncs);
+  REQUIRE(r.done);
+  CHECK(r.lost > 0);
+  CHECK(r.gap_timeouts > 0);
+  CHECK(r.naks > 0);
+  CHECK(r.timeouts == 0);  // before: 116 timeouts, and the run did not finish in 2 s
+  CHECK(r.resyncs > 0);    // the retransmissions restarted the receiver's sequence
 }
 
 TEST_CASE("two NICs, flow mode: each QP on one path, nothing reordered, nothing retransmitted") {
