@@ -476,6 +476,7 @@ RunResult Fabric::collect(double wall_s) {
       for (size_t i = 0; i < h.size(); ++i) depth[i] += h[i];
       r.reorder_timeouts += re->counters().gap_timeouts;
       r.reorder_held += re->counters().released_after_hold;
+      r.reorder_resyncs += re->counters().resyncs;
     }
     nic_no_uplink += n.nic->drops().no_uplink;
     for (uint64_t v : n.nic->drops().parse) nic_parse += v;

@@ -110,6 +110,7 @@ nlohmann::json to_json(const RunResult& r) {
                   {"p99_depth", r.reorder_p99_depth},
                   {"timeouts", r.reorder_timeouts},
                   {"held", r.reorder_held},
+                  {"resyncs", r.reorder_resyncs},
                   {"depth_histogram", hist}};
   nlohmann::json timeline = nlohmann::json::array();
   for (const auto& [t, n] : r.pfc_timeline) timeline.push_back({t, n});

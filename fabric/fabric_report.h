@@ -52,6 +52,7 @@ struct RunResult {
   uint64_t reorder_p99_depth = 0;
   uint64_t reorder_timeouts = 0;
   uint64_t reorder_held = 0;
+  uint64_t reorder_resyncs = 0;  // go-back-N retransmissions that restarted a QP's sequence
   std::vector<std::pair<uint64_t, uint64_t>> reorder_depth_histogram;  // (depth, packets), > 0
   uint64_t pfc_pause_frames = 0;
   double pfc_paused_us = 0;

@@ -105,6 +105,7 @@ json reorder_json(const NicNode& node) {
           {"window_slides", c.window_slides},
           {"psns_skipped", c.psns_skipped},
           {"qps_evicted", c.qps_evicted},
+          {"resyncs", c.resyncs},
           {"max_buffered_seen", c.max_buffered_seen}};
 }
 
