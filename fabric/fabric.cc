@@ -53,7 +53,7 @@ Fabric::Fabric(const FabricConfig& config, FabricMode mode, uint64_t seed, rte_m
   for (uint32_t h = 0; h < hosts; ++h) {
     control::NicReorderSettings& r = topology_.hosts()[h].nic.reorder;
     r.max_qps = std::clamp<uint32_t>(2 * incoming[h] + 8, 16, 4096);
-    r.max_buffered = std::clamp<uint32_t>(r.max_qps * r.window, 1024, 65536);
+    r.max_buffered = std::clamp<uint32_t>(r.window * (incoming[h] + 1), 1024, 65536);
   }
   nodes_.resize(topology_.node_count());
   for (uint32_t h = 0; h < hosts; ++h) {
@@ -484,6 +484,10 @@ RunResult Fabric::collect(double wall_s) {
   const double acked = static_cast<double>(req.bytes_acked - window_acked_bytes_);
   if (window_s > 0 && plan_.senders() > 0) {
     r.throughput_fraction = acked * 8.0 / (window_s * host_bps * plan_.senders());
+  }
+  if (config_.workload == Workload::kIncast && window_s > 0) {
+    // The one receiver's share of its own line rate: what an incast is judged by.
+    r.receiver_goodput_fraction = acked * 8.0 / (window_s * host_bps);
   }
   if (config_.workload == Workload::kAllreduce && r.completed && r.virtual_ns > 0) {
     const double n = plan_.ranks();

@@ -98,8 +98,13 @@ struct FabricConfig {
   // sprayed QP can use every uplink.
   std::string ppcid_layout = "auto";
   std::string reorder = "auto";  // auto (spray only) | on | off
-  uint64_t reorder_hold_ns = 100'000;
-  uint32_t reorder_window = 256;
+  // Larger than nic_emu's 100 us / 256: under PFC (an incast, say) sprayed paths are paused at
+  // different times and a QP's packets can be hundreds of microseconds and hundreds of PSNs
+  // apart; a hold that gives up too early turns that into NAKs and go-back-N, which reorders
+  // more (8-to-1 incast, spray: 100 us / 256 never finished in 20 ms, 500 us / 1024 reaches
+  // 0.98 of the receiver's line rate with no retransmission).
+  uint64_t reorder_hold_ns = 500'000;
+  uint32_t reorder_window = 1024;
   // Unacknowledged packets per QP. rxe keeps 128 and asks for an ACK every 65th packet, which
   // leaves a 100G QP window-bound once queues add tens of us to its RTT; hardware RNICs keep
   // far more in flight. 512 lets a QP alone on a link fill it, as the ECMP expectation assumes.

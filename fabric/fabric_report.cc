@@ -80,6 +80,7 @@ nlohmann::json to_json(const RunResult& r) {
   if (r.messages_expected != 0) j["messages_expected"] = r.messages_expected;
   j["throughput_fraction"] = r.throughput_fraction;
   j["collective_bw_fraction"] = r.collective_bw_fraction;
+  if (r.workload == "incast") j["receiver_goodput_fraction"] = r.receiver_goodput_fraction;
   if (r.workload == "allreduce") {
     j["algbw_gbps"] = r.algbw_gbps;
     j["busbw_gbps"] = r.busbw_gbps;

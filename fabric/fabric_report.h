@@ -35,6 +35,7 @@ struct RunResult {
 
   double throughput_fraction = 0;
   double collective_bw_fraction = 0;  // allreduce: busbw / a host's line rate; else 0
+  double receiver_goodput_fraction = 0;  // incast: the receiver's goodput / its line rate
   double algbw_gbps = 0;
   double busbw_gbps = 0;
   double uplink_util_mean = 0, uplink_util_max = 0, uplink_util_imbalance = 0;
