@@ -118,11 +118,14 @@ class PfcState final : public EgressQueueListener {
   // kNever when nothing is pending.
   uint64_t next_event_ns(uint64_t now_ns) const;
 
-  // Whether path selection may send new traffic to `port`: its link is up, no class is in
-  // watchdog drop mode, and, with fast feedback on, no lossless class is paused. An unknown port
-  // is never eligible; a known port without an attached EgressPort always is.
+  // Whether path selection may send new lossless traffic to `port`: its link is up, no lossless
+  // class is in watchdog drop mode, and, with fast feedback on, no lossless class is paused. An
+  // unknown port is never eligible; a known port without an attached EgressPort always is.
+  // Lossy traffic ignores this (a storm on the lossless class leaves it the port).
   bool eligible(uint16_t port, uint64_t now_ns) const;
   PathLoad path_load(uint16_t port, uint64_t now_ns) const;
+  // Whether traffic class `tc` (= priority here) is one of the lossless priorities.
+  bool lossless(uint8_t tc) const { return tc < kPriorities && enabled(tc); }
   // Changes whenever eligible() may have changed other than by time passing (the watchdog
   // entering or leaving drop mode): a caller keeping loads can tell when to read them again.
   // With fast feedback on, eligibility also changes as pauses run out: read every time.

@@ -86,6 +86,7 @@ SwitchNode::SwitchNode(const control::SwitchConfig& config, rte_mempool* pool,
     if (pfc_) pfc_->attach_port(static_cast<uint16_t>(i), *egress_.back());
   }
   loads_.resize(n);
+  lossy_loads_.resize(n);
   ports_.resize(n);
   port_next_.assign(n, EgressPort::kNever);
   for (size_t i = 0; i < n; ++i) egress_[i]->set_next_event_slot(&port_next_[i]);
@@ -113,8 +114,11 @@ void SwitchNode::refresh_loads(uint64_t now_ns) {
   for (size_t i = 0; i < egress_.size(); ++i) {
     if (pfc_) {
       loads_[i] = pfc_->path_load(static_cast<uint16_t>(i), now_ns);
+      // Lossy traffic does not care for PFC: a port is eligible for it while its link is up.
+      lossy_loads_[i] = PathLoad{loads_[i].queued_bytes, egress_[i]->link_up()};
     } else {
       loads_[i] = PathLoad{egress_[i]->queued_bytes(), egress_[i]->link_up()};
+      lossy_loads_[i] = loads_[i];
     }
   }
 }
@@ -213,17 +217,21 @@ void SwitchNode::forward(uint16_t in_port, rte_mbuf* m, const ParsedPacket& p,
     }
     const uint32_t hash = hasher_.hash(make_flow_key(p, hasher_.config().dest_qp_in_key));
     PathSelector& sel = *groups_[group];
+    // Lossless classes see PFC's view (watchdog drop mode, fast feedback); the others only
+    // the links: a storm on the lossless class does not take the port away from lossy traffic.
+    const std::span<const PathLoad> loads =
+        pfc_ && !pfc_->lossless(classes_.classify(p)) ? lossy_loads_ : loads_;
     if (match.matched && match.action == TcamAction::kSpray) {
       if (p.kind == PacketKind::kRoce && p.udp_checksum != 0) {
         counters_.sprayed++;
         const uint8_t path = ppcid_decode(p.udp_checksum, ppcid_layout_).path_id;
-        out_port = sel.select_sprayed(hash, path, now_ns, loads_);
+        out_port = sel.select_sprayed(hash, path, now_ns, loads);
       } else {
         counters_.spray_without_ppcid++;
-        out_port = sel.select(hash, now_ns, loads_);
+        out_port = sel.select(hash, now_ns, loads);
       }
     } else {
-      out_port = sel.select(hash, now_ns, loads_);
+      out_port = sel.select(hash, now_ns, loads);
     }
     if (out_port == PathSelector::kNoPort) {
       drops_.no_eligible_port++;
@@ -263,6 +271,7 @@ void SwitchNode::enqueue(uint16_t out_port, uint16_t in_port, rte_mbuf* m, const
   } else {
     loads_[out_port].queued_bytes = egress_[out_port]->queued_bytes();
   }
+  lossy_loads_[out_port].queued_bytes = loads_[out_port].queued_bytes;
 }
 
 void SwitchNode::poll(uint64_t now_ns) {
@@ -290,6 +299,7 @@ uint16_t SwitchNode::transmit(uint16_t port, uint64_t now_ns, rte_mbuf** out, ui
   if (port >= egress_.size()) return 0;
   const uint16_t n = egress_[port]->dequeue(now_ns, out, max);
   loads_[port].queued_bytes = egress_[port]->queued_bytes();
+  lossy_loads_[port].queued_bytes = loads_[port].queued_bytes;
   ports_[port].tx_packets += n;
   for (uint16_t i = 0; i < n; ++i) ports_[port].tx_bytes += rte_pktmbuf_pkt_len(out[i]);
   return n;

@@ -143,7 +143,8 @@ class SwitchNode {
   // PfcState before the egress ports: it is their listener and must outlive them.
   std::unique_ptr<PfcState> pfc_;
   std::vector<std::unique_ptr<EgressPort>> egress_;
-  std::vector<PathLoad> loads_;
+  std::vector<PathLoad> loads_;        // what lossless classes select by (PFC's eligibility)
+  std::vector<PathLoad> lossy_loads_;  // what other classes select by (link up only)
   std::vector<uint64_t> port_next_;  // each egress port's next event (EgressPort keeps it)
   bool loads_stale_ = true;
   uint64_t eligibility_seen_ = 0;

@@ -405,3 +405,61 @@ pfc: {priorities: [3], watchdog: {enabled: true, detect_ms: 200, restore_ms: 200
   node.free_all();
   CHECK(pool.whole());
 }
+
+TEST_CASE("PFC watchdog: a storm on the lossless class leaves the port to lossy traffic") {
+  // Before: a class in drop mode made the whole port ineligible, so lossy flows hashed to it
+  // moved away (or, with one member, were dropped as no_eligible_port).
+  TestPool pool(8191);
+  auto cfg = config_of(fanout_yaml(2, "ecmp", R"(
+pfc: {priorities: [3], watchdog: {enabled: true, detect_ms: 200, restore_ms: 200}}
+)"));
+  SwitchNode node(cfg, pool.get());
+  const uint8_t src[6] = {2, 0, 0, 0, 0, 9};
+  uint64_t now = 0;
+  // A lossless flow that ECMP puts on p0 (member 0: hash % 2 == 0), so that its packet waits.
+  Flow stuck{0x0A000001, 0x0A000002, 5000, 6000};
+  while (flow_crc(stuck, 0x1234) % 2 != 0) ++stuck.sport;
+  rte_mbuf* d = udp(pool, stuck, 26, 100);
+  bool queued = false;
+  // A storm on p0 (node port 1), class 3, for 300 ms, with a lossless packet stuck behind it.
+  for (int i = 0; i < 1000; ++i) {
+    PfcFrame pause;
+    pause.class_enable = 1 << 3;
+    pause.quanta[3] = 0xFFFF;
+    rte_mbuf* pm = pool.alloc();
+    REQUIRE(build_pfc_frame(pm, src, pause));
+    node.receive(1, &pm, 1, now);
+    if (!queued) {
+      node.receive(0, &d, 1, now);
+      queued = true;
+    }
+    node.poll(now);
+    drain(node, now);
+    now += 300'000;
+  }
+  REQUIRE(node.pfc()->watchdog_dropping(1, 3));
+  // Now 2,000 lossy flows (DSCP 0) and 2,000 lossless ones (DSCP 26) over the group.
+  std::array<int, 3> lossy{}, lossless{};
+  for (uint32_t i = 0; i < 2000; ++i) {
+    for (const uint8_t dscp : {uint8_t{0}, uint8_t{26}}) {
+      rte_mbuf* m = udp(pool, {0x0A000001 + i, 0x0A000002, static_cast<uint16_t>(1000 + i), 6000},
+                        dscp, 64);
+      node.receive(0, &m, 1, now);
+      now += 1000;
+      for (const auto& [port, pp] : drain(node, now + 100'000)) {
+        if (pp.kind == PacketKind::kMacControl) continue;
+        (dscp == 0 ? lossy : lossless)[port]++;
+      }
+    }
+  }
+  INFO("lossy p0 " << lossy[1] << " p1 " << lossy[2] << "; lossless p0 " << lossless[1] << " p1 "
+                   << lossless[2]);
+  CHECK(lossy[1] > 800);  // p0 still carries its share of the lossy flows
+  CHECK(lossy[2] > 800);
+  CHECK(lossless[1] == 0);  // the storming class's traffic goes around p0
+  CHECK(lossless[2] > 1900);
+  CHECK(node.drops().no_eligible_port == 0);
+  drain(node, now + 1'000'000);
+  node.free_all();
+  CHECK(pool.whole());
+}
