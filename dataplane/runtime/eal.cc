@@ -6,7 +6,6 @@
 #include <filesystem>
 #include <stdexcept>
 #include <string>
-#include <string_view>
 
 #include "dataplane/runtime/logging.h"
 
@@ -64,16 +63,6 @@ Eal::~Eal() {
     std::filesystem::remove_all(dir, ec);
     if (ec) logger("eal")->debug("cannot remove {}: {}", dir, ec.message());
   }
-}
-
-bool wants_help(int argc, char** argv) {
-  bool after_dashes = false, has_dashes = false, help = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view a = argv[i];
-    if (a == "--") has_dashes = after_dashes = true;
-    if ((a == "--help" || a == "-h") && (after_dashes || !has_dashes)) help = true;
-  }
-  return help;
 }
 
 }  // namespace spraynet::runtime

@@ -36,9 +36,4 @@ class Eal {
   std::vector<char*> app_argv_;
 };
 
-// True when the command line asks for --help / -h where the program reads it: after `--`, or
-// anywhere when there is no `--`. Programs answer it before EAL, so that --help works without
-// root, hugepages or a free --file-prefix.
-bool wants_help(int argc, char** argv);
-
 }  // namespace spraynet::runtime

@@ -46,7 +46,4 @@ inline ProgramArgs all_program_args(int argc, char** argv) {
   return a;
 }
 
-// EAL's argument vector for Eal(std::vector<std::string>).
-inline std::vector<std::string> eal_args_of(const ProgramArgs& args) { return args.eal; }
-
 }  // namespace spraynet::runtime
