@@ -17,7 +17,6 @@ namespace {
 
 constexpr uint64_t kNever = UINT64_MAX;
 constexpr uint16_t kBurst = 64;
-constexpr uint8_t kRoceClass = 3;  // DSCP 26 >> 3: the lossless class PFC protects
 
 // The RoCE frame carrying `payload` bytes: Eth, IPv4, UDP, BTH, RETH on the first packet, pad
 // to 4, ICRC.
@@ -74,10 +73,10 @@ Fabric::Fabric(const FabricConfig& config, FabricMode mode, uint64_t seed, rte_m
   }
   // TCAM spray rules that did not fit: those QPs fall back to ECMP (one path for the QP).
   if (is_spray(mode)) {
-    for (const SwitchSpec& s : topology_.switches()) {
+    for (uint32_t si = 0; si < topology_.switches().size(); ++si) {
+      const SwitchSpec& s = topology_.switches()[si];
       if (!s.leaf) continue;
-      const Tcam& tcam = nodes_[topology_.switch_node(static_cast<uint32_t>(&s - topology_.switches().data()))]
-                             .sw->tcam();
+      const Tcam& tcam = nodes_[topology_.switch_node(si)].sw->tcam();
       for (const auto& rule : s.config.tcam.rules) {
         // Even ids are the data direction (one per sprayed QP), odd ones its ACKs.
         const auto refusal = tcam.refusal_of(rule.id);
@@ -259,9 +258,9 @@ void Fabric::take_completions(uint32_t host) {
     ++completed_;
     due_posts_.clear();
     plan_.on_completion(host, c.qp_index, now_, due_posts_);
-    for (const Post& p : due_posts_) post(p);
-    if (!due_posts_.empty()) {
-      for (const Post& p : due_posts_) schedule(p.host, false);
+    for (const Post& p : due_posts_) {
+      post(p);
+      schedule(p.host, false);
     }
   }
   if (plan_.finite() && done_ns_ == 0 && completed_ >= plan_.messages_total()) done_ns_ = now_;
@@ -269,7 +268,7 @@ void Fabric::take_completions(uint32_t host) {
 
 void Fabric::set_cable_up(uint32_t c, bool up) {
   const Cable& cable = topology_.cables()[c];
-  for (const auto& [node, port] : {std::pair{cable.a_node, cable.a_port}, std::pair{cable.b_node, cable.b_port}}) {
+  for (const auto& [node, port] : cable.ends()) {
     Node& n = nodes_[node];
     if (n.sw) {
       n.sw->set_link_up(port, up, now_);
@@ -310,7 +309,7 @@ void Fabric::apply_event(const FabricEvent& e) {
     const double rate = config_.link_gbps * (1.0 - e.value);
     for (const Cable& cable : topology_.cables()) {
       if (cable.a_node != node && cable.b_node != node) continue;
-      for (const auto& [nid, port] : {std::pair{cable.a_node, cable.a_port}, std::pair{cable.b_node, cable.b_port}}) {
+      for (const auto& [nid, port] : cable.ends()) {
         if (nodes_[nid].sw) nodes_[nid].sw->set_link_rate_gbps(port, rate, now_);
       }
     }
@@ -319,7 +318,7 @@ void Fabric::apply_event(const FabricEvent& e) {
   const std::vector<uint32_t> cables = topology_.find_cables(e.target);
   for (const uint32_t c : cables) {
     const Cable& cable = topology_.cables()[c];
-    for (const auto& [nid, port] : {std::pair{cable.a_node, cable.a_port}, std::pair{cable.b_node, cable.b_port}}) {
+    for (const auto& [nid, port] : cable.ends()) {
       Node& n = nodes_[nid];
       if (!n.sw) continue;  // a NIC's side of a host cable keeps its settings
       if (e.kind == FabricEvent::Kind::kBer) n.sw->set_link_ber(port, e.value, now_);
@@ -399,7 +398,6 @@ RunResult Fabric::run(const std::function<void(uint64_t, uint64_t)>& progress) {
   const uint64_t window_at = finite ? 0 : config_.warmup();
   next_sample_ns_ = config_.sample_ns;
   if (window_at == 0) snapshot_window_start();
-  uint64_t served = 0;
   for (;;) {
     if (finite && done_ns_ != 0) break;
     const uint64_t t_node = queue_.empty() ? kNever : queue_.top().t;
@@ -425,8 +423,7 @@ RunResult Fabric::run(const std::function<void(uint64_t, uint64_t)>& progress) {
     queue_.pop();
     if (d.t != nodes_[d.node].scheduled) continue;  // superseded by an earlier schedule
     serve(d.node);
-    ++serves_;
-    if (progress && (++served & 0xFFF) == 0) {
+    if (progress && (++serves_ & 0xFFF) == 0) {
       const auto now = std::chrono::steady_clock::now();
       if (now - last_progress > std::chrono::milliseconds(200)) {
         last_progress = now;
@@ -434,7 +431,6 @@ RunResult Fabric::run(const std::function<void(uint64_t, uint64_t)>& progress) {
       }
     }
   }
-  if (!finite || done_ns_ == 0) now_ = std::max(now_, std::min(end, now_));
   const double wall_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
   RunResult r = collect(wall_s);
@@ -452,8 +448,9 @@ RunResult Fabric::collect(double wall_s) {
   r.workload = std::string(to_string(config_.workload));
   r.seed = seed_;
   const bool finite = plan_.finite();
-  r.virtual_ns = finite && done_ns_ != 0 ? done_ns_ : std::max(now_, config_.duration_ns);
-  if (finite && done_ns_ == 0) r.virtual_ns = now_;
+  // Finite workloads end at the last completion (or where the time limit stopped them);
+  // permutation runs the whole duration.
+  r.virtual_ns = !finite ? std::max(now_, config_.duration_ns) : done_ns_ != 0 ? done_ns_ : now_;
   r.window_start_ns = window_start_ns_;
   r.window_end_ns = r.virtual_ns;
   r.completed = !finite || done_ns_ != 0;
@@ -572,7 +569,7 @@ RunResult Fabric::collect(double wall_s) {
       for (uint64_t v : sw.drops().parse) sw_parse += v;
       if (n.control) r.control_publications += n.control->counters().publications;
       for (size_t g = 0; g < sw.group_count(); ++g) {
-        r.flowlets_started += const_cast<switch_emu::SwitchNode&>(sw).group(g).flowlet_table().counters().flowlets_started;
+        r.flowlets_started += sw.group(g).flowlet_table().counters().flowlets_started;
       }
     } else {
       for (uint16_t p = 0; p < n.nic->uplink_count(); ++p) add_egress(n.nic->egress(p));
@@ -597,11 +594,10 @@ RunResult Fabric::collect(double wall_s) {
   r.tcam_fallback_qps = tcam_fallback_qps_;
 
   // Completion times.
-  std::vector<double> fct_us;
-  fct_us.reserve(fct_ns_.size());
-  for (uint64_t v : fct_ns_) fct_us.push_back(static_cast<double>(v) / 1000.0);
-  if (!fct_us.empty()) {
-    std::vector<double> sorted = fct_us;
+  std::vector<double> sorted;
+  sorted.reserve(fct_ns_.size());
+  for (uint64_t v : fct_ns_) sorted.push_back(static_cast<double>(v) / 1000.0);
+  if (!sorted.empty()) {
     std::sort(sorted.begin(), sorted.end());
     r.fct_p50_us = percentile(sorted, 0.5);
     r.fct_p99_us = percentile(sorted, 0.99);

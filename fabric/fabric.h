@@ -146,7 +146,7 @@ class Fabric {
   uint64_t tcam_fallback_qps_ = 0;
   uint64_t dead_link_frames_ = 0;
   uint64_t dead_link_frames_late_ = 0;
-  uint64_t serves_ = 0;  // node events served
+  uint64_t serves_ = 0;  // node events served (also paces the progress callback)
 };
 
 }  // namespace spraynet::fabric

@@ -33,6 +33,7 @@ namespace {
 // the same validation either way.
 struct Flag {
   std::string name;
+  std::string help;  // --help's text, with the default in parentheses
   std::string value;
   std::function<void(FabricConfig&, const std::string&)> apply;
 };
@@ -67,140 +68,122 @@ std::string one_of(const std::string& flag, const std::string& v, std::initializ
 
 std::vector<Flag> make_flags() {
   std::vector<Flag> f;
-  const auto u32 = [&](const char* name, uint32_t FabricConfig::*m) {
-    f.push_back({name, "", [name, m](FabricConfig& c, const std::string& v) {
+  const auto u32 = [&](const char* name, uint32_t FabricConfig::*m, const char* help) {
+    f.push_back({name, help, "", [name, m](FabricConfig& c, const std::string& v) {
                    c.*m = static_cast<uint32_t>(to_u64(name, v));
                  }});
   };
-  const auto u64 = [&](const char* name, uint64_t FabricConfig::*m) {
-    f.push_back({name, "", [name, m](FabricConfig& c, const std::string& v) { c.*m = to_u64(name, v); }});
+  const auto u64 = [&](const char* name, uint64_t FabricConfig::*m, const char* help) {
+    f.push_back({name, help, "", [name, m](FabricConfig& c, const std::string& v) { c.*m = to_u64(name, v); }});
   };
-  const auto dbl = [&](const char* name, double FabricConfig::*m) {
-    f.push_back({name, "", [name, m](FabricConfig& c, const std::string& v) { c.*m = to_double(name, v); }});
+  const auto dbl = [&](const char* name, double FabricConfig::*m, const char* help) {
+    f.push_back({name, help, "", [name, m](FabricConfig& c, const std::string& v) { c.*m = to_double(name, v); }});
   };
-  const auto boolean = [&](const char* name, bool FabricConfig::*m) {
-    f.push_back({name, "", [name, m](FabricConfig& c, const std::string& v) { c.*m = to_bool(name, v); }});
+  const auto boolean = [&](const char* name, bool FabricConfig::*m, const char* help) {
+    f.push_back({name, help, "", [name, m](FabricConfig& c, const std::string& v) { c.*m = to_bool(name, v); }});
   };
-  const auto time = [&](const char* name, uint64_t FabricConfig::*m) {
-    f.push_back({name, "", [m](FabricConfig& c, const std::string& v) { c.*m = parse_duration_ns(v); }});
+  const auto time = [&](const char* name, uint64_t FabricConfig::*m, const char* help) {
+    f.push_back({name, help, "", [m](FabricConfig& c, const std::string& v) { c.*m = parse_duration_ns(v); }});
   };
-  const auto micros = [&](const char* name, uint64_t FabricConfig::*m) {
-    f.push_back({name, "", [name, m](FabricConfig& c, const std::string& v) {
+  const auto micros = [&](const char* name, uint64_t FabricConfig::*m, const char* help) {
+    f.push_back({name, help, "", [name, m](FabricConfig& c, const std::string& v) {
                    c.*m = static_cast<uint64_t>(to_double(name, v) * 1000.0);
                  }});
   };
-  u32("leaves", &FabricConfig::leaves);
-  u32("spines", &FabricConfig::spines);
-  u32("hosts-per-leaf", &FabricConfig::hosts_per_leaf);
-  u32("links-per-spine", &FabricConfig::links_per_spine);
-  u32("planes", &FabricConfig::planes);
-  dbl("link-gbps", &FabricConfig::link_gbps);
-  u64("delay-ns", &FabricConfig::delay_ns);
-  u64("cable-spread-ns", &FabricConfig::cable_spread_ns);
-  u32("mtu", &FabricConfig::mtu);
-  u64("queue-bytes", &FabricConfig::queue_bytes);
-  boolean("pfc", &FabricConfig::pfc);
-  u64("pfc-buffer-bytes", &FabricConfig::pfc_buffer_bytes);
-  dbl("pfc-xoff", &FabricConfig::pfc_xoff);
-  dbl("pfc-xon", &FabricConfig::pfc_xon);
-  boolean("fast-feedback", &FabricConfig::fast_feedback);
-  boolean("pfc-watchdog", &FabricConfig::pfc_watchdog);
-  micros("pfc-watchdog-us", &FabricConfig::pfc_watchdog_ns);
-  f.push_back({"workload", "", [](FabricConfig& c, const std::string& v) {
+  u32("leaves", &FabricConfig::leaves,
+      "leaf switches per plane (2)");
+  u32("spines", &FabricConfig::spines,
+      "spine switches per plane (8)");
+  u32("hosts-per-leaf", &FabricConfig::hosts_per_leaf,
+      "hosts under each leaf (8)");
+  u32("links-per-spine", &FabricConfig::links_per_spine,
+      "parallel links between each leaf and each spine (1)");
+  u32("planes", &FabricConfig::planes,
+      "planes: each host has one NIC uplink per plane, each plane its own leaves and spines (1)");
+  dbl("link-gbps", &FabricConfig::link_gbps,
+      "rate of every cable, Gbit/s (100)");
+  u64("delay-ns", &FabricConfig::delay_ns,
+      "propagation delay of every cable (1000)");
+  u64("cable-spread-ns", &FabricConfig::cable_spread_ns,
+      "cables of different lengths: each adds a seeded draw in [0, N] ns to delay-ns (500: up to 100 m of difference)");
+  u32("mtu", &FabricConfig::mtu,
+      "RoCE path MTU: 1024 | 4096 (4096)");
+  u64("queue-bytes", &FabricConfig::queue_bytes,
+      "switch egress queue limit per port and class; 0: ports x pfc-buffer-bytes + 1 MiB with PFC (lossless), 1 MiB without (0)");
+  boolean("pfc", &FabricConfig::pfc,
+      "PFC (802.1Qbb) on priority 3 at every switch: on | off (on)");
+  u64("pfc-buffer-bytes", &FabricConfig::pfc_buffer_bytes,
+      "PFC ingress buffer per (port, priority) (262144)");
+  dbl("pfc-xoff", &FabricConfig::pfc_xoff,
+      "XOFF threshold, fraction of the PFC buffer (0.8)");
+  dbl("pfc-xon", &FabricConfig::pfc_xon,
+      "XON threshold, fraction of the PFC buffer (0.6)");
+  boolean("fast-feedback", &FabricConfig::fast_feedback,
+      "a paused port leaves the DLB/spray candidates at once: on | off (off)");
+  boolean("pfc-watchdog", &FabricConfig::pfc_watchdog,
+      "PFC watchdog: on | off (on)");
+  micros("pfc-watchdog-us", &FabricConfig::pfc_watchdog_ns,
+      "PFC watchdog detection and restoration time (200000)");
+  f.push_back({"workload", "permutation | allreduce | alltoall | incast | cdf (permutation)", "", [](FabricConfig& c, const std::string& v) {
                  const auto w = parse_workload(v);
                  if (!w) throw std::invalid_argument(std::string("--workload: ") + kWorkloadNames + ", got '" + v + "'");
                  c.workload = *w;
                }});
-  u32("qps-per-host", &FabricConfig::qps_per_host);
-  u64("msg-bytes", &FabricConfig::msg_bytes);
-  u64("bytes", &FabricConfig::bytes);
-  u32("channels", &FabricConfig::channels);
-  u32("incast-senders", &FabricConfig::incast_senders);
-  f.push_back({"cdf", "", [](FabricConfig& c, const std::string& v) { c.cdf = v; }});
-  dbl("load", &FabricConfig::load);
-  micros("message-gap-us", &FabricConfig::message_gap_ns);
-  f.push_back({"mode", "", [](FabricConfig& c, const std::string& v) { c.modes = parse_mode_list(v); }});
-  f.push_back({"spray-policy", "", [](FabricConfig& c, const std::string& v) {
+  u32("qps-per-host", &FabricConfig::qps_per_host,
+      "permutation: QPs each host runs to its target (1)");
+  u64("msg-bytes", &FabricConfig::msg_bytes,
+      "permutation: bytes of each RDMA WRITE (1048576)");
+  u64("bytes", &FabricConfig::bytes,
+      "allreduce: buffer size; alltoall: bytes per pair; incast: bytes per sender (16777216)");
+  u32("channels", &FabricConfig::channels,
+      "allreduce: parallel rings, each on its own QPs (1)");
+  u32("incast-senders", &FabricConfig::incast_senders,
+      "incast: senders to the one receiver (8)");
+  f.push_back({"cdf", "cdf: websearch | alistorage2019 | a file of 'BYTES PERCENT' lines (websearch)", "", [](FabricConfig& c, const std::string& v) { c.cdf = v; }});
+  dbl("load", &FabricConfig::load,
+      "cdf: offered load per host, fraction of its line rate (0.5)");
+  micros("message-gap-us", &FabricConfig::message_gap_ns,
+      "permutation: idle time between a QP's messages (0)");
+  f.push_back({"mode", "comma-separated: ecmp | ecmp-qp | weighted | dlb | drill | spray | spray-noreorder (ecmp,spray)", "", [](FabricConfig& c, const std::string& v) { c.modes = parse_mode_list(v); }});
+  f.push_back({"spray-policy", "spray: the NIC's uplink choice across planes: rr | weighted | adaptive (rr)", "", [](FabricConfig& c, const std::string& v) {
                  c.spray_policy = one_of("spray-policy", v, {"rr", "weighted", "adaptive"});
                }});
-  f.push_back({"hash-seed", "", [](FabricConfig& c, const std::string& v) {
+  f.push_back({"hash-seed", "per-switch | same (same reproduces hash polarization) (per-switch)", "", [](FabricConfig& c, const std::string& v) {
                  c.same_hash_seed = one_of("hash-seed", v, {"per-switch", "same"}) == "same";
                }});
-  f.push_back({"udp-sport", "", [](FabricConfig& c, const std::string& v) {
+  f.push_back({"udp-sport", "per-qp (rxe's 0xC000 + hash of the QP) | fixed (one port per NIC) (per-qp)", "", [](FabricConfig& c, const std::string& v) {
                  c.udp_sport_fixed = one_of("udp-sport", v, {"per-qp", "fixed"}) == "fixed";
                }});
-  f.push_back({"ppcid-layout", "", [](FabricConfig& c, const std::string& v) {
+  f.push_back({"ppcid-layout", "auto | ts-high (16 path ids) | path-high (256); auto: path-high above 16 uplinks per leaf (auto)", "", [](FabricConfig& c, const std::string& v) {
                  c.ppcid_layout = one_of("ppcid-layout", v, {"auto", "ts-high", "path-high"});
                }});
-  f.push_back({"reorder", "", [](FabricConfig& c, const std::string& v) {
+  f.push_back({"reorder", "receiver reorder engine: auto (spray only) | on | off (auto)", "", [](FabricConfig& c, const std::string& v) {
                  c.reorder = one_of("reorder", v, {"auto", "on", "off"});
                }});
-  micros("reorder-hold-us", &FabricConfig::reorder_hold_ns);
-  u32("reorder-window", &FabricConfig::reorder_window);
-  u32("max-in-flight", &FabricConfig::max_in_flight);
-  micros("retransmit-timeout-us", &FabricConfig::retransmit_timeout_ns);
-  micros("dlb-gap-us", &FabricConfig::dlb_gap_ns);
-  micros("control-period-us", &FabricConfig::control_period_ns);
-  u32("tcam-spray-rules", &FabricConfig::tcam_spray_rules);
-  time("duration", &FabricConfig::duration_ns);
-  time("warmup", &FabricConfig::warmup_ns);
-  micros("sample-us", &FabricConfig::sample_ns);
-  f.push_back({"seeds", "", [](FabricConfig& c, const std::string& v) {
+  micros("reorder-hold-us", &FabricConfig::reorder_hold_ns,
+      "reorder hold timeout (500; nic_emu's 100 gives up too early under PFC)");
+  u32("reorder-window", &FabricConfig::reorder_window,
+      "reorder window, PSNs per QP (1024)");
+  u32("max-in-flight", &FabricConfig::max_in_flight,
+      "unacknowledged packets per QP (512; rxe keeps 128)");
+  micros("retransmit-timeout-us", &FabricConfig::retransmit_timeout_ns,
+      "RC retransmit timeout (67108.864, perftest's)");
+  micros("dlb-gap-us", &FabricConfig::dlb_gap_ns,
+      "dlb: flowlet gap (100)");
+  micros("control-period-us", &FabricConfig::control_period_ns,
+      "weighted: control loop period (200000)");
+  u32("tcam-spray-rules", &FabricConfig::tcam_spray_rules,
+      "spray: a leaf's TCAM spray_rule_limit; QPs beyond it fall back to ECMP (16384)");
+  time("duration", &FabricConfig::duration_ns,
+      "permutation: virtual time run; cdf: arrival window (run until done, within 5x + 1ms); others: time limit (2ms)");
+  time("warmup", &FabricConfig::warmup_ns,
+      "permutation: excluded from the throughput window (a fifth of duration)");
+  micros("sample-us", &FabricConfig::sample_ns,
+      "timeseries and PFC timeline interval (100)");
+  f.push_back({"seeds", "N or A-B: every mode runs once per seed (1)", "", [](FabricConfig& c, const std::string& v) {
                  std::tie(c.seed_first, c.seed_last) = parse_seed_range(v);
                }});
   return f;
-}
-
-const char* help_of(const std::string& name) {
-  static const std::vector<std::pair<std::string, const char*>> help = {
-      {"leaves", "leaf switches per plane (2)"},
-      {"spines", "spine switches per plane (8)"},
-      {"hosts-per-leaf", "hosts under each leaf (8)"},
-      {"links-per-spine", "parallel links between each leaf and each spine (1)"},
-      {"planes", "planes: each host has one NIC uplink per plane, each plane its own leaves and spines (1)"},
-      {"link-gbps", "rate of every cable, Gbit/s (100)"},
-      {"delay-ns", "propagation delay of every cable (1000)"},
-      {"cable-spread-ns", "cables of different lengths: each adds a seeded draw in [0, N] ns to delay-ns (500: up to 100 m of difference)"},
-      {"mtu", "RoCE path MTU: 1024 | 4096 (4096)"},
-      {"queue-bytes", "switch egress queue limit per port and class; 0: ports x pfc-buffer-bytes + 1 MiB with PFC (lossless), 1 MiB without (0)"},
-      {"pfc", "PFC (802.1Qbb) on priority 3 at every switch: on | off (on)"},
-      {"pfc-buffer-bytes", "PFC ingress buffer per (port, priority) (262144)"},
-      {"pfc-xoff", "XOFF threshold, fraction of the PFC buffer (0.8)"},
-      {"pfc-xon", "XON threshold, fraction of the PFC buffer (0.6)"},
-      {"fast-feedback", "a paused port leaves the DLB/spray candidates at once: on | off (off)"},
-      {"pfc-watchdog", "PFC watchdog: on | off (on)"},
-      {"pfc-watchdog-us", "PFC watchdog detection and restoration time (200000)"},
-      {"workload", "permutation | allreduce | alltoall | incast | cdf (permutation)"},
-      {"qps-per-host", "permutation: QPs each host runs to its target (1)"},
-      {"msg-bytes", "permutation: bytes of each RDMA WRITE (1048576)"},
-      {"bytes", "allreduce: buffer size; alltoall: bytes per pair; incast: bytes per sender (16777216)"},
-      {"channels", "allreduce: parallel rings, each on its own QPs (1)"},
-      {"incast-senders", "incast: senders to the one receiver (8)"},
-      {"cdf", "cdf: websearch | alistorage2019 | a file of 'BYTES PERCENT' lines (websearch)"},
-      {"load", "cdf: offered load per host, fraction of its line rate (0.5)"},
-      {"message-gap-us", "permutation: idle time between a QP's messages (0)"},
-      {"mode", "comma-separated: ecmp | ecmp-qp | weighted | dlb | drill | spray | spray-noreorder (ecmp,spray)"},
-      {"spray-policy", "spray: the NIC's uplink choice across planes: rr | weighted | adaptive (rr)"},
-      {"hash-seed", "per-switch | same (same reproduces hash polarization) (per-switch)"},
-      {"udp-sport", "per-qp (rxe's 0xC000 + hash of the QP) | fixed (one port per NIC) (per-qp)"},
-      {"ppcid-layout", "auto | ts-high (16 path ids) | path-high (256); auto: path-high above 16 uplinks per leaf (auto)"},
-      {"reorder", "receiver reorder engine: auto (spray only) | on | off (auto)"},
-      {"reorder-hold-us", "reorder hold timeout (500; nic_emu's 100 gives up too early under PFC)"},
-      {"reorder-window", "reorder window, PSNs per QP (1024)"},
-      {"max-in-flight", "unacknowledged packets per QP (512; rxe keeps 128)"},
-      {"retransmit-timeout-us", "RC retransmit timeout (67108.864, perftest's)"},
-      {"dlb-gap-us", "dlb: flowlet gap (100)"},
-      {"control-period-us", "weighted: control loop period (200000)"},
-      {"tcam-spray-rules", "spray: a leaf's TCAM spray_rule_limit; QPs beyond it fall back to ECMP (16384)"},
-      {"duration", "permutation: virtual time run; cdf: arrival window (run until done, within 5x + 1ms); others: time limit (2ms)"},
-      {"warmup", "permutation: excluded from the throughput window (a fifth of duration)"},
-      {"sample-us", "timeseries and PFC timeline interval (100)"},
-      {"seeds", "N or A-B: every mode runs once per seed (1)"},
-  };
-  for (const auto& [n, h] : help) {
-    if (n == name) return h;
-  }
-  return "";
 }
 
 std::string default_plots_script() {
@@ -236,7 +219,7 @@ int main(int argc, char** argv) {
   bool reproducible = false;
   app.add_option("--config", config_file, "YAML file with a `fabric:` map (keys as the flags, '_' for '-')");
   std::vector<Flag> flags = make_flags();
-  for (Flag& flag : flags) app.add_option("--" + flag.name, flag.value, help_of(flag.name));
+  for (Flag& flag : flags) app.add_option("--" + flag.name, flag.value, flag.help);
   app.add_option("--event", events, "a timed change to the fabric (see above); repeatable");
   app.add_option("--json", json_file, "write the report (config, runs, summary) here");
   app.add_option("--timeseries", timeseries_file, "per-link utilisation and queue every sample-us, CSV");

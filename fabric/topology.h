@@ -12,9 +12,11 @@
 // -> its group and other leaves' /24 -> their group at leaves; leaf /24 -> its group at spines.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "control/nic_config.h"
@@ -50,6 +52,11 @@ struct Cable {
   uint16_t b_port = 0;
   std::string name;       // "leaf0-spine3#0", "h5-leaf0", "p1.leaf0-p1.spine3#0"
   bool fabric = false;    // leaf-spine (a = the leaf, b = the spine)
+
+  // Both ends as (node, port): what an event on the cable acts on.
+  std::array<std::pair<uint32_t, uint16_t>, 2> ends() const {
+    return {{{a_node, a_port}, {b_node, b_port}}};
+  }
 };
 
 class Topology {

@@ -107,6 +107,7 @@ class SwitchNode {
   void set_link_ber(uint16_t port, double ber, uint64_t now_ns);
   void set_link_loss(uint16_t port, double loss_rate, uint64_t now_ns);
   PathSelector& group(size_t i) { return *groups_[i]; }
+  const PathSelector& group(size_t i) const { return *groups_[i]; }
   size_t group_count() const { return groups_.size(); }
   Tcam& tcam() { return *tcam_; }
 
@@ -125,8 +126,7 @@ class SwitchNode {
   void handle_mac_control(uint16_t port, rte_mbuf* m, uint64_t now_ns);
   void forward(uint16_t in_port, rte_mbuf* m, const ParsedPacket& p, const TcamMatch& match,
                uint32_t group, uint64_t now_ns);
-  void enqueue(uint16_t out_port, uint16_t in_port, rte_mbuf* m, const ParsedPacket& p,
-               uint64_t now_ns);
+  void enqueue(uint16_t out_port, uint16_t in_port, rte_mbuf* m, uint8_t tc, uint64_t now_ns);
 
   control::SwitchConfig config_;
   rte_mempool* pool_;
