@@ -56,7 +56,9 @@ NicNode::NicNode(const control::NicConfig& config, const RcTrafficEngineConfig& 
   // peer writes are the ids of this NIC's own uplinks.
   if (config_.spray.fabric_paths > 0) {
     // The PPCID names a fabric path, not a cable: every path id the senders rotate through.
-    for (uint16_t id = 0; id < config_.spray.fabric_paths; ++id) known_paths_.set(static_cast<uint8_t>(id));
+    for (uint16_t id = 0; id < config_.spray.fabric_paths; ++id) {
+      known_paths_.set(static_cast<uint8_t>(id));
+    }
   } else {
     for (const auto& u : config_.uplinks) known_paths_.set(u.path_id);
   }
@@ -65,7 +67,7 @@ NicNode::NicNode(const control::NicConfig& config, const RcTrafficEngineConfig& 
   }
   if (!config_.host) {
     rc_ = std::make_unique<RcTrafficEngine>(rc_engine, pool);
-    tx_low_water_bytes_ = kTxLowWaterFrames * (rc_engine.mtu + 128);
+    tx_frame_bytes_ = rc_engine.mtu + 128;
   }
   for (size_t i = 0; i < uplinks_; ++i) {
     egress_.push_back(
@@ -354,8 +356,9 @@ size_t NicNode::tx_budget(uint64_t now_ns) const {
     if (!e.link_up() || e.any_paused(now_ns)) continue;
     least = std::min(least, e.queued_bytes());
   }
-  if (least == UINT64_MAX || least >= tx_low_water_bytes_) return 0;
-  return static_cast<size_t>((tx_low_water_bytes_ - least) / (tx_low_water_bytes_ / kTxLowWaterFrames)) + 1;
+  const uint64_t low_water = kTxLowWaterFrames * tx_frame_bytes_;
+  if (least == UINT64_MAX || least >= low_water) return 0;
+  return static_cast<size_t>((low_water - least) / tx_frame_bytes_) + 1;
 }
 
 uint16_t NicNode::transmit(uint16_t port, uint64_t now_ns, rte_mbuf** out, uint16_t max) {

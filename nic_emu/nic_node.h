@@ -168,7 +168,7 @@ class NicNode {
   std::vector<MacAddress> macs_;
   std::shared_ptr<spdlog::logger> logger_;
   size_t uplinks_;
-  uint64_t tx_low_water_bytes_ = 0;
+  uint64_t tx_frame_bytes_ = 0;  // an MTU frame with its headers: the unit of tx_budget
 
   PacketParser parser_;
   FlowHasher hasher_;

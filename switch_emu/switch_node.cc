@@ -192,6 +192,7 @@ void SwitchNode::forward(uint16_t in_port, rte_mbuf* m, const ParsedPacket& p,
     rte_pktmbuf_free(m);
     return;
   }
+  const uint8_t tc = classes_.classify(p);
   if (match.matched && match.action == TcamAction::kMirror && match.port < egress_.size()) {
     // An ingress mirror: the copy is the packet as it arrived, before any rewrite.
     rte_mbuf* copy = rte_pktmbuf_copy(m, pool_, 0, UINT32_MAX);
@@ -199,8 +200,7 @@ void SwitchNode::forward(uint16_t in_port, rte_mbuf* m, const ParsedPacket& p,
       drops_.mirror_no_mbuf++;
     } else {
       counters_.mirrored++;
-      egress_[match.port]->enqueue(copy, classes_.classify(p), EgressPort::kNoIngressPort, 0,
-                                   now_ns);
+      egress_[match.port]->enqueue(copy, tc, EgressPort::kNoIngressPort, 0, now_ns);
       loads_stale_ = true;
     }
   }
@@ -219,8 +219,7 @@ void SwitchNode::forward(uint16_t in_port, rte_mbuf* m, const ParsedPacket& p,
     PathSelector& sel = *groups_[group];
     // Lossless classes see PFC's view (watchdog drop mode, fast feedback); the others only
     // the links: a storm on the lossless class does not take the port away from lossy traffic.
-    const std::span<const PathLoad> loads =
-        pfc_ && !pfc_->lossless(classes_.classify(p)) ? lossy_loads_ : loads_;
+    const std::span<const PathLoad> loads = pfc_ && !pfc_->lossless(tc) ? lossy_loads_ : loads_;
     if (match.matched && match.action == TcamAction::kSpray) {
       if (p.kind == PacketKind::kRoce && p.udp_checksum != 0) {
         counters_.sprayed++;
@@ -246,10 +245,10 @@ void SwitchNode::forward(uint16_t in_port, rte_mbuf* m, const ParsedPacket& p,
     rte_pktmbuf_free(m);
     return;
   }
-  enqueue(out_port, in_port, m, p, now_ns);
+  enqueue(out_port, in_port, m, tc, now_ns);
 }
 
-void SwitchNode::enqueue(uint16_t out_port, uint16_t in_port, rte_mbuf* m, const ParsedPacket& p,
+void SwitchNode::enqueue(uint16_t out_port, uint16_t in_port, rte_mbuf* m, uint8_t tc,
                          uint64_t now_ns) {
   const auto& peer = config_.ports[out_port].peer_mac;
   if (peer) {
@@ -257,7 +256,6 @@ void SwitchNode::enqueue(uint16_t out_port, uint16_t in_port, rte_mbuf* m, const
     std::memcpy(eth, peer->data(), 6);
     std::memcpy(eth + 6, macs_[out_port].data(), 6);
   }
-  const uint8_t tc = classes_.classify(p);
   // Priority follows the traffic class 1:1 (PFC priority n pauses class n).
   const EgressEnqueueResult r = egress_[out_port]->enqueue(m, tc, in_port, tc, now_ns);
   if (r == EgressEnqueueResult::kQueued) {
