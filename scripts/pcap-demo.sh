@@ -13,6 +13,22 @@ cd "$(dirname "$0")/.."
 OUT=${1:-out/pcap-demo}
 mkdir -p "$OUT"
 
+# QPs and packets on each of the 8 uplink captures PREFIX0.pcap .. PREFIX7.pcap (tshark reads
+# infiniband.bth.destqp), a bar per uplink, then the total with NOTE.
+per_uplink() {
+  local prefix=$1 note=$2 total=0 i qps pkts bar
+  for i in 0 1 2 3 4 5 6 7; do
+    tshark -r "$prefix$i.pcap" -T fields -e infiniband.bth.destqp 2>/dev/null >"$prefix$i.qps"
+    qps=$(sort -u "$prefix$i.qps" | wc -l)
+    pkts=$(wc -l <"$prefix$i.qps")
+    rm -f "$prefix$i.qps"
+    total=$((total + pkts))
+    bar=$(printf '%*s' $((pkts / 64)) '' | tr ' ' '#')
+    printf "  uplink %d: %3d QPs %6d packets %s\n" "$i" "$qps" "$pkts" "$bar"
+  done
+  echo "  total:             $total packets ($note)"
+}
+
 scripts/setup.sh
 [ -f build/build.ninja ] || meson setup build >/dev/null
 ninja -C build nic_emu/roce_pcap switch_emu/switch_emu nic_emu/nic_emu >/dev/null
@@ -24,35 +40,14 @@ echo
 scripts/switch-pcap.sh "$OUT/roce.pcap" "$OUT" --ports 8 --mode ecmp --seed 0
 echo
 echo "QPs per uplink (tshark reads infiniband.bth.destqp in each output pcap):"
-total=0
-for i in 0 1 2 3 4 5 6 7; do
-  tshark -r "$OUT/port$i.pcap" -T fields -e infiniband.bth.destqp 2>/dev/null >"$OUT/port$i.qps"
-  qps=$(sort -u "$OUT/port$i.qps" | wc -l)
-  pkts=$(wc -l <"$OUT/port$i.qps")
-  rm -f "$OUT/port$i.qps"
-  total=$((total + pkts))
-  bar=$(printf '%*s' $((pkts / 64)) '' | tr ' ' '#')
-  printf "  uplink %d: %3d QPs %6d packets %s\n" "$i" "$qps" "$pkts" "$bar"
-done
-echo "  total:             $total packets (each QP stays on one uplink: per-flow ECMP)"
+per_uplink "$OUT/port" "each QP stays on one uplink: per-flow ECMP"
 echo
 echo "full counters: $OUT/stats.json"
 
 echo
 echo "The same 64 QPs sprayed per packet by nic_emu (round robin per QP, PPCID in the UDP checksum):"
 scripts/spray-pcap.sh "$OUT/roce.pcap" "$OUT/spray" --uplinks 8 --mode rr >/dev/null
-total=0
-for i in 0 1 2 3 4 5 6 7; do
-  tshark -r "$OUT/spray/uplink$i.pcap" -T fields -e infiniband.bth.destqp 2>/dev/null \
-    >"$OUT/spray/uplink$i.qps"
-  qps=$(sort -u "$OUT/spray/uplink$i.qps" | wc -l)
-  pkts=$(wc -l <"$OUT/spray/uplink$i.qps")
-  rm -f "$OUT/spray/uplink$i.qps"
-  total=$((total + pkts))
-  bar=$(printf '%*s' $((pkts / 64)) '' | tr ' ' '#')
-  printf "  uplink %d: %3d QPs %6d packets %s\n" "$i" "$qps" "$pkts" "$bar"
-done
-echo "  total:             $total packets (every QP on every uplink)"
+per_uplink "$OUT/spray/uplink" "every QP on every uplink"
 echo
 echo "A receiving nic_emu with those 8 captures as its uplinks (reorder engine on):"
 scripts/reorder-pcap.sh "$OUT/spray" "$OUT/spray/delivered.pcap" | grep -E "^(port |host|ppcid|reorder)"

@@ -376,24 +376,33 @@ pfc: {priorities: [3], buffer_bytes: 65536, xoff: 0.8, xon: 0.5}
   CHECK(pool.whole());
 }
 
+namespace {
+
+// One frame of a pause storm: the downstream on `port` pauses class 3 for 0xFFFF quanta.
+void storm_pause(SwitchNode& node, const TestPool& pool, uint16_t port, uint64_t now) {
+  static const uint8_t src[6] = {2, 0, 0, 0, 0, 9};
+  PfcFrame pause;
+  pause.class_enable = 1 << 3;
+  pause.quanta[3] = 0xFFFF;
+  rte_mbuf* pm = pool.alloc();
+  REQUIRE(build_pfc_frame(pm, src, pause));
+  node.receive(port, &pm, 1, now);
+}
+
+}  // namespace
+
 TEST_CASE("PFC watchdog: a queue paused too long goes to drop mode, counted") {
   TestPool pool(4095);
   auto cfg = config_of(fanout_yaml(1, "ecmp", R"(
 pfc: {priorities: [3], watchdog: {enabled: true, detect_ms: 200, restore_ms: 200}}
 )"));
   SwitchNode node(cfg, pool.get());
-  const uint8_t src[6] = {2, 0, 0, 0, 0, 9};
   uint64_t now = 0;
   rte_mbuf* d = udp(pool, {0x0A000001, 0x0A000002, 5000, 6000}, 26, 100);
   // A storm: the downstream keeps p0's class 3 paused (0xFFFF quanta at 100G = 335 us), for
   // 300 ms of virtual time.
   for (int i = 0; i < 1000; ++i) {
-    PfcFrame pause;
-    pause.class_enable = 1 << 3;
-    pause.quanta[3] = 0xFFFF;
-    rte_mbuf* pm = pool.alloc();
-    REQUIRE(build_pfc_frame(pm, src, pause));
-    node.receive(1, &pm, 1, now);
+    storm_pause(node, pool, 1, now);
     if (i == 0) node.receive(0, &d, 1, now);
     node.poll(now);
     now += 300'000;
@@ -414,7 +423,6 @@ TEST_CASE("PFC watchdog: a storm on the lossless class leaves the port to lossy 
 pfc: {priorities: [3], watchdog: {enabled: true, detect_ms: 200, restore_ms: 200}}
 )"));
   SwitchNode node(cfg, pool.get());
-  const uint8_t src[6] = {2, 0, 0, 0, 0, 9};
   uint64_t now = 0;
   // A lossless flow that ECMP puts on p0 (member 0: hash % 2 == 0), so that its packet waits.
   Flow stuck{0x0A000001, 0x0A000002, 5000, 6000};
@@ -423,12 +431,7 @@ pfc: {priorities: [3], watchdog: {enabled: true, detect_ms: 200, restore_ms: 200
   bool queued = false;
   // A storm on p0 (node port 1), class 3, for 300 ms, with a lossless packet stuck behind it.
   for (int i = 0; i < 1000; ++i) {
-    PfcFrame pause;
-    pause.class_enable = 1 << 3;
-    pause.quanta[3] = 0xFFFF;
-    rte_mbuf* pm = pool.alloc();
-    REQUIRE(build_pfc_frame(pm, src, pause));
-    node.receive(1, &pm, 1, now);
+    storm_pause(node, pool, 1, now);
     if (!queued) {
       node.receive(0, &d, 1, now);
       queued = true;
