@@ -27,6 +27,9 @@ constexpr uint64_t kMaxPeriodMs = 3'600'000;
 // The reorder engine's own limits (ReorderConfig), in the file's units.
 constexpr double kMinHoldUs = 0.001;
 constexpr double kMaxHoldUs = ReorderConfig::kMaxHoldTimeoutNs / 1000.0;
+constexpr double kMinNakDelayUs = 0.0;
+constexpr double kMaxNakDelayUs = kMaxHoldUs;
+constexpr uint64_t kMaxPlacementWindow = RcPlacementResponderConfig::kMaxWindow;
 constexpr uint64_t kMaxRcQps = 65536;
 constexpr uint64_t kMaxMessageBytes = uint64_t{1} << 31;  // IBA: a message is at most 2^31 bytes
 constexpr uint64_t kMaxInFlight = 0x7FFFFF;               // half the PSN space (serial arithmetic)
@@ -192,9 +195,12 @@ void parse_uplinks(NicConfig& c, const ConfigNode& nic) {
 }
 
 void parse_reorder(NicConfig& c, const ConfigNode& n) {
-  n.allow_only({"enabled", "window", "hold_timeout_us", "max_qps", "max_buffered"});
+  if (n.has("enabled")) {
+    n.fail("enabled", std::string("replaced by nic.receive: ") + kReceiveModelNames +
+                          " (enabled: false is receive: none)");
+  }
+  n.allow_only({"window", "hold_timeout_us", "max_qps", "max_buffered"});
   NicReorderSettings& r = c.reorder;
-  r.enabled = n.boolean_or("enabled", r.enabled);
   r.window = static_cast<uint32_t>(n.uint_or("window", r.window, 1, ReorderConfig::kMaxWindow));
   r.hold_timeout_ns = micros_or(n, "hold_timeout_us", r.hold_timeout_ns, kMinHoldUs, kMaxHoldUs);
   r.max_qps = static_cast<uint32_t>(n.uint_or("max_qps", r.max_qps, 1, ReorderConfig::kMaxQps));
@@ -205,6 +211,13 @@ void parse_reorder(NicConfig& c, const ConfigNode& n) {
   }
   r.max_buffered = static_cast<uint32_t>(
       n.uint_or("max_buffered", r.max_buffered, 1, ReorderConfig::kMaxBuffered));
+}
+
+void parse_placement(NicConfig& c, const ConfigNode& n) {
+  n.allow_only({"window", "nak_delay_us"});
+  NicPlacementSettings& p = c.placement;
+  p.window = static_cast<uint32_t>(n.uint_or("window", p.window, 0, kMaxPlacementWindow));
+  p.nak_delay_ns = micros_or(n, "nak_delay_us", p.nak_delay_ns, kMinNakDelayUs, kMaxNakDelayUs);
 }
 
 RcEngineSettings parse_rc_engine(const ConfigNode& n) {
@@ -253,7 +266,7 @@ void check_engines(const NicConfig& c, const ConfigNode& nic) {
   if (std::string why = spray_engine_config(c).check(); !why.empty()) {
     nic.fail("spray", "refused by the spray engine: " + why);
   }
-  if (std::string why = reorder_config(c).check(); !why.empty()) {
+  if (std::string why = reorder_config(c).check(); c.reorder_enabled() && !why.empty()) {
     nic.fail("reorder", "refused by the reorder engine: " + why);
   }
   if (c.rc_engine) {
@@ -264,6 +277,25 @@ void check_engines(const NicConfig& c, const ConfigNode& nic) {
 }
 
 }  // namespace
+
+std::string_view to_string(ReceiveModel m) {
+  switch (m) {
+    case ReceiveModel::kReorderBuffer:
+      return "reorder-buffer";
+    case ReceiveModel::kOooPlacement:
+      return "ooo-placement";
+    case ReceiveModel::kNone:
+      return "none";
+  }
+  return "?";
+}
+
+std::optional<ReceiveModel> parse_receive_model(std::string_view name) {
+  for (auto m : {ReceiveModel::kReorderBuffer, ReceiveModel::kOooPlacement, ReceiveModel::kNone}) {
+    if (to_string(m) == name) return m;
+  }
+  return std::nullopt;
+}
 
 int NicConfig::uplink_index(const std::string& n) const {
   for (size_t i = 0; i < uplinks.size(); ++i) {
@@ -322,6 +354,9 @@ RcTrafficEngineConfig rc_engine_config(const NicConfig& config) {
   r.local_ip = s.local_ip;
   r.peer_ip = s.peer_ip;
   r.dscp = s.dscp;
+  r.ooo_placement = config.receive == ReceiveModel::kOooPlacement;
+  r.placement_window = config.placement.window;
+  r.placement_nak_delay_ns = config.placement.nak_delay_ns;
   return r;
 }
 
@@ -329,7 +364,7 @@ NicConfig parse_nic_config(const ConfigNode& root) {
   root.allow_only({"nic"});
   const ConfigNode nic = root.child("nic");
   nic.allow_only({"name", "seed", "mempool_mbufs", "mbuf_data_room", "host", "uplinks", "spray",
-                  "reorder", "control", "rc_engine"});
+                  "receive", "reorder", "placement", "control", "rc_engine"});
   NicConfig c;
   c.file = root.file();
   c.name = nic.string_or("name", c.name);
@@ -350,7 +385,32 @@ NicConfig parse_nic_config(const ConfigNode& root) {
     c.host = host;
   }
   parse_uplinks(c, nic);
-  if (auto r = nic.optional_child("reorder")) parse_reorder(c, *r);
+  c.receive = *parse_receive_model(nic.choice_or("receive", std::string(to_string(c.receive)),
+                                                 {"reorder-buffer", "ooo-placement", "none"}));
+  if (c.host && c.receive == ReceiveModel::kOooPlacement) {
+    nic.fail("receive",
+             "ooo-placement is the RC traffic engine's placement responder; with a "
+             "host port the host's RDMA stack receives: reorder-buffer or none");
+  }
+  // A block for a model that is not used would be ignored: say so instead.
+  if (auto r = nic.optional_child("reorder")) {
+    if (!c.reorder_enabled()) {
+      nic.fail("reorder",
+               "the reorder engine's settings, used only with receive: "
+               "reorder-buffer (receive is " +
+                   std::string(to_string(c.receive)) + "): remove the block or change receive");
+    }
+    parse_reorder(c, *r);
+  }
+  if (auto p = nic.optional_child("placement")) {
+    if (c.receive != ReceiveModel::kOooPlacement) {
+      nic.fail("placement",
+               "the placement responder's settings, used only with receive: "
+               "ooo-placement (receive is " +
+                   std::string(to_string(c.receive)) + "): remove the block or change receive");
+    }
+    parse_placement(c, *p);
+  }
   if (auto k = nic.optional_child("control")) {
     k->allow_only({"period_ms"});
     c.control.period_ms = k->uint_or("period_ms", c.control.period_ms, 1, kMaxPeriodMs);
@@ -368,7 +428,7 @@ NicConfig parse_nic_config(const ConfigNode& root) {
     const RcEngineSettings& rc = *c.rc_engine;
     // Each cross-check fails at a key the file gave (the defaults agree with each other).
     const auto reorder = nic.optional_child("reorder");
-    if (c.reorder.enabled && rc.qps > c.reorder.max_qps) {
+    if (c.reorder_enabled() && rc.qps > c.reorder.max_qps) {
       const std::string why = "rc_engine.qps (" + std::to_string(rc.qps) +
                               ") must be at most reorder.max_qps (" +
                               std::to_string(c.reorder.max_qps) +
@@ -376,13 +436,24 @@ NicConfig parse_nic_config(const ConfigNode& root) {
       if (e && e->has("qps")) e->fail("qps", why);
       reorder->fail("max_qps", why);
     }
-    if (c.reorder.enabled && c.reorder.hold_timeout_ns >= rc.retransmit_timeout_ns) {
+    if (c.reorder_enabled() && c.reorder.hold_timeout_ns >= rc.retransmit_timeout_ns) {
       const std::string why = "reorder.hold_timeout_us (" +
                               number(c.reorder.hold_timeout_ns / 1000.0) +
                               ") must be below rc_engine.retransmit_timeout_us (" +
                               number(rc.retransmit_timeout_ns / 1000.0) +
                               "): a gap held that long is retransmitted anyway";
       if (reorder && reorder->has("hold_timeout_us")) reorder->fail("hold_timeout_us", why);
+      e->fail("retransmit_timeout_us", why);
+    }
+    const auto placement = nic.optional_child("placement");
+    if (c.receive == ReceiveModel::kOooPlacement &&
+        c.placement.nak_delay_ns >= rc.retransmit_timeout_ns) {
+      const std::string why = "placement.nak_delay_us (" +
+                              number(c.placement.nak_delay_ns / 1000.0) +
+                              ") must be below rc_engine.retransmit_timeout_us (" +
+                              number(rc.retransmit_timeout_ns / 1000.0) +
+                              "): a hole waited for that long is resent by the timer anyway";
+      if (placement && placement->has("nak_delay_us")) placement->fail("nak_delay_us", why);
       e->fail("retransmit_timeout_us", why);
     }
     const uint32_t needed = RTE_PKTMBUF_HEADROOM + rc.mtu + kRoceOverhead;
@@ -446,8 +517,12 @@ std::string nic_config_help() {
   line("    fabric_paths: " + std::to_string(d.spray.fabric_paths),
        "0 (the PPCID names the uplink) | 1..16 (ts-high) or 1..256 (path-high): the PPCID names "
        "one of N fabric paths per packet, for a leaf that sprays by path id");
-  line("  reorder:", "per-QP PSN reordering of what the uplinks receive");
-  line("    enabled: " + std::string(r.enabled ? "true" : "false"), "true | false");
+  line("  receive: " + std::string(to_string(d.receive)),
+       "reorder-buffer (the reorder engine puts each QP in PSN order for rxe's responder, which "
+       "drops what follows a gap) | ooo-placement (no reorder engine; the RC engine places out "
+       "of order and resends selectively, as NVIDIA ConnectX OOO/IRN; needs rc_engine, not host) "
+       "| none (neither: rxe's responder, or the host, gets packets as they arrive)");
+  line("  reorder:", "the reorder engine (only with receive: reorder-buffer)");
   line("    window: " + std::to_string(r.window),
        "1.." + std::to_string(ReorderConfig::kMaxWindow) + " PSNs per QP");
   line("    hold_timeout_us: " + number(r.hold_timeout_ns / 1000.0),
@@ -458,12 +533,22 @@ std::string nic_config_help() {
            std::to_string(ReorderConfig::kMaxRingSlots));
   line("    max_buffered: " + std::to_string(r.max_buffered),
        "1.." + std::to_string(ReorderConfig::kMaxBuffered) + " packets held across all QPs");
+  line("  placement:", "the placement responder (only with receive: ooo-placement)");
+  line("    window: " + std::to_string(d.placement.window),
+       "0.." + std::to_string(kMaxPlacementWindow) +
+           " PSNs tracked per QP (the bitmap); 0: rc_engine.max_in_flight, which never "
+           "overflows; beyond it packets are dropped and counted");
+  line("    nak_delay_us: " + number(d.placement.nak_delay_ns / 1000.0),
+       number(kMinNakDelayUs) + ".." + number(kMaxNakDelayUs) +
+           "; a hole open this long with packets beyond it is NAKed (0: at once, as rxe/IRN); "
+           "below rc_engine.retransmit_timeout_us");
   line("  control:", "");
   line("    period_ms: " + std::to_string(d.control.period_ms),
        "1.." + std::to_string(kMaxPeriodMs) + "; link-state update and weight publication");
   line("  rc_engine:", "only without host (an error with one); defaults apply when absent");
-  line("    qps: " + std::to_string(e.qps),
-       "1.." + std::to_string(kMaxRcQps) + "; at most reorder.max_qps when reorder is enabled");
+  line(
+      "    qps: " + std::to_string(e.qps),
+      "1.." + std::to_string(kMaxRcQps) + "; at most reorder.max_qps with receive: reorder-buffer");
   line("    role: " + roles[static_cast<unsigned>(e.role)], "requester | responder | both");
   line("    message_bytes: " + std::to_string(e.message_bytes),
        "1.." + std::to_string(kMaxMessageBytes) + " bytes per RDMA WRITE");

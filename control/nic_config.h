@@ -54,12 +54,28 @@ struct NicSpraySettings {
   uint16_t fabric_paths = 0;
 };
 
+// How the NIC's receive side treats sprayed (reordered) RoCE packets: `nic: receive:`.
+enum class ReceiveModel : uint8_t {
+  kReorderBuffer,  // the reorder engine puts each QP in PSN order for an rxe responder
+  kOooPlacement,   // no reorder engine: the RC engine places out of order, resends selectively
+  kNone,           // neither: what arrives goes to the rxe responder (or the host) as it is
+};
+std::string_view to_string(ReceiveModel m);  // reorder-buffer | ooo-placement | none
+std::optional<ReceiveModel> parse_receive_model(std::string_view name);
+inline constexpr const char* kReceiveModelNames = "reorder-buffer | ooo-placement | none";
+
+// The reorder engine's parameters (receive: reorder-buffer).
 struct NicReorderSettings {
-  bool enabled = true;
   uint32_t window = 256;               // PSNs per QP
   uint64_t hold_timeout_ns = 100'000;  // the file says hold_timeout_us (decimals allowed)
   uint32_t max_qps = 4096;             // QP contexts
   uint32_t max_buffered = 65536;       // packets held across all QPs
+};
+
+// The placement responder's parameters (receive: ooo-placement).
+struct NicPlacementSettings {
+  uint32_t window = 0;              // PSNs tracked per QP; 0: rc_engine.max_in_flight
+  uint64_t nak_delay_ns = 100'000;  // the file says nak_delay_us: a hole waits this long
 };
 
 struct NicControlSettings {
@@ -98,13 +114,16 @@ struct NicConfig {
   std::optional<HostSettings> host;
   std::vector<UplinkSettings> uplinks;
   NicSpraySettings spray;
+  ReceiveModel receive = ReceiveModel::kReorderBuffer;
   NicReorderSettings reorder;
+  NicPlacementSettings placement;
   NicControlSettings control;
   // Set exactly when `host` is not: the RC traffic engine plays the host (defaults when the
   // file has no rc_engine block).
   std::optional<RcEngineSettings> rc_engine;
 
   int uplink_index(const std::string& name) const;  // -1 when unknown
+  bool reorder_enabled() const { return receive == ReceiveModel::kReorderBuffer; }
 };
 
 inline constexpr size_t kMaxNicUplinks = SprayEngine::kMaxUplinks;  // 16

@@ -100,6 +100,7 @@ RcRequesterCounters& RcRequesterCounters::operator+=(const RcRequesterCounters& 
   acks_received += o.acks_received;
   naks_received += o.naks_received;
   nak_retries += o.nak_retries;
+  selective_retransmissions += o.selective_retransmissions;
   naks_ignored += o.naks_ignored;
   timeouts += o.timeouts;
   stale_responses += o.stale_responses;
@@ -300,10 +301,15 @@ size_t RcRequester::poll(uint64_t now_ns, std::vector<rte_mbuf*>& out, size_t ma
     ++counters_.timeouts;
     timer_armed_ = false;
     retry_started_ = true;
-    go_back_to_una();
+    if (config_.selective_retransmit) {
+      queue_resend(una_);
+      recover_ = high_;
+    } else {
+      go_back_to_una();
+    }
   }
 
-  size_t sent = 0;
+  size_t sent = config_.selective_retransmit ? send_resends(now_ns, out, max_packets) : 0;
   while (sent < max_packets && can_send(now_ns)) {
     Message& msg = next_message();
     const uint64_t seq = next_;
@@ -410,7 +416,10 @@ void RcRequester::handle_ack(uint32_t psn, uint64_t now_ns) {
     return;
   }
   retry_started_ = false;  // rxe check_ack: AETH_ACK -> reset_retry_counters()
+  const uint64_t before = una_;
   acknowledge_before(seq + 1, now_ns);
+  // After a timeout: the responder still misses una_, sent a timeout ago (see the top).
+  if (config_.selective_retransmit && una_ > before && una_ < recover_) queue_resend(una_);
   restart_timer(now_ns);
 }
 
@@ -423,6 +432,13 @@ void RcRequester::handle_nak(uint32_t psn, uint64_t now_ns) {
   // The NAK's PSN is the one the responder expects: at most one past the highest sent.
   if (seq > high_) {
     ++counters_.invalid_responses;
+    return;
+  }
+  if (config_.selective_retransmit) {
+    acknowledge_before(seq, now_ns);
+    ++counters_.nak_retries;
+    queue_resend(seq);  // that PSN alone: the ones after it may well have been placed
+    restart_timer(now_ns);
     return;
   }
   const bool progress = seq > una_;
@@ -468,12 +484,61 @@ void RcRequester::receive(rte_mbuf* m, const ParsedPacket& p, uint64_t now_ns) {
   rte_pktmbuf_free(m);
 }
 
+void RcRequester::queue_resend(uint64_t seq) {
+  if (seq < una_ || seq >= high_) return;  // acknowledged, or never sent: nothing to resend
+  if (std::find(resend_.begin(), resend_.end(), seq) != resend_.end()) return;
+  resend_.push_back(seq);
+}
+
+const RcRequester::Message& RcRequester::message_of(uint64_t seq) const {
+  // messages_ is in first_seq order and holds every message not completed, so the one whose
+  // first packet is the last at or before seq holds it.
+  const auto it = std::upper_bound(messages_.begin(), messages_.end(), seq,
+                                   [](uint64_t s, const Message& m) { return s < m.first_seq; });
+  return *std::prev(it);
+}
+
+size_t RcRequester::send_resends(uint64_t now_ns, std::vector<rte_mbuf*>& out, size_t max_packets) {
+  size_t sent = 0;
+  while (sent < max_packets && !resend_.empty() && now_ns >= alloc_retry_at_ns_) {
+    const uint64_t seq = resend_.front();
+    if (seq < una_) {  // acknowledged since it was queued
+      resend_.pop_front();
+      continue;
+    }
+    const Message& msg = message_of(seq);
+    const auto index = static_cast<uint32_t>(seq - msg.first_seq);
+    rte_mbuf* m = build(msg, index, true);
+    if (m == nullptr) {
+      ++counters_.pool_empty;
+      alloc_retry_at_ns_ = now_ns + config_.alloc_retry_ns;
+      if (alloc_retry_at_ns_ == now_ns) ++alloc_retry_at_ns_;
+      break;
+    }
+    resend_.pop_front();
+    alloc_retry_at_ns_ = 0;
+    noack_pkts_ = 0;  // it asked for an ACK, as rxe resets the count on every AckReq packet
+    out.push_back(m);
+    ++sent;
+    ++counters_.packets_sent;
+    ++counters_.packets_retransmitted;
+    ++counters_.selective_retransmissions;
+    counters_.payload_bytes_sent += payload_of(msg, index);
+    if (!timer_armed_) {
+      timer_armed_ = true;
+      deadline_ns_ = now_ns + config_.retransmit_timeout_ns;
+    }
+  }
+  return sent;
+}
+
 uint64_t RcRequester::next_event_ns() const {
   uint64_t t = kNever;
   if (has_next_message() && next_ - una_ < config_.max_in_flight) {
     t = alloc_retry_at_ns_;
     if (at_message_start()) t = std::max(t, message_start_ns());
   }
+  if (!resend_.empty()) t = std::min(t, alloc_retry_at_ns_);  // resends wait for no gap
   if (timer_armed_) t = std::min(t, deadline_ns_);
   return t;
 }

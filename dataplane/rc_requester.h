@@ -26,6 +26,18 @@
 //    (perftest's retry_cnt 7 means "infinite" in rxe).
 //  - UDP source port: rxe_qp.c, 0xC000 + hash_32(qpn, 14) (see rxe_udp_source_port).
 //
+// Selective retransmission (RcRequesterConfig::selective_retransmit), for a responder that
+// places out of order (RcPlacementResponder) instead of rxe's: nothing is ever gone back over.
+//  - A NAK "PSN sequence error" still acknowledges every PSN before its own, and resends that
+//    one PSN only (the first one the responder misses; RoCE's NAK names no other).
+//  - The retransmit timer resends the oldest unacknowledged PSN only. Until everything sent
+//    before the timeout is acknowledged, each ACK that moves the oldest unacknowledged PSN on
+//    resends the new oldest at once: it was sent a whole timeout ago and the responder, whose
+//    ACK is cumulative, says it is still missing (a tail loss of k packets costs one timeout and
+//    k - 1 round trips, not k timeouts).
+//  - A resent packet always asks for an ACK, so that the hole it fills is answered at once.
+//  - rxe's started_retry latch does not apply: each NAK names its own hole.
+//
 // Two ways to feed it messages:
 //  - fixed (the default): `messages` RDMA WRITEs of message_bytes each (unlimited when 0), sent
 //    as fast as the window and message_gap_ns allow;
@@ -136,6 +148,9 @@ struct RcRequesterConfig {
   bool posted = false;
   // Keep a MessageCompletion per completed message, for take_completions().
   bool record_completions = false;
+  // Resend only the PSN a NAK names, or the oldest one on a timeout (see the top); false: rxe's
+  // go-back-N.
+  bool selective_retransmit = false;
 
   // Empty when valid, else "key: reason".
   std::string check() const;
@@ -163,6 +178,8 @@ struct RcRequesterCounters {
   uint64_t bad_opcode = 0;  // not an RC ACKNOWLEDGE
   uint64_t malformed = 0;   // not RoCE, multi-segment, or headers that the mbuf does not hold
   uint64_t pool_empty = 0;  // packets not built for lack of mbufs (retried later)
+  // selective_retransmit: packets resent alone (nak_retries and timeouts count what began them)
+  uint64_t selective_retransmissions = 0;
   // Message completion times of this QP: completed - first sent (fixed mode), completed -
   // posted (posted mode).
   DurationSummary completion;
@@ -263,6 +280,10 @@ class RcRequester {
   void restart_timer(uint64_t now_ns);
   void handle_ack(uint32_t psn, uint64_t now_ns);
   void handle_nak(uint32_t psn, uint64_t now_ns);
+  // Selective retransmission: queues one packet to resend (once), sends what is queued.
+  void queue_resend(uint64_t seq);
+  size_t send_resends(uint64_t now_ns, std::vector<rte_mbuf*>& out, size_t max_packets);
+  const Message& message_of(uint64_t seq) const;  // the message holding a sent, unacked packet
 
   RcRequesterConfig config_;
   RcQpAddress address_;
@@ -286,6 +307,10 @@ class RcRequester {
   std::vector<MessageCompletion> completions_;
   uint32_t noack_pkts_ = 0;     // rxe's qp->req.noack_pkts
   bool retry_started_ = false;  // rxe's qp->comp.started_retry
+  // Selective retransmission: the packets to resend, in the order they were found missing, and
+  // one past the highest sent when the retransmit timer fired.
+  std::deque<uint64_t> resend_;
+  uint64_t recover_ = 0;
   bool timer_armed_ = false;
   uint64_t deadline_ns_ = 0;
   uint64_t next_message_ns_ = 0;  // the message gap: no new message before this

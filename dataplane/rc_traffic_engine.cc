@@ -34,6 +34,7 @@ RcRequesterConfig base_requester_config(const RcTrafficEngineConfig& c) {
   r.alloc_retry_ns = c.alloc_retry_ns;
   r.first_psn = c.first_psn;
   r.record_completions = c.record_completions;
+  r.selective_retransmit = c.ooo_placement;
   return r;
 }
 
@@ -69,6 +70,16 @@ RcRequesterConfig RcTrafficEngineConfig::requester_config(uint32_t qp_index) con
   return r;
 }
 
+RcPlacementResponderConfig RcTrafficEngineConfig::placement_config() const {
+  RcPlacementResponderConfig r;
+  r.mtu = mtu;
+  r.first_psn = first_psn;
+  r.alloc_retry_ns = alloc_retry_ns;
+  r.window = placement_window != 0 ? placement_window : max_in_flight;
+  r.nak_delay_ns = placement_nak_delay_ns;
+  return r;
+}
+
 RcQpAddress RcTrafficEngineConfig::address(uint32_t qp_index) const {
   RcQpAddress a;
   a.local_mac = local_mac;
@@ -95,6 +106,9 @@ std::string RcTrafficEngineConfig::check() const {
   if (first_local_qp + uint64_t{qps} - 1 > kPsnMask) return "first_local_qp: QPs run past 2^24";
   if (max_burst == 0) return "max_burst: must be >= 1";
   if (dscp > 63) return "dscp: must be 0..63";
+  if (ooo_placement) {
+    if (std::string why = placement_config().check(); !why.empty()) return "placement_" + why;
+  }
   if (qp_specs.empty()) {
     if (first_peer_qp + uint64_t{qps} - 1 > kPsnMask) return "first_peer_qp: QPs run past 2^24";
     if (!qp_roles.empty() && qp_roles.size() != qps) return "qp_roles: must be empty or one per QP";
@@ -136,7 +150,12 @@ RcTrafficEngine::RcTrafficEngine(const RcTrafficEngineConfig& config, rte_mempoo
       requesters_.push_back(i);
     }
     if (has(role, RcQpRole::kResponder)) {
-      qp_[i].responder = std::make_unique<RcResponder>(sc, a, pool);
+      if (config_.ooo_placement) {
+        qp_[i].placement =
+            std::make_unique<RcPlacementResponder>(config_.placement_config(), a, pool);
+      } else {
+        qp_[i].responder = std::make_unique<RcResponder>(sc, a, pool);
+      }
       responders_.push_back(i);
     }
   }
@@ -145,8 +164,12 @@ RcTrafficEngine::RcTrafficEngine(const RcTrafficEngineConfig& config, rte_mempoo
 size_t RcTrafficEngine::poll(uint64_t now_ns, std::vector<rte_mbuf*>& out, size_t max_packets) {
   size_t sent = 0;
   for (const uint32_t i : responders_) {
-    RcResponder& r = *qp_[i].responder;
-    if (r.next_event_ns() <= now_ns) sent += r.poll(now_ns, out);
+    if (RcResponder* r = qp_[i].responder.get(); r && r->next_event_ns() <= now_ns) {
+      sent += r->poll(now_ns, out);
+    } else if (RcPlacementResponder* pr = qp_[i].placement.get();
+               pr && pr->next_event_ns() <= now_ns) {
+      sent += pr->poll(now_ns, out);
+    }
   }
   if (requesters_.empty()) return sent;
 
@@ -205,6 +228,9 @@ size_t RcTrafficEngine::receive(rte_mbuf* m, const ParsedPacket& p, uint64_t now
     drop = &counters_.no_requester;
   } else if (is_write_request(p.bth_opcode)) {
     if (RcResponder* r = qp_[index].responder.get()) return r->receive(m, p, now_ns, out);
+    if (RcPlacementResponder* r = qp_[index].placement.get()) {
+      return r->receive(m, p, now_ns, out);
+    }
     drop = &counters_.no_responder;
   } else {
     drop = &counters_.bad_opcode;
@@ -216,7 +242,10 @@ size_t RcTrafficEngine::receive(rte_mbuf* m, const ParsedPacket& p, uint64_t now
 
 uint64_t RcTrafficEngine::next_event_ns() const {
   uint64_t t = kNever;
-  for (const uint32_t i : responders_) t = std::min(t, qp_[i].responder->next_event_ns());
+  for (const uint32_t i : responders_) {
+    const Qp& q = qp_[i];
+    t = std::min(t, q.responder ? q.responder->next_event_ns() : q.placement->next_event_ns());
+  }
   for (const uint32_t i : requesters_) {
     t = std::min(t, qp_[i].requester->next_event_ns());
     if (t == 0) break;
@@ -237,8 +266,22 @@ RcRequesterCounters RcTrafficEngine::requester_totals() const {
 
 RcResponderCounters RcTrafficEngine::responder_totals() const {
   RcResponderCounters sum;
-  for (const uint32_t i : responders_) sum += qp_[i].responder->counters();
+  for (const uint32_t i : responders_) {
+    if (qp_[i].responder) sum += qp_[i].responder->counters();
+  }
   return sum;
+}
+
+RcPlacementResponderCounters RcTrafficEngine::placement_totals() const {
+  RcPlacementResponderCounters sum;
+  for (const uint32_t i : responders_) {
+    if (qp_[i].placement) sum += qp_[i].placement->counters();
+  }
+  return sum;
+}
+
+const RcPlacementResponder* RcTrafficEngine::placement_responder(uint32_t qp_index) const {
+  return qp_index < qp_.size() ? qp_[qp_index].placement.get() : nullptr;
 }
 
 const RcRequester* RcTrafficEngine::requester(uint32_t qp_index) const {

@@ -1,6 +1,8 @@
 // The RoCE RC traffic engine of one node (a NIC in nic_emu, a host in fabric_emu): N queue pairs,
 // each with an RcRequester sending RDMA WRITEs to the peer node, an RcResponder answering the
-// peer's WRITEs, or both (an RC QP is bidirectional).
+// peer's WRITEs, or both (an RC QP is bidirectional). With ooo_placement the responders are
+// RcPlacementResponders and the requesters retransmit selectively: an RNIC that places out of
+// order, instead of rxe.
 //
 // QP i is local QP first_local_qp + i. Without qp_specs it talks to peer QP first_peer_qp + i at
 // peer_ip/peer_mac; with qp_specs each QP has its own peer, role and traffic (a host of a fabric
@@ -24,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "dataplane/rc_placement_responder.h"
 #include "dataplane/rc_requester.h"
 #include "dataplane/rc_responder.h"
 
@@ -76,6 +79,11 @@ struct RcTrafficEngineConfig {
   uint64_t alloc_retry_ns = 1'000;
   uint32_t first_psn = 0;   // of every QP, both directions
   uint32_t max_burst = 32;  // packets poll() emits per call at most
+  // The receive model of every QP: false, rxe's (RcResponder, go-back-N requesters); true,
+  // out-of-order placement (RcPlacementResponder, requesters with selective_retransmit).
+  bool ooo_placement = false;
+  uint32_t placement_window = 0;  // PSNs; 0: max_in_flight, which a peer like us never overflows
+  uint64_t placement_nak_delay_ns = 100'000;  // see RcPlacementResponderConfig::nak_delay_ns
 
   uint32_t first_local_qp = 0x11;
   uint32_t first_peer_qp = 0x11;
@@ -89,6 +97,7 @@ struct RcTrafficEngineConfig {
   // What QP i's requester / responder is built with.
   RcRequesterConfig requester_config(uint32_t qp_index) const;
   RcQpAddress address(uint32_t qp_index) const;
+  RcPlacementResponderConfig placement_config() const;  // of every QP (with ooo_placement)
   // Empty when valid, else "key: reason".
   std::string check() const;
 };
@@ -152,16 +161,19 @@ class RcTrafficEngine {
   // Sums over the QPs.
   RcRequesterCounters requester_totals() const;
   RcResponderCounters responder_totals() const;
+  RcPlacementResponderCounters placement_totals() const;  // zero without ooo_placement
   // Message completion times of all requesters.
   const CompletionTimeStats& completion_times() const { return completion_; }
   // Per QP (index 0..qps-1); nullptr when the QP has no such role or the index is out of range.
   const RcRequester* requester(uint32_t qp_index) const;
   const RcResponder* responder(uint32_t qp_index) const;
+  const RcPlacementResponder* placement_responder(uint32_t qp_index) const;
 
  private:
   struct Qp {
     std::unique_ptr<RcRequester> requester;
-    std::unique_ptr<RcResponder> responder;
+    std::unique_ptr<RcResponder> responder;  // one of these two when the QP responds
+    std::unique_ptr<RcPlacementResponder> placement;
   };
 
   RcTrafficEngineConfig config_;

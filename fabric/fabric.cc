@@ -58,7 +58,12 @@ Fabric::Fabric(const FabricConfig& config, FabricMode mode, uint64_t seed, rte_m
   for (uint32_t h = 0; h < hosts; ++h) {
     const HostSpec& spec = topology_.hosts()[h];
     std::vector<MacAddress> macs(spec.nic.uplinks.size(), spec.mac);
-    nodes_[h].nic = std::make_unique<nic_emu::NicNode>(spec.nic, plan_.engines()[h], pool, macs);
+    // The plan says who talks to whom; the receive model is the NIC's (topology) choice.
+    RcTrafficEngineConfig engine = plan_.engines()[h];
+    engine.ooo_placement = spec.nic.receive == control::ReceiveModel::kOooPlacement;
+    engine.placement_window = spec.nic.placement.window;
+    engine.placement_nak_delay_ns = spec.nic.placement.nak_delay_ns;
+    nodes_[h].nic = std::make_unique<nic_emu::NicNode>(spec.nic, engine, pool, macs);
     nodes_[h].peers.resize(nodes_[h].nic->port_count());
   }
   for (uint32_t s = 0; s < topology_.switches().size(); ++s) {
@@ -447,6 +452,7 @@ RunResult Fabric::collect(double wall_s) {
   r.mode = std::string(to_string(mode_));
   r.workload = std::string(to_string(config_.workload));
   r.seed = seed_;
+  r.receive = config_.effective_receive(mode_);
   const bool finite = plan_.finite();
   // Finite workloads end at the last completion (or where the time limit stopped them);
   // permutation runs the whole duration.
@@ -462,12 +468,14 @@ RunResult Fabric::collect(double wall_s) {
 
   RcRequesterCounters req;
   RcResponderCounters resp;
+  RcPlacementResponderCounters place;
   std::array<uint64_t, ReorderEngine::kDepthBins> depth{};
   uint64_t nic_no_uplink = 0, nic_parse = 0;
   for (const Node& n : nodes_) {
     if (!n.nic) continue;
     req += n.nic->rc_engine()->requester_totals();
     resp += n.nic->rc_engine()->responder_totals();
+    place += n.nic->rc_engine()->placement_totals();
     if (const ReorderEngine* re = n.nic->reorder()) {
       const auto& h = re->depth_histogram();
       for (size_t i = 0; i < h.size(); ++i) depth[i] += h[i];
@@ -497,6 +505,11 @@ RunResult Fabric::collect(double wall_s) {
   r.retx_rate = req.packets_sent == 0 ? 0 : static_cast<double>(req.packets_retransmitted) / req.packets_sent;
   r.naks = req.naks_received;
   r.timeouts = req.timeouts;
+  r.placed_out_of_order = place.placed_out_of_order;
+  r.holes_naked = place.holes_naked;
+  r.window_overflows = place.window_overflows;
+  r.placement_duplicates = place.duplicates;
+  r.selective_retransmissions = req.selective_retransmissions;
 
   uint64_t depth_total = 0;
   for (size_t i = 0; i < depth.size(); ++i) {

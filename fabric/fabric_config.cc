@@ -190,6 +190,12 @@ std::vector<FabricMode> parse_mode_list(std::string_view text) {
   return out;
 }
 
+std::string FabricConfig::effective_receive(FabricMode mode) const {
+  if (mode == FabricMode::kSprayNoReorder) return "none";
+  if (receive == "reorder-buffer") return mode == FabricMode::kSpray ? receive : "none";
+  return receive;
+}
+
 std::string FabricConfig::check() const {
   if (leaves < 1 || leaves > 255) return "leaves: 1..255";
   if (spines < 1 || spines > 256) return "spines: 1..256";
@@ -218,7 +224,20 @@ std::string FabricConfig::check() const {
   if (ppcid_layout != "auto" && ppcid_layout != "ts-high" && ppcid_layout != "path-high") {
     return "ppcid-layout: auto | ts-high | path-high";
   }
-  if (reorder != "auto" && reorder != "on" && reorder != "off") return "reorder: auto | on | off";
+  if (receive != "reorder-buffer" && receive != "ooo-placement" && receive != "none") {
+    return "receive: reorder-buffer | ooo-placement | none";
+  }
+  if (receive == "ooo-placement") {
+    for (FabricMode m : modes) {
+      if (m == FabricMode::kSprayNoReorder) {
+        return "receive: spray-noreorder is spray with receive none; with ooo-placement use "
+               "mode spray";
+      }
+    }
+  }
+  if (placement_nak_delay_ns >= retransmit_timeout_ns) {
+    return "placement-nak-delay-us: below the retransmit timeout";
+  }
   if (reorder_hold_ns < 1000 || reorder_hold_ns >= retransmit_timeout_ns) {
     return "reorder-hold-us: at least 1 and below the retransmit timeout";
   }
@@ -242,12 +261,18 @@ namespace {
 void apply_yaml(FabricConfig& c, const control::ConfigNode& root) {
   root.allow_only({"fabric"});
   const control::ConfigNode n = root.child("fabric");
+  if (n.has("reorder")) {
+    n.fail("reorder",
+           "replaced by receive: reorder-buffer (was auto) | ooo-placement | none "
+           "(was off)");
+  }
   n.allow_only({"leaves", "spines", "hosts_per_leaf", "links_per_spine", "planes", "link_gbps",
                 "delay_ns", "cable_spread_ns", "mtu", "queue_bytes", "pfc", "pfc_buffer_bytes", "pfc_xoff",
                 "pfc_xon", "fast_feedback", "pfc_watchdog", "pfc_watchdog_us", "workload",
                 "qps_per_host", "msg_bytes", "bytes", "channels", "incast_senders", "cdf",
                 "load", "message_gap_us", "mode", "spray_policy", "hash_seed", "udp_sport",
-                "ppcid_layout", "reorder", "reorder_hold_us", "reorder_window",
+                "ppcid_layout", "receive", "reorder_hold_us", "reorder_window",
+                "placement_nak_delay_us",
                 "max_in_flight", "dlb_gap_us", "control_period_us", "tcam_spray_rules",
                 "event", "duration", "warmup", "seeds", "sample_us"});
   c.source = n.file();
@@ -302,7 +327,10 @@ void apply_yaml(FabricConfig& c, const control::ConfigNode& root) {
   c.udp_sport_fixed =
       n.choice_or("udp_sport", c.udp_sport_fixed ? "fixed" : "per-qp", {"per-qp", "fixed"}) == "fixed";
   c.ppcid_layout = n.choice_or("ppcid_layout", c.ppcid_layout, {"auto", "ts-high", "path-high"});
-  c.reorder = n.choice_or("reorder", c.reorder, {"auto", "on", "off"});
+  c.receive = n.choice_or("receive", c.receive, {"reorder-buffer", "ooo-placement", "none"});
+  c.placement_nak_delay_ns = static_cast<uint64_t>(
+      n.number_or("placement_nak_delay_us", c.placement_nak_delay_ns / 1000.0, 0, 1'000'000) *
+      1000);
   c.reorder_hold_ns = static_cast<uint64_t>(
       n.number_or("reorder_hold_us", c.reorder_hold_ns / 1000.0, 1, 1'000'000) * 1000);
   c.reorder_window = static_cast<uint32_t>(n.uint_or("reorder_window", c.reorder_window, 1, 16384));

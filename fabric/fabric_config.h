@@ -19,8 +19,8 @@ enum class FabricMode : uint8_t {
   kWeighted,        // bucket tables reweighted by the control loop from link state
   kDlb,             // flowlets on the least-queued eligible member
   kDrill,           // per packet, the less loaded of two samples and the last winner
-  kSpray,           // NIC writes a path id per packet; leaves spray by TCAM rule; reorder on
-  kSprayNoReorder,  // the same without the receiver's reorder engine
+  kSpray,           // NIC writes a path id per packet; leaves spray by TCAM rule
+  kSprayNoReorder,  // the same with receive none, whatever --receive says (see receive)
 };
 std::string_view to_string(FabricMode mode);
 std::optional<FabricMode> parse_fabric_mode(std::string_view name);
@@ -97,7 +97,12 @@ struct FabricConfig {
   // auto: ts-high (16 path ids) up to 16 uplinks per leaf, path-high (256) beyond, so that a
   // sprayed QP can use every uplink.
   std::string ppcid_layout = "auto";
-  std::string reorder = "auto";  // auto (spray only) | on | off
+  // The receiving NICs' model (nic_emu's `receive`): reorder-buffer (today's default: the
+  // reorder engine in spray mode, rxe's responder alone in the others, where nothing reorders)
+  // | ooo-placement (every mode: placement responder, selective retransmission) | none (rxe's
+  // responder alone in every mode). Mode spray-noreorder is spray with receive none, so it
+  // cannot be combined with ooo-placement.
+  std::string receive = "reorder-buffer";
   // Larger than nic_emu's 100 us / 256: under PFC (an incast, say) sprayed paths are paused at
   // different times and a QP's packets can be hundreds of microseconds and hundreds of PSNs
   // apart; a hold that gives up too early turns that into NAKs and go-back-N, which reorders
@@ -105,6 +110,9 @@ struct FabricConfig {
   // 0.98 of the receiver's line rate with no retransmission).
   uint64_t reorder_hold_ns = 500'000;
   uint32_t reorder_window = 1024;
+  // receive ooo-placement: how long a hole waits before its NAK. The same 500 us as the reorder
+  // hold, for the same reason: under PFC a sprayed QP's packets can be that far apart.
+  uint64_t placement_nak_delay_ns = 500'000;
   // Unacknowledged packets per QP. rxe keeps 128 and asks for an ACK every 65th packet, which
   // leaves a 100G QP window-bound once queues add tens of us to its RTT; hardware RNICs keep
   // far more in flight. 512 lets a QP alone on a link fill it, as the ECMP expectation assumes.
@@ -129,6 +137,8 @@ struct FabricConfig {
     return spines * links_per_spine > 16 ? "path-high" : "ts-high";
   }
   uint64_t warmup() const { return warmup_ns != 0 ? warmup_ns : duration_ns / 5; }
+  // The receive model the NICs of a `mode` run use: reorder-buffer | ooo-placement | none.
+  std::string effective_receive(FabricMode mode) const;
   // Empty when valid, else "key: reason" (key as the flag says it).
   std::string check() const;
 };

@@ -105,6 +105,12 @@ nlohmann::json to_json(const RunResult& r) {
   j["retx_rate"] = r.retx_rate;
   j["naks"] = r.naks;
   j["retransmit_timeouts"] = r.timeouts;
+  j["receive"] = r.receive;
+  j["placement"] = {{"placed_out_of_order", r.placed_out_of_order},
+                    {"holes_naked", r.holes_naked},
+                    {"window_overflows", r.window_overflows},
+                    {"duplicates", r.placement_duplicates},
+                    {"selective_retransmissions", r.selective_retransmissions}};
   nlohmann::json hist = nlohmann::json::array();
   for (const auto& [d, n] : r.reorder_depth_histogram) hist.push_back({d, n});
   j["reorder"] = {{"max_depth", r.reorder_max_depth},
@@ -184,7 +190,7 @@ nlohmann::json config_json(const FabricConfig& c) {
           {"hash_seed", c.same_hash_seed ? "same" : "per-switch"},
           {"udp_sport", c.udp_sport_fixed ? "fixed" : "per-qp"},
           {"ppcid_layout", c.ppcid_layout},
-          {"reorder", c.reorder},
+          {"receive", c.receive},
           {"events", events},
           {"duration_us", static_cast<double>(c.duration_ns) / 1000.0},
           {"warmup_us", static_cast<double>(c.warmup()) / 1000.0},

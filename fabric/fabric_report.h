@@ -49,6 +49,13 @@ struct RunResult {
   double retx_rate = 0;
   uint64_t naks = 0;
   uint64_t timeouts = 0;
+  std::string receive;  // the NICs' receive model in this run (FabricConfig::effective_receive)
+  // ooo-placement (0 otherwise): what the placement responders and selective requesters did.
+  uint64_t placed_out_of_order = 0;
+  uint64_t holes_naked = 0;
+  uint64_t window_overflows = 0;
+  uint64_t placement_duplicates = 0;
+  uint64_t selective_retransmissions = 0;
   uint64_t reorder_max_depth = 0;
   uint64_t reorder_p99_depth = 0;
   uint64_t reorder_timeouts = 0;

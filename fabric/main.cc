@@ -157,13 +157,15 @@ std::vector<Flag> make_flags() {
   f.push_back({"ppcid-layout", "auto | ts-high (16 path ids) | path-high (256); auto: path-high above 16 uplinks per leaf (auto)", "", [](FabricConfig& c, const std::string& v) {
                  c.ppcid_layout = one_of("ppcid-layout", v, {"auto", "ts-high", "path-high"});
                }});
-  f.push_back({"reorder", "receiver reorder engine: auto (spray only) | on | off (auto)", "", [](FabricConfig& c, const std::string& v) {
-                 c.reorder = one_of("reorder", v, {"auto", "on", "off"});
+  f.push_back({"receive", "receiving NICs: reorder-buffer (reorder engine + rxe responder in spray mode, rxe alone elsewhere) | ooo-placement (every mode: out-of-order placement, selective retransmission) | none (rxe alone); spray-noreorder = spray with none (reorder-buffer)", "", [](FabricConfig& c, const std::string& v) {
+                 c.receive = one_of("receive", v, {"reorder-buffer", "ooo-placement", "none"});
                }});
   micros("reorder-hold-us", &FabricConfig::reorder_hold_ns,
       "reorder hold timeout (500; nic_emu's 100 gives up too early under PFC)");
   u32("reorder-window", &FabricConfig::reorder_window,
       "reorder window, PSNs per QP (1024)");
+  micros("placement-nak-delay-us", &FabricConfig::placement_nak_delay_ns,
+      "ooo-placement: a hole open this long with packets beyond it is NAKed (500)");
   u32("max-in-flight", &FabricConfig::max_in_flight,
       "unacknowledged packets per QP (512; rxe keeps 128)");
   micros("retransmit-timeout-us", &FabricConfig::retransmit_timeout_ns,

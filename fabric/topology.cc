@@ -107,7 +107,8 @@ Topology::Topology(const FabricConfig& c, FabricMode mode, uint64_t seed)
       } else {
         n.spray.mode = SprayMode::kFlow;  // one flow, one plane: the ECMP baseline at the NIC
       }
-      n.reorder.enabled = c.reorder == "on" || (c.reorder == "auto" && mode == FabricMode::kSpray);
+      n.receive = *control::parse_receive_model(c.effective_receive(mode));
+      n.placement.nak_delay_ns = c.placement_nak_delay_ns;
       n.reorder.window = c.reorder_window;
       n.reorder.hold_timeout_ns = c.reorder_hold_ns;
       n.rc_engine = control::RcEngineSettings{};  // no host port: the RC engine is the host

@@ -145,7 +145,7 @@ int run(int argc, char** argv) {
   pc.mbufs = config.mempool_mbufs != 0
                  ? config.mempool_mbufs
                  : runtime::pool_size_for(nports, 1, 1, desc, desc, 1, 32, 256) + 8192 +
-                       (config.reorder.enabled ? config.reorder.max_buffered : 0);
+                       (config.reorder_enabled() ? config.reorder.max_buffered : 0);
   runtime::PacketPool pool(pc);
 
   // Node ports: uplinks in config order, then the host.
@@ -218,11 +218,11 @@ int run(int argc, char** argv) {
   loop_cfg.rcu = &rcu;
   loop_cfg.rcu_reader_id = 0;
   runtime::PollLoop loop(rx, tx, handler, clock, loop_cfg);
-  log->info("running{}: {} uplinks, {}, spray {}, reorder {}; stop with SIGINT/SIGTERM",
+  log->info("running{}: {} uplinks, {}, spray {}, receive {}; stop with SIGINT/SIGTERM",
             config.name == control::NicConfig{}.name ? "" : " as \"" + config.name + "\"",
             config.uplinks.size(),
             config.host ? "host port " + config.host->name : std::string("RC traffic engine"),
-            to_string(config.spray.mode), config.reorder.enabled ? "on" : "off");
+            to_string(config.spray.mode), to_string(config.receive));
   std::optional<control::ControlThread> control_thread;
   control_thread.emplace(control_loop, shared.control_lock, [&clock] { return clock.now_ns(); });
   runtime::LcoreRunner({rte_get_main_lcore()}).run([&](unsigned, unsigned) { loop.run(stop); });
@@ -269,6 +269,12 @@ int run(int argc, char** argv) {
                 q["messages_completed"].get<uint64_t>(), q["packets_sent"].get<uint64_t>(),
                 q["packets_retransmitted"].get<uint64_t>(), q["naks_received"].get<uint64_t>(),
                 q["timeouts"].get<uint64_t>());
+    if (const auto& pl = report["rc_engine"]["placement"]; !pl.is_null()) {
+      std::printf(
+          "placement: placed %lu, out of order %lu, holes naked %lu, window overflows %lu\n",
+          pl["placed"].get<uint64_t>(), pl["placed_out_of_order"].get<uint64_t>(),
+          pl["holes_naked"].get<uint64_t>(), pl["window_overflows"].get<uint64_t>());
+    }
   }
   std::printf("pipeline drops: %lu\nmempool: %u mbufs in use at exit\n",
               report["drops"]["total"].get<uint64_t>(), pool.in_use());

@@ -62,7 +62,7 @@ NicNode::NicNode(const control::NicConfig& config, const RcTrafficEngineConfig& 
   } else {
     for (const auto& u : config_.uplinks) known_paths_.set(u.path_id);
   }
-  if (config_.reorder.enabled) {
+  if (config_.reorder_enabled()) {
     reorder_ = std::make_unique<ReorderEngine>(control::reorder_config(config_));
   }
   if (!config_.host) {

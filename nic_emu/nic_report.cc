@@ -125,8 +125,28 @@ json rc_engine_json(const NicNode& node) {
   if (e == nullptr) return nullptr;
   const auto rq = e->requester_totals();
   const auto rs = e->responder_totals();
+  const auto pl = e->placement_totals();
   const auto& ct = e->completion_times();
+  json placement = nullptr;
+  if (e->config().ooo_placement) {
+    placement = {{"window", e->config().placement_config().window},
+                 {"nak_delay_ns", e->config().placement_nak_delay_ns},
+                 {"packets_received", pl.packets_received},
+                 {"placed", pl.placed},
+                 {"placed_out_of_order", pl.placed_out_of_order},
+                 {"duplicates", pl.duplicates},
+                 {"window_overflows", pl.window_overflows},
+                 {"holes_opened", pl.holes_opened},
+                 {"holes_naked", pl.holes_naked},
+                 {"naks_sent", pl.naks_sent},
+                 {"acks_sent", pl.acks_sent},
+                 {"bytes_written", pl.bytes_written},
+                 {"messages_received", pl.messages_received},
+                 {"max_distance", pl.max_distance},
+                 {"icrc_errors", pl.icrc_errors}};
+  }
   return {{"qps", e->qps()},
+          {"receive", std::string(control::to_string(node.config().receive))},
           {"done", e->done()},
           {"requester",
            {{"messages_started", rq.messages_started},
@@ -135,6 +155,7 @@ json rc_engine_json(const NicNode& node) {
             {"packets_retransmitted", rq.packets_retransmitted},
             {"naks_received", rq.naks_received},
             {"timeouts", rq.timeouts},
+            {"selective_retransmissions", rq.selective_retransmissions},
             {"acks_received", rq.acks_received},
             {"bytes_acked", rq.bytes_acked}}},
           {"responder",
@@ -147,6 +168,7 @@ json rc_engine_json(const NicNode& node) {
             {"bytes_written", rs.bytes_written},
             {"messages_received", rs.messages_received},
             {"icrc_errors", rs.icrc_errors}}},
+          {"placement", placement},
           {"completion_ns",
            {{"count", ct.count()},
             {"min", ct.min_ns()},

@@ -52,7 +52,12 @@ OUT_ABS=$(cd "$(dirname "$OUTPCAP")" && pwd)/$(basename "$OUTPCAP")
     echo "    - {name: uplink$i, device: \"net_pcap$((i + 1)),rx_pcap=$DIR_ABS/uplink$i.pcap,tx_pcap=/dev/null\", path_id: $((i + 1))}"
   done
   echo "  spray: {mode: rr, ppcid_layout: $LAYOUT}"
-  echo "  reorder: {enabled: $REORDER, window: $WINDOW, hold_timeout_us: $HOLD_US}"
+  if [ "$REORDER" = true ]; then
+    echo "  receive: reorder-buffer"
+    echo "  reorder: {window: $WINDOW, hold_timeout_us: $HOLD_US}"
+  else
+    echo "  receive: none"
+  fi
 } >"$DIR/nic-rx.yaml"
 
 PREFIX="reorder-pcap-$$"

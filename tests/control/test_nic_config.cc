@@ -68,7 +68,10 @@ TEST_CASE("defaults") {
   CHECK(u.link.up);
   CHECK(c.spray.mode == SprayMode::kRoundRobin);
   CHECK(c.spray.ppcid_layout == PpcidLayout::kTsHigh);
-  CHECK(c.reorder.enabled);
+  CHECK(c.receive == ReceiveModel::kReorderBuffer);
+  CHECK(c.reorder_enabled());
+  CHECK(c.placement.window == 0);
+  CHECK(c.placement.nak_delay_ns == 100'000);
   CHECK(c.reorder.window == 256);
   CHECK(c.reorder.hold_timeout_ns == 100'000);
   CHECK(c.reorder.max_qps == 4096);
@@ -120,7 +123,8 @@ nic:
     - {name: up1, device: "3", path_id: 0}
     - {name: up2, device: net_ring2}
   spray: {mode: adaptive, ppcid_layout: path-high}
-  reorder: {enabled: false, window: 1024, hold_timeout_us: 2.5, max_qps: 128, max_buffered: 1000}
+  receive: reorder-buffer
+  reorder: {window: 1024, hold_timeout_us: 2.5, max_qps: 128, max_buffered: 1000}
   control: {period_ms: 50}
 )");
   CHECK(c.name == "nic-a");
@@ -148,7 +152,7 @@ nic:
   CHECK(c.uplinks[2].path_id != 200);
   CHECK(c.spray.mode == SprayMode::kAdaptive);
   CHECK(c.spray.ppcid_layout == PpcidLayout::kPathHigh);
-  CHECK_FALSE(c.reorder.enabled);
+  CHECK(c.reorder_enabled());
   CHECK(c.reorder.window == 1024);
   CHECK(c.reorder.hold_timeout_ns == 2500);
   CHECK(c.reorder.max_qps == 128);
@@ -306,7 +310,7 @@ TEST_CASE("errors name the file, the key and what is allowed") {
       {uplinks(17), "test.yaml: nic.uplinks: at most 16 uplinks, got 17"},
       {one_uplink("  hots: {device: x}\n"),
        "test.yaml: nic.hots: unknown key (allowed here: name|seed|mempool_mbufs|mbuf_data_room|"
-       "host|uplinks|spray|reorder|control|rc_engine)"},
+       "host|uplinks|spray|receive|reorder|placement|control|rc_engine)"},
       {"nic:\n  uplinks: [{name: up0, device: a}, {name: up0, device: b}]",
        "test.yaml: nic.uplinks[1].name: uplink \"up0\" defined twice"},
       {"nic:\n  host: {device: h}\n  uplinks: [{name: host, device: a}]",
@@ -423,8 +427,62 @@ TEST_CASE("errors name the file, the key and what is allowed") {
 
   // What the cross-checks refuse is fine without the RC engine or with reordering off.
   CHECK(parse(one_uplink(kHost + "  reorder: {max_qps: 2, hold_timeout_us: 70000}\n")).host);
-  CHECK(parse(one_uplink("  reorder: {enabled: false, max_qps: 2}\n")).rc_engine);
+  CHECK(parse(one_uplink("  receive: none\n")).rc_engine);
   CHECK(parse(one_uplink(kHost + "  mbuf_data_room: 2048\n")).mbuf_data_room == 2048);
+}
+
+TEST_CASE("receive: the three models, their blocks, and what each refuses") {
+  const NicConfig none = parse(one_uplink("  receive: none\n"));
+  CHECK(none.receive == ReceiveModel::kNone);
+  CHECK_FALSE(none.reorder_enabled());
+  CHECK_FALSE(rc_engine_config(none).ooo_placement);
+
+  const NicConfig ooo =
+      parse(one_uplink("  receive: ooo-placement\n  placement: {window: 512, nak_delay_us: 20.5}\n"
+                       "  rc_engine: {max_in_flight: 256}\n"));
+  CHECK(ooo.receive == ReceiveModel::kOooPlacement);
+  CHECK_FALSE(ooo.reorder_enabled());
+  CHECK(ooo.placement.window == 512);
+  CHECK(ooo.placement.nak_delay_ns == 20'500);
+  const RcTrafficEngineConfig e = rc_engine_config(ooo);
+  CHECK(e.ooo_placement);
+  CHECK(e.placement_config().window == 512);
+  CHECK(e.placement_config().nak_delay_ns == 20'500);
+  CHECK(e.requester_config(0).selective_retransmit);
+  // window 0: the requester's max_in_flight, which it can never overflow.
+  const NicConfig ooo_auto = parse(one_uplink("  receive: ooo-placement\n"));
+  CHECK(rc_engine_config(ooo_auto).placement_config().window == 128);
+  // The reorder engine's limits do not apply without it.
+  CHECK(parse(one_uplink("  receive: ooo-placement\n  rc_engine: {qps: 5000}\n")).rc_engine);
+
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {one_uplink("  receive: ooo\n"),
+       "test.yaml: nic.receive: must be one of reorder-buffer|ooo-placement|none, got \"ooo\""},
+      {one_uplink(kHost + "  receive: ooo-placement\n"),
+       "test.yaml: nic.receive: ooo-placement is the RC traffic engine's placement responder; "
+       "with a host port the host's RDMA stack receives: reorder-buffer or none"},
+      {one_uplink("  reorder: {enabled: false}\n"),
+       "test.yaml: nic.reorder.enabled: replaced by nic.receive: reorder-buffer | ooo-placement | "
+       "none (enabled: false is receive: none)"},
+      {one_uplink("  receive: none\n  reorder: {window: 64}\n"),
+       "test.yaml: nic.reorder: the reorder engine's settings, used only with receive: "
+       "reorder-buffer (receive is none): remove the block or change receive"},
+      {one_uplink("  placement: {nak_delay_us: 5}\n"),
+       "test.yaml: nic.placement: the placement responder's settings, used only with receive: "
+       "ooo-placement (receive is reorder-buffer): remove the block or change receive"},
+      {one_uplink("  receive: ooo-placement\n  placement: {window: 70000}\n"),
+       "test.yaml: nic.placement.window: must be an integer in [0, 65536], got \"70000\""},
+      {one_uplink("  receive: ooo-placement\n  placement: {bitmap: 5}\n"),
+       "test.yaml: nic.placement.bitmap: unknown key (allowed here: window|nak_delay_us)"},
+      {one_uplink("  receive: ooo-placement\n  placement: {nak_delay_us: 70000}\n"),
+       "test.yaml: nic.placement.nak_delay_us: placement.nak_delay_us (70000) must be below "
+       "rc_engine.retransmit_timeout_us (67108.864): a hole waited for that long is resent by "
+       "the timer anyway"},
+  };
+  for (const auto& [yaml, expected] : cases) {
+    INFO(yaml);
+    CHECK(error_of(yaml) == expected);
+  }
 }
 
 TEST_CASE("a missing nic file is named") {
@@ -467,7 +525,8 @@ TEST_CASE("the help names every key with its default") {
   for (const char* key :
        {"nic:", "name:", "seed:", "mempool_mbufs:", "mbuf_data_room:", "host:", "device:",
         "uplinks:", "path_id:", "peer_mac:", "link:", "rate_gbps:", "delay_ns:", "ber:", "loss:",
-        "up:", "spray:", "mode:", "ppcid_layout:", "reorder:", "enabled:", "window:",
+        "up:", "spray:", "mode:", "ppcid_layout:", "receive:", "reorder:", "placement:",
+        "nak_delay_us:", "window:",
         "hold_timeout_us:", "max_qps:", "max_buffered:", "control:", "period_ms:", "rc_engine:",
         "qps:", "role:", "message_bytes:", "mtu:", "max_in_flight:", "messages:",
         "retransmit_timeout_us:", "local_ip:", "peer_ip:", "local_mac:", "first_qp:",

@@ -74,6 +74,28 @@ TEST_CASE("YAML: every key read, unknown keys and bad values name the file and t
                     Catch::Contains("permutation"));
 }
 
+TEST_CASE("receive: the NICs' model per mode, and the pairs that contradict each other") {
+  const FabricConfig c = parse_fabric_config_yaml(
+      "fabric:\n  receive: ooo-placement\n  placement_nak_delay_us: 40\n", "f.yaml");
+  CHECK(c.receive == "ooo-placement");
+  CHECK(c.placement_nak_delay_ns == 40'000);
+  CHECK(c.effective_receive(FabricMode::kSpray) == "ooo-placement");
+  CHECK(c.effective_receive(FabricMode::kEcmp) == "ooo-placement");
+  const FabricConfig d;  // reorder-buffer: today's "engine on in spray mode only"
+  CHECK(d.effective_receive(FabricMode::kSpray) == "reorder-buffer");
+  CHECK(d.effective_receive(FabricMode::kSprayNoReorder) == "none");
+  CHECK(d.effective_receive(FabricMode::kEcmp) == "none");
+  CHECK_THROWS_WITH(
+      parse_fabric_config_yaml("fabric:\n  receive: ooo-placement\n  mode: spray,spray-noreorder\n",
+                               "f.yaml"),
+      Catch::Contains("fabric.receive") &&
+          Catch::Contains("spray-noreorder is spray with receive none"));
+  CHECK_THROWS_WITH(parse_fabric_config_yaml("fabric:\n  receive: on\n", "f.yaml"),
+                    Catch::Contains("fabric.receive") && Catch::Contains("ooo-placement"));
+  CHECK_THROWS_WITH(parse_fabric_config_yaml("fabric:\n  reorder: off\n", "f.yaml"),
+                    Catch::Contains("fabric.reorder") && Catch::Contains("replaced by receive"));
+}
+
 TEST_CASE("every fabric-*.yaml in configs/ loads") {
   int loaded = 0;
   for (const auto& e : std::filesystem::directory_iterator(SPRAYNET_SOURCE_DIR "/configs")) {
@@ -122,8 +144,20 @@ TEST_CASE("topology: nodes, ports, cables, groups and routes of a leaf-spine fab
   // Modes: spray NICs name fabric paths and reorder; ecmp-qp hashes DestQP.
   const Topology spray(c, FabricMode::kSpray, 1);
   CHECK(spray.hosts()[0].nic.spray.fabric_paths == 16);
-  CHECK(spray.hosts()[0].nic.reorder.enabled);
-  CHECK_FALSE(t.hosts()[0].nic.reorder.enabled);
+  CHECK(spray.hosts()[0].nic.receive == control::ReceiveModel::kReorderBuffer);
+  CHECK(t.hosts()[0].nic.receive == control::ReceiveModel::kNone);
+  CHECK(Topology(c, FabricMode::kSprayNoReorder, 1).hosts()[0].nic.receive ==
+        control::ReceiveModel::kNone);
+  FabricConfig ooo = c;
+  ooo.receive = "ooo-placement";
+  CHECK(Topology(ooo, FabricMode::kSpray, 1).hosts()[0].nic.receive ==
+        control::ReceiveModel::kOooPlacement);
+  CHECK(Topology(ooo, FabricMode::kEcmp, 1).hosts()[0].nic.receive ==
+        control::ReceiveModel::kOooPlacement);
+  FabricConfig none = c;
+  none.receive = "none";
+  CHECK(Topology(none, FabricMode::kSpray, 1).hosts()[0].nic.receive ==
+        control::ReceiveModel::kNone);
   CHECK(Topology(c, FabricMode::kEcmpQp, 1).switches()[0].config.hash.dest_qp);
 }
 

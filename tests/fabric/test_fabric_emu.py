@@ -70,6 +70,25 @@ class FabricEmu(unittest.TestCase):
         self.assertLess(mean(rep["runs"], "spray-noreorder", "throughput_fraction"),
                         mean(rep["runs"], "spray", "throughput_fraction"))
 
+    def test_ooo_placement_lossless_spray(self):
+        # Placement instead of reordering: a lossless sprayed permutation reorders (cables differ
+        # by up to 500 ns) but nothing is retransmitted or NAKed, and no reorder engine runs.
+        rep = run("--duration", "1ms", "--mode", "spray", "--receive", "ooo-placement",
+                  "--seeds", "1-2")
+        self.check_whole(rep)
+        self.assertEqual(rep["config"]["receive"], "ooo-placement")
+        for r in rep["runs"]:
+            self.assertEqual(r["receive"], "ooo-placement")
+            self.assertEqual(r["packets_retransmitted"], 0, r["seed"])
+            self.assertEqual(r["naks"], 0, r["seed"])
+            self.assertEqual(r["retransmit_timeouts"], 0, r["seed"])
+            self.assertGreater(r["placement"]["placed_out_of_order"], 0, r["seed"])
+            self.assertEqual(r["placement"]["window_overflows"], 0, r["seed"])
+            self.assertEqual(r["reorder"]["held"], 0)
+            self.assertGreaterEqual(r["throughput_fraction"], 0.95, r["seed"])
+        p = run("--mode", "spray-noreorder", "--receive", "ooo-placement", expect=2)
+        self.assertIn("spray-noreorder is spray with receive none", p.stderr)
+
     def test_equal_cables_reorder_little(self):
         # With every cable the same length spraying reorders only through queueing: far fewer
         # NAKs, which is why the default spreads cable lengths.

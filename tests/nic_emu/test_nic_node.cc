@@ -1,13 +1,16 @@
 // The NIC node: spraying with PPCIDs on TX, PPCID reading, reordering and checksum restore on
 // RX; and two NIC nodes joined by four emulated paths of different delays, with the RC traffic
 // engine at both ends, in virtual time: spraying with the reorder engine retransmits almost
-// nothing, spraying without it retransmits a lot, flow mode never reorders.
+// nothing, spraying without it retransmits a lot, flow mode never reorders, out-of-order
+// placement retransmits nothing and waits for no hold, and resends exactly a lost packet.
 #include "nic_emu/nic_node.h"
 
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "control/nic_config.h"
@@ -24,17 +27,19 @@ namespace {
 
 // Four uplinks with the path ids 1..4 (both ends of a cable carry the same id) and delays
 // 2, 4, 6, 8 us at 100 Gbit/s: consecutive packets sprayed round robin overtake one another.
-std::string pair_yaml(const std::string& name, const std::string& mode, bool reorder,
+// With equal_delays every path takes 8 us: spraying reorders nothing.
+std::string pair_yaml(const std::string& name, const std::string& mode, const std::string& receive,
                       const std::string& role, uint32_t first_qp, uint32_t peer_qp,
-                      uint64_t messages, double loss_on_path3 = 0) {
+                      uint64_t messages, double loss_on_path3 = 0, bool equal_delays = false) {
   std::string y = "nic:\n  name: " + name + "\n  uplinks:\n";
   for (int i = 0; i < 4; ++i) {
     y += "    - {name: up" + std::to_string(i) + ", device: x, path_id: " + std::to_string(i + 1) +
-         ", link: {rate_gbps: 100, delay_ns: " + std::to_string(2000 * (i + 1)) +
+         ", link: {rate_gbps: 100, delay_ns: " +
+         std::to_string(equal_delays ? 8000 : 2000 * (i + 1)) +
          (i == 3 && loss_on_path3 > 0 ? ", loss: " + std::to_string(loss_on_path3) : "") + "}}\n";
   }
   y += "  spray: {mode: " + mode + "}\n";
-  y += std::string("  reorder: {enabled: ") + (reorder ? "true" : "false") + "}\n";
+  y += "  receive: " + receive + "\n";
   y += "  rc_engine: {qps: 4, role: " + role + ", message_bytes: 65536, mtu: 1024, " +
        "max_in_flight: 128, messages: " + std::to_string(messages) +
        ", first_qp: " + std::to_string(first_qp) + ", peer_first_qp: " + std::to_string(peer_qp) +
@@ -61,19 +66,34 @@ struct PairResult {
   uint64_t gap_timeouts = 0;      // B's reorder engine gave up on a gap
   uint64_t lost = 0;              // frames the lossy path lost
   uint64_t resyncs = 0;           // B's reorder engine restarted a sequence at a retransmission
+  uint64_t placed_out_of_order = 0;  // B's placement responders
+  uint64_t holes_naked = 0;
+  uint64_t window_overflows = 0;
+  uint64_t completion_max_ns = 0;  // A's message completion times
+  double completion_mean_ns = 0;
+  // With drop_nth: the WRITE the test dropped (QP, PSN) and how often each (QP, PSN) crossed.
+  std::pair<uint32_t, uint32_t> dropped{0, 0};
+  std::map<std::pair<uint32_t, uint32_t>, uint32_t> sends;
   bool done = false;
   std::vector<std::array<uint64_t, 4>> heat;  // B's arrivals per QP per uplink
 };
 
 // Runs A (requesters) and B (responders) until A's messages are all acknowledged or the
-// virtual-time bound passes, carrying frames that crossed each path to the other node.
-PairResult run_pair(const std::string& mode, bool reorder, uint64_t messages, double loss = 0) {
+// virtual-time bound passes, carrying frames that crossed each path to the other node. With
+// drop_nth > 0 the drop_nth-th WRITE from A to B is freed instead of delivered (one lost packet).
+PairResult run_pair(const std::string& mode, const std::string& receive, uint64_t messages,
+                    double loss = 0, bool equal_delays = false, uint64_t drop_nth = 0) {
   test::TestPool pool(16383, 4096 + 512);
   PairResult r;
   {
-    NicNode a(load(pair_yaml("a", mode, reorder, "requester", 0x100, 0x200, messages, loss)),
+    NicNode a(load(pair_yaml("a", mode, receive, "requester", 0x100, 0x200, messages, loss,
+                             equal_delays)),
               pool.get());
-    NicNode b(load(pair_yaml("b", mode, reorder, "responder", 0x200, 0x100, messages)), pool.get());
+    NicNode b(load(pair_yaml("b", mode, receive, "responder", 0x200, 0x100, messages, 0,
+                             equal_delays)),
+              pool.get());
+    uint64_t writes = 0;
+    const PacketParser parser;
     rte_mbuf* buf[64];
     uint64_t now = 0;
     const uint64_t bound = 2'000'000'000;  // 2 s of virtual time
@@ -81,7 +101,24 @@ PairResult run_pair(const std::string& mode, bool reorder, uint64_t messages, do
       a.poll(now);
       b.poll(now);
       for (uint16_t u = 0; u < 4; ++u) {
-        while (uint16_t n = a.transmit(u, now, buf, 64)) b.receive(u, buf, n, now);
+        while (uint16_t n = a.transmit(u, now, buf, 64)) {
+          uint16_t kept = 0;
+          for (uint16_t i = 0; i < n; ++i) {
+            ParsedPacket p;
+            if (parser.parse(buf[i], p) == ParseStatus::kOk && p.kind == PacketKind::kRoce &&
+                p.bth_opcode != opcode::kRcAck) {
+              const std::pair<uint32_t, uint32_t> key{p.dest_qp, p.psn};
+              ++r.sends[key];
+              if (++writes == drop_nth) {
+                r.dropped = key;
+                rte_pktmbuf_free(buf[i]);
+                continue;
+              }
+            }
+            buf[kept++] = buf[i];
+          }
+          if (kept > 0) b.receive(u, buf, kept, now);
+        }
         while (uint16_t n = b.transmit(u, now, buf, 64)) a.receive(u, buf, n, now);
       }
       const uint64_t next = std::min(a.next_event_ns(now), b.next_event_ns(now));
@@ -96,6 +133,12 @@ PairResult run_pair(const std::string& mode, bool reorder, uint64_t messages, do
     }
     for (uint8_t tc = 0; tc < 8; ++tc) r.lost += a.egress(3).counters(tc, now).drops_loss;
     const auto resp = b.rc_engine()->responder_totals();
+    const auto place = b.rc_engine()->placement_totals();
+    r.placed_out_of_order = place.placed_out_of_order;
+    r.holes_naked = place.holes_naked;
+    r.window_overflows = place.window_overflows;
+    r.completion_max_ns = a.rc_engine()->completion_times().max_ns();
+    r.completion_mean_ns = a.rc_engine()->completion_times().mean_ns();
     r.sent = req.packets_sent;
     r.retransmitted = req.packets_retransmitted;
     r.naks = req.naks_received;
@@ -119,7 +162,7 @@ PairResult run_pair(const std::string& mode, bool reorder, uint64_t messages, do
 }  // namespace
 
 TEST_CASE("two NICs, 4 paths of different delays: spraying with reorder retransmits < 0.1%") {
-  const PairResult r = run_pair("rr", true, 40);
+  const PairResult r = run_pair("rr", "reorder-buffer", 40);
   INFO("sent " << r.sent << " retransmitted " << r.retransmitted << " naks " << r.naks);
   REQUIRE(r.done);
   CHECK(r.messages == 4 * 40);
@@ -144,7 +187,7 @@ TEST_CASE("two NICs, 4 paths of different delays: spraying with reorder retransm
 }
 
 TEST_CASE("two NICs, 4 paths of different delays: spraying without reorder retransmits > 5%") {
-  const PairResult r = run_pair("rr", false, 40);
+  const PairResult r = run_pair("rr", "none", 40);
   INFO("sent " << r.sent << " retransmitted " << r.retransmitted << " naks " << r.naks);
   CHECK(r.messages > 0);
   CHECK(r.naks > 0);
@@ -157,7 +200,7 @@ TEST_CASE("two NICs, a lossy path: the reorder engine gives up the gap, the retr
   // One path loses 1 frame in 500. Each loss is a gap the reorder engine holds for 100 us and
   // then gives up; the responder NAKs, and the go-back-N retransmission (sprayed again) must
   // reach it in order, or each loss cascades into a 67 ms retransmit timeout.
-  const PairResult r = run_pair("rr", true, 40, 0.002);
+  const PairResult r = run_pair("rr", "reorder-buffer", 40, 0.002);
   INFO("sent " << r.sent << " retransmitted " << r.retransmitted << " naks " << r.naks
                << " timeouts " << r.timeouts << " gap timeouts " << r.gap_timeouts << " lost "
                << r.lost << " resyncs " << r.resyncs);
@@ -170,7 +213,7 @@ TEST_CASE("two NICs, a lossy path: the reorder engine gives up the gap, the retr
 }
 
 TEST_CASE("two NICs, flow mode: each QP on one path, nothing reordered, nothing retransmitted") {
-  const PairResult r = run_pair("flow", false, 40);
+  const PairResult r = run_pair("flow", "none", 40);
   INFO("sent " << r.sent << " retransmitted " << r.retransmitted << " naks " << r.naks);
   REQUIRE(r.done);
   CHECK(r.retransmitted == 0);
@@ -179,6 +222,78 @@ TEST_CASE("two NICs, flow mode: each QP on one path, nothing reordered, nothing 
   for (const auto& q : r.heat) {
     CHECK(std::count_if(q.begin(), q.end(), [](uint64_t v) { return v > 0; }) == 1);
   }
+}
+
+TEST_CASE(
+    "two NICs, 4 paths of different delays, ooo-placement: nothing retransmitted, no "
+    "hold: messages complete as fast as over 4 equal paths that reorder nothing") {
+  const PairResult r = run_pair("rr", "ooo-placement", 40);
+  INFO("sent " << r.sent << " retransmitted " << r.retransmitted << " naks " << r.naks
+               << " placed out of order " << r.placed_out_of_order << " completion max "
+               << r.completion_max_ns << " mean " << r.completion_mean_ns);
+  REQUIRE(r.done);
+  CHECK(r.messages == 4 * 40);
+  CHECK(r.retransmitted == 0);
+  CHECK(r.naks == 0);
+  CHECK(r.timeouts == 0);
+  CHECK(r.holes_naked == 0);
+  CHECK(r.window_overflows == 0);
+  CHECK(r.placed_out_of_order > 0);  // the reordering was there, and placed as it came
+  CHECK(r.reordered == 0);           // no reorder engine
+  CHECK(r.out_of_order_dropped == 0);
+
+  // The same traffic over four 8 us paths, placed the same way: its slowest path is as slow as
+  // the reordering run's slowest, the others are faster, so if reordering cost placement any
+  // waiting it would show here. The reorder engine instead holds each QP's first packet for its
+  // 100 us hold time (it is not told the first PSNs here), and every gap until it fills.
+  const PairResult flat = run_pair("rr", "ooo-placement", 40, 0, true);
+  INFO("equal paths: completion max " << flat.completion_max_ns << " mean "
+                                      << flat.completion_mean_ns << " retx " << flat.retransmitted);
+  REQUIRE(flat.done);
+  CHECK(flat.retransmitted == 0);
+  CHECK(r.completion_mean_ns <= flat.completion_mean_ns);
+  CHECK(r.completion_max_ns <= flat.completion_max_ns);
+  const PairResult held = run_pair("rr", "reorder-buffer", 40);
+  INFO("reorder-buffer: completion max " << held.completion_max_ns << " mean "
+                                         << held.completion_mean_ns);
+  CHECK(held.completion_max_ns >= 100'000);
+  CHECK(r.completion_max_ns < 50'000);
+  CHECK(r.completion_mean_ns < held.completion_mean_ns);
+}
+
+TEST_CASE("two NICs, ooo-placement, one lost packet: exactly the missing PSN is resent, once") {
+  // The 1000th WRITE from A to B is lost: the 16th message of some QP is in flight. B places
+  // everything after it, NAKs the hole after nak_delay (100 us), and A resends that PSN alone.
+  const PairResult r = run_pair("rr", "ooo-placement", 40, 0, false, 1000);
+  INFO("sent " << r.sent << " retransmitted " << r.retransmitted << " naks " << r.naks
+               << " timeouts " << r.timeouts << " dropped qp " << r.dropped.first << " psn "
+               << r.dropped.second);
+  REQUIRE(r.done);
+  CHECK(r.messages == 4 * 40);
+  REQUIRE(r.dropped.first != 0);
+  CHECK(r.retransmitted == 1);
+  CHECK(r.naks == 1);
+  CHECK(r.holes_naked == 1);
+  CHECK(r.timeouts == 0);
+  // Every (QP, PSN) crossed exactly once, the dropped one twice: its retransmission.
+  uint64_t twice = 0;
+  for (const auto& [key, n] : r.sends) {
+    if (key == r.dropped) {
+      CHECK(n == 2);
+    } else {
+      CHECK(n == 1);
+    }
+    twice += n == 2 ? 1 : 0;
+  }
+  CHECK(twice == 1);
+  CHECK(r.sends.size() == 4 * 40 * 64);
+}
+
+TEST_CASE("two NICs, rxe (receive none), the same lost packet: go-back-N resends far more") {
+  const PairResult r = run_pair("flow", "none", 40, 0, false, 1000);
+  INFO("retransmitted " << r.retransmitted);
+  REQUIRE(r.done);
+  CHECK(r.retransmitted > 1);
 }
 
 namespace {
