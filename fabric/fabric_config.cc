@@ -248,7 +248,7 @@ void apply_yaml(FabricConfig& c, const control::ConfigNode& root) {
                 "qps_per_host", "msg_bytes", "bytes", "channels", "incast_senders", "cdf",
                 "load", "message_gap_us", "mode", "spray_policy", "hash_seed", "udp_sport",
                 "ppcid_layout", "reorder", "reorder_hold_us", "reorder_window",
-                "max_in_flight", "dlb_gap_us", "control_period_us", "tcam_spray_rules",
+                "max_in_flight", "retransmit_timeout_us", "dlb_gap_us", "control_period_us", "tcam_spray_rules",
                 "event", "duration", "warmup", "seeds", "sample_us"});
   c.source = n.file();
   c.leaves = static_cast<uint32_t>(n.uint_or("leaves", c.leaves, 1, 255));
@@ -307,6 +307,8 @@ void apply_yaml(FabricConfig& c, const control::ConfigNode& root) {
       n.number_or("reorder_hold_us", c.reorder_hold_ns / 1000.0, 1, 1'000'000) * 1000);
   c.reorder_window = static_cast<uint32_t>(n.uint_or("reorder_window", c.reorder_window, 1, 16384));
   c.max_in_flight = static_cast<uint32_t>(n.uint_or("max_in_flight", c.max_in_flight, 66, 65536));
+  c.retransmit_timeout_ns = static_cast<uint64_t>(
+      n.number_or("retransmit_timeout_us", c.retransmit_timeout_ns / 1000.0, 1, 1e8) * 1000);
   c.dlb_gap_ns = static_cast<uint64_t>(n.number_or("dlb_gap_us", c.dlb_gap_ns / 1000.0, 0.001, 1e6) * 1000);
   c.control_period_ns = static_cast<uint64_t>(
       n.number_or("control_period_us", c.control_period_ns / 1000.0, 1, 1e7) * 1000);
