@@ -91,6 +91,21 @@ nlohmann::json to_json(const RunResult& r) {
   nlohmann::json per_link = nlohmann::json::object();
   for (size_t i = 0; i < r.uplink_util.size(); ++i) per_link[r.uplink_names[i]] = r.uplink_util[i];
   j["uplink_util_by_link"] = per_link;
+  j["downlink_util"] = {{"mean", r.downlink_util_mean},
+                        {"max", r.downlink_util_max},
+                        {"imbalance", r.downlink_util_imbalance}};
+  j["idle_links"] = r.idle_links;
+  j["fabric_links"] = r.fabric_links;
+  nlohmann::json goodput = nlohmann::json::array();
+  for (const auto& [t, g] : r.goodput_timeline) goodput.push_back({t, g});
+  j["goodput_timeline"] = goodput;
+  if (r.failover) {
+    j["failover"] = {{"event_us", r.failover->event_us},
+                     {"before", r.failover->before},
+                     {"min_after", r.failover->min_after},
+                     {"after", r.failover->after},
+                     {"recovery_us", r.failover->recovery_us}};
+  }
   j["fct_us"] = {{"p50", r.fct_p50_us}, {"p99", r.fct_p99_us}, {"max", r.fct_max_us}};
   j["fct_samples_us"] = r.fct_samples_us;
   if (!r.slowdown.empty()) {
