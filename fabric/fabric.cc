@@ -152,6 +152,7 @@ void Fabric::install_spray_rules() {
       r.dst_port = {4791, 4791};
       r.dest_qp = {qpn, qpn};
       r.action = "spray";
+      if (config_.tcam_roce_partition > 0) r.partition = "roce";
       s.config.tcam.rules.push_back(r);
     }
   };

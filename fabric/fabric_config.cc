@@ -225,6 +225,10 @@ std::string FabricConfig::check() const {
   if (reorder_window < 1 || reorder_window > 16384) return "reorder-window: 1..16384";
   if (max_in_flight < 66 || max_in_flight > 65536) return "max-in-flight: 66..65536";
   if (dlb_gap_ns < 1) return "dlb-gap-us: above 0";
+  if (tcam_capacity < 16 || tcam_capacity > (1u << 20)) return "tcam-capacity: 16..1048576";
+  if (tcam_roce_partition > tcam_capacity) {
+    return "tcam-roce-partition: 0 (none) .. tcam-capacity (" + std::to_string(tcam_capacity) + ")";
+  }
   if (control_period_ns < 1000) return "control-period-us: at least 1";
   if (duration_ns < 1000) return "duration: at least 1us";
   if (warmup() >= duration_ns) return "warmup: below duration";
@@ -249,6 +253,7 @@ void apply_yaml(FabricConfig& c, const control::ConfigNode& root) {
                 "load", "message_gap_us", "mode", "spray_policy", "hash_seed", "udp_sport",
                 "ppcid_layout", "reorder", "reorder_hold_us", "reorder_window",
                 "max_in_flight", "retransmit_timeout_us", "dlb_gap_us", "control_period_us", "tcam_spray_rules",
+                "tcam_capacity", "tcam_roce_partition",
                 "event", "duration", "warmup", "seeds", "sample_us"});
   c.source = n.file();
   c.leaves = static_cast<uint32_t>(n.uint_or("leaves", c.leaves, 1, 255));
@@ -313,6 +318,8 @@ void apply_yaml(FabricConfig& c, const control::ConfigNode& root) {
   c.control_period_ns = static_cast<uint64_t>(
       n.number_or("control_period_us", c.control_period_ns / 1000.0, 1, 1e7) * 1000);
   c.tcam_spray_rules = static_cast<uint32_t>(n.uint_or("tcam_spray_rules", c.tcam_spray_rules, 0, 1 << 20));
+  c.tcam_capacity = static_cast<uint32_t>(n.uint_or("tcam_capacity", c.tcam_capacity, 16, 1 << 20));
+  c.tcam_roce_partition = static_cast<uint32_t>(n.uint_or("tcam_roce_partition", c.tcam_roce_partition, 0, 1 << 20));
   for (const std::string& text : n.string_list("event")) {
     try {
       c.events.push_back(parse_fabric_event(text));

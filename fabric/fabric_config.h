@@ -113,6 +113,10 @@ struct FabricConfig {
   uint64_t dlb_gap_ns = 100'000;  // 0 is not allowed by the flowlet table
   uint64_t control_period_ns = 200'000'000;
   uint32_t tcam_spray_rules = 16384;  // a leaf's spray_rule_limit
+  uint32_t tcam_capacity = 16384;     // the rules a leaf's TCAM holds in all (the hardware's size)
+  // A TCAM partition of this many rules for the sprayed QPs' rules (0: none, they share the
+  // default partition, i.e. the whole TCAM).
+  uint32_t tcam_roce_partition = 0;
 
   std::vector<FabricEvent> events;
 

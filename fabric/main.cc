@@ -177,6 +177,10 @@ std::vector<Flag> make_flags() {
       "weighted: control loop period (200000)");
   u32("tcam-spray-rules", &FabricConfig::tcam_spray_rules,
       "spray: a leaf's TCAM spray_rule_limit; QPs beyond it fall back to ECMP (16384)");
+  u32("tcam-capacity", &FabricConfig::tcam_capacity,
+      "spray: the rules a leaf's TCAM holds in all, whatever spray-rule limit it is told (16384)");
+  u32("tcam-roce-partition", &FabricConfig::tcam_roce_partition,
+      "spray: a TCAM partition of this many rules for the spray rules; 0: none (0)");
   time("duration", &FabricConfig::duration_ns,
       "permutation: virtual time run; cdf: arrival window (run until done, within 5x + 1ms); others: time limit (2ms)");
   time("warmup", &FabricConfig::warmup_ns,

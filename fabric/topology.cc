@@ -55,7 +55,8 @@ control::SwitchConfig base_switch(const FabricConfig& c, FabricMode mode, const 
   s.pfc.watchdog_restore_ns = c.pfc_watchdog_ns;
   s.control.period_ms = std::max<uint64_t>(1, c.control_period_ns / 1'000'000);
   s.tcam.spray_rule_limit = c.tcam_spray_rules;
-  s.tcam.capacity = std::max<uint32_t>(c.tcam_spray_rules, 16);
+  s.tcam.capacity = c.tcam_capacity;
+  if (c.tcam_roce_partition > 0) s.tcam.partitions.push_back({"roce", c.tcam_roce_partition});
   s.route_table = RouteTableBackend::kRib;  // hundreds of switches: bytes per route, not 64 MiB
   return s;
 }

@@ -77,6 +77,14 @@ class Scenarios(unittest.TestCase):
         self.assertAlmostEqual(m(rep, "same_down"), m(rep, "same_up"), delta=0.1)
         self.assertAlmostEqual(m(rep, "same_tput"), m(rep, "per_tput"), delta=0.05)
 
+    def test_tcam_overflow_direction(self):
+        rep = scenario("tcam-overflow")
+        # Refused QPs are counted as ECMP fallback; a TCAM that holds the partition refuses none,
+        # a larger limit on the same 16K TCAM refuses as many.
+        self.assertGreater(m(rep, "fallback"), 0)
+        self.assertEqual(m(rep, "fallback_fix32"), 0)
+        self.assertEqual(m(rep, "fallback_fix16"), m(rep, "fallback"))
+
     def test_flags_apply_over_a_scenarios_runs(self):
         rep = scenario("ecmp-vs-spray", "--spines", "4", "--seeds", "5")
         cfg = rep["runs"]["base"]["config"]
