@@ -251,10 +251,11 @@ void parse_pfc(SwitchConfig& c, const ConfigNode& n) {
   p.quanta = static_cast<uint16_t>(n.uint_or("quanta", p.quanta, 1, 0xFFFF));
   p.fast_feedback = n.boolean_or("fast_feedback", p.fast_feedback);
   if (auto w = n.optional_child("watchdog")) {
-    w->allow_only({"enabled", "detect_ms", "restore_ms"});
+    w->allow_only({"enabled", "detect_ms", "restore_ms", "action"});
     p.watchdog = w->boolean_or("enabled", true);
     p.watchdog_detect_ns = w->uint_or("detect_ms", 200, 1, 3'600'000) * 1'000'000;
     p.watchdog_restore_ns = w->uint_or("restore_ms", 200, 1, 3'600'000) * 1'000'000;
+    p.watchdog_action = w->choice_or("action", p.watchdog_action, {"drop", "forward"});
   }
 }
 
@@ -469,6 +470,9 @@ std::string switch_config_help() {
   h.line("    enabled: true", "true | false");
   h.line("    detect_ms: 200", "1..3600000");
   h.line("    restore_ms: 200", "1..3600000");
+  h.line("    action: " + pfc.watchdog_action,
+         "drop (flush the queue, drop its arrivals and the storming port's ingress priority "
+         "group, send it no PFC) | forward (ignore its pauses, send it no PFC, drop nothing)");
   h.line("control:", "the control loop:");
   h.line("  period_ms: " + std::to_string(k.period_ms), "1..3600000");
   h.line("  target_utilisation: " + n(k.target_utilisation), "0..0.99 (u_target)");

@@ -110,6 +110,7 @@ struct PfcSettings {
   bool watchdog = true;
   uint64_t watchdog_detect_ns = 200'000'000;
   uint64_t watchdog_restore_ns = 200'000'000;
+  std::string watchdog_action = "drop";  // drop | forward (dataplane/pfc_state.h)
 };
 
 // The control loop (control/control_loop.h): period, reweighting formula, EWMA.

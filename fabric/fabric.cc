@@ -575,6 +575,7 @@ RunResult Fabric::collect(double wall_s) {
   uint64_t queue_full = 0, link_down = 0, watchdog = 0, bit_error = 0, loss = 0;
   uint64_t paused_ns = 0, longest_ns = 0;
   uint64_t no_route = 0, no_eligible = 0, ttl = 0, sw_parse = 0, tcam_drop = 0;
+  uint64_t watchdog_ingress = 0;
   const auto add_egress = [&](const EgressPort& e) {
     for (uint8_t tc = 0; tc < EgressPort::kClasses; ++tc) {
       const EgressClassCounters c = e.counters(tc, now_);
@@ -596,6 +597,15 @@ RunResult Fabric::collect(double wall_s) {
       no_eligible += sw.drops().no_eligible_port;
       ttl += sw.drops().ttl_expired;
       tcam_drop += sw.drops().tcam_drop;
+      watchdog_ingress += sw.drops().pfc_watchdog_ingress;
+      if (const PfcState* pfc = sw.pfc()) {
+        for (uint16_t p = 0; p < sw.port_count(); ++p) {
+          for (const PfcPriorityCounters& k : pfc->counters(p).priority) {
+            r.pfc_watchdog_storms += k.watchdog_storms_detected;
+            r.pfc_watchdog_frames_suppressed += k.watchdog_frames_suppressed;
+          }
+        }
+      }
       for (uint64_t v : sw.drops().parse) sw_parse += v;
       if (n.control) r.control_publications += n.control->counters().publications;
       for (size_t g = 0; g < sw.group_count(); ++g) {
@@ -660,6 +670,7 @@ RunResult Fabric::collect(double wall_s) {
   r.drops = {{"queue_full", queue_full},
              {"link_down", link_down},
              {"pfc_watchdog", watchdog},
+             {"pfc_watchdog_ingress", watchdog_ingress},
              {"bit_error", bit_error},
              {"loss", loss},
              {"no_route", no_route},

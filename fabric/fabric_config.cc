@@ -248,7 +248,7 @@ void apply_yaml(FabricConfig& c, const control::ConfigNode& root) {
   const control::ConfigNode n = root.child("fabric");
   n.allow_only({"leaves", "spines", "hosts_per_leaf", "links_per_spine", "planes", "link_gbps",
                 "delay_ns", "cable_spread_ns", "mtu", "queue_bytes", "pfc", "pfc_buffer_bytes", "pfc_xoff",
-                "pfc_xon", "fast_feedback", "pfc_watchdog", "pfc_watchdog_us", "workload",
+                "pfc_xon", "fast_feedback", "pfc_watchdog", "pfc_watchdog_us", "pfc_watchdog_action", "workload",
                 "qps_per_host", "msg_bytes", "bytes", "channels", "incast_senders", "cdf",
                 "load", "message_gap_us", "mode", "spray_policy", "hash_seed", "udp_sport",
                 "ppcid_layout", "reorder", "reorder_hold_us", "reorder_window",
@@ -273,6 +273,8 @@ void apply_yaml(FabricConfig& c, const control::ConfigNode& root) {
   c.fast_feedback = n.boolean_or("fast_feedback", c.fast_feedback);
   c.pfc_watchdog = n.boolean_or("pfc_watchdog", c.pfc_watchdog);
   c.pfc_watchdog_ns = n.uint_or("pfc_watchdog_us", c.pfc_watchdog_ns / 1000, 1, 10'000'000) * 1000;
+  c.pfc_watchdog_action =
+      n.choice_or("pfc_watchdog_action", c.pfc_watchdog_action, {"drop", "forward"});
   if (n.has("workload")) {
     c.workload = *parse_workload(n.choice_or(
         "workload", "", {"permutation", "allreduce", "alltoall", "incast", "cdf"}));

@@ -131,6 +131,8 @@ nlohmann::json to_json(const RunResult& r) {
   nlohmann::json timeline = nlohmann::json::array();
   for (const auto& [t, n] : r.pfc_timeline) timeline.push_back({t, n});
   j["pfc"] = {{"pause_frames", r.pfc_pause_frames},
+              {"watchdog_storms", r.pfc_watchdog_storms},
+              {"watchdog_frames_suppressed", r.pfc_watchdog_frames_suppressed},
               {"paused_us", r.pfc_paused_us},
               {"longest_pause_us", r.pfc_longest_pause_us},
               {"timeline", timeline}};
@@ -186,6 +188,7 @@ nlohmann::json config_json(const FabricConfig& c) {
           {"pfc_xon", c.pfc_xon},
           {"fast_feedback", c.fast_feedback},
           {"pfc_watchdog", c.pfc_watchdog},
+          {"pfc_watchdog_action", c.pfc_watchdog_action},
           {"workload", std::string(to_string(c.workload))},
           {"qps_per_host", c.qps_per_host},
           {"msg_bytes", c.msg_bytes},

@@ -62,6 +62,8 @@ struct RunResult {
   uint64_t reorder_resyncs = 0;  // go-back-N retransmissions that restarted a QP's sequence
   std::vector<std::pair<uint64_t, uint64_t>> reorder_depth_histogram;  // (depth, packets), > 0
   uint64_t pfc_pause_frames = 0;
+  uint64_t pfc_watchdog_storms = 0;             // storms detected, all switches and priorities
+  uint64_t pfc_watchdog_frames_suppressed = 0;  // PFC frames not sent to storming neighbours
   double pfc_paused_us = 0;
   double pfc_longest_pause_us = 0;
   std::vector<std::pair<double, uint64_t>> pfc_timeline;  // (t_us, paused ports)

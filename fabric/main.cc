@@ -127,6 +127,13 @@ std::vector<Flag> make_flags() {
       "PFC watchdog: on | off (on)");
   micros("pfc-watchdog-us", &FabricConfig::pfc_watchdog_ns,
       "PFC watchdog detection and restoration time (200000)");
+  f.push_back({"pfc-watchdog-action",
+               "PFC watchdog action on a storm: drop (queue, arrivals and the storming port's "
+               "ingress priority dropped, no PFC sent to it) | forward (its pauses ignored, no PFC "
+               "sent to it, nothing dropped) (drop)",
+               "", [](FabricConfig& c, const std::string& v) {
+                 c.pfc_watchdog_action = one_of("pfc-watchdog-action", v, {"drop", "forward"});
+               }});
   f.push_back({"workload", "permutation | allreduce | alltoall | incast | cdf (permutation)", "", [](FabricConfig& c, const std::string& v) {
                  const auto w = parse_workload(v);
                  if (!w) throw std::invalid_argument(std::string("--workload: ") + kWorkloadNames + ", got '" + v + "'");

@@ -53,6 +53,7 @@ control::SwitchConfig base_switch(const FabricConfig& c, FabricMode mode, const 
   s.pfc.watchdog = c.pfc_watchdog;
   s.pfc.watchdog_detect_ns = c.pfc_watchdog_ns;
   s.pfc.watchdog_restore_ns = c.pfc_watchdog_ns;
+  s.pfc.watchdog_action = c.pfc_watchdog_action;
   s.control.period_ms = std::max<uint64_t>(1, c.control_period_ns / 1'000'000);
   s.tcam.spray_rule_limit = c.tcam_spray_rules;
   s.tcam.capacity = c.tcam_capacity;

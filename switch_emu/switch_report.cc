@@ -46,6 +46,7 @@ json drops_json(const SwitchNode& node) {
   j["no_route"] = d.no_route;
   j["ttl_expired"] = d.ttl_expired;
   j["no_eligible_port"] = d.no_eligible_port;
+  j["pfc_watchdog_ingress"] = d.pfc_watchdog_ingress;
   j["egress_refused"] = d.egress_refused;
   j["mirror_no_mbuf"] = d.mirror_no_mbuf;
   j["bad_port"] = d.bad_port;
@@ -127,8 +128,11 @@ json pfc_json(const SwitchNode& node, uint16_t port) {
                     {"buffered_bytes", pfc->buffered_bytes(port, p)},
                     {"xoff_asserted", pfc->xoff_asserted(port, p)},
                     {"watchdog_dropping", pfc->watchdog_dropping(port, p)},
+                    {"watchdog_storming", pfc->watchdog_storming(port, p)},
                     {"watchdog_storms_detected", k.watchdog_storms_detected},
-                    {"watchdog_restorations", k.watchdog_restorations}});
+                    {"watchdog_restorations", k.watchdog_restorations},
+                    {"watchdog_ingress_drops", k.watchdog_ingress_drops},
+                    {"watchdog_frames_suppressed", k.watchdog_frames_suppressed}});
   }
   return {{"enabled", true},
           {"port", node.config().ports[port].name},

@@ -94,6 +94,7 @@ lcores:
   CHECK(c.pfc.priorities == 0b00011000);
   CHECK(c.pfc.xoff == 0.65);
   CHECK(c.pfc.xon < c.pfc.xoff);
+  CHECK(c.pfc.watchdog_action == "drop");  // SONiC's default
   CHECK(c.lcores.size() == 2);
 }
 
@@ -125,6 +126,8 @@ TEST_CASE("errors name the file, the key and what is allowed") {
         "test.yaml: pfc.xon: must be below xoff (0.500000) for hysteresis, got 0.700000");
   CHECK(error_of(kPorts + "lcores: [{lcore: 0, ports: [a, b]}]") ==
         "test.yaml: lcores: port \"c\" is polled by no lcore");
+  CHECK(error_of(kPorts + "pfc: {watchdog: {action: alert}}") ==
+        "test.yaml: pfc.watchdog.action: must be one of drop|forward, got \"alert\"");
   CHECK(error_of(kPorts + "hash: {algorithm: md5}") ==
         "test.yaml: hash.algorithm: must be one of crc32c|crc32, got \"md5\"");
   CHECK(error_of("ports: [") .find("test.yaml: YAML syntax error") == 0);

@@ -4,9 +4,11 @@
 
 #include <catch2/catch.hpp>
 
+#include <array>
 #include <map>
-#include <set>
 #include <random>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "control/switch_config.h"
@@ -462,6 +464,196 @@ pfc: {priorities: [3], watchdog: {enabled: true, detect_ms: 200, restore_ms: 200
   CHECK(lossless[1] == 0);  // the storming class's traffic goes around p0
   CHECK(lossless[2] > 1900);
   CHECK(node.drops().no_eligible_port == 0);
+  drain(node, now + 1'000'000);
+  node.free_all();
+  CHECK(pool.whole());
+}
+
+namespace {
+
+constexpr uint64_t kStormStep = 300'000;  // a fresh 0xFFFF pause (335 us at 100G) every 300 us
+
+// Pauses `port`'s class 3 from `from` for `steps` storm steps, polling and draining as it goes;
+// returns the time of the last pause frame. PFC frames leaving `port` are added to *pfc_out.
+uint64_t storm(SwitchNode& node, const TestPool& pool, uint16_t port, uint64_t from, int steps,
+               size_t* pfc_out) {
+  uint64_t now = from;
+  for (int i = 0; i < steps; ++i, now += kStormStep) {
+    storm_pause(node, pool, port, now);
+    node.poll(now);
+    for (const auto& [p, pp] : drain(node, now)) {
+      if (p == port && pp.kind == PacketKind::kMacControl) ++*pfc_out;
+    }
+  }
+  return now - kStormStep;
+}
+
+// n packets of `bytes` payload from `port`, one receive, flows varied by source port.
+void burst(SwitchNode& node, const TestPool& pool, uint16_t port, uint8_t dscp, int n, uint64_t now,
+           uint16_t sport0 = 1000, size_t bytes = 1000) {
+  std::vector<rte_mbuf*> pkts;
+  for (int i = 0; i < n; ++i) {
+    pkts.push_back(
+        udp(pool, {0x0A000001, 0x0A000002, static_cast<uint16_t>(sport0 + i), 6000}, dscp, bytes));
+  }
+  node.receive(port, pkts.data(), static_cast<uint16_t>(n), now);
+}
+
+}  // namespace
+
+TEST_CASE("PFC watchdog: a storm on one lossless class leaves the port to the other classes") {
+  TestPool pool(8191);
+  auto cfg = config_of(fanout_yaml(2, "ecmp", R"(
+pfc: {priorities: [3, 4], watchdog: {enabled: true, detect_ms: 200, restore_ms: 200}}
+)"));
+  SwitchNode node(cfg, pool.get());
+  // A storm on p0 (node port 1), class 3, for 300 ms; nothing is queued there (an empty
+  // paused queue is a storm too).
+  size_t pfc_frames = 0;
+  uint64_t now = storm(node, pool, 1, 0, 1000, &pfc_frames) + 1000;
+  REQUIRE(node.pfc()->watchdog_dropping(1, 3));
+  CHECK_FALSE(node.pfc()->watchdog_storming(1, 4));
+  // 2,000 flows each of class 0 (lossy), 3 (stormed) and 4 (lossless, not stormed).
+  std::map<uint8_t, std::array<int, 3>> per_port;
+  for (uint32_t i = 0; i < 2000; ++i) {
+    for (const uint8_t dscp : {uint8_t{0}, uint8_t{26}, uint8_t{34}}) {
+      rte_mbuf* m =
+          udp(pool, {0x0A000001 + i, 0x0A000002, static_cast<uint16_t>(1000 + i), 6000}, dscp, 64);
+      node.receive(0, &m, 1, now);
+      now += 1000;
+      for (const auto& [port, pp] : drain(node, now + 100'000)) {
+        if (pp.kind != PacketKind::kMacControl) per_port[dscp][port]++;
+      }
+    }
+  }
+  std::string shares;
+  for (const auto& [dscp, n] : per_port) {
+    shares += "dscp " + std::to_string(dscp) + ": p0 " + std::to_string(n[1]) + " p1 " +
+              std::to_string(n[2]) + "; ";
+  }
+  INFO(shares);
+  CHECK(per_port[0][1] > 800);  // lossy traffic keeps its share of p0
+  CHECK(per_port[0][2] > 800);
+  CHECK(per_port[34][1] > 800);  // so does the other lossless class
+  CHECK(per_port[34][2] > 800);
+  CHECK(per_port[26][1] == 0);  // the stormed class goes around p0
+  CHECK(per_port[26][2] == 2000);
+  CHECK(node.drops().no_eligible_port == 0);
+  CHECK(node.total_drops() == 0);
+  drain(node, now + 1'000'000);
+  node.free_all();
+  CHECK(pool.whole());
+}
+
+TEST_CASE("PFC watchdog drop: the storming port's priority dropped at ingress, sent no PFC") {
+  TestPool pool(8191);
+  // 64 KiB per (ingress port, priority): XOFF at 52,429 bytes.
+  auto cfg = config_of(fanout_yaml(2, "ecmp", R"(
+pfc: {priorities: [3], buffer_bytes: 65536, xoff: 0.8, xon: 0.5, watchdog: {action: drop}}
+)"));
+  SwitchNode node(cfg, pool.get());
+  size_t pfc_to_neighbour = 0;
+  const uint64_t last_pause = storm(node, pool, 1, 0, 1000, &pfc_to_neighbour);
+  REQUIRE(node.pfc()->watchdog_dropping(1, 3));
+  uint64_t now = last_pause + 1000;
+
+  // 100 kB of class 3 from the storming neighbour, in one burst: without drop mode it would
+  // cross XOFF and pause the neighbour; here it is dropped at ingress, each packet counted.
+  burst(node, pool, 1, 26, 100, now);
+  CHECK(node.drops().pfc_watchdog_ingress == 100);
+  CHECK(node.pfc()->counters(1).priority[3].watchdog_ingress_drops == 100);
+  CHECK(node.pfc()->buffered_bytes(1, 3) == 0);
+  CHECK_FALSE(node.pfc()->xoff_asserted(1, 3));
+  // Its lossy traffic, and class 3 from another port, are forwarded.
+  burst(node, pool, 1, 0, 50, now, 3000, 64);
+  burst(node, pool, 0, 26, 50, now, 5000, 64);
+  std::array<int, 3> lossy{}, lossless{};
+  node.poll(now);
+  for (const auto& [port, pp] : drain(node, now + 100'000)) {
+    if (pp.kind == PacketKind::kMacControl) {
+      if (port == 1) ++pfc_to_neighbour;
+      continue;
+    }
+    (pp.src_port >= 5000 ? lossless : lossy)[port]++;  // class 3 from in0: ports 5000..
+  }
+  CHECK(lossy[1] + lossy[2] == 50);
+  CHECK(lossless[1] == 0);  // p0 is not eligible for class 3
+  CHECK(lossless[2] == 50);
+  CHECK(node.total_drops() == 100);
+
+  // Restoration exactly restore_ms after the last pause frame.
+  const uint64_t restore_at = last_pause + 200'000'000;
+  node.poll(restore_at - 1);
+  CHECK(node.pfc()->watchdog_dropping(1, 3));
+  CHECK(node.next_event_ns(restore_at - 1) == restore_at);
+  node.poll(restore_at);
+  CHECK_FALSE(node.pfc()->watchdog_storming(1, 3));
+  CHECK(node.pfc()->counters(1).priority[3].watchdog_restorations == 1);
+  CHECK(pfc_to_neighbour == 0);  // nothing went to the neighbour during the whole storm
+
+  // Ingress admission and PFC generation are back: the same burst is forwarded, crosses XOFF
+  // and pauses the neighbour.
+  now = restore_at;
+  burst(node, pool, 1, 26, 100, now);
+  CHECK(node.drops().pfc_watchdog_ingress == 100);
+  CHECK(node.pfc()->xoff_asserted(1, 3));
+  node.poll(now);
+  size_t forwarded = 0;
+  for (const auto& [port, pp] : drain(node, now + 1'000'000)) {
+    if (pp.kind == PacketKind::kMacControl) {
+      if (port == 1) ++pfc_to_neighbour;
+    } else {
+      ++forwarded;
+    }
+  }
+  CHECK(forwarded == 100);
+  CHECK(pfc_to_neighbour >= 1);
+  CHECK(node.pfc()->counters(1).priority[3].xoff_sent >= 1);
+  CHECK(node.total_drops() == 100);
+  node.free_all();
+  CHECK(pool.whole());
+}
+
+TEST_CASE("PFC watchdog forward: the stormed queue sends, nothing dropped, no PFC above XOFF") {
+  TestPool pool(8191);
+  auto cfg = config_of(fanout_yaml(1, "ecmp", R"(
+pfc: {priorities: [3], buffer_bytes: 65536, xoff: 0.8, xon: 0.5, watchdog: {action: forward}}
+)"));
+  SwitchNode node(cfg, pool.get());
+  size_t pfc_to_neighbour = 0;
+  // Ten class 3 packets for p0 (node port 1) arrive as its storm begins: they are held.
+  storm_pause(node, pool, 1, 0);
+  burst(node, pool, 0, 26, 10, 0);
+  CHECK(node.egress(1).queued_packets(3) == 10);
+  size_t held_delivered = 0;
+  uint64_t now = 0;
+  for (int i = 0; i < 1000; ++i, now += kStormStep) {
+    storm_pause(node, pool, 1, now);
+    node.poll(now);
+    for (const auto& [port, pp] : drain(node, now)) {
+      if (pp.kind == PacketKind::kMacControl) {
+        if (port == 1) ++pfc_to_neighbour;
+      } else if (port == 1) {
+        if (now < 200'000'000) FAIL("a packet left the paused queue before detection");
+        ++held_delivered;
+      }
+    }
+    if (i == 700) {
+      // In forward mode: 100 kB of class 3 from the neighbour, hairpinned back to it, in one
+      // burst. Its ingress buffer crosses XOFF; PFC is off for it, so no XOFF goes out.
+      burst(node, pool, 1, 26, 100, now, 2000);
+      CHECK(node.pfc()->xoff_asserted(1, 3));
+    }
+  }
+  CHECK(node.pfc()->watchdog_storming(1, 3));
+  CHECK_FALSE(node.pfc()->watchdog_dropping(1, 3));
+  CHECK(held_delivered == 110);
+  CHECK(pfc_to_neighbour == 0);
+  CHECK(node.pfc()->counters(1).priority[3].watchdog_frames_suppressed >= 1);
+  CHECK(node.pfc()->counters(1).priority[3].xoff_sent == 0);
+  CHECK(node.egress(1).counters(3, now).drops_watchdog == 0);
+  CHECK(node.drops().pfc_watchdog_ingress == 0);
+  CHECK(node.total_drops() == 0);
   drain(node, now + 1'000'000);
   node.free_all();
   CHECK(pool.whole());
