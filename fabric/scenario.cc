@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <set>
 #include <sstream>
@@ -53,30 +54,18 @@ class ExprParser {
     n->b = std::move(b);
     return n;
   }
-  NodePtr expr() {
-    NodePtr n = term();
+  // One precedence level: operands from `next`, joined left to right by the operators in `ops`.
+  NodePtr level(const char* ops, NodePtr (ExprParser::*next)()) {
+    NodePtr n = (this->*next)();
     for (;;) {
       skip();
-      if (i_ < s_.size() && (s_[i_] == '+' || s_[i_] == '-')) {
-        const char op = s_[i_++];
-        n = binary(op, n, term());
-      } else {
-        return n;
-      }
+      if (i_ >= s_.size() || std::strchr(ops, s_[i_]) == nullptr) return n;
+      const char op = s_[i_++];
+      n = binary(op, n, (this->*next)());
     }
   }
-  NodePtr term() {
-    NodePtr n = factor();
-    for (;;) {
-      skip();
-      if (i_ < s_.size() && (s_[i_] == '*' || s_[i_] == '/')) {
-        const char op = s_[i_++];
-        n = binary(op, n, factor());
-      } else {
-        return n;
-      }
-    }
-  }
+  NodePtr expr() { return level("+-", &ExprParser::term); }
+  NodePtr term() { return level("*/", &ExprParser::factor); }
   NodePtr factor() {
     skip();
     if (i_ >= s_.size()) fail("a number, a name or '('");
@@ -240,8 +229,9 @@ std::string mode_list(const FabricConfig& c) {
 
 }  // namespace
 
-Scenario parse_scenario_yaml(const std::string& yaml, const std::string& name, bool quick) {
-  const control::ConfigNode root = control::ConfigNode::load_string(yaml, name);
+namespace {
+
+Scenario parse_scenario(const control::ConfigNode& root, const std::string& name, bool quick) {
   root.allow_only({"scenario"});
   const control::ConfigNode n = root.child("scenario");
   n.allow_only({"claim", "article", "source", "scaled", "fabric", "quick", "runs", "measure",
@@ -338,13 +328,14 @@ Scenario parse_scenario_yaml(const std::string& yaml, const std::string& name, b
   return s;
 }
 
+}  // namespace
+
+Scenario parse_scenario_yaml(const std::string& yaml, const std::string& name, bool quick) {
+  return parse_scenario(control::ConfigNode::load_string(yaml, name), name, quick);
+}
+
 Scenario load_scenario(const std::string& path, bool quick) {
-  // Read through ConfigNode so that a missing or unreadable file is reported the same way as
-  // every other config.
-  const control::ConfigNode root = control::ConfigNode::load_file(path);
-  YAML::Emitter out;
-  out << root.yaml();
-  return parse_scenario_yaml(out.c_str(), path, quick);
+  return parse_scenario(control::ConfigNode::load_file(path), path, quick);
 }
 
 std::string default_scenario_dir() {
@@ -369,12 +360,13 @@ std::string scenario_path(const std::string& dir, const std::string& name_or_pat
 
 // ---- evaluation ----
 
-std::vector<double> metric_values(const std::vector<RunResult>& runs, const std::string& mode,
-                                  const std::string& metric) {
+namespace {
+
+// `metric` in each of `reports` (the JSON of runs of `mode`, in seed order).
+std::vector<double> metric_values_of(const std::vector<nlohmann::json>& reports, const std::string& mode,
+                                     const std::string& metric) {
   std::vector<double> out;
-  for (const RunResult& r : runs) {
-    if (r.mode != mode) continue;
-    const nlohmann::json j = to_json(r);
+  for (const nlohmann::json& j : reports) {
     const nlohmann::json* at = &j;
     std::string walked;
     size_t from = 0;
@@ -401,6 +393,27 @@ std::vector<double> metric_values(const std::vector<RunResult>& runs, const std:
   return out;
 }
 
+// Each mode's run reports, built once for every measure that reads them.
+std::map<std::string, std::vector<nlohmann::json>> reports_by_mode(const std::vector<RunResult>& runs) {
+  std::map<std::string, std::vector<nlohmann::json>> by_mode;
+  for (const RunResult& r : runs) by_mode[r.mode].push_back(to_json(r));
+  return by_mode;
+}
+
+std::vector<double> metric_of(const std::map<std::string, std::vector<nlohmann::json>>& by_mode,
+                              const std::string& mode, const std::string& metric) {
+  static const std::vector<nlohmann::json> kNone;
+  const auto it = by_mode.find(mode);
+  return metric_values_of(it == by_mode.end() ? kNone : it->second, mode, metric);
+}
+
+}  // namespace
+
+std::vector<double> metric_values(const std::vector<RunResult>& runs, const std::string& mode,
+                                  const std::string& metric) {
+  return metric_of(reports_by_mode(runs), mode, metric);
+}
+
 ScenarioResult evaluate_scenario(const Scenario& s,
                                  const std::map<std::string, std::vector<RunResult>>& results) {
   ScenarioResult r;
@@ -409,10 +422,12 @@ ScenarioResult evaluate_scenario(const Scenario& s,
   r.article = s.article;
   r.source = s.source;
   r.scaled = s.scaled;
+  std::map<std::string, std::map<std::string, std::vector<nlohmann::json>>> reports;
   for (const ScenarioMeasure& m : s.measures) {
     const auto it = results.find(m.run);
     if (it == results.end()) throw std::invalid_argument("no results for run '" + m.run + "'");
-    r.measures[m.name] = metric_values(it->second, m.mode, m.metric);
+    if (reports.count(m.run) == 0) reports[m.run] = reports_by_mode(it->second);
+    r.measures[m.name] = metric_of(reports[m.run], m.mode, m.metric);
   }
   for (const ScenarioFigure& f : s.figures) {
     const std::vector<double> v = f.value.eval(r.measures);
