@@ -62,6 +62,11 @@ EgressEnqueueResult EgressPort::enqueue(rte_mbuf* m, uint8_t tc, uint16_t ingres
   if (queued_bytes_[tc] + bytes > config_.class_limit_bytes[tc]) {
     return refuse(m, tc, &EgressClassCounters::drops_queue_full, EgressEnqueueResult::kQueueFull);
   }
+  if (listener_ != nullptr && ingress_port != kNoIngressPort &&
+      !listener_->admit(ingress_port, priority, bytes, now_ns)) {
+    return refuse(m, tc, &EgressClassCounters::drops_headroom_overflow,
+                  EgressEnqueueResult::kHeadroomOverflow);
+  }
   queues_[tc].push_back(Queued{m, now_ns, bytes, ingress_port, priority});
   queued_bytes_[tc] += bytes;
   ++class_counters_[tc].enqueued;

@@ -34,6 +34,13 @@ namespace spraynet {
 class EgressQueueListener {
  public:
   virtual ~EgressQueueListener() = default;
+  // Asked before a packet with an ingress port is queued (after the port's own checks): false
+  // refuses it (the switch's buffer cannot hold it), and it is freed and counted as
+  // drops_headroom_overflow, with neither on_enqueue nor on_release.
+  virtual bool admit(uint16_t /*ingress_port*/, uint8_t /*priority*/, uint32_t /*bytes*/,
+                     uint64_t /*now_ns*/) {
+    return true;
+  }
   virtual void on_enqueue(uint16_t ingress_port, uint8_t priority, uint32_t bytes,
                           uint64_t now_ns) = 0;
   virtual void on_release(uint16_t ingress_port, uint8_t priority, uint32_t bytes,
@@ -44,10 +51,11 @@ class EgressQueueListener {
 
 enum class EgressEnqueueResult : uint8_t {
   kQueued,
-  kQueueFull,     // the class (or control) queue's byte (frame) limit would be exceeded
-  kLinkDown,      // a down link accepts nothing
-  kWatchdogDrop,  // the class is in PFC-watchdog drop mode
-  kInvalid,       // null mbuf or class >= 8 (counted in invalid_requests())
+  kQueueFull,         // the class (or control) queue's byte (frame) limit would be exceeded
+  kLinkDown,          // a down link accepts nothing
+  kWatchdogDrop,      // the class is in PFC-watchdog drop mode
+  kHeadroomOverflow,  // the listener refused it: its ingress PG's PFC headroom is full
+  kInvalid,           // null mbuf or class >= 8 (counted in invalid_requests())
 };
 
 // What one received PFC frame asks of this port's classes: pause the classes in pause_classes
@@ -66,6 +74,9 @@ struct EgressClassCounters {
   uint64_t drops_queue_full = 0;
   uint64_t drops_link_down = 0;  // refused while down, or queued/in flight when it went down
   uint64_t drops_watchdog = 0;   // flushed or refused in PFC-watchdog drop mode
+  // Refused by the listener's admit(): the ingress PG's headroom was full (a lossless packet
+  // lost to a headroom too small for the link; a correct buffer config never counts one).
+  uint64_t drops_headroom_overflow = 0;
   uint64_t drops_bit_error = 0;  // lost on the wire to bit errors
   uint64_t drops_loss = 0;       // lost on the wire to the plain loss rate
   uint64_t paused_ns = 0;        // total time the class was held by PFC

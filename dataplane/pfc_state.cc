@@ -24,15 +24,10 @@ std::optional<PfcWatchdogAction> parse_pfc_watchdog_action(std::string_view name
 }
 
 std::string PfcStateConfig::check() const {
-  if (buffer_bytes == 0) return "buffer_bytes: must be > 0";
-  if (!(xoff_fraction > 0.0 && xoff_fraction <= 1.0)) {
-    return "xoff_fraction: must be in (0, 1]";
-  }
-  if (!(xon_fraction > 0.0 && xon_fraction < xoff_fraction)) {
-    return "xon_fraction: must be > 0 and below xoff_fraction";
-  }
-  if (std::llround(buffer_bytes * xon_fraction) >= std::llround(buffer_bytes * xoff_fraction)) {
-    return "xon_fraction: the buffer is too small for XON to lie below XOFF";
+  if (auto r = buffer.check(); !r.empty()) return "buffer." + r;
+  if (buffer.port_headroom_bytes.size() != port_link_gbps.size()) {
+    return "buffer.port_headroom_bytes: one per port (" + std::to_string(port_link_gbps.size()) +
+           "), got " + std::to_string(buffer.port_headroom_bytes.size());
   }
   if (xoff_quanta == 0) return "xoff_quanta: must be > 0 (0 is XON)";
   if (watchdog && watchdog_detection_ns == 0) return "watchdog_detection_ns: must be > 0";
@@ -58,17 +53,12 @@ const PfcStateConfig& checked(const PfcStateConfig& config) {
   return config;
 }
 
-uint64_t fraction_of(uint64_t bytes, double fraction) {
-  return static_cast<uint64_t>(std::llround(static_cast<double>(bytes) * fraction));
-}
-
 }  // namespace
 
 PfcState::PfcState(PfcStateConfig config, std::shared_ptr<spdlog::logger> logger)
     : config_(checked(config)),
       logger_(std::move(logger)),
-      xoff_threshold_bytes_(fraction_of(config_.buffer_bytes, config_.xoff_fraction)),
-      xon_threshold_bytes_(fraction_of(config_.buffer_bytes, config_.xon_fraction)),
+      buffer_(config_.buffer),
       ports_(config_.port_link_gbps.size()) {}
 
 void PfcState::attach_port(uint16_t port, EgressPort& egress) {
@@ -119,14 +109,17 @@ void PfcState::make_due(uint16_t port, uint8_t priority, uint16_t quanta, bool r
   }
 }
 
+bool PfcState::admit(uint16_t ingress_port, uint8_t priority, uint32_t bytes, uint64_t /*now_ns*/) {
+  // Unknown ports are counted by on_enqueue, which follows an admission.
+  if (ingress_port >= ports_.size() || priority >= kPriorities || !enabled(priority)) return true;
+  return buffer_.admit(ingress_port, priority, bytes);
+}
+
 void PfcState::on_enqueue(uint16_t ingress_port, uint8_t priority, uint32_t bytes,
                           uint64_t now_ns) {
   PriorityState* s = accounted(ingress_port, priority);
   if (s == nullptr) return;
-  s->buffered_bytes += bytes;
-  if (!s->xoff && s->buffered_bytes >= xoff_threshold_bytes_) {
-    s->xoff = true;
-    ++xoff_asserted_count_;
+  if (buffer_.add(ingress_port, priority, bytes)) {
     s->next_refresh_ns = now_ns + xoff_refresh_interval_ns(ingress_port);
     make_due(ingress_port, priority, config_.xoff_quanta, false);
   }
@@ -135,19 +128,14 @@ void PfcState::on_enqueue(uint16_t ingress_port, uint8_t priority, uint32_t byte
 void PfcState::on_release(uint16_t ingress_port, uint8_t priority, uint32_t bytes,
                           uint64_t now_ns) {
   (void)now_ns;  // the XON goes out with the next take_frames
-  PriorityState* s = accounted(ingress_port, priority);
-  if (s == nullptr) return;
-  if (s->buffered_bytes < bytes) {
-    ++accounting_underflows_;
-    s->buffered_bytes = 0;
-  } else {
-    s->buffered_bytes -= bytes;
-  }
-  if (s->xoff && s->buffered_bytes < xon_threshold_bytes_) {
-    s->xoff = false;
-    --xoff_asserted_count_;
-    make_due(ingress_port, priority, 0, false);
-  }
+  if (accounted(ingress_port, priority) == nullptr) return;
+  if (buffer_.release(ingress_port, priority, bytes)) make_due(ingress_port, priority, 0, false);
+  // Freed pool raises a dynamic threshold: other asserted PGs may now be below their XON point.
+  send_due_xons();
+}
+
+void PfcState::send_due_xons() {
+  buffer_.release_due_xoffs([this](uint16_t port, uint8_t pg) { make_due(port, pg, 0, false); });
 }
 
 void PfcState::on_pause(uint8_t /*tc*/, uint64_t until_ns) {
@@ -155,11 +143,12 @@ void PfcState::on_pause(uint8_t /*tc*/, uint64_t until_ns) {
 }
 
 void PfcState::queue_refreshes(uint64_t now_ns) {
-  if (xoff_asserted_count_ == 0) return;
+  send_due_xons();  // before refreshing what may no longer be asserted
+  if (buffer_.xoff_asserted() == 0) return;
   for (uint16_t port = 0; port < ports_.size(); ++port) {
     for (uint8_t prio = 0; prio < kPriorities; ++prio) {
       PriorityState& s = ports_[port].priority[prio];
-      if (!s.xoff || now_ns < s.next_refresh_ns) continue;
+      if (!buffer_.xoff(port, prio) || now_ns < s.next_refresh_ns) continue;
       s.next_refresh_ns = now_ns + xoff_refresh_interval_ns(port);
       make_due(port, prio, config_.xoff_quanta, true);
     }
@@ -282,7 +271,7 @@ void PfcState::restore(uint16_t port, uint8_t prio, uint64_t now_ns) {
   ++p.counters.priority[prio].watchdog_restorations;
   // PFC is back on: an XOFF the accounting still asserts goes out now, not at the next refresh.
   PriorityState& s = p.priority[prio];
-  if (s.xoff) {
+  if (buffer_.xoff(port, prio)) {
     s.next_refresh_ns = now_ns + xoff_refresh_interval_ns(port);
     make_due(port, prio, config_.xoff_quanta, false);
   }
@@ -324,14 +313,14 @@ uint64_t PfcState::next_event_ns(uint64_t now_ns) const {
   // The same shortcut as tick(), and no refresh timers without an XOFF asserted: an idle or
   // unpaused switch answers without a scan.
   const bool watch = config_.watchdog && (storms_ > 0 || now_ns < pause_horizon_ns_);
-  if (xoff_asserted_count_ == 0 && !watch) return kNever;
+  if (buffer_.xoff_asserted() == 0 && !watch) return kNever;
   uint64_t next = kNever;
   for (uint16_t port = 0; port < ports_.size(); ++port) {
     const PortState& p = ports_[port];
     for (uint8_t prio = 0; prio < kPriorities; ++prio) {
       if (!enabled(prio)) continue;
       const PriorityState& s = p.priority[prio];
-      if (s.xoff) next = std::min(next, s.next_refresh_ns);
+      if (buffer_.xoff(port, prio)) next = std::min(next, s.next_refresh_ns);
       if (!watch || p.egress == nullptr) continue;
       if ((p.storm_classes >> prio) & 1) {
         next = std::min(next, restoration_deadline_ns(s));
@@ -364,13 +353,11 @@ PathLoad PfcState::path_load(uint16_t port, uint8_t tc, uint64_t now_ns) const {
 }
 
 uint64_t PfcState::buffered_bytes(uint16_t port, uint8_t priority) const {
-  if (port >= ports_.size() || priority >= kPriorities) return 0;
-  return ports_[port].priority[priority].buffered_bytes;
+  return buffer_.occupancy_bytes(port, priority);
 }
 
 bool PfcState::xoff_asserted(uint16_t port, uint8_t priority) const {
-  if (port >= ports_.size() || priority >= kPriorities) return false;
-  return ports_[port].priority[priority].xoff;
+  return buffer_.xoff(port, priority);
 }
 
 bool PfcState::watchdog_dropping(uint16_t port, uint8_t priority) const {

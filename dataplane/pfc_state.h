@@ -1,8 +1,10 @@
 // A switch's priority flow control (802.1Qbb), one per switch:
-//  - ingress accounting per (ingress port, priority): bytes of that port's lossless traffic
-//    sitting in any egress queue. Crossing XOFF sends an XOFF PFC frame back out of that ingress
-//    port (to the upstream sender), refreshed at half the pause it asked for while the buffer
-//    stays at or above XON; falling below XON sends XON (quanta 0).
+//  - ingress accounting per (ingress port, priority) in the switch's shared lossless buffer
+//    (SharedBuffer: one pool, a dynamic or static threshold, headroom per priority group): the
+//    bytes of that port's lossless traffic sitting in any egress queue. The buffer's XOFF sends
+//    an XOFF PFC frame back out of that ingress port (to the upstream sender), refreshed at half
+//    the pause it asked for while it stays asserted; its XON sends XON (quanta 0). A packet the
+//    buffer cannot hold (its PG's headroom full) is refused at enqueue (admit).
 //  - received PFC frames: what they ask of the receiving port's classes (priority n -> class n).
 //  - the PFC watchdog, after SONiC's pfcwd (sonic-swss orchagent: pfcwdorch.cpp,
 //    pfcactionhandler.cpp, pfc_detect_<asic>.lua, pfc_restore.lua; the "PFC Watchdog Design"
@@ -51,6 +53,7 @@
 #include "dataplane/egress_port.h"
 #include "dataplane/path_load.h"
 #include "dataplane/pfc_frame.h"
+#include "dataplane/shared_buffer.h"
 
 namespace spdlog {
 class logger;
@@ -65,11 +68,9 @@ std::optional<PfcWatchdogAction> parse_pfc_watchdog_action(std::string_view name
 
 struct PfcStateConfig {
   uint8_t enabled_priorities = 1u << 3;  // bit n: priority n is lossless (RoCE's usual 3)
-  uint64_t buffer_bytes = 256 * 1024;    // per (ingress port, priority)
-  double xoff_fraction = 0.80;           // XOFF when the buffer holds at least this much
-  // XON when it holds less than this. The gap is the hysteresis that keeps a port from
-  // flapping between XOFF and XON on every packet; 0.60 leaves room below the 0.65 setting.
-  double xon_fraction = 0.60;
+  // The lossless ingress buffer; its port_headroom_bytes has one entry per port, like
+  // port_link_gbps.
+  SharedBufferConfig buffer;
   uint16_t xoff_quanta = 0xFFFF;  // pause time asked for in each XOFF, in 512-bit-time quanta
   // A port with a paused lossless class leaves the DLB/spray candidate set at once.
   bool fast_feedback = false;
@@ -129,7 +130,9 @@ class PfcState final : public EgressQueueListener {
   void attach_port(uint16_t port, EgressPort& egress);
 
   // Ingress accounting (EgressQueueListener). Packets from EgressPort::kNoIngressPort and of
-  // priorities not enabled are ignored; an unknown port is counted in unknown_port_events().
+  // priorities not enabled are ignored (and admitted); an unknown port is counted in
+  // unknown_port_events(). admit() refuses a lossless packet whose PG's headroom is full.
+  bool admit(uint16_t ingress_port, uint8_t priority, uint32_t bytes, uint64_t now_ns) override;
   void on_enqueue(uint16_t ingress_port, uint8_t priority, uint32_t bytes,
                   uint64_t now_ns) override;
   void on_release(uint16_t ingress_port, uint8_t priority, uint32_t bytes,
@@ -175,8 +178,9 @@ class PfcState final : public EgressQueueListener {
     return true;
   }
 
-  uint64_t xoff_threshold_bytes() const { return xoff_threshold_bytes_; }
-  uint64_t xon_threshold_bytes() const { return xon_threshold_bytes_; }
+
+  // The lossless buffer: threshold, pool and headroom occupancy, peaks, headroom overflows.
+  const SharedBuffer& buffer() const { return buffer_; }
   double port_link_gbps(uint16_t port) const;
   // How long `quanta` pause `port`'s link; and how often an asserted XOFF is refreshed there.
   uint64_t pause_duration_ns(uint16_t port, uint16_t quanta) const;
@@ -193,13 +197,11 @@ class PfcState final : public EgressQueueListener {
   const PfcPortCounters& counters(uint16_t port) const { return ports_.at(port).counters; }
   uint64_t unknown_port_events() const { return unknown_port_events_; }
   // Releases of more bytes than were accounted: a bug in the caller, never expected.
-  uint64_t accounting_underflows() const { return accounting_underflows_; }
+  uint64_t accounting_underflows() const { return buffer_.accounting_underflows(); }
 
  private:
   struct PriorityState {
-    uint64_t buffered_bytes = 0;
-    bool xoff = false;  // XOFF asserted toward the upstream sender
-    uint64_t next_refresh_ns = 0;
+    uint64_t next_refresh_ns = 0;  // while the buffer asserts XOFF toward the upstream sender
     uint64_t last_pause_received_ns = 0;  // last non-zero pause time received, for restoration
     uint64_t drop_mode_since_ns = 0;
   };
@@ -218,6 +220,8 @@ class PfcState final : public EgressQueueListener {
   // The accounting state for (port, priority), or nullptr for events to ignore.
   PriorityState* accounted(uint16_t port, uint8_t priority);
   void make_due(uint16_t port, uint8_t priority, uint16_t quanta, bool refresh);
+  // XON for the PGs a risen dynamic threshold lets go.
+  void send_due_xons();
   void queue_refreshes(uint64_t now_ns);
   uint64_t restoration_deadline_ns(const PriorityState& s) const;
   void enter_storm(uint16_t port, uint8_t priority, uint64_t now_ns);
@@ -225,10 +229,8 @@ class PfcState final : public EgressQueueListener {
 
   PfcStateConfig config_;
   std::shared_ptr<spdlog::logger> logger_;
-  uint64_t xoff_threshold_bytes_;
-  uint64_t xon_threshold_bytes_;
+  SharedBuffer buffer_;
   std::vector<PortState> ports_;
-  uint32_t xoff_asserted_count_ = 0;  // skips the refresh scan when nothing is asserted
   uint32_t ports_with_frames_due_ = 0;
   // The watchdog's shortcut: the latest time a pause of an attached port runs to, and how many
   // (port, class) are in watchdog mode (either action).
@@ -236,7 +238,6 @@ class PfcState final : public EgressQueueListener {
   uint32_t storms_ = 0;
   uint64_t eligibility_changes_ = 0;
   uint64_t unknown_port_events_ = 0;
-  uint64_t accounting_underflows_ = 0;
 };
 
 }  // namespace spraynet

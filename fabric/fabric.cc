@@ -572,7 +572,7 @@ RunResult Fabric::collect(double wall_s) {
   }
 
   // PFC and drops.
-  uint64_t queue_full = 0, link_down = 0, watchdog = 0, bit_error = 0, loss = 0;
+  uint64_t queue_full = 0, link_down = 0, watchdog = 0, bit_error = 0, loss = 0, headroom = 0;
   uint64_t paused_ns = 0, longest_ns = 0;
   uint64_t no_route = 0, no_eligible = 0, ttl = 0, sw_parse = 0, tcam_drop = 0;
   uint64_t watchdog_ingress = 0;
@@ -582,6 +582,7 @@ RunResult Fabric::collect(double wall_s) {
       queue_full += c.drops_queue_full;
       link_down += c.drops_link_down;
       watchdog += c.drops_watchdog;
+      headroom += c.drops_headroom_overflow;
       bit_error += c.drops_bit_error;
       loss += c.drops_loss;
       paused_ns += c.paused_ns;
@@ -593,6 +594,22 @@ RunResult Fabric::collect(double wall_s) {
       const switch_emu::SwitchNode& sw = *n.sw;
       for (uint16_t p = 0; p < sw.port_count(); ++p) add_egress(sw.egress(p));
       r.pfc_pause_frames += sw.counters().pfc_frames_sent;
+      if (const PfcState* pfc = sw.pfc()) {
+        // The fullest switch, and the fullest headroom against its size: "never over" at a look.
+        const SharedBuffer& b = pfc->buffer();
+        r.pfc_pool_peak_bytes = std::max(r.pfc_pool_peak_bytes, b.pool_peak_bytes());
+        for (uint16_t p = 0; p < sw.port_count(); ++p) {
+          for (uint8_t pg = 0; pg < kPriorities; ++pg) {
+            if (!pfc->lossless(pg)) continue;
+            const double used = static_cast<double>(b.peak_headroom_used_bytes(p, pg));
+            const double fraction = used / static_cast<double>(b.headroom_bytes(p));
+            if (fraction > r.pfc_headroom_peak_fraction) {
+              r.pfc_headroom_peak_fraction = fraction;
+              r.pfc_headroom_peak_bytes = b.peak_headroom_used_bytes(p, pg);
+            }
+          }
+        }
+      }
       no_route += sw.drops().no_route;
       no_eligible += sw.drops().no_eligible_port;
       ttl += sw.drops().ttl_expired;
@@ -618,6 +635,7 @@ RunResult Fabric::collect(double wall_s) {
   r.pfc_paused_us = static_cast<double>(paused_ns) / 1000.0;
   r.pfc_longest_pause_us = static_cast<double>(longest_ns) / 1000.0;
   r.pfc_timeline = pfc_timeline_;
+  r.pfc_pool_bytes = config_.pfc ? config_.pfc_pool_bytes : 0;
   r.goodput_timeline = goodput_timeline_;
   for (const FabricEvent& e : config_.events) {
     if (e.kind != FabricEvent::Kind::kLinkDown) continue;
@@ -671,6 +689,7 @@ RunResult Fabric::collect(double wall_s) {
              {"link_down", link_down},
              {"pfc_watchdog", watchdog},
              {"pfc_watchdog_ingress", watchdog_ingress},
+             {"headroom_overflow", headroom},
              {"bit_error", bit_error},
              {"loss", loss},
              {"no_route", no_route},

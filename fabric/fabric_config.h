@@ -67,13 +67,16 @@ struct FabricConfig {
   uint32_t mtu = 4096;       // 1024 | 4096
 
   // Switch buffer and PFC.
-  // Per egress port and traffic class. 0: ports x pfc_buffer_bytes with PFC on (no egress queue
-  // fills before every ingress feeding it has paused: lossless), 1 MiB without.
-  uint64_t queue_bytes = 0;
+  // Per egress port and traffic class: the lossy classes' limit. With PFC on, the lossless class
+  // has none: each switch's shared lossless buffer (the pfc_ settings) bounds it.
+  uint64_t queue_bytes = 1 << 20;
   bool pfc = true;
-  uint64_t pfc_buffer_bytes = 256 * 1024;  // per (ingress port, priority)
-  double pfc_xoff = 0.80;
-  double pfc_xon = 0.60;
+  uint64_t pfc_pool_bytes = 32ull << 20;    // the shared lossless ingress pool, per switch
+  double pfc_alpha = 1.0;                   // dynamic threshold: alpha x the free pool
+  uint64_t pfc_static_threshold_bytes = 0;  // > 0: a static threshold instead
+  uint64_t pfc_headroom_bytes = 0;          // per PG; 0: auto from each cable and the MTU
+  uint64_t pfc_xoff_offset_bytes = 0;
+  uint64_t pfc_xon_offset_bytes = 16384;
   bool fast_feedback = false;
   bool pfc_watchdog = true;
   uint64_t pfc_watchdog_ns = 200'000'000;
@@ -143,6 +146,8 @@ struct FabricConfig {
 FabricConfig load_fabric_config(const std::string& path, FabricConfig base = {});
 FabricConfig parse_fabric_config_yaml(const std::string& yaml, const std::string& name,
                                       FabricConfig base = {});
+// "auto" -> 0, or a byte count in [2048, 2^30]. Throws std::invalid_argument.
+uint64_t parse_headroom_bytes(std::string_view text);
 // "1-20" or "7" -> [first, last]. Throws std::invalid_argument.
 std::pair<uint64_t, uint64_t> parse_seed_range(std::string_view text);
 std::vector<FabricMode> parse_mode_list(std::string_view text);  // "ecmp,spray"

@@ -51,6 +51,7 @@ const std::vector<std::pair<const char*, double (*)(const RunResult&)>>& metrics
       {"reorder_p99_depth", [](const RunResult& r) { return static_cast<double>(r.reorder_p99_depth); }},
       {"pfc_pause_frames", [](const RunResult& r) { return static_cast<double>(r.pfc_pause_frames); }},
       {"pfc_paused_us", [](const RunResult& r) { return r.pfc_paused_us; }},
+      {"pfc_pool_peak_bytes", [](const RunResult& r) { return static_cast<double>(r.pfc_pool_peak_bytes); }},
       {"flowlets_started", [](const RunResult& r) { return static_cast<double>(r.flowlets_started); }},
       {"hops_per_s", [](const RunResult& r) { return r.hops_per_s; }},
   };
@@ -135,6 +136,10 @@ nlohmann::json to_json(const RunResult& r) {
               {"watchdog_frames_suppressed", r.pfc_watchdog_frames_suppressed},
               {"paused_us", r.pfc_paused_us},
               {"longest_pause_us", r.pfc_longest_pause_us},
+              {"pool_bytes", r.pfc_pool_bytes},
+              {"pool_peak_bytes", r.pfc_pool_peak_bytes},
+              {"headroom_peak_bytes", r.pfc_headroom_peak_bytes},
+              {"headroom_peak_fraction", r.pfc_headroom_peak_fraction},
               {"timeline", timeline}};
   j["drops"] = r.drops;
   j["tcam_fallback_qps"] = r.tcam_fallback_qps;
@@ -183,9 +188,12 @@ nlohmann::json config_json(const FabricConfig& c) {
           {"mtu", c.mtu},
           {"queue_bytes", c.queue_bytes},
           {"pfc", c.pfc},
-          {"pfc_buffer_bytes", c.pfc_buffer_bytes},
-          {"pfc_xoff", c.pfc_xoff},
-          {"pfc_xon", c.pfc_xon},
+          {"pfc_pool_bytes", c.pfc_pool_bytes},
+          {"pfc_alpha", c.pfc_alpha},
+          {"pfc_static_threshold_bytes", c.pfc_static_threshold_bytes},
+          {"pfc_headroom_bytes", c.pfc_headroom_bytes},
+          {"pfc_xoff_offset_bytes", c.pfc_xoff_offset_bytes},
+          {"pfc_xon_offset_bytes", c.pfc_xon_offset_bytes},
           {"fast_feedback", c.fast_feedback},
           {"pfc_watchdog", c.pfc_watchdog},
           {"pfc_watchdog_action", c.pfc_watchdog_action},

@@ -81,6 +81,11 @@ struct RunResult {
     double recovery_us = -1;
   };
   std::optional<Failover> failover;
+  uint64_t pfc_pool_bytes = 0;                            // each switch's shared lossless pool
+  uint64_t pfc_pool_peak_bytes = 0;                       // the most any switch's pool held
+  // The lossless PG whose headroom came nearest to full: its peak, and that over its size.
+  uint64_t pfc_headroom_peak_bytes = 0;
+  double pfc_headroom_peak_fraction = 0;
   std::map<std::string, uint64_t> drops;                  // by cause, fabric-wide
   uint64_t tcam_fallback_qps = 0;
   uint64_t flowlets_started = 0;

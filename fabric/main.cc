@@ -112,15 +112,22 @@ std::vector<Flag> make_flags() {
   u32("mtu", &FabricConfig::mtu,
       "RoCE path MTU: 1024 | 4096 (4096)");
   u64("queue-bytes", &FabricConfig::queue_bytes,
-      "switch egress queue limit per port and class; 0: ports x pfc-buffer-bytes + 1 MiB with PFC (lossless), 1 MiB without (0)");
+      "switch egress queue limit per port and class, for lossy classes (all classes with PFC off); with PFC on the lossless class has none, the pool bounds it (1048576)");
   boolean("pfc", &FabricConfig::pfc,
       "PFC (802.1Qbb) on priority 3 at every switch: on | off (on)");
-  u64("pfc-buffer-bytes", &FabricConfig::pfc_buffer_bytes,
-      "PFC ingress buffer per (port, priority) (262144)");
-  dbl("pfc-xoff", &FabricConfig::pfc_xoff,
-      "XOFF threshold, fraction of the PFC buffer (0.8)");
-  dbl("pfc-xon", &FabricConfig::pfc_xon,
-      "XON threshold, fraction of the PFC buffer (0.6)");
+  u64("pfc-pool-bytes", &FabricConfig::pfc_pool_bytes,
+      "each switch's shared lossless ingress pool (33554432: half the 64 MB of a 32 x 400G switch)");
+  dbl("pfc-alpha", &FabricConfig::pfc_alpha,
+      "dynamic threshold: a priority group may hold alpha x the free pool, 1/128..128 (SONiC dynamic_th = log2 alpha) (1)");
+  u64("pfc-static-threshold-bytes", &FabricConfig::pfc_static_threshold_bytes,
+      "a static threshold per priority group instead of pfc-alpha; 0: dynamic (0)");
+  f.push_back({"pfc-headroom-bytes", "headroom per priority group, for what arrives after XOFF: auto (2 x rate x cable delay + 2 x MTU + 84 + rate x 2.1 us) or 2048..2^30 (auto)", "", [](FabricConfig& c, const std::string& v) {
+                 c.pfc_headroom_bytes = parse_headroom_bytes(v);
+               }});
+  u64("pfc-xoff-offset-bytes", &FabricConfig::pfc_xoff_offset_bytes,
+      "XOFF when a priority group's shared bytes reach threshold - this (0)");
+  u64("pfc-xon-offset-bytes", &FabricConfig::pfc_xon_offset_bytes,
+      "XON when they fall to threshold - this (or to 0) with the headroom empty (16384)");
   boolean("fast-feedback", &FabricConfig::fast_feedback,
       "a paused port leaves the DLB/spray candidates at once: on | off (off)");
   boolean("pfc-watchdog", &FabricConfig::pfc_watchdog,

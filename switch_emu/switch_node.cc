@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <bit>
 #include <cstring>
 #include <stdexcept>
 
@@ -18,9 +19,20 @@ constexpr uint16_t kBurst = 32;
 PfcStateConfig pfc_config(const control::SwitchConfig& c) {
   PfcStateConfig p;
   p.enabled_priorities = c.pfc.priorities;
-  p.buffer_bytes = c.pfc.buffer_bytes;
-  p.xoff_fraction = c.pfc.xoff;
-  p.xon_fraction = c.pfc.xon;
+  p.buffer.pool_bytes = c.pfc.pool_bytes;
+  p.buffer.alpha = c.pfc.alpha;
+  p.buffer.static_threshold_bytes = c.pfc.static_threshold_bytes;
+  p.buffer.xoff_offset_bytes = c.pfc.xoff_offset_bytes;
+  p.buffer.xon_offset_bytes = c.pfc.xon_offset_bytes;
+  // The largest frame the switch takes in is one mbuf's data room.
+  const uint32_t mtu = c.mbuf_data_room - RTE_PKTMBUF_HEADROOM;
+  for (const auto& port : c.ports) {
+    // The port's link settings are its egress; the cable is taken to be the same both ways.
+    p.buffer.port_headroom_bytes.push_back(
+        c.pfc.headroom_bytes != 0
+            ? c.pfc.headroom_bytes
+            : SharedBuffer::auto_headroom_bytes(port.link.rate_gbps, port.link.delay_ns, mtu));
+  }
   p.xoff_quanta = c.pfc.quanta;
   p.fast_feedback = c.pfc.fast_feedback;
   p.watchdog = c.pfc.watchdog;
@@ -74,7 +86,20 @@ SwitchNode::SwitchNode(const control::SwitchConfig& config, rte_mempool* pool,
     if (!gs.weights.empty()) groups_.back()->set_weights(gs.weights);
   }
 
-  if (config_.pfc.enabled) pfc_ = std::make_unique<PfcState>(pfc_config(config_), logger_);
+  // With PFC on, lossless classes are never tail-dropped: the shared buffer bounds what it
+  // admits, and nothing it admits exceeds the pool plus every headroom. That bound stays as their
+  // egress limit so that copies without an ingress port (mirrors), which PFC does not account,
+  // stay bounded too.
+  uint64_t lossless_limit = 0;
+  if (config_.pfc.enabled) {
+    pfc_ = std::make_unique<PfcState>(pfc_config(config_), logger_);
+    const SharedBuffer& b = pfc_->buffer();
+    lossless_limit = b.pool_bytes();
+    for (uint16_t q = 0; q < n; ++q) {
+      lossless_limit +=
+          b.headroom_bytes(q) * static_cast<uint64_t>(std::popcount(config_.pfc.priorities));
+    }
+  }
   for (size_t i = 0; i < n; ++i) {
     const auto& ps = config_.ports[i];
     EgressPortConfig ec;
@@ -85,6 +110,9 @@ SwitchNode::SwitchNode(const control::SwitchConfig& config, rte_mempool* pool,
     ec.link.up = ps.link.up;
     ec.link.seed = config_.seed * 7919 + i;
     ec.class_limit_bytes.fill(ps.queue_bytes);
+    for (uint8_t tc = 0; pfc_ && tc < EgressPort::kClasses; ++tc) {
+      if (pfc_->lossless(tc)) ec.class_limit_bytes[tc] = lossless_limit;
+    }
     egress_.push_back(std::make_unique<EgressPort>(ec));
     if (pfc_) pfc_->attach_port(static_cast<uint16_t>(i), *egress_.back());
   }

@@ -44,6 +44,17 @@ EgressPortConfig egress_config(double gbps) {
 PfcStateConfig pfc_config(size_t ports, double gbps) {
   PfcStateConfig c;
   c.port_link_gbps.assign(ports, gbps);
+  c.buffer.port_headroom_bytes.assign(ports, SharedBuffer::auto_headroom_bytes(gbps, 1000, 4352));
+  return c;
+}
+
+// A static threshold of `threshold` bytes (the old per-port buffer x XOFF fraction), XON
+// `xon_offset` below it, in a pool that never fills.
+PfcStateConfig static_config(size_t ports, double gbps, uint64_t threshold, uint64_t xon_offset) {
+  PfcStateConfig c = pfc_config(ports, gbps);
+  c.buffer.pool_bytes = 1 << 20;
+  c.buffer.static_threshold_bytes = threshold;
+  c.buffer.xon_offset_bytes = xon_offset;
   return c;
 }
 
@@ -78,21 +89,25 @@ size_t count(const std::string& text, const std::string& what) {
 
 }  // namespace
 
-TEST_CASE("PFC config: defaults and the 65% setting are valid, nonsense is refused by key") {
+TEST_CASE("PFC config: defaults and a static threshold are valid, nonsense is refused by key") {
   PfcStateConfig c = pfc_config(2, 100.0);
   CHECK(c.check().empty());
-  CHECK(c.xoff_fraction == 0.80);
-  CHECK(c.xon_fraction < c.xoff_fraction);
+  CHECK(c.buffer.pool_bytes == SharedBufferConfig::kDefaultPoolBytes);
+  CHECK(c.buffer.alpha == 1.0);
   CHECK(c.xoff_quanta == 0xFFFF);
   CHECK(c.enabled_priorities == 0x08);
   CHECK(c.watchdog_detection_ns == 200'000'000);
   CHECK(c.watchdog_restoration_ns == 200'000'000);
-  c.xoff_fraction = 0.65;
+  c.buffer.static_threshold_bytes = 65'000;
   CHECK(c.check().empty());
 
   PfcStateConfig bad = c;
-  bad.xon_fraction = 0.65;
-  CHECK(bad.check() == "xon_fraction: must be > 0 and below xoff_fraction");
+  bad.buffer.static_threshold_bytes = 0;
+  bad.buffer.alpha = 1000;
+  CHECK(bad.check() == "buffer.alpha: must be in [1/128, 128] (SONiC dynamic_th -7..7)");
+  bad = c;
+  bad.buffer.port_headroom_bytes.pop_back();
+  CHECK(bad.check() == "buffer.port_headroom_bytes: one per port (2), got 1");
   bad = c;
   bad.xoff_quanta = 0;
   CHECK(bad.check() == "xoff_quanta: must be > 0 (0 is XON)");
@@ -100,27 +115,23 @@ TEST_CASE("PFC config: defaults and the 65% setting are valid, nonsense is refus
   bad.port_link_gbps[1] = 0;
   CHECK(bad.check() == "port_link_gbps[1]: must be > 0");
   bad = c;
-  bad.buffer_bytes = 2;
-  CHECK(bad.check() == "xon_fraction: the buffer is too small for XON to lie below XOFF");
+  bad.buffer.pool_bytes = 2;
+  CHECK(bad.check() == "buffer.pool_bytes: must be at least 65536");
   CHECK_THROWS_AS(PfcState(bad, nullptr), std::invalid_argument);
 }
 
 TEST_CASE("XOFF goes to the ingress port exactly when the buffer crosses the XOFF threshold") {
-  const double xoff_fraction = GENERATE(0.80, 0.65);
+  const uint64_t xoff_packets = GENERATE(80, 65);
   TestPool pool;
   {
-    PfcStateConfig c = pfc_config(2, 100.0);
-    c.buffer_bytes = 100'000;
-    c.xoff_fraction = xoff_fraction;
+    PfcStateConfig c = static_config(2, 100.0, xoff_packets * 1000, 20'000);
     c.xoff_quanta = 0x1234;
     PfcState pfc(c, nullptr);
     EgressPort out_port(egress_config(100.0));  // port 0: where the traffic leaves
     EgressPort in_port(egress_config(100.0));   // port 1: where it came from
     pfc.attach_port(0, out_port);
     pfc.attach_port(1, in_port);
-    const uint64_t xoff_packets = xoff_fraction == 0.80 ? 80 : 65;
-    CHECK(pfc.xoff_threshold_bytes() == xoff_packets * 1000);
-    CHECK(pfc.xon_threshold_bytes() == 60'000);
+    CHECK(pfc.buffer().threshold_bytes() == xoff_packets * 1000);
 
     out_port.pause(kPrio, 1'000'000'000, 0);  // downstream paused: the packets stay queued
     for (uint64_t i = 1; i < xoff_packets; ++i) {
@@ -154,16 +165,16 @@ TEST_CASE("XOFF goes to the ingress port exactly when the buffer crosses the XOF
 }
 
 TEST_CASE("An asserted XOFF is refreshed before the pause it asked for runs out") {
-  PfcStateConfig c = pfc_config(2, 100.0);
-  c.buffer_bytes = 10'000;
-  PfcState pfc(c, nullptr);
+  PfcState pfc(static_config(2, 100.0, 8000, 2000), nullptr);
   const uint64_t pause_ns = pfc.pause_duration_ns(1, 0xFFFF);
   const uint64_t refresh = pfc.xoff_refresh_interval_ns(1);
   CHECK(pause_ns == 335'539);
   CHECK(refresh == pause_ns / 2);
 
   const uint64_t t0 = 5000;
-  pfc.on_enqueue(1, kPrio, 9000, t0);  // 90% > 80%
+  pfc.on_enqueue(1, kPrio, 7000, t0);  // below the threshold
+  CHECK(take(pfc, t0).empty());
+  pfc.on_enqueue(1, kPrio, 2000, t0);  // would pass it: to the headroom, XOFF
   REQUIRE(take(pfc, t0).size() == 1);
   CHECK(pfc.next_event_ns(t0) == t0 + refresh);
   CHECK(take(pfc, t0 + refresh - 1).empty());
@@ -179,10 +190,14 @@ TEST_CASE("An asserted XOFF is refreshed before the pause it asked for runs out"
   CHECK(pfc.counters(1).priority[kPrio].xoff_sent == 4);
   CHECK(pfc.counters(1).priority[kPrio].xoff_refreshes_sent == 3);
 
-  // Still between XON and XOFF (70%): still refreshed. Below XON: XON, and no more refreshes.
+  // The headroom drained but still above XON (7000 > 8000 - 2000): still refreshed. At XON:
+  // XON, and no more refreshes.
   pfc.on_release(1, kPrio, 2000, t0 + 4 * refresh - 10);
+  CHECK(pfc.buffer().headroom_used_bytes(1, kPrio) == 0);
   CHECK(take(pfc, t0 + 4 * refresh).size() == 1);
-  pfc.on_release(1, kPrio, 1001, t0 + 4 * refresh + 10);  // 5999 < 6000
+  pfc.on_release(1, kPrio, 999, t0 + 4 * refresh + 5);  // 6001
+  CHECK(pfc.xoff_asserted(1, kPrio));
+  pfc.on_release(1, kPrio, 1, t0 + 4 * refresh + 10);  // 6000
   const std::vector<PfcEmission> xon = take(pfc, t0 + 4 * refresh + 10);
   REQUIRE(xon.size() == 1);
   CHECK(xon[0].frame.class_enable == 0x08);
@@ -193,12 +208,10 @@ TEST_CASE("An asserted XOFF is refreshed before the pause it asked for runs out"
   CHECK(pfc.counters(1).priority[kPrio].xon_sent == 1);
 }
 
-TEST_CASE("XON is sent when draining takes the buffer below the XON threshold, not before") {
+TEST_CASE("XON is sent when draining takes the buffer to the XON threshold, not before") {
   TestPool pool;
   {
-    PfcStateConfig c = pfc_config(2, 100.0);
-    c.buffer_bytes = 100'000;
-    PfcState pfc(c, nullptr);
+    PfcState pfc(static_config(2, 100.0, 80'000, 20'000), nullptr);
     EgressPort out_port(egress_config(100.0));
     pfc.attach_port(0, out_port);
     out_port.pause(kPrio, 1'000'000'000, 0);
@@ -214,8 +227,8 @@ TEST_CASE("XON is sent when draining takes the buffer below the XON threshold, n
       previous = pfc.buffered_bytes(1, kPrio);
       drain(out_port, ++t);
     }
-    CHECK(previous >= pfc.xon_threshold_bytes());   // at 60,000 it held on
-    CHECK(pfc.buffered_bytes(1, kPrio) == 59'000);  // the first release below XON
+    CHECK(previous == 61'000);                      // above 80,000 - 20,000 it held on
+    CHECK(pfc.buffered_bytes(1, kPrio) == 60'000);  // the first release at XON
     const std::vector<PfcEmission> xon = take(pfc, t);
     REQUIRE(xon.size() == 1);
     CHECK(xon[0].port == 1);
@@ -296,7 +309,7 @@ TEST_CASE("Pause time follows the port's link rate, and only enabled priorities 
 TEST_CASE("Several priorities due on one port go out in one frame; a short burst leaves the rest") {
   PfcStateConfig c = pfc_config(3, 100.0);
   c.enabled_priorities = 0b0001'1000;  // 3 and 4
-  c.buffer_bytes = 10'000;
+  c.buffer.static_threshold_bytes = 8000;
   PfcState pfc(c, nullptr);
   pfc.on_enqueue(2, 3, 9000, 0);
   pfc.on_enqueue(2, 4, 9000, 0);
@@ -540,7 +553,7 @@ Taken take_for(PfcState& pfc, uint16_t port, uint8_t prio, uint64_t now_ns) {
 TEST_CASE("Drop mode: ingress dropped, no PFC to the storming neighbour, restored on time") {
   TestPool pool;
   {
-    PfcStateConfig c = pfc_config(2, 1.0);
+    PfcStateConfig c = static_config(2, 1.0, 50'000, 16'384);
     c.enabled_priorities = 0b0001'1000;  // 3 and 4
     PfcState pfc(c, nullptr);
     EgressPort port(egress_config(1.0));  // port 0: the storming neighbour's link
@@ -572,8 +585,8 @@ TEST_CASE("Drop mode: ingress dropped, no PFC to the storming neighbour, restore
     // Port 0's priority 3 buffer crosses XOFF (packets admitted before the storm, sitting in
     // some queue), and so does its priority 4: only priority 4's XOFF goes to the neighbour.
     const uint64_t t = 201 * kMs;
-    pfc.on_enqueue(0, kPrio, static_cast<uint32_t>(pfc.xoff_threshold_bytes()), t);
-    pfc.on_enqueue(0, 4, static_cast<uint32_t>(pfc.xoff_threshold_bytes()), t);
+    pfc.on_enqueue(0, kPrio, static_cast<uint32_t>(c.buffer.static_threshold_bytes), t);
+    pfc.on_enqueue(0, 4, static_cast<uint32_t>(c.buffer.static_threshold_bytes), t);
     CHECK(pfc.xoff_asserted(0, kPrio));  // the accounting goes on
     std::vector<PfcEmission> sent = take(pfc, t);
     REQUIRE(sent.size() == 1);
@@ -613,7 +626,7 @@ TEST_CASE("Drop mode: ingress dropped, no PFC to the storming neighbour, restore
     CHECK(pfc.counters(0).priority[kPrio].xoff_sent == 1);
 
     // The buffer was never wedged: released bytes are released, XON goes out.
-    pfc.on_release(0, kPrio, static_cast<uint32_t>(pfc.xoff_threshold_bytes()), 501 * kMs);
+    pfc.on_release(0, kPrio, static_cast<uint32_t>(c.buffer.static_threshold_bytes), 501 * kMs);
     CHECK(pfc.buffered_bytes(0, kPrio) == 0);
     sent = take(pfc, 501 * kMs);
     REQUIRE(sent.size() == 1);
@@ -623,10 +636,44 @@ TEST_CASE("Drop mode: ingress dropped, no PFC to the storming neighbour, restore
   CHECK(pool.whole());
 }
 
+TEST_CASE("A lossless packet its PG's headroom cannot hold is refused at enqueue and counted") {
+  TestPool pool;
+  {
+    PfcStateConfig c = static_config(2, 100.0, 5000, 1000);
+    c.buffer.port_headroom_bytes = {4000, 4000};
+    PfcState pfc(c, nullptr);
+    EgressPort out_port(egress_config(100.0));
+    pfc.attach_port(0, out_port);
+    out_port.pause(kPrio, 1'000'000'000, 0);  // nothing leaves
+    for (int i = 0; i < 9; ++i) {
+      REQUIRE(out_port.enqueue(make_frame(pool, 1000), kPrio, 1, kPrio, 0) ==
+              EgressEnqueueResult::kQueued);
+    }
+    CHECK(pfc.buffer().shared_bytes(1, kPrio) == 5000);
+    CHECK(pfc.buffer().headroom_used_bytes(1, kPrio) == 4000);
+    CHECK(out_port.enqueue(make_frame(pool, 1000), kPrio, 1, kPrio, 0) ==
+          EgressEnqueueResult::kHeadroomOverflow);
+    CHECK(out_port.counters(kPrio, 0).drops_headroom_overflow == 1);
+    CHECK(out_port.counters(kPrio, 0).enqueued == 9);
+    CHECK(pfc.buffer().headroom_overflows(1, kPrio) == 1);
+    CHECK(pfc.buffered_bytes(1, kPrio) == 9000);  // the refused packet was never accounted
+    // Lossy traffic from the same port, and locally generated traffic, are not PFC's to refuse.
+    CHECK(out_port.enqueue(make_frame(pool, 1000), 0, 1, 0, 0) == EgressEnqueueResult::kQueued);
+    CHECK(out_port.enqueue(make_frame(pool, 1000), kPrio, EgressPort::kNoIngressPort, kPrio, 0) ==
+          EgressEnqueueResult::kQueued);
+    CHECK(pfc.buffered_bytes(1, 0) == 0);
+    out_port.free_all();
+    CHECK(pfc.buffered_bytes(1, kPrio) == 0);
+    CHECK(pfc.buffer().pool_used_bytes() == 0);
+    CHECK(pfc.accounting_underflows() == 0);
+  }
+  CHECK(pool.whole());
+}
+
 TEST_CASE("Forward action: the stormed queue transmits, nothing is dropped, no PFC is sent") {
   TestPool pool;
   {
-    PfcStateConfig c = pfc_config(1, 1.0);
+    PfcStateConfig c = static_config(1, 1.0, 50'000, 16'384);
     c.watchdog_action = PfcWatchdogAction::kForward;
     PfcState pfc(c, nullptr);
     EgressPort port(egress_config(1.0));
@@ -655,10 +702,10 @@ TEST_CASE("Forward action: the stormed queue transmits, nothing is dropped, no P
     CHECK(port.pauses_ignored_by_watchdog() == 10);  // 210..300 ms
 
     // PFC generation is off for that priority on that port here too.
-    pfc.on_enqueue(0, kPrio, static_cast<uint32_t>(pfc.xoff_threshold_bytes()), 300 * kMs);
+    pfc.on_enqueue(0, kPrio, static_cast<uint32_t>(c.buffer.static_threshold_bytes), 300 * kMs);
     CHECK(take(pfc, 300 * kMs).empty());
     CHECK(pfc.counters(0).priority[kPrio].watchdog_frames_suppressed == 1);
-    pfc.on_release(0, kPrio, static_cast<uint32_t>(pfc.xoff_threshold_bytes()), 301 * kMs);
+    pfc.on_release(0, kPrio, static_cast<uint32_t>(c.buffer.static_threshold_bytes), 301 * kMs);
     CHECK(take(pfc, 301 * kMs).empty());  // nor the XON
     CHECK(pfc.counters(0).priority[kPrio].watchdog_frames_suppressed == 2);
 
@@ -671,4 +718,35 @@ TEST_CASE("Forward action: the stormed queue transmits, nothing is dropped, no P
     CHECK(port.paused(kPrio, 500 * kMs));
   }
   CHECK(pool.whole());
+}
+
+TEST_CASE("Dynamic threshold: an asserted port gets XON when other ports drain, not only its own") {
+  PfcStateConfig c = pfc_config(3, 100.0);
+  c.buffer.pool_bytes = 1'000'000;
+  c.buffer.xon_offset_bytes = 16'384;
+  PfcState pfc(c, nullptr);
+  // Port 2 alone takes half the pool, then port 1 half of what is left.
+  while (!pfc.xoff_asserted(2, kPrio)) pfc.on_enqueue(2, kPrio, 1000, 0);
+  while (!pfc.xoff_asserted(1, kPrio)) pfc.on_enqueue(1, kPrio, 1000, 0);
+  CHECK(pfc.buffered_bytes(2, kPrio) == 500'000);
+  CHECK(pfc.buffered_bytes(1, kPrio) == 250'000);
+  REQUIRE(take(pfc, 0).size() == 2);  // both XOFFs
+
+  // Port 2 drains; port 1 holds still. Port 1's XON is due once the threshold (750,000 - port
+  // 2's bytes) reaches 250,000 + 16,384: at 483,000.
+  uint64_t t = 1000;
+  while (pfc.buffered_bytes(2, kPrio) > 484'000) {
+    pfc.on_release(2, kPrio, 1000, t);
+    REQUIRE(take(pfc, t).empty());
+    ++t;
+  }
+  pfc.on_release(2, kPrio, 1000, t);
+  const std::vector<PfcEmission> xon = take(pfc, t);
+  REQUIRE(xon.size() == 1);
+  CHECK(xon[0].port == 1);
+  CHECK(xon[0].frame.is_xon(kPrio));
+  CHECK_FALSE(pfc.xoff_asserted(1, kPrio));
+  CHECK(pfc.xoff_asserted(2, kPrio));
+  CHECK(pfc.buffered_bytes(1, kPrio) == 250'000);
+  CHECK(pfc.counters(1).priority[kPrio].xon_sent == 1);
 }
