@@ -52,6 +52,8 @@ class ConfigNode {
   bool is_map() const { return node_.IsMap(); }
   bool is_scalar() const { return node_.IsScalar(); }
   std::string scalar() const;  // this node as a string (it must be a scalar)
+  // The node itself, for a reader that hands a sub-map on to another loader.
+  const YAML::Node& yaml() const { return node_; }
 
   // Every key of this map must be one of `known`.
   void allow_only(std::initializer_list<std::string_view> known) const;

@@ -232,8 +232,9 @@ std::vector<std::pair<uint8_t, uint8_t>> class_map(const ConfigNode& n, std::str
 }
 
 void parse_pfc(SwitchConfig& c, const ConfigNode& n) {
-  n.allow_only({"enabled", "priorities", "buffer_bytes", "xoff", "xon", "quanta", "fast_feedback",
-                "watchdog"});
+  n.allow_only({"enabled", "priorities", "pool_bytes", "alpha", "static_threshold_bytes",
+                "headroom_bytes", "xoff_offset_bytes", "xon_offset_bytes", "quanta",
+                "fast_feedback", "watchdog"});
   PfcSettings& p = c.pfc;
   p.enabled = n.boolean_or("enabled", true);
   if (n.has("priorities")) {
@@ -241,20 +242,34 @@ void parse_pfc(SwitchConfig& c, const ConfigNode& n) {
     for (uint64_t prio : n.uint_list("priorities", 0, 7)) p.priorities |= uint8_t(1u << prio);
     if (p.priorities == 0) n.fail("priorities", "must list at least one priority 0-7");
   }
-  p.buffer_bytes = n.uint_or("buffer_bytes", p.buffer_bytes, 2048, uint64_t{1} << 32);
-  p.xoff = n.number_or("xoff", p.xoff, 0.05, 1.0);
-  p.xon = n.number_or("xon", std::min(p.xon, p.xoff - 0.15), 0.0, 1.0);
-  if (p.xon >= p.xoff) {
-    n.fail("xon", "must be below xoff (" + std::to_string(p.xoff) + ") for hysteresis, got " +
-                      std::to_string(p.xon));
+  p.pool_bytes = n.uint_or("pool_bytes", p.pool_bytes, 65536, uint64_t{1} << 40);
+  if (n.has("alpha") && n.has("static_threshold_bytes")) {
+    n.fail("static_threshold_bytes",
+           "give alpha (a dynamic threshold) or static_threshold_bytes (a static one), not both");
   }
+  p.alpha =
+      n.number_or("alpha", p.alpha, SharedBufferConfig::kMinAlpha, SharedBufferConfig::kMaxAlpha);
+  p.static_threshold_bytes =
+      n.uint_or("static_threshold_bytes", p.static_threshold_bytes, 2048, p.pool_bytes);
+  if (n.has("headroom_bytes")) {
+    const std::string h = n.string("headroom_bytes");
+    const auto v = h == "auto" ? std::optional<uint64_t>(0) : parse_uint(h);
+    if (!v || (h != "auto" && (*v < 2048 || *v > (uint64_t{1} << 30)))) {
+      n.fail("headroom_bytes",
+             "must be auto or a byte count in [2048, 1073741824], got \"" + h + "\"");
+    }
+    p.headroom_bytes = *v;
+  }
+  p.xoff_offset_bytes = n.uint_or("xoff_offset_bytes", p.xoff_offset_bytes, 0, p.pool_bytes - 1);
+  p.xon_offset_bytes = n.uint_or("xon_offset_bytes", p.xon_offset_bytes, 0, p.pool_bytes - 1);
   p.quanta = static_cast<uint16_t>(n.uint_or("quanta", p.quanta, 1, 0xFFFF));
   p.fast_feedback = n.boolean_or("fast_feedback", p.fast_feedback);
   if (auto w = n.optional_child("watchdog")) {
-    w->allow_only({"enabled", "detect_ms", "restore_ms"});
+    w->allow_only({"enabled", "detect_ms", "restore_ms", "action"});
     p.watchdog = w->boolean_or("enabled", true);
     p.watchdog_detect_ns = w->uint_or("detect_ms", 200, 1, 3'600'000) * 1'000'000;
     p.watchdog_restore_ns = w->uint_or("restore_ms", 200, 1, 3'600'000) * 1'000'000;
+    p.watchdog_action = w->choice_or("action", p.watchdog_action, {"drop", "forward"});
   }
 }
 
@@ -409,7 +424,9 @@ std::string switch_config_help() {
   h.line("  - name: (required)", "unique; what groups, routes, TCAM rules and lcores name");
   h.line("    device: (required)", "DPDK port id, ethdev name, or vdev spec (net_pcap0,rx_pcap=in.pcap; "
          "net_null0,no-rx=1 for an output: without no-rx net_null generates packets)");
-  h.line("    queue_bytes: " + std::to_string(port.queue_bytes), "1..2^34 per traffic class");
+  h.line("    queue_bytes: " + std::to_string(port.queue_bytes),
+         "2048..2^32 per traffic class; with PFC on only lossy classes (the pfc pool bounds "
+         "lossless ones)");
   h.line("    peer_mac: (none)", "the next hop's MAC (02:00:00:00:00:01): routed packets get it as "
          "destination and the port's MAC as source; without it frames keep their MACs");
   h.line("    link:", "link emulation:");
@@ -460,15 +477,30 @@ std::string switch_config_help() {
   h.line("pfc:", "a pfc: section turns PFC on (enabled defaults to true inside it):");
   h.line("  enabled: true", "true | false");
   h.line("  priorities: [3]", "lossless priorities 0..7, at least one");
-  h.line("  buffer_bytes: " + std::to_string(pfc.buffer_bytes), "2048..2^32 per (ingress port, priority)");
-  h.line("  xoff: " + n(pfc.xoff), "0.05..1 of buffer_bytes");
-  h.line("  xon: " + n(pfc.xon), "0..1, below xoff");
+  h.line("  pool_bytes: " + std::to_string(pfc.pool_bytes),
+         "65536..2^40: the switch's shared lossless ingress pool (32 MiB: half a 32 x 400G "
+         "switch's 64 MB)");
+  h.line("  alpha: " + n(pfc.alpha),
+         "1/128..128: dynamic threshold, a PG may hold alpha x the free pool (SONiC dynamic_th = "
+         "log2 alpha); n congested PGs get alpha x pool / (1 + alpha x n) each");
+  h.line("  static_threshold_bytes: (none)",
+         "2048..pool_bytes: a static threshold per PG instead of alpha (not both)");
+  h.line("  headroom_bytes: auto",
+         "auto | 2048..2^30 per PG: what arrives after XOFF; auto: 2 x rate x delay of the port's "
+         "link + 2 x the largest frame + 84 + rate x 2.1 us");
+  h.line("  xoff_offset_bytes: " + std::to_string(pfc.xoff_offset_bytes),
+         "0..pool_bytes-1: XOFF when a PG's shared bytes reach threshold - this");
+  h.line("  xon_offset_bytes: " + std::to_string(pfc.xon_offset_bytes),
+         "0..pool_bytes-1: XON when they fall to threshold - this (or to 0), headroom empty");
   h.line("  quanta: " + std::to_string(pfc.quanta), "1..65535 (512 bit times each)");
   h.line("  fast_feedback: false", "true | false: a paused port leaves the DLB/spray candidates at once");
   h.line("  watchdog:", "");
   h.line("    enabled: true", "true | false");
   h.line("    detect_ms: 200", "1..3600000");
   h.line("    restore_ms: 200", "1..3600000");
+  h.line("    action: " + pfc.watchdog_action,
+         "drop (flush the queue, drop its arrivals and the storming port's ingress priority "
+         "group, send it no PFC) | forward (ignore its pauses, send it no PFC, drop nothing)");
   h.line("control:", "the control loop:");
   h.line("  period_ms: " + std::to_string(k.period_ms), "1..3600000");
   h.line("  target_utilisation: " + n(k.target_utilisation), "0..0.99 (u_target)");

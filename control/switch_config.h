@@ -11,6 +11,7 @@
 
 #include "control/config_reader.h"
 #include "dataplane/route_table.h"
+#include "dataplane/shared_buffer.h"
 #include "dataplane/tcam.h"
 
 namespace spraynet::control {
@@ -40,7 +41,9 @@ struct PortSettings {
   std::string name;
   std::string device;  // DPDK port id, ethdev name, or vdev spec (see runtime::PortConfig)
   LinkSettings link;
-  uint64_t queue_bytes = 1 << 20;  // per traffic class
+  // Per traffic class; with PFC on, lossless classes have no egress limit (the shared lossless
+  // buffer bounds them) and this is the lossy classes' limit.
+  uint64_t queue_bytes = 1 << 20;
   // The next hop's MAC: when set, routed packets leaving this port get it as destination and
   // the port's own MAC as source, as a router with a static neighbour does.
   std::optional<std::array<uint8_t, 6>> peer_mac;
@@ -102,14 +105,19 @@ struct QosSettings {
 struct PfcSettings {
   bool enabled = false;
   uint8_t priorities = 1u << 3;  // bitmask: lossless priorities
-  uint64_t buffer_bytes = 256 * 1024;  // per (ingress port, priority)
-  double xoff = 0.80;
-  double xon = 0.60;
+  // The shared lossless ingress buffer (dataplane/shared_buffer.h).
+  uint64_t pool_bytes = SharedBufferConfig::kDefaultPoolBytes;
+  double alpha = 1.0;                   // dynamic threshold: alpha x the free pool
+  uint64_t static_threshold_bytes = 0;  // > 0: a static threshold instead of alpha
+  uint64_t headroom_bytes = 0;          // per PG; 0: auto, from each port's link and MTU
+  uint64_t xoff_offset_bytes = 0;
+  uint64_t xon_offset_bytes = SharedBufferConfig{}.xon_offset_bytes;
   uint16_t quanta = 0xFFFF;
   bool fast_feedback = false;
   bool watchdog = true;
   uint64_t watchdog_detect_ns = 200'000'000;
   uint64_t watchdog_restore_ns = 200'000'000;
+  std::string watchdog_action = "drop";  // drop | forward (dataplane/pfc_state.h)
 };
 
 // The control loop (control/control_loop.h): period, reweighting formula, EWMA.

@@ -62,7 +62,11 @@ EgressEnqueueResult EgressPort::enqueue(rte_mbuf* m, uint8_t tc, uint16_t ingres
   if (queued_bytes_[tc] + bytes > config_.class_limit_bytes[tc]) {
     return refuse(m, tc, &EgressClassCounters::drops_queue_full, EgressEnqueueResult::kQueueFull);
   }
-  if (queues_[tc].empty()) nonempty_since_ns_[tc] = now_ns;
+  if (listener_ != nullptr && ingress_port != kNoIngressPort &&
+      !listener_->admit(ingress_port, priority, bytes, now_ns)) {
+    return refuse(m, tc, &EgressClassCounters::drops_headroom_overflow,
+                  EgressEnqueueResult::kHeadroomOverflow);
+  }
   queues_[tc].push_back(Queued{m, now_ns, bytes, ingress_port, priority});
   queued_bytes_[tc] += bytes;
   ++class_counters_[tc].enqueued;
@@ -228,7 +232,7 @@ void EgressPort::pause(uint8_t tc, uint64_t until_ns, uint64_t now_ns) {
     return;
   }
   advance(now_ns);
-  if (drop_mode(tc)) {
+  if (pauses_ignored(tc)) {
     ++pauses_ignored_;
     return;
   }
@@ -292,12 +296,31 @@ void EgressPort::set_drop_mode(uint8_t tc, bool on, uint64_t now_ns) {
   const uint8_t bit = static_cast<uint8_t>(1u << tc);
   if (!on) {
     drop_mode_mask_ &= static_cast<uint8_t>(~bit);
+    pauses_ignored_mask_ &= static_cast<uint8_t>(~bit);
     return;
   }
   if (drop_mode_mask_ & bit) return;
   drop_mode_mask_ |= bit;
+  pauses_ignored_mask_ |= bit;
   end_pause(tc, now_ns);
   flush_class(tc, &EgressClassCounters::drops_watchdog, now_ns);
+}
+
+void EgressPort::set_forward_mode(uint8_t tc, bool on, uint64_t now_ns) {
+  const NextEventRefresh refresh(*this);
+  if (tc >= kClasses) {
+    ++invalid_requests_;
+    return;
+  }
+  advance(now_ns);
+  const uint8_t bit = static_cast<uint8_t>(1u << tc);
+  if (!on) {
+    pauses_ignored_mask_ &= static_cast<uint8_t>(~bit);
+    return;
+  }
+  pauses_ignored_mask_ |= bit;
+  end_pause(tc, now_ns);
+  advance(now_ns);  // the queue held by the storm starts at once
 }
 
 bool EgressPort::drop_mode(uint8_t tc) const {
@@ -305,8 +328,12 @@ bool EgressPort::drop_mode(uint8_t tc) const {
 }
 
 uint64_t EgressPort::stalled_since_ns(uint8_t tc, uint64_t now_ns) const {
-  if (tc >= kClasses || drop_mode(tc) || queues_[tc].empty() || !paused(tc, now_ns)) return kNever;
-  return std::max({pause_[tc].since_ns, nonempty_since_ns_[tc], last_start_ns_[tc]});
+  // SONiC's detection (pfc_detect_*.lua): a queue is stormed when, poll after poll, it sent
+  // nothing and was paused, whether packets wait in it or not. Nothing starts while a class is
+  // paused, so the open pause interval is the stall (the max only matters for a frame that
+  // started at the very ns the pause arrived).
+  if (tc >= kClasses || pauses_ignored(tc) || !paused(tc, now_ns)) return kNever;
+  return std::max(pause_[tc].since_ns, last_start_ns_[tc]);
 }
 
 void EgressPort::flush_class(int tc, uint64_t EgressClassCounters::*counter, uint64_t now_ns) {

@@ -34,6 +34,13 @@ namespace spraynet {
 class EgressQueueListener {
  public:
   virtual ~EgressQueueListener() = default;
+  // Asked before a packet with an ingress port is queued (after the port's own checks): false
+  // refuses it (the switch's buffer cannot hold it), and it is freed and counted as
+  // drops_headroom_overflow, with neither on_enqueue nor on_release.
+  virtual bool admit(uint16_t /*ingress_port*/, uint8_t /*priority*/, uint32_t /*bytes*/,
+                     uint64_t /*now_ns*/) {
+    return true;
+  }
   virtual void on_enqueue(uint16_t ingress_port, uint8_t priority, uint32_t bytes,
                           uint64_t now_ns) = 0;
   virtual void on_release(uint16_t ingress_port, uint8_t priority, uint32_t bytes,
@@ -44,10 +51,11 @@ class EgressQueueListener {
 
 enum class EgressEnqueueResult : uint8_t {
   kQueued,
-  kQueueFull,     // the class (or control) queue's byte (frame) limit would be exceeded
-  kLinkDown,      // a down link accepts nothing
-  kWatchdogDrop,  // the class is in PFC-watchdog drop mode
-  kInvalid,       // null mbuf or class >= 8 (counted in invalid_requests())
+  kQueueFull,         // the class (or control) queue's byte (frame) limit would be exceeded
+  kLinkDown,          // a down link accepts nothing
+  kWatchdogDrop,      // the class is in PFC-watchdog drop mode
+  kHeadroomOverflow,  // the listener refused it: its ingress PG's PFC headroom is full
+  kInvalid,           // null mbuf or class >= 8 (counted in invalid_requests())
 };
 
 // What one received PFC frame asks of this port's classes: pause the classes in pause_classes
@@ -66,6 +74,9 @@ struct EgressClassCounters {
   uint64_t drops_queue_full = 0;
   uint64_t drops_link_down = 0;  // refused while down, or queued/in flight when it went down
   uint64_t drops_watchdog = 0;   // flushed or refused in PFC-watchdog drop mode
+  // Refused by the listener's admit(): the ingress PG's headroom was full (a lossless packet
+  // lost to a headroom too small for the link; a correct buffer config never counts one).
+  uint64_t drops_headroom_overflow = 0;
   uint64_t drops_bit_error = 0;  // lost on the wire to bit errors
   uint64_t drops_loss = 0;       // lost on the wire to the plain loss rate
   uint64_t paused_ns = 0;        // total time the class was held by PFC
@@ -126,7 +137,8 @@ class EgressPort {
   size_t in_flight() const { return in_flight_.size(); }
 
   // PFC. A pause replaces the class's timer (802.1Qbb): the class sends nothing new from now_ns
-  // until until_ns; a frame already started finishes. Ignored for a class in watchdog drop mode.
+  // until until_ns; a frame already started finishes. Ignored for a class in watchdog drop or
+  // forward mode.
   void pause(uint8_t tc, uint64_t until_ns, uint64_t now_ns);
   void resume(uint8_t tc, uint64_t now_ns);
   void apply(const PfcPauseUpdate& update, uint64_t now_ns);
@@ -134,12 +146,21 @@ class EgressPort {
   bool any_paused(uint64_t now_ns, uint8_t class_mask = 0xFF) const;
 
   // PFC watchdog drop mode (decided by PfcState): entering flushes the class's queue and lifts
-  // its pause; while on, arrivals are dropped and pauses ignored.
+  // its pause; while on, arrivals are dropped and pauses ignored. Leaving it also leaves forward
+  // mode.
   void set_drop_mode(uint8_t tc, bool on, uint64_t now_ns);
   bool drop_mode(uint8_t tc) const;
   bool any_drop_mode() const { return drop_mode_mask_ != 0; }
-  // Since when the class has been continuously paused with packets queued and nothing started;
-  // kNever when it is not in that state at now_ns. What the watchdog measures.
+  // PFC watchdog forward mode: entering lifts the class's pause; while on, pauses are ignored and
+  // the queue keeps sending; nothing is dropped for it.
+  void set_forward_mode(uint8_t tc, bool on, uint64_t now_ns);
+  // Drop or forward mode: the class's pauses are ignored.
+  bool pauses_ignored(uint8_t tc) const {
+    return tc < kClasses && ((pauses_ignored_mask_ >> tc) & 1);
+  }
+  // Since when the class has been continuously paused (one pause interval: refreshes extend it,
+  // a timer running out or an XON ends it) with nothing started, queued packets or not; kNever
+  // when it is not paused at now_ns, or pauses are ignored. What the watchdog measures.
   uint64_t stalled_since_ns(uint8_t tc, uint64_t now_ns) const;
 
   // The link. Going down frees everything queued and in flight (counted as link_down) and lifts
@@ -162,7 +183,8 @@ class EgressPort {
   const EgressClassCounters& control_counters() const { return control_counters_; }
   // Calls with a null mbuf or a class >= 8 (the mbuf, if any, is freed).
   uint64_t invalid_requests() const { return invalid_requests_; }
-  uint64_t pauses_ignored_in_drop_mode() const { return pauses_ignored_; }
+  // Pauses received for a class in watchdog drop or forward mode.
+  uint64_t pauses_ignored_by_watchdog() const { return pauses_ignored_; }
 
  private:
   static constexpr int kControl = kClasses;  // index of the control queue in per-queue arrays
@@ -231,11 +253,11 @@ class EgressPort {
   std::deque<InFlight> in_flight_;
 
   std::array<PauseTimer, kClasses> pause_{};
-  // When each class queue last became non-empty, and last started a frame: with the pause
-  // timer, what stalled_since_ns() is made of.
-  std::array<uint64_t, kClasses> nonempty_since_ns_{};
+  // When each class queue last started a frame: with the pause timer, what stalled_since_ns()
+  // is made of.
   std::array<uint64_t, kClasses> last_start_ns_{};
   uint8_t drop_mode_mask_ = 0;
+  uint8_t pauses_ignored_mask_ = 0;  // drop or forward mode
   uint64_t latest_now_ns_ = 0;  // the latest now_ns seen, for free_all's listener calls
   uint64_t next_event_ = kNever;  // compute_next_event() as of the last mutation
   uint64_t* next_event_slot_ = nullptr;

@@ -157,6 +157,7 @@ void Fabric::install_spray_rules() {
       r.dst_port = {4791, 4791};
       r.dest_qp = {qpn, qpn};
       r.action = "spray";
+      if (config_.tcam_roce_partition > 0) r.partition = "roce";
       s.config.tcam.rules.push_back(r);
     }
   };
@@ -380,6 +381,14 @@ void Fabric::sample() {
     }
   }
   pfc_timeline_.emplace_back(static_cast<double>(now_) / 1000.0, paused);
+  uint64_t acked = 0;
+  for (const Node& n : nodes_) {
+    if (n.nic) acked += n.nic->rc_engine()->requester_totals().bytes_acked;
+  }
+  const double capacity = static_cast<double>(config_.hosts()) * config_.planes * config_.link_gbps * 1e9 * dt_s;
+  goodput_timeline_.emplace_back(static_cast<double>(now_) / 1000.0,
+                                 static_cast<double>(acked - last_sample_acked_bytes_) * 8.0 / capacity);
+  last_sample_acked_bytes_ = acked;
 }
 
 void Fabric::snapshot_window_start() {
@@ -532,38 +541,61 @@ RunResult Fabric::collect(double wall_s) {
   }
 
   // Links.
-  std::vector<double> up;
+  std::vector<double> up, down;
   for (uint32_t i = 0; i < watched_.size(); ++i) {
     const Watched& w = watched_[i];
-    if (!w.uplink) continue;
     const uint64_t tx = nodes_[w.node].sw->port_counters(w.port).tx_bytes - w.window_tx_bytes;
     const double u = window_s > 0 ? static_cast<double>(tx) * 8.0 / (window_s * config_.link_gbps * 1e9) : 0;
+    if (!w.uplink) {
+      down.push_back(u);
+      continue;
+    }
     up.push_back(u);
     r.uplink_util.push_back(u);
     r.uplink_names.push_back(link_names_[i]);
   }
-  if (!up.empty()) {
-    double sum = 0, mx = 0, mn = 1e300;
-    for (double u : up) {
+  struct Spread {
+    double mean = 0, max = 0, imbalance = 0;
+  };
+  const auto spread = [](const std::vector<double>& v) {
+    Spread s;
+    if (v.empty()) return s;
+    double sum = 0, mn = 1e300;
+    for (double u : v) {
       sum += u;
-      mx = std::max(mx, u);
+      s.max = std::max(s.max, u);
       mn = std::min(mn, u);
     }
-    r.uplink_util_mean = sum / static_cast<double>(up.size());
-    r.uplink_util_max = mx;
-    r.uplink_util_imbalance = r.uplink_util_mean > 0 ? (mx - mn) / r.uplink_util_mean : 0;
+    s.mean = sum / static_cast<double>(v.size());
+    s.imbalance = s.mean > 0 ? (s.max - mn) / s.mean : 0;
+    return s;
+  };
+  const Spread su = spread(up), sd = spread(down);
+  r.uplink_util_mean = su.mean;
+  r.uplink_util_max = su.max;
+  r.uplink_util_imbalance = su.imbalance;
+  r.downlink_util_mean = sd.mean;
+  r.downlink_util_max = sd.max;
+  r.downlink_util_imbalance = sd.imbalance;
+  r.fabric_links = static_cast<uint32_t>(up.size() + down.size());
+  if ((su.mean + sd.mean) / 2 > 0.2) {
+    for (const std::vector<double>* v : {&up, &down}) {
+      for (double u : *v) r.idle_links += u < 0.05;
+    }
   }
 
   // PFC and drops.
-  uint64_t queue_full = 0, link_down = 0, watchdog = 0, bit_error = 0, loss = 0;
+  uint64_t queue_full = 0, link_down = 0, watchdog = 0, bit_error = 0, loss = 0, headroom = 0;
   uint64_t paused_ns = 0, longest_ns = 0;
   uint64_t no_route = 0, no_eligible = 0, ttl = 0, sw_parse = 0, tcam_drop = 0;
+  uint64_t watchdog_ingress = 0;
   const auto add_egress = [&](const EgressPort& e) {
     for (uint8_t tc = 0; tc < EgressPort::kClasses; ++tc) {
       const EgressClassCounters c = e.counters(tc, now_);
       queue_full += c.drops_queue_full;
       link_down += c.drops_link_down;
       watchdog += c.drops_watchdog;
+      headroom += c.drops_headroom_overflow;
       bit_error += c.drops_bit_error;
       loss += c.drops_loss;
       paused_ns += c.paused_ns;
@@ -575,10 +607,35 @@ RunResult Fabric::collect(double wall_s) {
       const switch_emu::SwitchNode& sw = *n.sw;
       for (uint16_t p = 0; p < sw.port_count(); ++p) add_egress(sw.egress(p));
       r.pfc_pause_frames += sw.counters().pfc_frames_sent;
+      if (const PfcState* pfc = sw.pfc()) {
+        // The fullest switch, and the fullest headroom against its size: "never over" at a look.
+        const SharedBuffer& b = pfc->buffer();
+        r.pfc_pool_peak_bytes = std::max(r.pfc_pool_peak_bytes, b.pool_peak_bytes());
+        for (uint16_t p = 0; p < sw.port_count(); ++p) {
+          for (uint8_t pg = 0; pg < kPriorities; ++pg) {
+            if (!pfc->lossless(pg)) continue;
+            const double used = static_cast<double>(b.peak_headroom_used_bytes(p, pg));
+            const double fraction = used / static_cast<double>(b.headroom_bytes(p));
+            if (fraction > r.pfc_headroom_peak_fraction) {
+              r.pfc_headroom_peak_fraction = fraction;
+              r.pfc_headroom_peak_bytes = b.peak_headroom_used_bytes(p, pg);
+            }
+          }
+        }
+      }
       no_route += sw.drops().no_route;
       no_eligible += sw.drops().no_eligible_port;
       ttl += sw.drops().ttl_expired;
       tcam_drop += sw.drops().tcam_drop;
+      watchdog_ingress += sw.drops().pfc_watchdog_ingress;
+      if (const PfcState* pfc = sw.pfc()) {
+        for (uint16_t p = 0; p < sw.port_count(); ++p) {
+          for (const PfcPriorityCounters& k : pfc->counters(p).priority) {
+            r.pfc_watchdog_storms += k.watchdog_storms_detected;
+            r.pfc_watchdog_frames_suppressed += k.watchdog_frames_suppressed;
+          }
+        }
+      }
       for (uint64_t v : sw.drops().parse) sw_parse += v;
       if (n.control) r.control_publications += n.control->counters().publications;
       for (size_t g = 0; g < sw.group_count(); ++g) {
@@ -591,9 +648,61 @@ RunResult Fabric::collect(double wall_s) {
   r.pfc_paused_us = static_cast<double>(paused_ns) / 1000.0;
   r.pfc_longest_pause_us = static_cast<double>(longest_ns) / 1000.0;
   r.pfc_timeline = pfc_timeline_;
+  r.pfc_pool_bytes = config_.pfc ? config_.pfc_pool_bytes : 0;
+  r.goodput_timeline = goodput_timeline_;
+  for (const FabricEvent& e : config_.events) {
+    if (e.kind != FabricEvent::Kind::kLinkDown) continue;
+    RunResult::Failover f;
+    f.event_us = static_cast<double>(e.at_ns) / 1000.0;
+    const double warm_us = static_cast<double>(config_.warmup()) / 1000.0;
+    const double sample_us = static_cast<double>(config_.sample_ns) / 1000.0;
+    double before_sum = 0, after_sum = 0;
+    size_t before_n = 0, after_n = 0;
+    std::vector<std::pair<double, double>> after;
+    for (const auto& [t, g] : goodput_timeline_) {
+      if (t - sample_us >= warm_us && t <= f.event_us) {
+        before_sum += g;
+        ++before_n;
+      } else if (t > f.event_us) {
+        after.emplace_back(t, g);
+      }
+    }
+    f.before = before_n > 0 ? before_sum / static_cast<double>(before_n) : 0;
+    f.min_after = after.empty() ? 0 : 1e300;
+    int64_t last_low = -1;
+    for (size_t i = 0; i < after.size(); ++i) {
+      f.min_after = std::min(f.min_after, after[i].second);
+      if (i >= after.size() / 2) {
+        after_sum += after[i].second;
+        ++after_n;
+      }
+    }
+    f.after = after_n > 0 ? after_sum / static_cast<double>(after_n) : 0;
+    // Settled: 90% of the lower of the level before and the level the fabric settles at (with
+    // a link fewer, the level before may be out of reach). Recovered for good at the end of the
+    // last interval below it (0: never below; -1: still below when the run ended).
+    // Judged on the mean of three intervals, so that the ACK-paced noise of one interval (an
+    // ACK covers up to 65 packets) does not read as a failure.
+    const double settled = 0.9 * std::min(f.before, f.after);
+    for (size_t i = 0; i < after.size(); ++i) {
+      const size_t lo = i > 0 ? i - 1 : 0, hi = std::min(i + 1, after.size() - 1);
+      double m = 0;
+      for (size_t k = lo; k <= hi; ++k) m += after[k].second;
+      if (m / static_cast<double>(hi - lo + 1) < settled) last_low = static_cast<int64_t>(i);
+    }
+    if (last_low < 0) {
+      f.recovery_us = 0;
+    } else if (static_cast<size_t>(last_low) + 1 < after.size()) {
+      f.recovery_us = after[static_cast<size_t>(last_low)].first - f.event_us;
+    }
+    r.failover = f;
+    break;  // the first failure
+  }
   r.drops = {{"queue_full", queue_full},
              {"link_down", link_down},
              {"pfc_watchdog", watchdog},
+             {"pfc_watchdog_ingress", watchdog_ingress},
+             {"headroom_overflow", headroom},
              {"bit_error", bit_error},
              {"loss", loss},
              {"no_route", no_route},

@@ -130,6 +130,8 @@ class Fabric {
   std::vector<LinkSample> samples_;
   bool record_timeseries_ = false;
   std::vector<std::pair<double, uint64_t>> pfc_timeline_;
+  std::vector<std::pair<double, double>> goodput_timeline_;
+  uint64_t last_sample_acked_bytes_ = 0;
   std::vector<uint64_t> down_since_ns_;  // per cable: when it went down (UINT64_MAX: up)
 
   // Completions and what they are worth.

@@ -151,6 +151,16 @@ FabricEvent parse_fabric_event(std::string_view text) {
   return e;
 }
 
+uint64_t parse_headroom_bytes(std::string_view text) {
+  if (text == "auto") return 0;
+  const auto v = control::parse_uint(text);
+  if (!v || *v < 2048 || *v > (uint64_t{1} << 30)) {
+    throw std::invalid_argument("headroom '" + std::string(text) +
+                                "': auto or a byte count in [2048, 1073741824]");
+  }
+  return *v;
+}
+
 std::pair<uint64_t, uint64_t> parse_seed_range(std::string_view text) {
   const auto one = [&](std::string_view s) {
     const auto v = control::parse_uint(s);
@@ -206,9 +216,21 @@ std::string FabricConfig::check() const {
   if (delay_ns > 1'000'000'000) return "delay-ns: 0..1e9";
   if (cable_spread_ns > 1'000'000'000) return "cable-spread-ns: 0..1e9";
   if (mtu != 1024 && mtu != 4096) return "mtu: 1024 | 4096";
-  if (queue_bytes != 0 && queue_bytes < 16384) return "queue-bytes: 0 (auto) or at least 16384";
-  if (pfc_buffer_bytes < 8192) return "pfc-buffer-bytes: at least 8192";
-  if (!(pfc_xon > 0 && pfc_xon < pfc_xoff && pfc_xoff <= 1)) return "pfc-xon, pfc-xoff: 0 < xon < xoff <= 1";
+  if (queue_bytes < 16384 || queue_bytes > (uint64_t{1} << 32)) return "queue-bytes: 16384..2^32";
+  if (pfc_pool_bytes < 65536 || pfc_pool_bytes > (uint64_t{1} << 40)) {
+    return "pfc-pool-bytes: 65536..2^40";
+  }
+  if (!(pfc_alpha >= 1.0 / 128 && pfc_alpha <= 128)) return "pfc-alpha: 1/128..128";
+  if (pfc_static_threshold_bytes != 0 &&
+      (pfc_static_threshold_bytes < 2048 || pfc_static_threshold_bytes > pfc_pool_bytes)) {
+    return "pfc-static-threshold-bytes: 0 (dynamic, by pfc-alpha) or 2048..pfc-pool-bytes";
+  }
+  if (pfc_headroom_bytes != 0 &&
+      (pfc_headroom_bytes < 2048 || pfc_headroom_bytes > (uint64_t{1} << 30))) {
+    return "pfc-headroom-bytes: auto or 2048..2^30";
+  }
+  if (pfc_xoff_offset_bytes >= pfc_pool_bytes) return "pfc-xoff-offset-bytes: below pfc-pool-bytes";
+  if (pfc_xon_offset_bytes >= pfc_pool_bytes) return "pfc-xon-offset-bytes: below pfc-pool-bytes";
   if (qps_per_host < 1 || qps_per_host > 256) return "qps-per-host: 1..256";
   if (msg_bytes < 1 || msg_bytes > (uint64_t{1} << 31)) return "msg-bytes: 1..2^31";
   if (bytes < 1) return "bytes: at least 1";
@@ -244,6 +266,10 @@ std::string FabricConfig::check() const {
   if (reorder_window < 1 || reorder_window > 16384) return "reorder-window: 1..16384";
   if (max_in_flight < 66 || max_in_flight > 65536) return "max-in-flight: 66..65536";
   if (dlb_gap_ns < 1) return "dlb-gap-us: above 0";
+  if (tcam_capacity < 16 || tcam_capacity > (1u << 20)) return "tcam-capacity: 16..1048576";
+  if (tcam_roce_partition > tcam_capacity) {
+    return "tcam-roce-partition: 0 (none) .. tcam-capacity (" + std::to_string(tcam_capacity) + ")";
+  }
   if (control_period_ns < 1000) return "control-period-us: at least 1";
   if (duration_ns < 1000) return "duration: at least 1us";
   if (warmup() >= duration_ns) return "warmup: below duration";
@@ -267,13 +293,15 @@ void apply_yaml(FabricConfig& c, const control::ConfigNode& root) {
            "(was off)");
   }
   n.allow_only({"leaves", "spines", "hosts_per_leaf", "links_per_spine", "planes", "link_gbps",
-                "delay_ns", "cable_spread_ns", "mtu", "queue_bytes", "pfc", "pfc_buffer_bytes", "pfc_xoff",
-                "pfc_xon", "fast_feedback", "pfc_watchdog", "pfc_watchdog_us", "workload",
+                "delay_ns", "cable_spread_ns", "mtu", "queue_bytes", "pfc", "pfc_pool_bytes",
+                "pfc_alpha", "pfc_static_threshold_bytes", "pfc_headroom_bytes",
+                "pfc_xoff_offset_bytes", "pfc_xon_offset_bytes", "fast_feedback", "pfc_watchdog",
+                "pfc_watchdog_us", "pfc_watchdog_action", "workload",
                 "qps_per_host", "msg_bytes", "bytes", "channels", "incast_senders", "cdf",
                 "load", "message_gap_us", "mode", "spray_policy", "hash_seed", "udp_sport",
                 "ppcid_layout", "receive", "reorder_hold_us", "reorder_window",
-                "placement_nak_delay_us",
-                "max_in_flight", "dlb_gap_us", "control_period_us", "tcam_spray_rules",
+                "placement_nak_delay_us", "max_in_flight", "retransmit_timeout_us", "dlb_gap_us",
+                "control_period_us", "tcam_spray_rules", "tcam_capacity", "tcam_roce_partition",
                 "event", "duration", "warmup", "seeds", "sample_us"});
   c.source = n.file();
   c.leaves = static_cast<uint32_t>(n.uint_or("leaves", c.leaves, 1, 255));
@@ -285,14 +313,28 @@ void apply_yaml(FabricConfig& c, const control::ConfigNode& root) {
   c.delay_ns = n.uint_or("delay_ns", c.delay_ns, 0, 1'000'000'000);
   c.cable_spread_ns = n.uint_or("cable_spread_ns", c.cable_spread_ns, 0, 1'000'000'000);
   c.mtu = static_cast<uint32_t>(std::stoul(n.choice_or("mtu", std::to_string(c.mtu), {"1024", "4096"})));
-  c.queue_bytes = n.uint_or("queue_bytes", c.queue_bytes, 0, uint64_t{1} << 34);
+  c.queue_bytes = n.uint_or("queue_bytes", c.queue_bytes, 16384, uint64_t{1} << 32);
   c.pfc = n.boolean_or("pfc", c.pfc);
-  c.pfc_buffer_bytes = n.uint_or("pfc_buffer_bytes", c.pfc_buffer_bytes, 8192, uint64_t{1} << 34);
-  c.pfc_xoff = n.number_or("pfc_xoff", c.pfc_xoff, 0.01, 1);
-  c.pfc_xon = n.number_or("pfc_xon", c.pfc_xon, 0.01, 1);
+  c.pfc_pool_bytes = n.uint_or("pfc_pool_bytes", c.pfc_pool_bytes, 65536, uint64_t{1} << 40);
+  c.pfc_alpha = n.number_or("pfc_alpha", c.pfc_alpha, 1.0 / 128, 128);
+  c.pfc_static_threshold_bytes =
+      n.uint_or("pfc_static_threshold_bytes", c.pfc_static_threshold_bytes, 0, uint64_t{1} << 40);
+  if (n.has("pfc_headroom_bytes")) {
+    try {
+      c.pfc_headroom_bytes = parse_headroom_bytes(n.string("pfc_headroom_bytes"));
+    } catch (const std::invalid_argument& e) {
+      n.fail("pfc_headroom_bytes", e.what());
+    }
+  }
+  c.pfc_xoff_offset_bytes =
+      n.uint_or("pfc_xoff_offset_bytes", c.pfc_xoff_offset_bytes, 0, uint64_t{1} << 40);
+  c.pfc_xon_offset_bytes =
+      n.uint_or("pfc_xon_offset_bytes", c.pfc_xon_offset_bytes, 0, uint64_t{1} << 40);
   c.fast_feedback = n.boolean_or("fast_feedback", c.fast_feedback);
   c.pfc_watchdog = n.boolean_or("pfc_watchdog", c.pfc_watchdog);
   c.pfc_watchdog_ns = n.uint_or("pfc_watchdog_us", c.pfc_watchdog_ns / 1000, 1, 10'000'000) * 1000;
+  c.pfc_watchdog_action =
+      n.choice_or("pfc_watchdog_action", c.pfc_watchdog_action, {"drop", "forward"});
   if (n.has("workload")) {
     c.workload = *parse_workload(n.choice_or(
         "workload", "", {"permutation", "allreduce", "alltoall", "incast", "cdf"}));
@@ -335,10 +377,14 @@ void apply_yaml(FabricConfig& c, const control::ConfigNode& root) {
       n.number_or("reorder_hold_us", c.reorder_hold_ns / 1000.0, 1, 1'000'000) * 1000);
   c.reorder_window = static_cast<uint32_t>(n.uint_or("reorder_window", c.reorder_window, 1, 16384));
   c.max_in_flight = static_cast<uint32_t>(n.uint_or("max_in_flight", c.max_in_flight, 66, 65536));
+  c.retransmit_timeout_ns = static_cast<uint64_t>(
+      n.number_or("retransmit_timeout_us", c.retransmit_timeout_ns / 1000.0, 1, 1e8) * 1000);
   c.dlb_gap_ns = static_cast<uint64_t>(n.number_or("dlb_gap_us", c.dlb_gap_ns / 1000.0, 0.001, 1e6) * 1000);
   c.control_period_ns = static_cast<uint64_t>(
       n.number_or("control_period_us", c.control_period_ns / 1000.0, 1, 1e7) * 1000);
   c.tcam_spray_rules = static_cast<uint32_t>(n.uint_or("tcam_spray_rules", c.tcam_spray_rules, 0, 1 << 20));
+  c.tcam_capacity = static_cast<uint32_t>(n.uint_or("tcam_capacity", c.tcam_capacity, 16, 1 << 20));
+  c.tcam_roce_partition = static_cast<uint32_t>(n.uint_or("tcam_roce_partition", c.tcam_roce_partition, 0, 1 << 20));
   for (const std::string& text : n.string_list("event")) {
     try {
       c.events.push_back(parse_fabric_event(text));

@@ -67,16 +67,20 @@ struct FabricConfig {
   uint32_t mtu = 4096;       // 1024 | 4096
 
   // Switch buffer and PFC.
-  // Per egress port and traffic class. 0: ports x pfc_buffer_bytes with PFC on (no egress queue
-  // fills before every ingress feeding it has paused: lossless), 1 MiB without.
-  uint64_t queue_bytes = 0;
+  // Per egress port and traffic class: the lossy classes' limit. With PFC on, the lossless class
+  // has none: each switch's shared lossless buffer (the pfc_ settings) bounds it.
+  uint64_t queue_bytes = 1 << 20;
   bool pfc = true;
-  uint64_t pfc_buffer_bytes = 256 * 1024;  // per (ingress port, priority)
-  double pfc_xoff = 0.80;
-  double pfc_xon = 0.60;
+  uint64_t pfc_pool_bytes = 32ull << 20;    // the shared lossless ingress pool, per switch
+  double pfc_alpha = 1.0;                   // dynamic threshold: alpha x the free pool
+  uint64_t pfc_static_threshold_bytes = 0;  // > 0: a static threshold instead
+  uint64_t pfc_headroom_bytes = 0;          // per PG; 0: auto from each cable and the MTU
+  uint64_t pfc_xoff_offset_bytes = 0;
+  uint64_t pfc_xon_offset_bytes = 16384;
   bool fast_feedback = false;
   bool pfc_watchdog = true;
   uint64_t pfc_watchdog_ns = 200'000'000;
+  std::string pfc_watchdog_action = "drop";  // drop | forward (dataplane/pfc_state.h)
 
   // Workload.
   Workload workload = Workload::kPermutation;
@@ -121,6 +125,10 @@ struct FabricConfig {
   uint64_t dlb_gap_ns = 100'000;  // 0 is not allowed by the flowlet table
   uint64_t control_period_ns = 200'000'000;
   uint32_t tcam_spray_rules = 16384;  // a leaf's spray_rule_limit
+  uint32_t tcam_capacity = 16384;     // the rules a leaf's TCAM holds in all (the hardware's size)
+  // A TCAM partition of this many rules for the sprayed QPs' rules (0: none, they share the
+  // default partition, i.e. the whole TCAM).
+  uint32_t tcam_roce_partition = 0;
 
   std::vector<FabricEvent> events;
 
@@ -148,6 +156,8 @@ struct FabricConfig {
 FabricConfig load_fabric_config(const std::string& path, FabricConfig base = {});
 FabricConfig parse_fabric_config_yaml(const std::string& yaml, const std::string& name,
                                       FabricConfig base = {});
+// "auto" -> 0, or a byte count in [2048, 2^30]. Throws std::invalid_argument.
+uint64_t parse_headroom_bytes(std::string_view text);
 // "1-20" or "7" -> [first, last]. Throws std::invalid_argument.
 std::pair<uint64_t, uint64_t> parse_seed_range(std::string_view text);
 std::vector<FabricMode> parse_mode_list(std::string_view text);  // "ecmp,spray"

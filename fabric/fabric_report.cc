@@ -51,6 +51,7 @@ const std::vector<std::pair<const char*, double (*)(const RunResult&)>>& metrics
       {"reorder_p99_depth", [](const RunResult& r) { return static_cast<double>(r.reorder_p99_depth); }},
       {"pfc_pause_frames", [](const RunResult& r) { return static_cast<double>(r.pfc_pause_frames); }},
       {"pfc_paused_us", [](const RunResult& r) { return r.pfc_paused_us; }},
+      {"pfc_pool_peak_bytes", [](const RunResult& r) { return static_cast<double>(r.pfc_pool_peak_bytes); }},
       {"flowlets_started", [](const RunResult& r) { return static_cast<double>(r.flowlets_started); }},
       {"hops_per_s", [](const RunResult& r) { return r.hops_per_s; }},
   };
@@ -91,6 +92,21 @@ nlohmann::json to_json(const RunResult& r) {
   nlohmann::json per_link = nlohmann::json::object();
   for (size_t i = 0; i < r.uplink_util.size(); ++i) per_link[r.uplink_names[i]] = r.uplink_util[i];
   j["uplink_util_by_link"] = per_link;
+  j["downlink_util"] = {{"mean", r.downlink_util_mean},
+                        {"max", r.downlink_util_max},
+                        {"imbalance", r.downlink_util_imbalance}};
+  j["idle_links"] = r.idle_links;
+  j["fabric_links"] = r.fabric_links;
+  nlohmann::json goodput = nlohmann::json::array();
+  for (const auto& [t, g] : r.goodput_timeline) goodput.push_back({t, g});
+  j["goodput_timeline"] = goodput;
+  if (r.failover) {
+    j["failover"] = {{"event_us", r.failover->event_us},
+                     {"before", r.failover->before},
+                     {"min_after", r.failover->min_after},
+                     {"after", r.failover->after},
+                     {"recovery_us", r.failover->recovery_us}};
+  }
   j["fct_us"] = {{"p50", r.fct_p50_us}, {"p99", r.fct_p99_us}, {"max", r.fct_max_us}};
   j["fct_samples_us"] = r.fct_samples_us;
   if (!r.slowdown.empty()) {
@@ -122,8 +138,14 @@ nlohmann::json to_json(const RunResult& r) {
   nlohmann::json timeline = nlohmann::json::array();
   for (const auto& [t, n] : r.pfc_timeline) timeline.push_back({t, n});
   j["pfc"] = {{"pause_frames", r.pfc_pause_frames},
+              {"watchdog_storms", r.pfc_watchdog_storms},
+              {"watchdog_frames_suppressed", r.pfc_watchdog_frames_suppressed},
               {"paused_us", r.pfc_paused_us},
               {"longest_pause_us", r.pfc_longest_pause_us},
+              {"pool_bytes", r.pfc_pool_bytes},
+              {"pool_peak_bytes", r.pfc_pool_peak_bytes},
+              {"headroom_peak_bytes", r.pfc_headroom_peak_bytes},
+              {"headroom_peak_fraction", r.pfc_headroom_peak_fraction},
               {"timeline", timeline}};
   j["drops"] = r.drops;
   j["tcam_fallback_qps"] = r.tcam_fallback_qps;
@@ -172,11 +194,15 @@ nlohmann::json config_json(const FabricConfig& c) {
           {"mtu", c.mtu},
           {"queue_bytes", c.queue_bytes},
           {"pfc", c.pfc},
-          {"pfc_buffer_bytes", c.pfc_buffer_bytes},
-          {"pfc_xoff", c.pfc_xoff},
-          {"pfc_xon", c.pfc_xon},
+          {"pfc_pool_bytes", c.pfc_pool_bytes},
+          {"pfc_alpha", c.pfc_alpha},
+          {"pfc_static_threshold_bytes", c.pfc_static_threshold_bytes},
+          {"pfc_headroom_bytes", c.pfc_headroom_bytes},
+          {"pfc_xoff_offset_bytes", c.pfc_xoff_offset_bytes},
+          {"pfc_xon_offset_bytes", c.pfc_xon_offset_bytes},
           {"fast_feedback", c.fast_feedback},
           {"pfc_watchdog", c.pfc_watchdog},
+          {"pfc_watchdog_action", c.pfc_watchdog_action},
           {"workload", std::string(to_string(c.workload))},
           {"qps_per_host", c.qps_per_host},
           {"msg_bytes", c.msg_bytes},
@@ -191,6 +217,9 @@ nlohmann::json config_json(const FabricConfig& c) {
           {"udp_sport", c.udp_sport_fixed ? "fixed" : "per-qp"},
           {"ppcid_layout", c.ppcid_layout},
           {"receive", c.receive},
+          {"tcam_spray_rules", c.tcam_spray_rules},
+          {"tcam_capacity", c.tcam_capacity},
+          {"tcam_roce_partition", c.tcam_roce_partition},
           {"events", events},
           {"duration_us", static_cast<double>(c.duration_ns) / 1000.0},
           {"warmup_us", static_cast<double>(c.warmup()) / 1000.0},

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,11 @@ struct RunResult {
   double uplink_util_mean = 0, uplink_util_max = 0, uplink_util_imbalance = 0;
   std::vector<double> uplink_util;  // per leaf->spine link, over the window
   std::vector<std::string> uplink_names;
+  double downlink_util_mean = 0, downlink_util_max = 0, downlink_util_imbalance = 0;  // spine->leaf
+  // Leaf-spine links (both directions) that carried less than 5% of their rate over the window
+  // while the fabric's mean was above 20%: what hash polarization leaves idle.
+  uint32_t idle_links = 0;
+  uint32_t fabric_links = 0;
   double fct_p50_us = 0, fct_p99_us = 0, fct_max_us = 0;
   std::vector<double> fct_samples_us;  // at most kMaxFctSamples, evenly thinned
   std::vector<SlowdownBin> slowdown;
@@ -63,9 +69,30 @@ struct RunResult {
   uint64_t reorder_resyncs = 0;  // go-back-N retransmissions that restarted a QP's sequence
   std::vector<std::pair<uint64_t, uint64_t>> reorder_depth_histogram;  // (depth, packets), > 0
   uint64_t pfc_pause_frames = 0;
+  uint64_t pfc_watchdog_storms = 0;             // storms detected, all switches and priorities
+  uint64_t pfc_watchdog_frames_suppressed = 0;  // PFC frames not sent to storming neighbours
   double pfc_paused_us = 0;
   double pfc_longest_pause_us = 0;
   std::vector<std::pair<double, uint64_t>> pfc_timeline;  // (t_us, paused ports)
+  // Bytes acknowledged fabric-wide per sample interval, as a fraction of every host's line rate.
+  std::vector<std::pair<double, double>> goodput_timeline;  // (t_us at the interval's end, fraction)
+  // With a link-down event: the aggregate goodput over the samples before it (after warm-up),
+  // its lowest sample after it, its mean over the second half of what follows (`after`), and
+  // how long after the event it came back for good to 90% of the lower of `before` and `after`
+  // (the end of the last interval below; 0: never below; -1: still below when the run ended).
+  struct Failover {
+    double event_us = 0;
+    double before = 0;
+    double min_after = 0;
+    double after = 0;
+    double recovery_us = -1;
+  };
+  std::optional<Failover> failover;
+  uint64_t pfc_pool_bytes = 0;                            // each switch's shared lossless pool
+  uint64_t pfc_pool_peak_bytes = 0;                       // the most any switch's pool held
+  // The lossless PG whose headroom came nearest to full: its peak, and that over its size.
+  uint64_t pfc_headroom_peak_bytes = 0;
+  double pfc_headroom_peak_fraction = 0;
   std::map<std::string, uint64_t> drops;                  // by cause, fabric-wide
   uint64_t tcam_fallback_qps = 0;
   uint64_t flowlets_started = 0;

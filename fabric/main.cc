@@ -13,7 +13,9 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,6 +25,7 @@
 #include "dataplane/runtime/program_args.h"
 #include "fabric/fabric.h"
 #include "fabric/flow_size_cdf.h"
+#include "fabric/scenario.h"
 
 using namespace spraynet;
 using namespace spraynet::fabric;
@@ -109,21 +112,35 @@ std::vector<Flag> make_flags() {
   u32("mtu", &FabricConfig::mtu,
       "RoCE path MTU: 1024 | 4096 (4096)");
   u64("queue-bytes", &FabricConfig::queue_bytes,
-      "switch egress queue limit per port and class; 0: ports x pfc-buffer-bytes + 1 MiB with PFC (lossless), 1 MiB without (0)");
+      "switch egress queue limit per port and class, for lossy classes (all classes with PFC off); with PFC on the lossless class has none, the pool bounds it (1048576)");
   boolean("pfc", &FabricConfig::pfc,
       "PFC (802.1Qbb) on priority 3 at every switch: on | off (on)");
-  u64("pfc-buffer-bytes", &FabricConfig::pfc_buffer_bytes,
-      "PFC ingress buffer per (port, priority) (262144)");
-  dbl("pfc-xoff", &FabricConfig::pfc_xoff,
-      "XOFF threshold, fraction of the PFC buffer (0.8)");
-  dbl("pfc-xon", &FabricConfig::pfc_xon,
-      "XON threshold, fraction of the PFC buffer (0.6)");
+  u64("pfc-pool-bytes", &FabricConfig::pfc_pool_bytes,
+      "each switch's shared lossless ingress pool (33554432: half the 64 MB of a 32 x 400G switch)");
+  dbl("pfc-alpha", &FabricConfig::pfc_alpha,
+      "dynamic threshold: a priority group may hold alpha x the free pool, 1/128..128 (SONiC dynamic_th = log2 alpha) (1)");
+  u64("pfc-static-threshold-bytes", &FabricConfig::pfc_static_threshold_bytes,
+      "a static threshold per priority group instead of pfc-alpha; 0: dynamic (0)");
+  f.push_back({"pfc-headroom-bytes", "headroom per priority group, for what arrives after XOFF: auto (2 x rate x cable delay + 2 x MTU + 84 + rate x 2.1 us) or 2048..2^30 (auto)", "", [](FabricConfig& c, const std::string& v) {
+                 c.pfc_headroom_bytes = parse_headroom_bytes(v);
+               }});
+  u64("pfc-xoff-offset-bytes", &FabricConfig::pfc_xoff_offset_bytes,
+      "XOFF when a priority group's shared bytes reach threshold - this (0)");
+  u64("pfc-xon-offset-bytes", &FabricConfig::pfc_xon_offset_bytes,
+      "XON when they fall to threshold - this (or to 0) with the headroom empty (16384)");
   boolean("fast-feedback", &FabricConfig::fast_feedback,
       "a paused port leaves the DLB/spray candidates at once: on | off (off)");
   boolean("pfc-watchdog", &FabricConfig::pfc_watchdog,
       "PFC watchdog: on | off (on)");
   micros("pfc-watchdog-us", &FabricConfig::pfc_watchdog_ns,
       "PFC watchdog detection and restoration time (200000)");
+  f.push_back({"pfc-watchdog-action",
+               "PFC watchdog action on a storm: drop (queue, arrivals and the storming port's "
+               "ingress priority dropped, no PFC sent to it) | forward (its pauses ignored, no PFC "
+               "sent to it, nothing dropped) (drop)",
+               "", [](FabricConfig& c, const std::string& v) {
+                 c.pfc_watchdog_action = one_of("pfc-watchdog-action", v, {"drop", "forward"});
+               }});
   f.push_back({"workload", "permutation | allreduce | alltoall | incast | cdf (permutation)", "", [](FabricConfig& c, const std::string& v) {
                  const auto w = parse_workload(v);
                  if (!w) throw std::invalid_argument(std::string("--workload: ") + kWorkloadNames + ", got '" + v + "'");
@@ -176,6 +193,10 @@ std::vector<Flag> make_flags() {
       "weighted: control loop period (200000)");
   u32("tcam-spray-rules", &FabricConfig::tcam_spray_rules,
       "spray: a leaf's TCAM spray_rule_limit; QPs beyond it fall back to ECMP (16384)");
+  u32("tcam-capacity", &FabricConfig::tcam_capacity,
+      "spray: the rules a leaf's TCAM holds in all, whatever spray-rule limit it is told (16384)");
+  u32("tcam-roce-partition", &FabricConfig::tcam_roce_partition,
+      "spray: a TCAM partition of this many rules for the spray rules; 0: none (0)");
   time("duration", &FabricConfig::duration_ns,
       "permutation: virtual time run; cdf: arrival window (run until done, within 5x + 1ms); others: time limit (2ms)");
   time("warmup", &FabricConfig::warmup_ns,
@@ -188,14 +209,33 @@ std::vector<Flag> make_flags() {
   return f;
 }
 
+// Mbufs: what every requester may have unacknowledged, plus room for ACKs and PFC frames.
+uint64_t mbufs_for(const FabricConfig& config) {
+  uint64_t qps = 0;
+  switch (config.workload) {
+    case Workload::kPermutation: qps = uint64_t{config.hosts()} * config.qps_per_host; break;
+    case Workload::kAllreduce: qps = uint64_t{config.hosts()} * config.channels; break;
+    case Workload::kAlltoall: qps = uint64_t{config.hosts()} * (config.hosts() - 1); break;
+    case Workload::kIncast: qps = config.incast_senders; break;
+    case Workload::kCdf: qps = uint64_t{config.hosts()} * std::min<uint64_t>(config.hosts(), 16); break;
+  }
+  // Bounded by what the fabric can hold in flight and queued in practice (a few BDPs a host):
+  // beyond it a requester finds the pool empty, counts it and retries (pool_empty).
+  return std::clamp<uint64_t>(
+      std::min<uint64_t>(qps * config.max_in_flight, uint64_t{config.hosts()} * config.planes * 256) + 8192,
+      16383, (1u << 18) - 1);
+}
+
 std::string default_plots_script() {
   if (const char* env = std::getenv("SPRAYNET_PLOTS_SCRIPT")) return env;
   return std::string(SPRAYNET_SOURCE_DIR) + "/scripts/fabric_plots.py";
 }
 
-void write_timeseries(std::ofstream& out, const Fabric& f, const RunResult& r) {
+void write_timeseries(std::ofstream& out, const Fabric& f, const RunResult& r,
+                      const std::string& prefix) {
   char line[256];
   for (const LinkSample& s : f.timeseries()) {
+    out << prefix;
     std::snprintf(line, sizeof line, "%s,%llu,%.1f,%s,%.4f,%llu,%d\n", r.mode.c_str(),
                   static_cast<unsigned long long>(r.seed), static_cast<double>(s.t_ns) / 1000.0,
                   f.link_names()[s.link].c_str(), s.util,
@@ -220,6 +260,12 @@ int main(int argc, char** argv) {
   bool quiet = false;
   bool reproducible = false;
   app.add_option("--config", config_file, "YAML file with a `fabric:` map (keys as the flags, '_' for '-')");
+  std::string scenario_name;
+  bool quick = false;
+  app.add_option("--scenario", scenario_name,
+                 "NAME (configs/scenarios/NAME.yaml) or a scenario file: run a claim of the articles "
+                 "and print its verdict; 'list' lists them. Flags given apply over each of its runs");
+  app.add_flag("--quick", quick, "with --scenario: its quick form (fewer seeds, shorter runs)");
   std::vector<Flag> flags = make_flags();
   for (Flag& flag : flags) app.add_option("--" + flag.name, flag.value, flag.help);
   app.add_option("--event", events, "a timed change to the fabric (see above); repeatable");
@@ -236,45 +282,62 @@ int main(int argc, char** argv) {
     return *code;
   }
 
-  FabricConfig config;
+  // The experiments to run: the one the flags describe, or a scenario's runs with the flags
+  // given applied over each (so that a scenario can be re-run on another topology).
+  std::optional<Scenario> scenario;
+  std::vector<ScenarioRun> experiments;
   try {
-    if (!config_file.empty()) config = load_fabric_config(config_file);
-    for (const Flag& flag : flags) {
-      if (app.count("--" + flag.name) > 0) flag.apply(config, flag.value);
+    if (scenario_name == "list") {
+      const std::string dir = default_scenario_dir();
+      for (const std::string& name : list_scenarios(dir)) {
+        const Scenario s = load_scenario(scenario_path(dir, name), false);
+        std::printf("%-18s %s\n", name.c_str(), s.claim.c_str());
+      }
+      return 0;
     }
-    for (const std::string& e : events) config.events.push_back(parse_fabric_event(e));
-    if (const std::string why = config.check(); !why.empty()) {
-      throw std::invalid_argument("--" + why);
+    if (!scenario_name.empty()) {
+      if (!config_file.empty()) throw std::invalid_argument("--config and --scenario: give one");
+      scenario = load_scenario(scenario_path(default_scenario_dir(), scenario_name), quick);
+      experiments = scenario->runs;
+    } else {
+      if (quick) throw std::invalid_argument("--quick: only with --scenario");
+      FabricConfig config;
+      if (!config_file.empty()) config = load_fabric_config(config_file);
+      experiments.push_back({"", config});
+    }
+    for (ScenarioRun& e : experiments) {
+      for (const Flag& flag : flags) {
+        if (app.count("--" + flag.name) > 0) flag.apply(e.config, flag.value);
+      }
+      for (const std::string& text : events) e.config.events.push_back(parse_fabric_event(text));
+      if (const std::string why = e.config.check(); !why.empty()) {
+        throw std::invalid_argument("--" + why);
+      }
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "fabric_emu: %s\n", e.what());
     return 2;
   }
-  std::unique_ptr<FlowSizeCdf> cdf;
-  if (config.workload == Workload::kCdf) {
+  std::vector<std::unique_ptr<FlowSizeCdf>> cdfs;
+  for (const ScenarioRun& e : experiments) {
+    cdfs.emplace_back();
+    if (e.config.workload != Workload::kCdf) continue;
     try {
-      cdf = std::make_unique<FlowSizeCdf>(FlowSizeCdf::resolve(config.cdf));
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "fabric_emu: --cdf: %s\n", e.what());
+      cdfs.back() = std::make_unique<FlowSizeCdf>(FlowSizeCdf::resolve(e.config.cdf));
+    } catch (const std::exception& ex) {
+      std::fprintf(stderr, "fabric_emu: --cdf: %s\n", ex.what());
       return 2;
     }
   }
 
-  // Mbufs: what every requester may have unacknowledged, plus room for ACKs and PFC frames.
-  uint64_t qps = 0;
-  switch (config.workload) {
-    case Workload::kPermutation: qps = uint64_t{config.hosts()} * config.qps_per_host; break;
-    case Workload::kAllreduce: qps = uint64_t{config.hosts()} * config.channels; break;
-    case Workload::kAlltoall: qps = uint64_t{config.hosts()} * (config.hosts() - 1); break;
-    case Workload::kIncast: qps = config.incast_senders; break;
-    case Workload::kCdf: qps = uint64_t{config.hosts()} * std::min<uint64_t>(config.hosts(), 16); break;
+  // One pool for every experiment, sized for the largest.
+  uint64_t n_mbufs = 0;
+  uint32_t mtu = 0;
+  for (const ScenarioRun& e : experiments) {
+    n_mbufs = std::max(n_mbufs, mbufs_for(e.config));
+    mtu = std::max(mtu, e.config.mtu);
   }
-  // Bounded by what the fabric can hold in flight and queued in practice (a few BDPs a host):
-  // beyond it a requester finds the pool empty, counts it and retries (pool_empty).
-  const uint64_t n_mbufs = std::clamp<uint64_t>(
-      std::min<uint64_t>(qps * config.max_in_flight, uint64_t{config.hosts()} * config.planes * 256) + 8192,
-      16383, (1u << 18) - 1);
-  const uint32_t room = config.mtu + 512 + RTE_PKTMBUF_HEADROOM;
+  const uint32_t room = mtu + 512 + RTE_PKTMBUF_HEADROOM;
   const uint64_t pool_mb = n_mbufs * (room + 256) / (1 << 20);
   const std::string prefix = "fabric-" + std::to_string(getpid());
   std::unique_ptr<runtime::Eal> eal;
@@ -311,60 +374,62 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "fabric_emu: cannot write %s\n", timeseries_file.c_str());
       return 2;
     }
-    ts << "mode,seed,t_us,link,util,queue_bytes,paused\n";
+    ts << (scenario ? "run," : "") << "mode,seed,t_us,link,util,queue_bytes,paused\n";
   }
 
-  std::vector<RunResult> runs;
+  std::map<std::string, std::vector<RunResult>> results;
   int status = 0;
-  const uint64_t total = config.modes.size() * (config.seed_last - config.seed_first + 1);
+  uint64_t total = 0;
+  for (const ScenarioRun& e : experiments) {
+    total += e.config.modes.size() * (e.config.seed_last - e.config.seed_first + 1);
+  }
   uint64_t done = 0;
-  for (FabricMode mode : config.modes) {
-    for (uint64_t seed = config.seed_first; seed <= config.seed_last; ++seed) {
-      RunResult r;
-      bool shown = false;
-      try {
-        Fabric f(config, mode, seed, pool, cdf.get());
-        f.record_timeseries(ts.is_open());
-        const auto start = std::chrono::steady_clock::now();
-        r = f.run([&](uint64_t vt, uint64_t hops) {
-          const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-          if (quiet || wall < 1.0) return;
-          shown = true;
-          std::fprintf(stderr, "\r[%llu/%llu] %s seed %llu: %.0f of %.0f us virtual, %.1f s wall, %.2f M packet-hops/s   ",
-                       static_cast<unsigned long long>(done + 1), static_cast<unsigned long long>(total),
-                       std::string(to_string(mode)).c_str(), static_cast<unsigned long long>(seed),
-                       static_cast<double>(vt) / 1000.0, static_cast<double>(config.duration_ns) / 1000.0,
-                       wall, static_cast<double>(hops) / wall / 1e6);
-        });
-        if (ts.is_open()) write_timeseries(ts, f, r);
-      } catch (const std::exception& e) {
+  for (size_t x = 0; x < experiments.size(); ++x) {
+    const FabricConfig& config = experiments[x].config;
+    const std::string& run_name = experiments[x].name;
+    std::vector<RunResult>& runs = results[run_name];
+    for (FabricMode mode : config.modes) {
+      for (uint64_t seed = config.seed_first; seed <= config.seed_last; ++seed) {
+        RunResult r;
+        bool shown = false;
+        const std::string what = (run_name.empty() ? "" : run_name + " ") + std::string(to_string(mode));
+        try {
+          Fabric f(config, mode, seed, pool, cdfs[x].get());
+          f.record_timeseries(ts.is_open());
+          const auto start = std::chrono::steady_clock::now();
+          r = f.run([&](uint64_t vt, uint64_t hops) {
+            const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+            if (quiet || wall < 1.0) return;
+            shown = true;
+            std::fprintf(stderr, "\r[%llu/%llu] %s seed %llu: %.0f of %.0f us virtual, %.1f s wall, %.2f M packet-hops/s   ",
+                         static_cast<unsigned long long>(done + 1), static_cast<unsigned long long>(total),
+                         what.c_str(), static_cast<unsigned long long>(seed),
+                         static_cast<double>(vt) / 1000.0, static_cast<double>(config.duration_ns) / 1000.0,
+                         wall, static_cast<double>(hops) / wall / 1e6);
+          });
+          if (ts.is_open()) write_timeseries(ts, f, r, scenario ? run_name + "," : "");
+        } catch (const std::exception& e) {
+          if (shown) std::fprintf(stderr, "\n");
+          std::fprintf(stderr, "fabric_emu: %s seed %llu: %s\n", what.c_str(),
+                       static_cast<unsigned long long>(seed), e.what());
+          return 2;
+        }
         if (shown) std::fprintf(stderr, "\n");
-        std::fprintf(stderr, "fabric_emu: %s seed %llu: %s\n", std::string(to_string(mode)).c_str(),
-                     static_cast<unsigned long long>(seed), e.what());
-        return 2;
+        // The fabric is gone: whatever is still out of the pool leaked.
+        r.mbufs_in_use_at_end = rte_mempool_in_use_count(pool);
+        if (r.mbufs_in_use_at_end != 0) {
+          std::fprintf(stderr, "fabric_emu: %s seed %llu: %llu mbufs not returned to the pool\n",
+                       what.c_str(), static_cast<unsigned long long>(seed),
+                       static_cast<unsigned long long>(r.mbufs_in_use_at_end));
+          status = 3;
+        }
+        ++done;
+        runs.push_back(std::move(r));
       }
-      if (shown) std::fprintf(stderr, "\n");
-      // The fabric is gone: whatever is still out of the pool leaked.
-      r.mbufs_in_use_at_end = rte_mempool_in_use_count(pool);
-      if (r.mbufs_in_use_at_end != 0) {
-        std::fprintf(stderr, "fabric_emu: %s seed %llu: %llu mbufs not returned to the pool\n",
-                     r.mode.c_str(), static_cast<unsigned long long>(seed),
-                     static_cast<unsigned long long>(r.mbufs_in_use_at_end));
-        status = 3;
-      }
-      ++done;
-      runs.push_back(std::move(r));
     }
   }
 
-  std::cout << "fabric_emu: " << config.leaves << " leaves x " << config.spines << " spines x "
-            << config.hosts_per_leaf << " hosts per leaf";
-  if (config.planes > 1) std::cout << " x " << config.planes << " planes";
-  std::cout << ", " << config.link_gbps << " Gbit/s, MTU " << config.mtu << ", workload "
-            << to_string(config.workload) << ", seeds " << config.seed_first << "-" << config.seed_last
-            << "\n";
-  std::cout << format_table(runs, config);
-  if (!json_file.empty()) {
+  const auto report_of = [&](const FabricConfig& config, const std::vector<RunResult>& runs) {
     nlohmann::json report;
     report["config"] = config_json(config);
     report["runs"] = nlohmann::json::array();
@@ -381,6 +446,36 @@ int main(int argc, char** argv) {
     if (reproducible) {
       for (auto& [mode, m] : report["summary"].items()) m.erase("hops_per_s");
     }
+    return report;
+  };
+  nlohmann::json report;
+  for (const ScenarioRun& e : experiments) {
+    const FabricConfig& config = e.config;
+    if (scenario) std::cout << "run " << e.name << ": ";
+    std::cout << "fabric_emu: " << config.leaves << " leaves x " << config.spines << " spines x "
+              << config.hosts_per_leaf << " hosts per leaf";
+    if (config.planes > 1) std::cout << " x " << config.planes << " planes";
+    std::cout << ", " << config.link_gbps << " Gbit/s, MTU " << config.mtu << ", workload "
+              << to_string(config.workload) << ", seeds " << config.seed_first << "-" << config.seed_last
+              << "\n";
+    std::cout << format_table(results[e.name], config);
+    if (scenario) {
+      report["runs"][e.name] = report_of(config, results[e.name]);
+    } else {
+      report = report_of(config, results[e.name]);
+    }
+  }
+  if (scenario) {
+    try {
+      const ScenarioResult result = evaluate_scenario(*scenario, results);
+      std::cout << "\n" << format_scenario(result);
+      report["scenario"] = to_json(result);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "fabric_emu: scenario %s: %s\n", scenario->name.c_str(), e.what());
+      status = 2;
+    }
+  }
+  if (!json_file.empty()) {
     std::ofstream out(json_file);
     if (!out) {
       std::fprintf(stderr, "fabric_emu: cannot write %s\n", json_file.c_str());
@@ -389,7 +484,7 @@ int main(int argc, char** argv) {
     out << report.dump(1) << "\n";
   }
   ts.close();
-  if (!plots_dir.empty()) {
+  if (!plots_dir.empty() && !scenario) {
     const std::string cmd = "python3 '" + default_plots_script() + "' --json '" + json_file +
                             "' --timeseries '" + timeseries_file + "' --out '" + plots_dir + "'";
     if (std::system(cmd.c_str()) != 0) {

@@ -46,28 +46,31 @@ control::SwitchConfig base_switch(const FabricConfig& c, FabricMode mode, const 
   // "same": every switch at every tier hashes alike, which is what polarizes.
   s.hash.seed = static_cast<uint32_t>(c.same_hash_seed ? mix(seed) : mix(seed * 7 + switch_index + 1));
   s.pfc.enabled = c.pfc;
-  s.pfc.buffer_bytes = c.pfc_buffer_bytes;
-  s.pfc.xoff = c.pfc_xoff;
-  s.pfc.xon = c.pfc_xon;
+  s.pfc.pool_bytes = c.pfc_pool_bytes;
+  s.pfc.alpha = c.pfc_alpha;
+  s.pfc.static_threshold_bytes = c.pfc_static_threshold_bytes;
+  s.pfc.headroom_bytes = c.pfc_headroom_bytes;
+  s.pfc.xoff_offset_bytes = c.pfc_xoff_offset_bytes;
+  s.pfc.xon_offset_bytes = c.pfc_xon_offset_bytes;
   s.pfc.fast_feedback = c.fast_feedback;
   s.pfc.watchdog = c.pfc_watchdog;
   s.pfc.watchdog_detect_ns = c.pfc_watchdog_ns;
   s.pfc.watchdog_restore_ns = c.pfc_watchdog_ns;
+  s.pfc.watchdog_action = c.pfc_watchdog_action;
   s.control.period_ms = std::max<uint64_t>(1, c.control_period_ns / 1'000'000);
   s.tcam.spray_rule_limit = c.tcam_spray_rules;
-  s.tcam.capacity = std::max<uint32_t>(c.tcam_spray_rules, 16);
+  s.tcam.capacity = c.tcam_capacity;
+  if (c.tcam_roce_partition > 0) s.tcam.partitions.push_back({"roce", c.tcam_roce_partition});
   s.route_table = RouteTableBackend::kRib;  // hundreds of switches: bytes per route, not 64 MiB
   return s;
 }
 
-control::PortSettings port(const FabricConfig& c, const std::string& name, uint32_t ports) {
+control::PortSettings port(const FabricConfig& c, const std::string& name) {
   control::PortSettings p;
   p.name = name;
   p.device = "fabric";
   p.link = link_settings(c);
-  p.queue_bytes = c.queue_bytes != 0 ? c.queue_bytes
-                  : c.pfc            ? uint64_t{ports} * c.pfc_buffer_bytes + (1u << 20)
-                                     : uint64_t{1} << 20;
+  p.queue_bytes = c.queue_bytes;
   return p;
 }
 
@@ -127,7 +130,7 @@ Topology::Topology(const FabricConfig& c, FabricMode mode, uint64_t seed)
       s.index = l;
       s.config = base_switch(c, mode, s.name, seed, switch_index++);
       for (uint32_t i = 0; i < H; ++i) {
-        s.config.ports.push_back(port(c, "h" + std::to_string(l * H + i), H + c.spines * K));
+        s.config.ports.push_back(port(c, "h" + std::to_string(l * H + i)));
         control::GroupSettings g;
         g.name = "to_h" + std::to_string(l * H + i);
         g.ports = {static_cast<uint16_t>(i)};
@@ -144,7 +147,8 @@ Topology::Topology(const FabricConfig& c, FabricMode mode, uint64_t seed)
       for (uint32_t sp = 0; sp < c.spines; ++sp) {
         for (uint32_t k = 0; k < K; ++k) {
           uplinks.push_back(static_cast<uint16_t>(s.config.ports.size()));
-          s.config.ports.push_back(port(c, pre + "spine" + std::to_string(sp) + "#" + std::to_string(k), H + c.spines * K));
+          s.config.ports.push_back(
+              port(c, pre + "spine" + std::to_string(sp) + "#" + std::to_string(k)));
         }
       }
       s.leaf_group.assign(c.leaves, -1);
@@ -180,7 +184,8 @@ Topology::Topology(const FabricConfig& c, FabricMode mode, uint64_t seed)
         g.flowlet_entries = mode == FabricMode::kDlb ? 4096 : 16;
         for (uint32_t k = 0; k < K; ++k) {
           g.ports.push_back(static_cast<uint16_t>(s.config.ports.size()));
-          s.config.ports.push_back(port(c, pre + "leaf" + std::to_string(l) + "#" + std::to_string(k), c.leaves * K));
+          s.config.ports.push_back(
+              port(c, pre + "leaf" + std::to_string(l) + "#" + std::to_string(k)));
         }
         s.config.groups.push_back(g);
         control::RouteSettings r;

@@ -232,8 +232,8 @@ int run(int argc, char** argv) {
     uint64_t qd = 0;
     for (const auto& c : p["classes"]) {
       qd += c["drops_queue_full"].get<uint64_t>() + c["drops_link_down"].get<uint64_t>() +
-            c["drops_watchdog"].get<uint64_t>() + c["drops_bit_error"].get<uint64_t>() +
-            c["drops_loss"].get<uint64_t>();
+            c["drops_watchdog"].get<uint64_t>() + c["drops_headroom_overflow"].get<uint64_t>() +
+            c["drops_bit_error"].get<uint64_t>() + c["drops_loss"].get<uint64_t>();
     }
     const auto& dp = p["dpdk"];
     const uint64_t missed = dp.contains("imissed")

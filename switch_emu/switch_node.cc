@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <bit>
 #include <cstring>
 #include <stdexcept>
 
@@ -18,14 +19,28 @@ constexpr uint16_t kBurst = 32;
 PfcStateConfig pfc_config(const control::SwitchConfig& c) {
   PfcStateConfig p;
   p.enabled_priorities = c.pfc.priorities;
-  p.buffer_bytes = c.pfc.buffer_bytes;
-  p.xoff_fraction = c.pfc.xoff;
-  p.xon_fraction = c.pfc.xon;
+  p.buffer.pool_bytes = c.pfc.pool_bytes;
+  p.buffer.alpha = c.pfc.alpha;
+  p.buffer.static_threshold_bytes = c.pfc.static_threshold_bytes;
+  p.buffer.xoff_offset_bytes = c.pfc.xoff_offset_bytes;
+  p.buffer.xon_offset_bytes = c.pfc.xon_offset_bytes;
+  // The largest frame the switch takes in is one mbuf's data room.
+  const uint32_t mtu = c.mbuf_data_room - RTE_PKTMBUF_HEADROOM;
+  for (const auto& port : c.ports) {
+    // The port's link settings are its egress; the cable is taken to be the same both ways.
+    p.buffer.port_headroom_bytes.push_back(
+        c.pfc.headroom_bytes != 0
+            ? c.pfc.headroom_bytes
+            : SharedBuffer::auto_headroom_bytes(port.link.rate_gbps, port.link.delay_ns, mtu));
+  }
   p.xoff_quanta = c.pfc.quanta;
   p.fast_feedback = c.pfc.fast_feedback;
   p.watchdog = c.pfc.watchdog;
   p.watchdog_detection_ns = c.pfc.watchdog_detect_ns;
   p.watchdog_restoration_ns = c.pfc.watchdog_restore_ns;
+  // The config loader accepts only the names parse_pfc_watchdog_action knows.
+  p.watchdog_action =
+      parse_pfc_watchdog_action(c.pfc.watchdog_action).value_or(PfcWatchdogAction::kDrop);
   for (const auto& port : c.ports) p.port_link_gbps.push_back(port.link.rate_gbps);
   return p;
 }
@@ -71,7 +86,20 @@ SwitchNode::SwitchNode(const control::SwitchConfig& config, rte_mempool* pool,
     if (!gs.weights.empty()) groups_.back()->set_weights(gs.weights);
   }
 
-  if (config_.pfc.enabled) pfc_ = std::make_unique<PfcState>(pfc_config(config_), logger_);
+  // With PFC on, lossless classes are never tail-dropped: the shared buffer bounds what it
+  // admits, and nothing it admits exceeds the pool plus every headroom. That bound stays as their
+  // egress limit so that copies without an ingress port (mirrors), which PFC does not account,
+  // stay bounded too.
+  uint64_t lossless_limit = 0;
+  if (config_.pfc.enabled) {
+    pfc_ = std::make_unique<PfcState>(pfc_config(config_), logger_);
+    const SharedBuffer& b = pfc_->buffer();
+    lossless_limit = b.pool_bytes();
+    for (uint16_t q = 0; q < n; ++q) {
+      lossless_limit +=
+          b.headroom_bytes(q) * static_cast<uint64_t>(std::popcount(config_.pfc.priorities));
+    }
+  }
   for (size_t i = 0; i < n; ++i) {
     const auto& ps = config_.ports[i];
     EgressPortConfig ec;
@@ -82,11 +110,21 @@ SwitchNode::SwitchNode(const control::SwitchConfig& config, rte_mempool* pool,
     ec.link.up = ps.link.up;
     ec.link.seed = config_.seed * 7919 + i;
     ec.class_limit_bytes.fill(ps.queue_bytes);
+    for (uint8_t tc = 0; pfc_ && tc < EgressPort::kClasses; ++tc) {
+      if (pfc_->lossless(tc)) ec.class_limit_bytes[tc] = lossless_limit;
+    }
     egress_.push_back(std::make_unique<EgressPort>(ec));
     if (pfc_) pfc_->attach_port(static_cast<uint16_t>(i), *egress_.back());
   }
-  loads_.resize(n);
-  lossy_loads_.resize(n);
+  views_.emplace_back(n);  // lossy
+  if (pfc_) {
+    for (uint8_t tc = 0; tc < EgressPort::kClasses; ++tc) {
+      if (!pfc_->lossless(tc)) continue;
+      view_of_tc_[tc] = static_cast<uint8_t>(views_.size());
+      lossless_tc_[views_.size()] = tc;
+      views_.emplace_back(n);
+    }
+  }
   ports_.resize(n);
   port_next_.assign(n, EgressPort::kNever);
   for (size_t i = 0; i < n; ++i) egress_[i]->set_next_event_slot(&port_next_[i]);
@@ -112,15 +150,18 @@ void SwitchNode::refresh_loads(uint64_t now_ns) {
   loads_stale_ = false;
   if (pfc_) eligibility_seen_ = pfc_->eligibility_changes();
   for (size_t i = 0; i < egress_.size(); ++i) {
-    if (pfc_) {
-      loads_[i] = pfc_->path_load(static_cast<uint16_t>(i), now_ns);
-      // Lossy traffic does not care for PFC: a port is eligible for it while its link is up.
-      lossy_loads_[i] = PathLoad{loads_[i].queued_bytes, egress_[i]->link_up()};
-    } else {
-      loads_[i] = PathLoad{egress_[i]->queued_bytes(), egress_[i]->link_up()};
-      lossy_loads_[i] = loads_[i];
+    const uint16_t port = static_cast<uint16_t>(i);
+    const uint64_t queued = egress_[i]->queued_bytes();
+    // Lossy traffic does not care for PFC: a port is eligible for it while its link is up.
+    views_[0][i] = PathLoad{queued, egress_[i]->link_up()};
+    for (size_t v = 1; v < views_.size(); ++v) {
+      views_[v][i] = PathLoad{queued, pfc_->eligible(port, lossless_tc_[v], now_ns)};
     }
   }
+}
+
+void SwitchNode::set_queued_bytes(uint16_t port, uint64_t bytes) {
+  for (auto& view : views_) view[port].queued_bytes = bytes;
 }
 
 void SwitchNode::receive(uint16_t port, rte_mbuf** pkts, uint16_t n, uint64_t now_ns) {
@@ -193,6 +234,12 @@ void SwitchNode::forward(uint16_t in_port, rte_mbuf* m, const ParsedPacket& p,
     return;
   }
   const uint8_t tc = classes_.classify(p);
+  // Priority follows the traffic class 1:1 (see enqueue): the ingress priority group.
+  if (pfc_ && pfc_->watchdog_ingress_drop(in_port, tc)) {
+    drops_.pfc_watchdog_ingress++;
+    rte_pktmbuf_free(m);
+    return;
+  }
   if (match.matched && match.action == TcamAction::kMirror && match.port < egress_.size()) {
     // An ingress mirror: the copy is the packet as it arrived, before any rewrite.
     rte_mbuf* copy = rte_pktmbuf_copy(m, pool_, 0, UINT32_MAX);
@@ -217,9 +264,9 @@ void SwitchNode::forward(uint16_t in_port, rte_mbuf* m, const ParsedPacket& p,
     }
     const uint32_t hash = hasher_.hash(make_flow_key(p, hasher_.config().dest_qp_in_key));
     PathSelector& sel = *groups_[group];
-    // Lossless classes see PFC's view (watchdog drop mode, fast feedback); the others only
-    // the links: a storm on the lossless class does not take the port away from lossy traffic.
-    const std::span<const PathLoad> loads = pfc_ && !pfc_->lossless(tc) ? lossy_loads_ : loads_;
+    // Each lossless class sees PFC's view of its own class (watchdog drop mode, fast feedback);
+    // the others only the links: a storm on one class leaves the port to every other class.
+    const std::span<const PathLoad> loads = views_[view_of_tc_[tc]];
     if (match.matched && match.action == TcamAction::kSpray) {
       if (p.kind == PacketKind::kRoce && p.udp_checksum != 0) {
         counters_.sprayed++;
@@ -263,13 +310,11 @@ void SwitchNode::enqueue(uint16_t out_port, uint16_t in_port, rte_mbuf* m, uint8
   } else {
     drops_.egress_refused++;
   }
-  // Keep the load view current within a burst, so DLB and DRILL see their own decisions.
-  if (pfc_) {
-    loads_[out_port] = pfc_->path_load(out_port, now_ns);
-  } else {
-    loads_[out_port].queued_bytes = egress_[out_port]->queued_bytes();
+  // Keep the load views current within a burst, so DLB and DRILL see their own decisions.
+  set_queued_bytes(out_port, egress_[out_port]->queued_bytes());
+  if (pfc_ && tc < EgressPort::kClasses && view_of_tc_[tc] != 0) {
+    views_[view_of_tc_[tc]][out_port].eligible = pfc_->eligible(out_port, tc, now_ns);
   }
-  lossy_loads_[out_port].queued_bytes = loads_[out_port].queued_bytes;
 }
 
 void SwitchNode::poll(uint64_t now_ns) {
@@ -296,8 +341,7 @@ void SwitchNode::poll(uint64_t now_ns) {
 uint16_t SwitchNode::transmit(uint16_t port, uint64_t now_ns, rte_mbuf** out, uint16_t max) {
   if (port >= egress_.size()) return 0;
   const uint16_t n = egress_[port]->dequeue(now_ns, out, max);
-  loads_[port].queued_bytes = egress_[port]->queued_bytes();
-  lossy_loads_[port].queued_bytes = loads_[port].queued_bytes;
+  set_queued_bytes(port, egress_[port]->queued_bytes());
   ports_[port].tx_packets += n;
   for (uint16_t i = 0; i < n; ++i) ports_[port].tx_bytes += rte_pktmbuf_pkt_len(out[i]);
   return n;
@@ -344,7 +388,7 @@ void SwitchNode::set_link_loss(uint16_t port, double loss_rate, uint64_t now_ns)
 uint64_t SwitchNode::total_drops() const {
   uint64_t t = drops_.mac_control_not_pfc + drops_.pfc_malformed + drops_.tcam_drop +
                drops_.no_route + drops_.ttl_expired + drops_.no_eligible_port +
-               drops_.egress_refused + drops_.bad_port;
+               drops_.pfc_watchdog_ingress + drops_.egress_refused + drops_.bad_port;
   for (uint64_t v : drops_.parse) t += v;
   return t;
 }

@@ -44,6 +44,9 @@ struct SwitchDropCounters {
   uint64_t no_route = 0;             // no route for the destination
   uint64_t ttl_expired = 0;
   uint64_t no_eligible_port = 0;     // every member of the group down, paused or dropping
+  // Received on a port whose neighbour is storming, with the stormed priority: PFC watchdog
+  // drop mode drops the ingress priority group too (PfcState::watchdog_ingress_drop).
+  uint64_t pfc_watchdog_ingress = 0;
   uint64_t egress_refused = 0;       // EgressPort refused it (its counters say why)
   uint64_t mirror_no_mbuf = 0;       // a mirror copy could not be allocated (the original went on)
   uint64_t bad_port = 0;             // receive() on a port the node does not have
@@ -123,6 +126,7 @@ class SwitchNode {
  private:
   void refresh_loads(uint64_t now_ns);
   void refresh_loads_if_stale(uint64_t now_ns);
+  void set_queued_bytes(uint16_t port, uint64_t bytes);
   void handle_mac_control(uint16_t port, rte_mbuf* m, uint64_t now_ns);
   void forward(uint16_t in_port, rte_mbuf* m, const ParsedPacket& p, const TcamMatch& match,
                uint32_t group, uint64_t now_ns);
@@ -143,8 +147,13 @@ class SwitchNode {
   // PfcState before the egress ports: it is their listener and must outlive them.
   std::unique_ptr<PfcState> pfc_;
   std::vector<std::unique_ptr<EgressPort>> egress_;
-  std::vector<PathLoad> loads_;        // what lossless classes select by (PFC's eligibility)
-  std::vector<PathLoad> lossy_loads_;  // what other classes select by (link up only)
+  // What path selection reads, one view per class kind: views_[0] for the lossy classes (link
+  // up only), views_[v] for lossless class lossless_tc_[v] (PFC's per-class eligibility: a storm
+  // or, with fast feedback, a pause on one class leaves the port to the others). Queued bytes are
+  // the port's, the same in every view. view_of_tc_ maps a class to its view.
+  std::vector<std::vector<PathLoad>> views_;
+  std::array<uint8_t, 8> view_of_tc_{};
+  std::array<uint8_t, 8> lossless_tc_{};
   std::vector<uint64_t> port_next_;  // each egress port's next event (EgressPort keeps it)
   bool loads_stale_ = true;
   uint64_t eligibility_seen_ = 0;

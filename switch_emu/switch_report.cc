@@ -16,6 +16,7 @@ json port_json(const SwitchNode& node, uint16_t port, uint64_t now_ns) {
                        {"drops_queue_full", k.drops_queue_full},
                        {"drops_link_down", k.drops_link_down},
                        {"drops_watchdog", k.drops_watchdog},
+                       {"drops_headroom_overflow", k.drops_headroom_overflow},
                        {"drops_bit_error", k.drops_bit_error},
                        {"drops_loss", k.drops_loss},
                        {"paused_ns", k.paused_ns},
@@ -46,6 +47,7 @@ json drops_json(const SwitchNode& node) {
   j["no_route"] = d.no_route;
   j["ttl_expired"] = d.ttl_expired;
   j["no_eligible_port"] = d.no_eligible_port;
+  j["pfc_watchdog_ingress"] = d.pfc_watchdog_ingress;
   j["egress_refused"] = d.egress_refused;
   j["mirror_no_mbuf"] = d.mirror_no_mbuf;
   j["bad_port"] = d.bad_port;
@@ -125,17 +127,38 @@ json pfc_json(const SwitchNode& node, uint16_t port) {
                     {"xoff_received", k.xoff_received},
                     {"xon_received", k.xon_received},
                     {"buffered_bytes", pfc->buffered_bytes(port, p)},
+                    {"shared_bytes", pfc->buffer().shared_bytes(port, p)},
+                    {"headroom_used_bytes", pfc->buffer().headroom_used_bytes(port, p)},
+                    {"headroom_peak_bytes", pfc->buffer().peak_headroom_used_bytes(port, p)},
+                    {"headroom_overflows", pfc->buffer().headroom_overflows(port, p)},
                     {"xoff_asserted", pfc->xoff_asserted(port, p)},
                     {"watchdog_dropping", pfc->watchdog_dropping(port, p)},
+                    {"watchdog_storming", pfc->watchdog_storming(port, p)},
                     {"watchdog_storms_detected", k.watchdog_storms_detected},
-                    {"watchdog_restorations", k.watchdog_restorations}});
+                    {"watchdog_restorations", k.watchdog_restorations},
+                    {"watchdog_ingress_drops", k.watchdog_ingress_drops},
+                    {"watchdog_frames_suppressed", k.watchdog_frames_suppressed}});
   }
   return {{"enabled", true},
           {"port", node.config().ports[port].name},
           {"frames_sent", c.frames_sent},
           {"frames_received", c.frames_received},
           {"ignored_priority_pauses", c.ignored_priority_pauses},
+          {"headroom_bytes", pfc->buffer().headroom_bytes(port)},
           {"priorities", prio}};
+}
+
+json pfc_buffer_json(const PfcState& pfc) {
+  const SharedBuffer& b = pfc.buffer();
+  return {{"pool_bytes", b.pool_bytes()},
+          {"pool_used_bytes", b.pool_used_bytes()},
+          {"pool_peak_bytes", b.pool_peak_bytes()},
+          {"threshold", b.dynamic() ? "dynamic" : "static"},
+          {"alpha", b.config().alpha},
+          {"threshold_bytes", b.threshold_bytes()},
+          {"headroom_used_bytes", b.headroom_used_bytes()},
+          {"headroom_overflows", b.headroom_overflows()},
+          {"xoff_asserted", b.xoff_asserted()}};
 }
 
 json report_json(SwitchNode& node, uint64_t now_ns) {
@@ -147,7 +170,10 @@ json report_json(SwitchNode& node, uint64_t now_ns) {
   for (size_t g = 0; g < node.group_count(); ++g) groups.push_back(group_json(node, g));
   json j = {{"switch", node.config().name}, {"ports", ports},         {"drops", drops_json(node)},
             {"counters", counters_json(node)}, {"groups", groups}, {"tcam", tcam_json(node)}};
-  if (node.pfc()) j["pfc"] = pfc;
+  if (node.pfc()) {
+    j["pfc"] = pfc;
+    j["pfc_buffer"] = pfc_buffer_json(*node.pfc());
+  }
   return j;
 }
 

@@ -14,6 +14,8 @@ nlohmann::json counters_json(const SwitchNode& node);
 nlohmann::json group_json(SwitchNode& node, size_t group);
 nlohmann::json tcam_json(SwitchNode& node);
 nlohmann::json pfc_json(const SwitchNode& node, uint16_t port);
+// The shared lossless buffer: pool used and peak, threshold, headroom used, overflows.
+nlohmann::json pfc_buffer_json(const PfcState& pfc);
 // All of the above: {"switch", "ports": [...], "drops", "counters", "groups": [...], "tcam",
 // "pfc": [...] (when enabled)}.
 nlohmann::json report_json(SwitchNode& node, uint64_t now_ns);

@@ -165,6 +165,14 @@ void register_reading(SwitchShared& s, const runtime::TscClock& clock) {
                            }
                            return j;
                          });
+  TelemetryCommands::add("/spraynet/pfc_buffer",
+                         "The shared lossless buffer: pool used and peak, threshold, headroom used "
+                         "and overflows. No parameters",
+                         [&s](std::string_view) {
+                           std::lock_guard<std::mutex> g(s.lock);
+                           if (s.node->pfc() == nullptr) return json{{"enabled", false}};
+                           return pfc_buffer_json(*s.node->pfc());
+                         });
   TelemetryCommands::add(
       "/spraynet/link_state",
       "Link-state table: per port up, utilisation EWMA, queued bytes, paused, BER, health, "

@@ -65,7 +65,8 @@ tcam:
   rules:
     - {id: 7, priority: 5, partition: roce, action: pin, port: c,
        match: {proto: udp, dst_port: 4791, dest_qp: 0x10-0x1f, dst: 10.1.2.0/24}}
-pfc: {priorities: [3, 4], xoff: 0.65}
+pfc: {priorities: [3, 4], pool_bytes: 16777216, alpha: 2, headroom_bytes: 100000,
+      xon_offset_bytes: 8192}
 lcores:
   - {lcore: 0, ports: [a]}
   - {lcore: 1, ports: [b, c]}
@@ -92,8 +93,13 @@ lcores:
   CHECK(c.tcam.spray_rule_limit == 8);  // defaults to the capacity
   CHECK(c.pfc.enabled);
   CHECK(c.pfc.priorities == 0b00011000);
-  CHECK(c.pfc.xoff == 0.65);
-  CHECK(c.pfc.xon < c.pfc.xoff);
+  CHECK(c.pfc.pool_bytes == 16u << 20);
+  CHECK(c.pfc.alpha == 2.0);
+  CHECK(c.pfc.static_threshold_bytes == 0);
+  CHECK(c.pfc.headroom_bytes == 100'000);
+  CHECK(c.pfc.xoff_offset_bytes == 0);
+  CHECK(c.pfc.xon_offset_bytes == 8192);
+  CHECK(c.pfc.watchdog_action == "drop");  // SONiC's default
   CHECK(c.lcores.size() == 2);
 }
 
@@ -121,10 +127,20 @@ TEST_CASE("errors name the file, the key and what is allowed") {
   CHECK(error_of(kPorts + "tcam: {rules: [{id: 1, match: {dest_qp: 5-2}}]}") ==
         "test.yaml: tcam.rules[0].match.dest_qp: must be N or LO-HI within [0, 16777215], got "
         "\"5-2\"");
-  CHECK(error_of(kPorts + "pfc: {xoff: 0.5, xon: 0.7}") ==
-        "test.yaml: pfc.xon: must be below xoff (0.500000) for hysteresis, got 0.700000");
+  CHECK(error_of(kPorts + "pfc: {alpha: 1, static_threshold_bytes: 65536}") ==
+        "test.yaml: pfc.static_threshold_bytes: give alpha (a dynamic threshold) or "
+        "static_threshold_bytes (a static one), not both");
+  CHECK(error_of(kPorts + "pfc: {alpha: 500}").find("test.yaml: pfc.alpha: ") == 0);
+  CHECK(error_of(kPorts + "pfc: {headroom_bytes: lots}") ==
+        "test.yaml: pfc.headroom_bytes: must be auto or a byte count in [2048, 1073741824], got "
+        "\"lots\"");
+  CHECK(error_of(kPorts + "pfc: {pool_bytes: 1000}").find("test.yaml: pfc.pool_bytes: ") == 0);
+  CHECK(error_of(kPorts + "pfc: {buffer_bytes: 262144}").find("pfc.buffer_bytes") !=
+        std::string::npos);  // the old per-port buffer key is gone
   CHECK(error_of(kPorts + "lcores: [{lcore: 0, ports: [a, b]}]") ==
         "test.yaml: lcores: port \"c\" is polled by no lcore");
+  CHECK(error_of(kPorts + "pfc: {watchdog: {action: alert}}") ==
+        "test.yaml: pfc.watchdog.action: must be one of drop|forward, got \"alert\"");
   CHECK(error_of(kPorts + "hash: {algorithm: md5}") ==
         "test.yaml: hash.algorithm: must be one of crc32c|crc32, got \"md5\"");
   CHECK(error_of("ports: [") .find("test.yaml: YAML syntax error") == 0);

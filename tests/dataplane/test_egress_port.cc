@@ -428,7 +428,8 @@ TEST_CASE("Watchdog drop mode flushes the class, drops arrivals and ignores paus
     port.pause(3, 1'000'000, 100);
     port.enqueue(make_frame(pool, 1000, 1), 3, 2, 3, 200);
     port.enqueue(make_frame(pool, 1000, 2), 3, 2, 3, 300);
-    CHECK(port.stalled_since_ns(3, 500) == 200);  // paused since 100, not empty since 200
+    // Paused since 100, queued since 200: the stall counts from the pause, queue or not.
+    CHECK(port.stalled_since_ns(3, 500) == 100);
     CHECK(port.stalled_since_ns(2, 500) == kNever);
 
     port.set_drop_mode(3, true, 1000);
@@ -445,7 +446,7 @@ TEST_CASE("Watchdog drop mode flushes the class, drops arrivals and ignores paus
     CHECK(port.counters(3, 2000).drops_watchdog == 3);
     port.pause(3, 1'000'000, 2000);
     CHECK_FALSE(port.paused(3, 2000));
-    CHECK(port.pauses_ignored_in_drop_mode() == 1);
+    CHECK(port.pauses_ignored_by_watchdog() == 1);
     // Other classes carry on.
     CHECK(port.enqueue(make_frame(pool, 1000, 4), 4, 2, 4, 2000) == EgressEnqueueResult::kQueued);
 
@@ -454,6 +455,43 @@ TEST_CASE("Watchdog drop mode flushes the class, drops arrivals and ignores paus
     CHECK(port.enqueue(make_frame(pool, 1000, 5), 3, 2, 3, 3000) == EgressEnqueueResult::kQueued);
     const std::vector<uint16_t> expected = {4, 5};
     CHECK(drain(port, 10'000) == expected);
+    CHECK(listener.outstanding_bytes == 0);
+  }
+  CHECK(pool.whole());
+}
+
+TEST_CASE("An empty paused class is stalled too; forward mode ignores pauses and drops nothing") {
+  TestPool pool;
+  RecordingListener listener;
+  {
+    EgressPort port(port_config(10.0));
+    port.set_listener(&listener);
+    port.pause(3, 1'000'000, 100);
+    CHECK(port.stalled_since_ns(3, 500) == 100);  // nothing queued: stalled all the same
+    port.enqueue(make_frame(pool, 1000, 1), 3, 2, 3, 200);
+    CHECK(port.stalled_since_ns(3, 500) == 100);
+    port.resume(3, 600);
+    CHECK(port.stalled_since_ns(3, 600) == kNever);  // the pause ended: the stall with it
+    port.pause(3, 1'000'000, 700);  // before frame 1 finished (started 600, 800 ns)
+    CHECK(port.stalled_since_ns(3, 900) == 700);
+
+    port.set_forward_mode(3, true, 1000);
+    CHECK(port.pauses_ignored(3));
+    CHECK_FALSE(port.drop_mode(3));
+    CHECK_FALSE(port.any_drop_mode());
+    CHECK_FALSE(port.paused(3, 1000));
+    CHECK(port.stalled_since_ns(3, 1000) == kNever);
+    port.pause(3, 1'000'000, 1500);
+    CHECK_FALSE(port.paused(3, 1500));
+    CHECK(port.pauses_ignored_by_watchdog() == 1);
+    CHECK(port.enqueue(make_frame(pool, 1000, 2), 3, 2, 3, 2000) == EgressEnqueueResult::kQueued);
+    CHECK(drain(port, 10'000) == std::vector<uint16_t>{1, 2});
+    CHECK(port.counters(3, 10'000).drops_watchdog == 0);
+
+    port.set_forward_mode(3, false, 20'000);
+    CHECK_FALSE(port.pauses_ignored(3));
+    port.pause(3, 30'000, 20'000);
+    CHECK(port.paused(3, 20'000));  // honoured again
     CHECK(listener.outstanding_bytes == 0);
   }
   CHECK(pool.whole());

@@ -44,6 +44,17 @@ EgressPortConfig egress_config(double gbps) {
 PfcStateConfig pfc_config(size_t ports, double gbps) {
   PfcStateConfig c;
   c.port_link_gbps.assign(ports, gbps);
+  c.buffer.port_headroom_bytes.assign(ports, SharedBuffer::auto_headroom_bytes(gbps, 1000, 4352));
+  return c;
+}
+
+// A static threshold of `threshold` bytes (the old per-port buffer x XOFF fraction), XON
+// `xon_offset` below it, in a pool that never fills.
+PfcStateConfig static_config(size_t ports, double gbps, uint64_t threshold, uint64_t xon_offset) {
+  PfcStateConfig c = pfc_config(ports, gbps);
+  c.buffer.pool_bytes = 1 << 20;
+  c.buffer.static_threshold_bytes = threshold;
+  c.buffer.xon_offset_bytes = xon_offset;
   return c;
 }
 
@@ -78,21 +89,25 @@ size_t count(const std::string& text, const std::string& what) {
 
 }  // namespace
 
-TEST_CASE("PFC config: defaults and the 65% setting are valid, nonsense is refused by key") {
+TEST_CASE("PFC config: defaults and a static threshold are valid, nonsense is refused by key") {
   PfcStateConfig c = pfc_config(2, 100.0);
   CHECK(c.check().empty());
-  CHECK(c.xoff_fraction == 0.80);
-  CHECK(c.xon_fraction < c.xoff_fraction);
+  CHECK(c.buffer.pool_bytes == SharedBufferConfig::kDefaultPoolBytes);
+  CHECK(c.buffer.alpha == 1.0);
   CHECK(c.xoff_quanta == 0xFFFF);
   CHECK(c.enabled_priorities == 0x08);
   CHECK(c.watchdog_detection_ns == 200'000'000);
   CHECK(c.watchdog_restoration_ns == 200'000'000);
-  c.xoff_fraction = 0.65;
+  c.buffer.static_threshold_bytes = 65'000;
   CHECK(c.check().empty());
 
   PfcStateConfig bad = c;
-  bad.xon_fraction = 0.65;
-  CHECK(bad.check() == "xon_fraction: must be > 0 and below xoff_fraction");
+  bad.buffer.static_threshold_bytes = 0;
+  bad.buffer.alpha = 1000;
+  CHECK(bad.check() == "buffer.alpha: must be in [1/128, 128] (SONiC dynamic_th -7..7)");
+  bad = c;
+  bad.buffer.port_headroom_bytes.pop_back();
+  CHECK(bad.check() == "buffer.port_headroom_bytes: one per port (2), got 1");
   bad = c;
   bad.xoff_quanta = 0;
   CHECK(bad.check() == "xoff_quanta: must be > 0 (0 is XON)");
@@ -100,27 +115,23 @@ TEST_CASE("PFC config: defaults and the 65% setting are valid, nonsense is refus
   bad.port_link_gbps[1] = 0;
   CHECK(bad.check() == "port_link_gbps[1]: must be > 0");
   bad = c;
-  bad.buffer_bytes = 2;
-  CHECK(bad.check() == "xon_fraction: the buffer is too small for XON to lie below XOFF");
+  bad.buffer.pool_bytes = 2;
+  CHECK(bad.check() == "buffer.pool_bytes: must be at least 65536");
   CHECK_THROWS_AS(PfcState(bad, nullptr), std::invalid_argument);
 }
 
 TEST_CASE("XOFF goes to the ingress port exactly when the buffer crosses the XOFF threshold") {
-  const double xoff_fraction = GENERATE(0.80, 0.65);
+  const uint64_t xoff_packets = GENERATE(80, 65);
   TestPool pool;
   {
-    PfcStateConfig c = pfc_config(2, 100.0);
-    c.buffer_bytes = 100'000;
-    c.xoff_fraction = xoff_fraction;
+    PfcStateConfig c = static_config(2, 100.0, xoff_packets * 1000, 20'000);
     c.xoff_quanta = 0x1234;
     PfcState pfc(c, nullptr);
     EgressPort out_port(egress_config(100.0));  // port 0: where the traffic leaves
     EgressPort in_port(egress_config(100.0));   // port 1: where it came from
     pfc.attach_port(0, out_port);
     pfc.attach_port(1, in_port);
-    const uint64_t xoff_packets = xoff_fraction == 0.80 ? 80 : 65;
-    CHECK(pfc.xoff_threshold_bytes() == xoff_packets * 1000);
-    CHECK(pfc.xon_threshold_bytes() == 60'000);
+    CHECK(pfc.buffer().threshold_bytes() == xoff_packets * 1000);
 
     out_port.pause(kPrio, 1'000'000'000, 0);  // downstream paused: the packets stay queued
     for (uint64_t i = 1; i < xoff_packets; ++i) {
@@ -128,8 +139,8 @@ TEST_CASE("XOFF goes to the ingress port exactly when the buffer crosses the XOF
       REQUIRE(take(pfc, i).empty());
     }
     CHECK_FALSE(pfc.xoff_asserted(1, kPrio));
-    // Nothing due but the watchdog's deadline for the paused, non-empty egress class.
-    CHECK(pfc.next_event_ns(xoff_packets) == 1 + c.watchdog_detection_ns);
+    // Nothing due but the watchdog's deadline for the egress class, paused since 0.
+    CHECK(pfc.next_event_ns(xoff_packets) == c.watchdog_detection_ns);
 
     out_port.enqueue(make_frame(pool, 1000), kPrio, 1, kPrio, xoff_packets);
     CHECK(pfc.buffered_bytes(1, kPrio) == xoff_packets * 1000);
@@ -154,16 +165,16 @@ TEST_CASE("XOFF goes to the ingress port exactly when the buffer crosses the XOF
 }
 
 TEST_CASE("An asserted XOFF is refreshed before the pause it asked for runs out") {
-  PfcStateConfig c = pfc_config(2, 100.0);
-  c.buffer_bytes = 10'000;
-  PfcState pfc(c, nullptr);
+  PfcState pfc(static_config(2, 100.0, 8000, 2000), nullptr);
   const uint64_t pause_ns = pfc.pause_duration_ns(1, 0xFFFF);
   const uint64_t refresh = pfc.xoff_refresh_interval_ns(1);
   CHECK(pause_ns == 335'539);
   CHECK(refresh == pause_ns / 2);
 
   const uint64_t t0 = 5000;
-  pfc.on_enqueue(1, kPrio, 9000, t0);  // 90% > 80%
+  pfc.on_enqueue(1, kPrio, 7000, t0);  // below the threshold
+  CHECK(take(pfc, t0).empty());
+  pfc.on_enqueue(1, kPrio, 2000, t0);  // would pass it: to the headroom, XOFF
   REQUIRE(take(pfc, t0).size() == 1);
   CHECK(pfc.next_event_ns(t0) == t0 + refresh);
   CHECK(take(pfc, t0 + refresh - 1).empty());
@@ -179,10 +190,14 @@ TEST_CASE("An asserted XOFF is refreshed before the pause it asked for runs out"
   CHECK(pfc.counters(1).priority[kPrio].xoff_sent == 4);
   CHECK(pfc.counters(1).priority[kPrio].xoff_refreshes_sent == 3);
 
-  // Still between XON and XOFF (70%): still refreshed. Below XON: XON, and no more refreshes.
+  // The headroom drained but still above XON (7000 > 8000 - 2000): still refreshed. At XON:
+  // XON, and no more refreshes.
   pfc.on_release(1, kPrio, 2000, t0 + 4 * refresh - 10);
+  CHECK(pfc.buffer().headroom_used_bytes(1, kPrio) == 0);
   CHECK(take(pfc, t0 + 4 * refresh).size() == 1);
-  pfc.on_release(1, kPrio, 1001, t0 + 4 * refresh + 10);  // 5999 < 6000
+  pfc.on_release(1, kPrio, 999, t0 + 4 * refresh + 5);  // 6001
+  CHECK(pfc.xoff_asserted(1, kPrio));
+  pfc.on_release(1, kPrio, 1, t0 + 4 * refresh + 10);  // 6000
   const std::vector<PfcEmission> xon = take(pfc, t0 + 4 * refresh + 10);
   REQUIRE(xon.size() == 1);
   CHECK(xon[0].frame.class_enable == 0x08);
@@ -193,12 +208,10 @@ TEST_CASE("An asserted XOFF is refreshed before the pause it asked for runs out"
   CHECK(pfc.counters(1).priority[kPrio].xon_sent == 1);
 }
 
-TEST_CASE("XON is sent when draining takes the buffer below the XON threshold, not before") {
+TEST_CASE("XON is sent when draining takes the buffer to the XON threshold, not before") {
   TestPool pool;
   {
-    PfcStateConfig c = pfc_config(2, 100.0);
-    c.buffer_bytes = 100'000;
-    PfcState pfc(c, nullptr);
+    PfcState pfc(static_config(2, 100.0, 80'000, 20'000), nullptr);
     EgressPort out_port(egress_config(100.0));
     pfc.attach_port(0, out_port);
     out_port.pause(kPrio, 1'000'000'000, 0);
@@ -214,8 +227,8 @@ TEST_CASE("XON is sent when draining takes the buffer below the XON threshold, n
       previous = pfc.buffered_bytes(1, kPrio);
       drain(out_port, ++t);
     }
-    CHECK(previous >= pfc.xon_threshold_bytes());   // at 60,000 it held on
-    CHECK(pfc.buffered_bytes(1, kPrio) == 59'000);  // the first release below XON
+    CHECK(previous == 61'000);                      // above 80,000 - 20,000 it held on
+    CHECK(pfc.buffered_bytes(1, kPrio) == 60'000);  // the first release at XON
     const std::vector<PfcEmission> xon = take(pfc, t);
     REQUIRE(xon.size() == 1);
     CHECK(xon[0].port == 1);
@@ -296,7 +309,7 @@ TEST_CASE("Pause time follows the port's link rate, and only enabled priorities 
 TEST_CASE("Several priorities due on one port go out in one frame; a short burst leaves the rest") {
   PfcStateConfig c = pfc_config(3, 100.0);
   c.enabled_priorities = 0b0001'1000;  // 3 and 4
-  c.buffer_bytes = 10'000;
+  c.buffer.static_threshold_bytes = 8000;
   PfcState pfc(c, nullptr);
   pfc.on_enqueue(2, 3, 9000, 0);
   pfc.on_enqueue(2, 4, 9000, 0);
@@ -326,35 +339,42 @@ TEST_CASE("Several priorities due on one port go out in one frame; a short burst
   CHECK_THROWS_AS(pfc.attach_port(3, spare), std::out_of_range);
 }
 
-TEST_CASE("Fast feedback makes a port with a paused lossless class ineligible at once") {
+TEST_CASE("Fast feedback makes a port ineligible at once for a paused lossless class, only") {
   const bool fast_feedback = GENERATE(false, true);
   TestPool pool;
   {
     PfcStateConfig c = pfc_config(2, 100.0);
+    c.enabled_priorities = 0b0001'1000;  // 3 and 4
     c.fast_feedback = fast_feedback;
     PfcState pfc(c, nullptr);
     EgressPort port(egress_config(100.0));
     pfc.attach_port(0, port);
-    CHECK(pfc.eligible(0, 0));
-    CHECK(pfc.eligible(1, 0));  // not attached: nothing known against it
-    CHECK_FALSE(pfc.eligible(2, 0));
+    CHECK(pfc.eligible(0, kPrio, 0));
+    CHECK(pfc.eligible(1, kPrio, 0));  // not attached: nothing known against it
+    CHECK_FALSE(pfc.eligible(2, kPrio, 0));
 
     port.apply(pfc.on_pfc_frame(0, pause_frame(kPrio, 1000), 100), 100);  // until 100 + 5120
     port.enqueue(make_frame(pool, 1000), kPrio, 1, kPrio, 100);
-    CHECK(pfc.eligible(0, 100) == !fast_feedback);
-    CHECK(pfc.eligible(0, 5219) == !fast_feedback);
-    CHECK(pfc.eligible(0, 5220));  // the pause ran out
-    const PathLoad load = pfc.path_load(0, 200);
+    CHECK(pfc.eligible(0, kPrio, 100) == !fast_feedback);
+    CHECK(pfc.eligible(0, kPrio, 5219) == !fast_feedback);
+    CHECK(pfc.eligible(0, kPrio, 5220));  // the pause ran out
+    // The other lossless class and the lossy ones are not paused: the port stays theirs.
+    CHECK(pfc.eligible(0, 4, 100));
+    CHECK(pfc.eligible(0, 0, 100));
+    const PathLoad load = pfc.path_load(0, kPrio, 200);
     CHECK(load.queued_bytes == 1000);
     CHECK(load.eligible == !fast_feedback);
+    CHECK(pfc.path_load(0, 4, 200).eligible);
 
     // A pause of a priority that is not lossless here is not honoured and changes nothing.
     port.apply(pfc.on_pfc_frame(0, pause_frame(5, 1000), 6000), 6000);
-    CHECK(pfc.eligible(0, 6000));
+    CHECK(pfc.eligible(0, kPrio, 6000));
+    CHECK(pfc.eligible(0, 5, 6000));
 
-    port.set_link_up(false, 7000);  // a down link is never eligible
-    CHECK_FALSE(pfc.eligible(0, 7000));
-    CHECK_FALSE(pfc.path_load(0, 7000).eligible);
+    port.set_link_up(false, 7000);  // a down link is never eligible, for any class
+    CHECK_FALSE(pfc.eligible(0, kPrio, 7000));
+    CHECK_FALSE(pfc.eligible(0, 0, 7000));
+    CHECK_FALSE(pfc.path_load(0, kPrio, 7000).eligible);
   }
   CHECK(pool.whole());
 }
@@ -387,14 +407,15 @@ TEST_CASE("The watchdog turns a stuck paused queue into drop mode, logs once, an
     storm_until(10, 190);
     pfc.tick(200 * kMs - 1);
     CHECK_FALSE(pfc.watchdog_dropping(0, kPrio));
-    CHECK(pfc.eligible(0, 200 * kMs - 1));
+    CHECK(pfc.eligible(0, kPrio, 200 * kMs - 1));
 
     pfc.tick(200 * kMs);
     CHECK(pfc.watchdog_dropping(0, kPrio));
     CHECK(port.queued_packets(kPrio) == 0);
     CHECK(port.counters(kPrio, 200 * kMs).drops_watchdog == 2);
     CHECK(pfc.counters(0).priority[kPrio].watchdog_storms_detected == 1);
-    CHECK_FALSE(pfc.eligible(0, 200 * kMs));
+    CHECK_FALSE(pfc.eligible(0, kPrio, 200 * kMs));
+    CHECK(pfc.eligible(0, 0, 200 * kMs));  // lossy traffic keeps the port
     CHECK(port.enqueue(make_frame(pool, 1000), kPrio, 0, kPrio, 205 * kMs) ==
           EgressEnqueueResult::kWatchdogDrop);
     CHECK(port.counters(kPrio, 205 * kMs).drops_watchdog == 3);
@@ -403,7 +424,7 @@ TEST_CASE("The watchdog turns a stuck paused queue into drop mode, logs once, an
     // The storm goes on: pauses are ignored, nothing more is logged.
     storm_until(210, 300);
     CHECK_FALSE(port.paused(kPrio, 300 * kMs));
-    CHECK(port.pauses_ignored_in_drop_mode() == 10);
+    CHECK(port.pauses_ignored_by_watchdog() == 10);
     CHECK(pfc.next_event_ns(300 * kMs) == 500 * kMs);  // restoration: 200 ms after the last
     pfc.tick(500 * kMs - 1);
     CHECK(pfc.watchdog_dropping(0, kPrio));
@@ -411,7 +432,7 @@ TEST_CASE("The watchdog turns a stuck paused queue into drop mode, logs once, an
     pfc.tick(500 * kMs);
     CHECK_FALSE(pfc.watchdog_dropping(0, kPrio));
     CHECK(pfc.counters(0).priority[kPrio].watchdog_restorations == 1);
-    CHECK(pfc.eligible(0, 500 * kMs));
+    CHECK(pfc.eligible(0, kPrio, 500 * kMs));
     CHECK(port.enqueue(make_frame(pool, 1000), kPrio, 0, kPrio, 500 * kMs) ==
           EgressEnqueueResult::kQueued);
     CHECK(drain(port, 510 * kMs) == 1);
@@ -425,7 +446,7 @@ TEST_CASE("The watchdog turns a stuck paused queue into drop mode, logs once, an
   CHECK(pool.whole());
 }
 
-TEST_CASE("The watchdog leaves alone queues that drain, empty paused queues, and when off") {
+TEST_CASE("The watchdog leaves alone queues that drain, and everything when off") {
   const bool watchdog = GENERATE(false, true);
   TestPool pool;
   {
@@ -444,7 +465,8 @@ TEST_CASE("The watchdog leaves alone queues that drain, empty paused queues, and
       pfc.tick(ms * kMs);
     }
     CHECK(pfc.watchdog_dropping(0, kPrio) == watchdog);
-    CHECK_FALSE(pfc.watchdog_dropping(1, kPrio));  // paused but nothing waiting: no storm
+    // Paused with nothing waiting is a storm too (SONiC's empty-queue condition).
+    CHECK(pfc.watchdog_dropping(1, kPrio) == watchdog);
 
     // A class that is paused in short bursts and keeps sending is not stuck.
     EgressPort busy(egress_config(1.0));
@@ -465,4 +487,266 @@ TEST_CASE("The watchdog leaves alone queues that drain, empty paused queues, and
     stuck.free_all();
   }
   CHECK(pool.whole());
+}
+
+TEST_CASE("The watchdog detects an empty paused queue at the detection time, not before") {
+  TestPool pool;
+  {
+    PfcStateConfig c = pfc_config(1, 1.0);  // at 1 G, 0xFFFF quanta pause 33.55 ms
+    PfcState pfc(c, nullptr);
+    EgressPort port(egress_config(1.0));
+    pfc.attach_port(0, port);
+    constexpr uint64_t kMs = 1'000'000;
+    const uint64_t t0 = 3 * kMs;  // the storm starts here
+    CHECK(pfc.next_event_ns(0) == PfcState::kNever);
+    for (uint64_t t = t0; t < t0 + 200 * kMs; t += kMs) {
+      if ((t - t0) % (10 * kMs) == 0) {
+        port.apply(pfc.on_pfc_frame(0, pause_frame(kPrio, 0xFFFF), t), t);
+      }
+      pfc.tick(t);
+      REQUIRE_FALSE(pfc.watchdog_storming(0, kPrio));
+    }
+    CHECK(port.queued_packets(kPrio) == 0);  // nothing was ever queued
+    CHECK(pfc.next_event_ns(t0 + 199 * kMs) == t0 + 200 * kMs);
+    pfc.tick(t0 + 200 * kMs - 1);
+    CHECK_FALSE(pfc.watchdog_dropping(0, kPrio));
+    pfc.tick(t0 + 200 * kMs);
+    CHECK(pfc.watchdog_dropping(0, kPrio));
+    CHECK(pfc.watchdog_storming(0, kPrio));
+    CHECK(pfc.counters(0).priority[kPrio].watchdog_storms_detected == 1);
+    CHECK(port.counters(kPrio, t0 + 200 * kMs).drops_watchdog == 0);  // nothing to flush
+
+    // A pause that runs out restarts the watch: 0x4000 quanta (8.4 ms) every 10 ms is no storm.
+    EgressPort gappy(egress_config(1.0));
+    PfcState pfc2(pfc_config(1, 1.0), nullptr);
+    pfc2.attach_port(0, gappy);
+    for (uint64_t ms = 0; ms <= 1000; ++ms) {
+      if (ms % 10 == 0) {
+        gappy.apply(pfc2.on_pfc_frame(0, pause_frame(kPrio, 0x4000), ms * kMs), ms * kMs);
+      }
+      pfc2.tick(ms * kMs);
+    }
+    CHECK(pfc2.counters(0).priority[kPrio].watchdog_storms_detected == 0);
+  }
+  CHECK(pool.whole());
+}
+
+namespace {
+
+// Every frame due at now_ns for port `port`, and whether any asks something of `prio`.
+struct Taken {
+  size_t frames = 0;
+  bool asks_prio = false;
+};
+Taken take_for(PfcState& pfc, uint16_t port, uint8_t prio, uint64_t now_ns) {
+  Taken t;
+  for (const PfcEmission& e : take(pfc, now_ns)) {
+    if (e.port != port) continue;
+    ++t.frames;
+    t.asks_prio = t.asks_prio || e.frame.enabled(prio);
+  }
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("Drop mode: ingress dropped, no PFC to the storming neighbour, restored on time") {
+  TestPool pool;
+  {
+    PfcStateConfig c = static_config(2, 1.0, 50'000, 16'384);
+    c.enabled_priorities = 0b0001'1000;  // 3 and 4
+    PfcState pfc(c, nullptr);
+    EgressPort port(egress_config(1.0));  // port 0: the storming neighbour's link
+    pfc.attach_port(0, port);
+    constexpr uint64_t kMs = 1'000'000;
+    const uint64_t last_pause = 300 * kMs;
+    const auto storm = [&](uint64_t ms) {
+      if (ms % 10 == 0 && ms * kMs <= last_pause) {
+        port.apply(pfc.on_pfc_frame(0, pause_frame(kPrio, 0xFFFF), ms * kMs), ms * kMs);
+      }
+      pfc.tick(ms * kMs);
+    };
+    CHECK_FALSE(pfc.watchdog_ingress_drop(0, kPrio));
+    for (uint64_t ms = 0; ms <= 200; ++ms) storm(ms);
+    REQUIRE(pfc.watchdog_dropping(0, kPrio));
+
+    // Ingress: priority 3 from the storming port is dropped and counted; priority 4 from it,
+    // and priority 3 from another port, are not.
+    CHECK(pfc.watchdog_ingress_drop(0, kPrio));
+    CHECK(pfc.watchdog_ingress_drop(0, kPrio));
+    CHECK_FALSE(pfc.watchdog_ingress_drop(0, 4));
+    CHECK_FALSE(pfc.watchdog_ingress_drop(1, kPrio));
+    CHECK(pfc.counters(0).priority[kPrio].watchdog_ingress_drops == 2);
+    // Path selection: the port is gone for class 3 only.
+    CHECK_FALSE(pfc.eligible(0, kPrio, 200 * kMs));
+    CHECK(pfc.eligible(0, 4, 200 * kMs));
+    CHECK(pfc.eligible(0, 0, 200 * kMs));
+
+    // Port 0's priority 3 buffer crosses XOFF (packets admitted before the storm, sitting in
+    // some queue), and so does its priority 4: only priority 4's XOFF goes to the neighbour.
+    const uint64_t t = 201 * kMs;
+    pfc.on_enqueue(0, kPrio, static_cast<uint32_t>(c.buffer.static_threshold_bytes), t);
+    pfc.on_enqueue(0, 4, static_cast<uint32_t>(c.buffer.static_threshold_bytes), t);
+    CHECK(pfc.xoff_asserted(0, kPrio));  // the accounting goes on
+    std::vector<PfcEmission> sent = take(pfc, t);
+    REQUIRE(sent.size() == 1);
+    CHECK(sent[0].port == 0);
+    CHECK(sent[0].frame.class_enable == 0x10);
+    CHECK(pfc.counters(0).priority[kPrio].watchdog_frames_suppressed == 1);
+    CHECK(pfc.counters(0).priority[kPrio].xoff_sent == 0);
+
+    // The storm goes on to 300 ms; refreshes of priority 4 go out, of priority 3 never.
+    size_t frames = 0;
+    for (uint64_t ms = 202; ms < 500; ++ms) {
+      storm(ms);
+      const Taken got = take_for(pfc, 0, kPrio, ms * kMs);
+      frames += got.frames;
+      CHECK_FALSE(got.asks_prio);
+    }
+    CHECK(frames >= 10);  // 4's refreshes, every 16.8 ms
+    CHECK(pfc.counters(0).priority[kPrio].watchdog_frames_suppressed == 1 + frames);
+    CHECK(pfc.watchdog_dropping(0, kPrio));
+
+    // Restoration exactly the restoration time after the last pause frame: admission and PFC
+    // are back, and the XOFF still asserted goes out at once.
+    CHECK(pfc.next_event_ns(499 * kMs) == last_pause + c.watchdog_restoration_ns);
+    pfc.tick(last_pause + c.watchdog_restoration_ns - 1);
+    CHECK(pfc.watchdog_dropping(0, kPrio));
+    CHECK(pfc.watchdog_ingress_drop(0, kPrio));
+    pfc.tick(last_pause + c.watchdog_restoration_ns);
+    CHECK_FALSE(pfc.watchdog_storming(0, kPrio));
+    CHECK(pfc.counters(0).priority[kPrio].watchdog_restorations == 1);
+    CHECK_FALSE(pfc.watchdog_ingress_drop(0, kPrio));
+    CHECK(pfc.counters(0).priority[kPrio].watchdog_ingress_drops == 3);
+    CHECK(pfc.eligible(0, kPrio, 500 * kMs));
+    sent = take(pfc, 500 * kMs);
+    REQUIRE(sent.size() == 1);
+    CHECK(sent[0].frame.enabled(kPrio));
+    CHECK(sent[0].frame.quanta[kPrio] == 0xFFFF);
+    CHECK(pfc.counters(0).priority[kPrio].xoff_sent == 1);
+
+    // The buffer was never wedged: released bytes are released, XON goes out.
+    pfc.on_release(0, kPrio, static_cast<uint32_t>(c.buffer.static_threshold_bytes), 501 * kMs);
+    CHECK(pfc.buffered_bytes(0, kPrio) == 0);
+    sent = take(pfc, 501 * kMs);
+    REQUIRE(sent.size() == 1);
+    CHECK(sent[0].frame.is_xon(kPrio));
+    CHECK(pfc.accounting_underflows() == 0);
+  }
+  CHECK(pool.whole());
+}
+
+TEST_CASE("A lossless packet its PG's headroom cannot hold is refused at enqueue and counted") {
+  TestPool pool;
+  {
+    PfcStateConfig c = static_config(2, 100.0, 5000, 1000);
+    c.buffer.port_headroom_bytes = {4000, 4000};
+    PfcState pfc(c, nullptr);
+    EgressPort out_port(egress_config(100.0));
+    pfc.attach_port(0, out_port);
+    out_port.pause(kPrio, 1'000'000'000, 0);  // nothing leaves
+    for (int i = 0; i < 9; ++i) {
+      REQUIRE(out_port.enqueue(make_frame(pool, 1000), kPrio, 1, kPrio, 0) ==
+              EgressEnqueueResult::kQueued);
+    }
+    CHECK(pfc.buffer().shared_bytes(1, kPrio) == 5000);
+    CHECK(pfc.buffer().headroom_used_bytes(1, kPrio) == 4000);
+    CHECK(out_port.enqueue(make_frame(pool, 1000), kPrio, 1, kPrio, 0) ==
+          EgressEnqueueResult::kHeadroomOverflow);
+    CHECK(out_port.counters(kPrio, 0).drops_headroom_overflow == 1);
+    CHECK(out_port.counters(kPrio, 0).enqueued == 9);
+    CHECK(pfc.buffer().headroom_overflows(1, kPrio) == 1);
+    CHECK(pfc.buffered_bytes(1, kPrio) == 9000);  // the refused packet was never accounted
+    // Lossy traffic from the same port, and locally generated traffic, are not PFC's to refuse.
+    CHECK(out_port.enqueue(make_frame(pool, 1000), 0, 1, 0, 0) == EgressEnqueueResult::kQueued);
+    CHECK(out_port.enqueue(make_frame(pool, 1000), kPrio, EgressPort::kNoIngressPort, kPrio, 0) ==
+          EgressEnqueueResult::kQueued);
+    CHECK(pfc.buffered_bytes(1, 0) == 0);
+    out_port.free_all();
+    CHECK(pfc.buffered_bytes(1, kPrio) == 0);
+    CHECK(pfc.buffer().pool_used_bytes() == 0);
+    CHECK(pfc.accounting_underflows() == 0);
+  }
+  CHECK(pool.whole());
+}
+
+TEST_CASE("Forward action: the stormed queue transmits, nothing is dropped, no PFC is sent") {
+  TestPool pool;
+  {
+    PfcStateConfig c = static_config(1, 1.0, 50'000, 16'384);
+    c.watchdog_action = PfcWatchdogAction::kForward;
+    PfcState pfc(c, nullptr);
+    EgressPort port(egress_config(1.0));
+    pfc.attach_port(0, port);
+    constexpr uint64_t kMs = 1'000'000;
+    size_t delivered = 0;
+    for (uint64_t ms = 0; ms <= 300; ++ms) {
+      if (ms % 10 == 0) {
+        port.apply(pfc.on_pfc_frame(0, pause_frame(kPrio, 0xFFFF), ms * kMs), ms * kMs);
+      }
+      if (ms == 0) {
+        for (int i = 0; i < 3; ++i) port.enqueue(make_frame(pool, 1000), kPrio, 0, kPrio, 0);
+      }
+      pfc.tick(ms * kMs);
+      if (ms == 250) port.enqueue(make_frame(pool, 1000), kPrio, 0, kPrio, ms * kMs);
+      delivered += drain(port, ms * kMs);
+      if (ms < 200) REQUIRE(delivered == 0);
+    }
+    CHECK(pfc.watchdog_storming(0, kPrio));
+    CHECK_FALSE(pfc.watchdog_dropping(0, kPrio));
+    CHECK(pfc.counters(0).priority[kPrio].watchdog_storms_detected == 1);
+    CHECK(delivered == 4);  // the 3 held by the storm, and one sent during it
+    CHECK(port.counters(kPrio, 300 * kMs).drops_watchdog == 0);
+    CHECK_FALSE(pfc.watchdog_ingress_drop(0, kPrio));
+    CHECK(pfc.eligible(0, kPrio, 300 * kMs));        // the class still forwards there
+    CHECK(port.pauses_ignored_by_watchdog() == 10);  // 210..300 ms
+
+    // PFC generation is off for that priority on that port here too.
+    pfc.on_enqueue(0, kPrio, static_cast<uint32_t>(c.buffer.static_threshold_bytes), 300 * kMs);
+    CHECK(take(pfc, 300 * kMs).empty());
+    CHECK(pfc.counters(0).priority[kPrio].watchdog_frames_suppressed == 1);
+    pfc.on_release(0, kPrio, static_cast<uint32_t>(c.buffer.static_threshold_bytes), 301 * kMs);
+    CHECK(take(pfc, 301 * kMs).empty());  // nor the XON
+    CHECK(pfc.counters(0).priority[kPrio].watchdog_frames_suppressed == 2);
+
+    pfc.tick(500 * kMs - 1);
+    CHECK(pfc.watchdog_storming(0, kPrio));
+    pfc.tick(500 * kMs);
+    CHECK_FALSE(pfc.watchdog_storming(0, kPrio));
+    // Pauses are honoured again.
+    port.apply(pfc.on_pfc_frame(0, pause_frame(kPrio, 0xFFFF), 500 * kMs), 500 * kMs);
+    CHECK(port.paused(kPrio, 500 * kMs));
+  }
+  CHECK(pool.whole());
+}
+
+TEST_CASE("Dynamic threshold: an asserted port gets XON when other ports drain, not only its own") {
+  PfcStateConfig c = pfc_config(3, 100.0);
+  c.buffer.pool_bytes = 1'000'000;
+  c.buffer.xon_offset_bytes = 16'384;
+  PfcState pfc(c, nullptr);
+  // Port 2 alone takes half the pool, then port 1 half of what is left.
+  while (!pfc.xoff_asserted(2, kPrio)) pfc.on_enqueue(2, kPrio, 1000, 0);
+  while (!pfc.xoff_asserted(1, kPrio)) pfc.on_enqueue(1, kPrio, 1000, 0);
+  CHECK(pfc.buffered_bytes(2, kPrio) == 500'000);
+  CHECK(pfc.buffered_bytes(1, kPrio) == 250'000);
+  REQUIRE(take(pfc, 0).size() == 2);  // both XOFFs
+
+  // Port 2 drains; port 1 holds still. Port 1's XON is due once the threshold (750,000 - port
+  // 2's bytes) reaches 250,000 + 16,384: at 483,000.
+  uint64_t t = 1000;
+  while (pfc.buffered_bytes(2, kPrio) > 484'000) {
+    pfc.on_release(2, kPrio, 1000, t);
+    REQUIRE(take(pfc, t).empty());
+    ++t;
+  }
+  pfc.on_release(2, kPrio, 1000, t);
+  const std::vector<PfcEmission> xon = take(pfc, t);
+  REQUIRE(xon.size() == 1);
+  CHECK(xon[0].port == 1);
+  CHECK(xon[0].frame.is_xon(kPrio));
+  CHECK_FALSE(pfc.xoff_asserted(1, kPrio));
+  CHECK(pfc.xoff_asserted(2, kPrio));
+  CHECK(pfc.buffered_bytes(1, kPrio) == 250'000);
+  CHECK(pfc.counters(1).priority[kPrio].xon_sent == 1);
 }

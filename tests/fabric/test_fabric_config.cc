@@ -52,7 +52,7 @@ TEST_CASE("YAML: every key read, unknown keys and bad values name the file and t
   const FabricConfig c = parse_fabric_config_yaml(
       "fabric:\n  leaves: 4\n  spines: 2\n  hosts_per_leaf: 3\n  mode: [ecmp, dlb]\n"
       "  duration: 3ms\n  seeds: 2-5\n  udp_sport: fixed\n  hash_seed: same\n"
-      "  event: ['link-down:leaf0-spine1@10us']\n",
+      "  event: ['link-down:leaf0-spine1@10us']\n  pfc_watchdog_action: forward\n",
       "f.yaml");
   CHECK(c.leaves == 4);
   CHECK(c.spines == 2);
@@ -63,9 +63,12 @@ TEST_CASE("YAML: every key read, unknown keys and bad values name the file and t
   CHECK(c.seed_last == 5);
   CHECK(c.udp_sport_fixed);
   CHECK(c.same_hash_seed);
+  CHECK(c.pfc_watchdog_action == "forward");
   REQUIRE(c.events.size() == 1);
   CHECK_THROWS_WITH(parse_fabric_config_yaml("fabric:\n  spinez: 3\n", "f.yaml"),
                     Catch::Contains("f.yaml") && Catch::Contains("spinez"));
+  CHECK_THROWS_WITH(parse_fabric_config_yaml("fabric:\n  pfc_watchdog_action: alert\n", "f.yaml"),
+                    Catch::Contains("pfc_watchdog_action") && Catch::Contains("drop|forward"));
   CHECK_THROWS_WITH(parse_fabric_config_yaml("fabric:\n  mtu: 1500\n", "f.yaml"),
                     Catch::Contains("fabric.mtu") && Catch::Contains("4096"));
   CHECK_THROWS_WITH(parse_fabric_config_yaml("fabric:\n  mode: ecmp,bogus\n", "f.yaml"),
@@ -128,6 +131,11 @@ TEST_CASE("topology: nodes, ports, cables, groups and routes of a leaf-spine fab
   const SwitchSpec& spine = t.switches()[t.spine_index(0, 3)];
   CHECK(spine.config.ports.size() == 3 * 2);
   CHECK(spine.config.routes.size() == 3);
+  CHECK(spine.config.pfc.watchdog_action == "drop");
+  FabricConfig forward = c;
+  forward.pfc_watchdog_action = "forward";
+  CHECK(Topology(forward, FabricMode::kEcmp, 1).switches()[0].config.pfc.watchdog_action ==
+        "forward");
   CHECK(t.hosts()[5].ip == Topology::host_ip(2, 1));
   CHECK(t.hosts()[0].nic.uplinks.size() == 2);  // one per plane
   CHECK(t.find_cables("leaf0-spine3").size() == 2);   // both parallel links

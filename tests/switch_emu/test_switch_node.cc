@@ -4,9 +4,13 @@
 
 #include <catch2/catch.hpp>
 
+#include <array>
+#include <cmath>
+#include <deque>
 #include <map>
-#include <set>
 #include <random>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "control/switch_config.h"
@@ -329,9 +333,9 @@ TEST_CASE("malformed, unroutable and expiring packets are counted and never forw
 TEST_CASE("PFC: XOFF is sent upstream when the threshold is crossed; a PAUSE holds the queue") {
   TestPool pool(8191);
   // in0 -> p0 at 1 Gbit/s: lossless priority 3 traffic (DSCP 26 -> class 3) backs up at p0 and
-  // fills in0's ingress buffer (64 KiB, XOFF at 80%).
+  // fills in0's priority group in the shared buffer (a static threshold of 52,428 bytes).
   auto cfg = config_of(fanout_yaml(1, "ecmp", R"(
-pfc: {priorities: [3], buffer_bytes: 65536, xoff: 0.8, xon: 0.5}
+pfc: {priorities: [3], static_threshold_bytes: 52428}
 )"));
   cfg.ports[1].link.rate_gbps = 1.0;
   SwitchNode node(cfg, pool.get());
@@ -463,6 +467,346 @@ pfc: {priorities: [3], watchdog: {enabled: true, detect_ms: 200, restore_ms: 200
   CHECK(lossless[2] > 1900);
   CHECK(node.drops().no_eligible_port == 0);
   drain(node, now + 1'000'000);
+  node.free_all();
+  CHECK(pool.whole());
+}
+
+namespace {
+
+constexpr uint64_t kStormStep = 300'000;  // a fresh 0xFFFF pause (335 us at 100G) every 300 us
+
+// Pauses `port`'s class 3 from `from` for `steps` storm steps, polling and draining as it goes;
+// returns the time of the last pause frame. PFC frames leaving `port` are added to *pfc_out.
+uint64_t storm(SwitchNode& node, const TestPool& pool, uint16_t port, uint64_t from, int steps,
+               size_t* pfc_out) {
+  uint64_t now = from;
+  for (int i = 0; i < steps; ++i, now += kStormStep) {
+    storm_pause(node, pool, port, now);
+    node.poll(now);
+    for (const auto& [p, pp] : drain(node, now)) {
+      if (p == port && pp.kind == PacketKind::kMacControl) ++*pfc_out;
+    }
+  }
+  return now - kStormStep;
+}
+
+// n packets of `bytes` payload from `port`, one receive, flows varied by source port.
+void burst(SwitchNode& node, const TestPool& pool, uint16_t port, uint8_t dscp, int n, uint64_t now,
+           uint16_t sport0 = 1000, size_t bytes = 1000) {
+  std::vector<rte_mbuf*> pkts;
+  for (int i = 0; i < n; ++i) {
+    pkts.push_back(
+        udp(pool, {0x0A000001, 0x0A000002, static_cast<uint16_t>(sport0 + i), 6000}, dscp, bytes));
+  }
+  node.receive(port, pkts.data(), static_cast<uint16_t>(n), now);
+}
+
+// An incast in virtual time: `senders` hosts, each on its own ingress port at line rate, all to
+// one egress port `out` of the same rate. Each sender is a 100G MAC that honours PFC: it starts
+// a frame whenever its link is free and it is not paused; a frame reaches the switch after its
+// serialisation and the cable's delay; a PFC frame the switch sends it pauses it from the moment
+// it arrives (the frame in progress finishes), and an XON resumes it.
+struct IncastResult {
+  uint64_t sent = 0;
+  uint64_t delivered = 0;
+  uint64_t max_lossy_queue = 0;  // the most `out`'s class 0 held
+};
+
+IncastResult run_incast(SwitchNode& node, const TestPool& pool, int senders, uint8_t dscp,
+                        uint64_t send_until_ns) {
+  constexpr double kGbps = 100.0;
+  constexpr uint64_t kDelay = 1000;  // the config's default cable
+  constexpr size_t kPayload = 1000;
+  const uint16_t out = static_cast<uint16_t>(senders);
+  struct Sender {
+    uint64_t link_free = 0;
+    uint64_t paused_until = 0;
+    std::deque<uint64_t> arrivals;  // at the switch, in order
+    uint16_t sport;
+  };
+  std::vector<Sender> s(senders);
+  for (int i = 0; i < senders; ++i) s[i].sport = static_cast<uint16_t>(5000 + i);
+  // Every frame is the same size: one serialisation time.
+  rte_mbuf* probe = udp(pool, {0x0A000001, 0x0A000002, 5000, 6000}, dscp, kPayload);
+  const uint32_t frame_bytes = rte_pktmbuf_pkt_len(probe);
+  rte_pktmbuf_free(probe);
+  const auto wire_ns = static_cast<uint64_t>(
+      std::ceil(static_cast<double>(LinkEmulator::wire_bits(frame_bytes)) / kGbps));
+  const uint64_t quantum_ps = static_cast<uint64_t>(512'000.0 / kGbps);  // 5.12 ns at 100G
+
+  IncastResult r;
+  PacketParser parser;
+  rte_mbuf* burst[64];
+  uint64_t now = 0;
+  for (;;) {
+    // Senders start what they may at `now`; frames reaching the switch by now go in.
+    for (int i = 0; i < senders; ++i) {
+      Sender& x = s[i];
+      while (now < send_until_ns && x.link_free <= now && x.paused_until <= now) {
+        x.arrivals.push_back(now + wire_ns + kDelay);
+        x.link_free = now + wire_ns;
+        ++r.sent;
+      }
+      while (!x.arrivals.empty() && x.arrivals.front() <= now) {
+        rte_mbuf* m = udp(pool, {0x0A000001u + i, 0x0A000002, x.sport, 6000}, dscp, kPayload);
+        node.receive(static_cast<uint16_t>(i), &m, 1, now);
+        x.arrivals.pop_front();
+      }
+    }
+    node.poll(now);
+    for (uint16_t p = 0; p < node.port_count(); ++p) {
+      uint16_t n;
+      while ((n = node.transmit(p, now, burst, 64)) > 0) {
+        for (uint16_t k = 0; k < n; ++k) {
+          if (p == out) {
+            ++r.delivered;
+          } else {
+            ParsedPacket pp;
+            PfcFrame f;
+            REQUIRE(parser.parse(burst[k], pp) == ParseStatus::kOk);
+            REQUIRE(parse_pfc_frame(rte_pktmbuf_mtod(burst[k], const uint8_t*),
+                                    rte_pktmbuf_data_len(burst[k]), f) == PfcParseStatus::kOk);
+            s[p].paused_until = now + f.quanta[3] * quantum_ps / 1000;
+          }
+          rte_pktmbuf_free(burst[k]);
+        }
+      }
+    }
+    r.max_lossy_queue = std::max(r.max_lossy_queue, node.egress(out).queued_bytes(0));
+    // The next event: a sender free to start, a frame reaching the switch, the switch's own.
+    uint64_t next = node.next_event_ns(now);
+    for (const Sender& x : s) {
+      if (now < send_until_ns) {
+        const uint64_t start = std::max(x.link_free, x.paused_until);
+        if (start < send_until_ns) next = std::min(next, start);
+      }
+      if (!x.arrivals.empty()) next = std::min(next, x.arrivals.front());
+    }
+    if (next == EgressPort::kNever) break;
+    now = std::max(next, now + 1);
+  }
+  return r;
+}
+
+std::string incast_yaml(int senders, const std::string& pfc) {
+  std::string y = "ports:\n";
+  for (int i = 0; i < senders; ++i) y += "  - {name: in" + std::to_string(i) + ", device: x}\n";
+  y += "  - {name: out, device: x, queue_bytes: 262144}\n";
+  y += "routes:\n  - {prefix: 0.0.0.0/0, port: out}\n";
+  return y + pfc;
+}
+
+}  // namespace
+
+TEST_CASE("PFC watchdog: a storm on one lossless class leaves the port to the other classes") {
+  TestPool pool(8191);
+  auto cfg = config_of(fanout_yaml(2, "ecmp", R"(
+pfc: {priorities: [3, 4], watchdog: {enabled: true, detect_ms: 200, restore_ms: 200}}
+)"));
+  SwitchNode node(cfg, pool.get());
+  // A storm on p0 (node port 1), class 3, for 300 ms; nothing is queued there (an empty
+  // paused queue is a storm too).
+  size_t pfc_frames = 0;
+  uint64_t now = storm(node, pool, 1, 0, 1000, &pfc_frames) + 1000;
+  REQUIRE(node.pfc()->watchdog_dropping(1, 3));
+  CHECK_FALSE(node.pfc()->watchdog_storming(1, 4));
+  // 2,000 flows each of class 0 (lossy), 3 (stormed) and 4 (lossless, not stormed).
+  std::map<uint8_t, std::array<int, 3>> per_port;
+  for (uint32_t i = 0; i < 2000; ++i) {
+    for (const uint8_t dscp : {uint8_t{0}, uint8_t{26}, uint8_t{34}}) {
+      rte_mbuf* m =
+          udp(pool, {0x0A000001 + i, 0x0A000002, static_cast<uint16_t>(1000 + i), 6000}, dscp, 64);
+      node.receive(0, &m, 1, now);
+      now += 1000;
+      for (const auto& [port, pp] : drain(node, now + 100'000)) {
+        if (pp.kind != PacketKind::kMacControl) per_port[dscp][port]++;
+      }
+    }
+  }
+  std::string shares;
+  for (const auto& [dscp, n] : per_port) {
+    shares += "dscp " + std::to_string(dscp) + ": p0 " + std::to_string(n[1]) + " p1 " +
+              std::to_string(n[2]) + "; ";
+  }
+  INFO(shares);
+  CHECK(per_port[0][1] > 800);  // lossy traffic keeps its share of p0
+  CHECK(per_port[0][2] > 800);
+  CHECK(per_port[34][1] > 800);  // so does the other lossless class
+  CHECK(per_port[34][2] > 800);
+  CHECK(per_port[26][1] == 0);  // the stormed class goes around p0
+  CHECK(per_port[26][2] == 2000);
+  CHECK(node.drops().no_eligible_port == 0);
+  CHECK(node.total_drops() == 0);
+  drain(node, now + 1'000'000);
+  node.free_all();
+  CHECK(pool.whole());
+}
+
+TEST_CASE("Incast, lossless: 8 ports at line rate into one, no drop, the pool never over") {
+  TestPool pool(8191);
+  // A 2 MiB pool (for the test's mempool; the default is 32 MiB), dynamic threshold alpha 1,
+  // auto headroom.
+  const auto cfg = config_of(incast_yaml(8, "pfc: {priorities: [3], pool_bytes: 2097152}\n"));
+  SwitchNode node(cfg, pool.get());
+  const IncastResult r = run_incast(node, pool, 8, 26, 2'000'000);  // 2 ms of 8 x 100G
+  const PfcState& pfc = *node.pfc();
+  const SharedBuffer& b = pfc.buffer();
+  INFO("sent " << r.sent << " delivered " << r.delivered << " pool peak " << b.pool_peak_bytes());
+  CHECK(r.sent > 20'000);  // the senders were paused: 8 x 2 ms at 100G would be ~190,000
+  CHECK(r.delivered == r.sent);
+  CHECK(node.total_drops() == 0);
+  const EgressClassCounters c = node.egress(8).counters(3, 0);
+  CHECK(c.drops_queue_full == 0);
+  CHECK(c.drops_headroom_overflow == 0);
+  CHECK(b.headroom_overflows() == 0);
+  CHECK(node.counters().pfc_frames_sent > 0);
+  CHECK(b.pool_peak_bytes() <= b.pool_bytes());
+  // The dynamic threshold let the 8 PGs fill the pool to about 8 x B / (1 + 8).
+  CHECK(static_cast<double>(b.pool_peak_bytes()) > 0.85 * 8.0 / 9.0 * 2097152);
+  for (uint16_t p = 0; p < 8; ++p) {
+    INFO("port " << p << ": headroom peak " << b.peak_headroom_used_bytes(p, 3) << " of "
+                 << b.headroom_bytes(p));
+    CHECK(pfc.counters(p).priority[3].xoff_sent > 0);
+    CHECK(b.peak_headroom_used_bytes(p, 3) > 0);  // what was in flight after XOFF went there
+    CHECK(b.peak_headroom_used_bytes(p, 3) < b.headroom_bytes(p));
+    CHECK(pfc.buffered_bytes(p, 3) == 0);
+  }
+  CHECK(b.pool_used_bytes() == 0);
+  CHECK(pfc.accounting_underflows() == 0);
+  node.free_all();
+  CHECK(pool.whole());
+}
+
+TEST_CASE("PFC watchdog drop: the storming port's priority dropped at ingress, sent no PFC") {
+  TestPool pool(8191);
+  // A static threshold: XOFF at 52,429 bytes per (ingress port, priority).
+  auto cfg = config_of(fanout_yaml(2, "ecmp", R"(
+pfc: {priorities: [3], static_threshold_bytes: 52429, watchdog: {action: drop}}
+)"));
+  SwitchNode node(cfg, pool.get());
+  size_t pfc_to_neighbour = 0;
+  const uint64_t last_pause = storm(node, pool, 1, 0, 1000, &pfc_to_neighbour);
+  REQUIRE(node.pfc()->watchdog_dropping(1, 3));
+  uint64_t now = last_pause + 1000;
+
+  // 100 kB of class 3 from the storming neighbour, in one burst: without drop mode it would
+  // cross XOFF and pause the neighbour; here it is dropped at ingress, each packet counted.
+  burst(node, pool, 1, 26, 100, now);
+  CHECK(node.drops().pfc_watchdog_ingress == 100);
+  CHECK(node.pfc()->counters(1).priority[3].watchdog_ingress_drops == 100);
+  CHECK(node.pfc()->buffered_bytes(1, 3) == 0);
+  CHECK_FALSE(node.pfc()->xoff_asserted(1, 3));
+  // Its lossy traffic, and class 3 from another port, are forwarded.
+  burst(node, pool, 1, 0, 50, now, 3000, 64);
+  burst(node, pool, 0, 26, 50, now, 5000, 64);
+  std::array<int, 3> lossy{}, lossless{};
+  node.poll(now);
+  for (const auto& [port, pp] : drain(node, now + 100'000)) {
+    if (pp.kind == PacketKind::kMacControl) {
+      if (port == 1) ++pfc_to_neighbour;
+      continue;
+    }
+    (pp.src_port >= 5000 ? lossless : lossy)[port]++;  // class 3 from in0: ports 5000..
+  }
+  CHECK(lossy[1] + lossy[2] == 50);
+  CHECK(lossless[1] == 0);  // p0 is not eligible for class 3
+  CHECK(lossless[2] == 50);
+  CHECK(node.total_drops() == 100);
+
+  // Restoration exactly restore_ms after the last pause frame.
+  const uint64_t restore_at = last_pause + 200'000'000;
+  node.poll(restore_at - 1);
+  CHECK(node.pfc()->watchdog_dropping(1, 3));
+  CHECK(node.next_event_ns(restore_at - 1) == restore_at);
+  node.poll(restore_at);
+  CHECK_FALSE(node.pfc()->watchdog_storming(1, 3));
+  CHECK(node.pfc()->counters(1).priority[3].watchdog_restorations == 1);
+  CHECK(pfc_to_neighbour == 0);  // nothing went to the neighbour during the whole storm
+
+  // Ingress admission and PFC generation are back: the same burst is forwarded, crosses XOFF
+  // and pauses the neighbour.
+  now = restore_at;
+  burst(node, pool, 1, 26, 100, now);
+  CHECK(node.drops().pfc_watchdog_ingress == 100);
+  CHECK(node.pfc()->xoff_asserted(1, 3));
+  node.poll(now);
+  size_t forwarded = 0;
+  for (const auto& [port, pp] : drain(node, now + 1'000'000)) {
+    if (pp.kind == PacketKind::kMacControl) {
+      if (port == 1) ++pfc_to_neighbour;
+    } else {
+      ++forwarded;
+    }
+  }
+  CHECK(forwarded == 100);
+  CHECK(pfc_to_neighbour >= 1);
+  CHECK(node.pfc()->counters(1).priority[3].xoff_sent >= 1);
+  CHECK(node.total_drops() == 100);
+  node.free_all();
+  CHECK(pool.whole());
+}
+
+TEST_CASE("PFC watchdog forward: the stormed queue sends, nothing dropped, no PFC above XOFF") {
+  TestPool pool(8191);
+  auto cfg = config_of(fanout_yaml(1, "ecmp", R"(
+pfc: {priorities: [3], static_threshold_bytes: 52429, watchdog: {action: forward}}
+)"));
+  SwitchNode node(cfg, pool.get());
+  size_t pfc_to_neighbour = 0;
+  // Ten class 3 packets for p0 (node port 1) arrive as its storm begins: they are held.
+  storm_pause(node, pool, 1, 0);
+  burst(node, pool, 0, 26, 10, 0);
+  CHECK(node.egress(1).queued_packets(3) == 10);
+  size_t held_delivered = 0;
+  uint64_t now = 0;
+  for (int i = 0; i < 1000; ++i, now += kStormStep) {
+    storm_pause(node, pool, 1, now);
+    node.poll(now);
+    for (const auto& [port, pp] : drain(node, now)) {
+      if (pp.kind == PacketKind::kMacControl) {
+        if (port == 1) ++pfc_to_neighbour;
+      } else if (port == 1) {
+        if (now < 200'000'000) FAIL("a packet left the paused queue before detection");
+        ++held_delivered;
+      }
+    }
+    if (i == 700) {
+      // In forward mode: 100 kB of class 3 from the neighbour, hairpinned back to it, in one
+      // burst. Its ingress buffer crosses XOFF; PFC is off for it, so no XOFF goes out.
+      burst(node, pool, 1, 26, 100, now, 2000);
+      CHECK(node.pfc()->xoff_asserted(1, 3));
+    }
+  }
+  CHECK(node.pfc()->watchdog_storming(1, 3));
+  CHECK_FALSE(node.pfc()->watchdog_dropping(1, 3));
+  CHECK(held_delivered == 110);
+  CHECK(pfc_to_neighbour == 0);
+  CHECK(node.pfc()->counters(1).priority[3].watchdog_frames_suppressed >= 1);
+  CHECK(node.pfc()->counters(1).priority[3].xoff_sent == 0);
+  CHECK(node.egress(1).counters(3, now).drops_watchdog == 0);
+  CHECK(node.drops().pfc_watchdog_ingress == 0);
+  CHECK(node.total_drops() == 0);
+  drain(node, now + 1'000'000);
+  node.free_all();
+  CHECK(pool.whole());
+}
+
+TEST_CASE("Incast, lossy: the same load on a lossy class is tail-dropped at its egress limit") {
+  TestPool pool(8191);
+  const auto cfg = config_of(incast_yaml(8, "pfc: {priorities: [3], pool_bytes: 2097152}\n"));
+  SwitchNode node(cfg, pool.get());
+  const IncastResult r = run_incast(node, pool, 8, 0, 200'000);  // DSCP 0: class 0, lossy
+  const EgressClassCounters c = node.egress(8).counters(0, 0);
+  INFO("sent " << r.sent << " delivered " << r.delivered << " dropped " << c.drops_queue_full);
+  CHECK(c.drops_queue_full > 0);
+  CHECK(r.delivered + c.drops_queue_full == r.sent);
+  // Nearly 7 of every 8 once the 256 KiB queue is full.
+  CHECK(static_cast<double>(c.drops_queue_full) > 0.75 * static_cast<double>(r.sent));
+  CHECK(r.max_lossy_queue <= 262144);
+  CHECK(r.max_lossy_queue > 262144 - 2000);
+  CHECK(node.counters().pfc_frames_sent == 0);  // not PFC's to pause
+  CHECK(node.pfc()->buffer().pool_peak_bytes() == 0);
+  CHECK(c.drops_headroom_overflow == 0);
   node.free_all();
   CHECK(pool.whole());
 }

@@ -1,0 +1,111 @@
+#!/usr/bin/env python3
+"""fabric_emu --scenario: every scenario in configs/scenarios runs in its --quick form, its
+report carries a verdict and its figures, and the effect it measures points the way the
+measurement says it should (never a hard-coded figure). Also: --scenario list, the scenario
+errors, flags given on the command line applying over a scenario's runs.
+
+FABRIC_EMU points at the program; SPRAYNET_SOURCE_DIR at the tree."""
+import glob
+import json
+import os
+import subprocess
+import tempfile
+import unittest
+
+EMU = os.environ.get("FABRIC_EMU", "build/fabric/fabric_emu")
+SRC = os.environ.get("SPRAYNET_SOURCE_DIR", ".")
+_cache = {}
+
+
+def scenario(name, *extra):
+    key = (name, extra)
+    if key in _cache:
+        return _cache[key]
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "r.json")
+        p = subprocess.run([EMU, "--quiet", "--reproducible", "--scenario", name, "--quick",
+                            "--json", out, *extra], capture_output=True, text=True, timeout=900)
+        if p.returncode != 0:
+            raise AssertionError(f"--scenario {name} exited {p.returncode}:\n{p.stdout}\n{p.stderr}")
+        with open(out) as f:
+            rep = json.load(f)
+    rep["_stdout"] = p.stdout
+    _cache[key] = rep
+    return rep
+
+
+def m(rep, name):
+    v = rep["scenario"]["measures"][name]
+    return sum(v) / len(v)
+
+
+class Scenarios(unittest.TestCase):
+    def test_every_scenario_reports_a_verdict(self):
+        names = sorted(os.path.basename(f)[:-5] for f in glob.glob(os.path.join(SRC, "configs/scenarios/*.yaml")))
+        self.assertGreaterEqual(len(names), 3)
+        listed = subprocess.run([EMU, "--scenario", "list"], capture_output=True, text=True, check=True).stdout
+        for name in names:
+            self.assertIn(name, listed)
+            rep = scenario(name)
+            s = rep["scenario"]
+            self.assertEqual(s["name"], name)
+            self.assertTrue(s["verdict"], name)
+            self.assertTrue(s["figures"], name)
+            self.assertIn("verdict:  " + s["verdict"], rep["_stdout"])
+            for run in rep["runs"].values():
+                for r in run["runs"]:
+                    self.assertTrue(r["mempool_whole"], (name, r["mode"], r["seed"]))
+
+    def test_ecmp_vs_spray_direction(self):
+        rep = scenario("ecmp-vs-spray")
+        self.assertGreater(m(rep, "spray"), m(rep, "ecmp"))
+        self.assertLess(m(rep, "spray_imbalance"), m(rep, "ecmp_imbalance"))
+
+    def test_failover_direction(self):
+        rep = scenario("failover")
+        # The failed link loses packets in every mode, and every mode comes back within the run.
+        self.assertGreater(m(rep, "ecmp_lost") + m(rep, "spray_lost"), 0)
+        for mode in ("ecmp", "dlb", "spray"):
+            self.assertGreaterEqual(min(rep["scenario"]["measures"][mode + "_recovery"]), 0, mode)
+        # With a spine fewer, sprayed goodput falls (it used every path before).
+        self.assertLess(m(rep, "spray_min"), m(rep, "spray_before"))
+
+    def test_polarization_direction(self):
+        rep = scenario("polarization")
+        # On two tiers the spine's choice follows the leaf's: the second tier is as uneven as
+        # the first, with the same seed everywhere or not.
+        self.assertAlmostEqual(m(rep, "same_down"), m(rep, "same_up"), delta=0.1)
+        self.assertAlmostEqual(m(rep, "same_tput"), m(rep, "per_tput"), delta=0.05)
+
+    def test_tcam_overflow_direction(self):
+        rep = scenario("tcam-overflow")
+        # Refused QPs are counted as ECMP fallback; a TCAM that holds the partition refuses none,
+        # a larger limit on the same 16K TCAM refuses as many.
+        self.assertGreater(m(rep, "fallback"), 0)
+        self.assertEqual(m(rep, "fallback_fix32"), 0)
+        self.assertEqual(m(rep, "fallback_fix16"), m(rep, "fallback"))
+
+    def test_flags_apply_over_a_scenarios_runs(self):
+        rep = scenario("ecmp-vs-spray", "--spines", "4", "--seeds", "5")
+        cfg = rep["runs"]["base"]["config"]
+        self.assertEqual(cfg["spines"], 4)
+        self.assertEqual(cfg["seeds"], "5-5")
+
+    def test_errors(self):
+        p = subprocess.run([EMU, "--scenario", "no-such-claim"], capture_output=True, text=True)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("no-such-claim", p.stderr)
+        p = subprocess.run([EMU, "--quick"], capture_output=True, text=True)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("--quick: only with --scenario", p.stderr)
+        with tempfile.NamedTemporaryFile("w", suffix=".yaml") as f:
+            f.write("scenario:\n  claim: c\n  measure: {x: {mode: dlb, metric: m}}\n"
+                    "  figures: [{label: l, value: x}]\n  verdict: [{say: s}]\n")
+            f.flush()
+            p = subprocess.run([EMU, "--scenario", f.name], capture_output=True, text=True)
+            self.assertEqual(p.returncode, 2)
+            self.assertIn("scenario.measure.x.mode", p.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
