@@ -129,7 +129,7 @@ struct ReorderCounters {
   uint64_t resyncs = 0;              // a retransmission of a given-up gap restarted the sequence
   uint64_t null_mbufs = 0;           // receive() with m == nullptr: ignored (not counted in `in`)
   uint64_t read_requests = 0;        // sequenced READ requests (each consumed N PSNs)
-  uint64_t read_ranges_announced = 0;   // expect_read_responses() calls that took effect
+  uint64_t read_ranges_announced = 0;     // expect_read_responses() calls that took effect
   uint64_t read_responses_sequenced = 0;  // READ responses in an announced range (also counted
                                           // under released_* or duplicates_of_held)
   uint64_t read_responses_reordered = 0;  // of those, held and then released
@@ -147,7 +147,7 @@ struct ReorderCounters {
 struct ReorderQpCounters {
   uint64_t in = 0;         // sequenced packets of this QP (context lifetime)
   uint64_t reordered = 0;  // held, then released
-  uint64_t duplicates = 0;  // before expected, or of a held PSN
+  uint64_t duplicates = 0;    // before expected, or of a held PSN
   uint64_t gaps_skipped = 0;  // by timeout, slide, forced room or flush
   uint64_t psns_skipped = 0;
 };
