@@ -34,6 +34,7 @@ RcRequesterConfig base_requester_config(const RcTrafficEngineConfig& c) {
   r.alloc_retry_ns = c.alloc_retry_ns;
   r.first_psn = c.first_psn;
   r.record_completions = c.record_completions;
+  r.op = c.op;
   return r;
 }
 
@@ -65,6 +66,7 @@ RcRequesterConfig RcTrafficEngineConfig::requester_config(uint32_t qp_index) con
     r.messages = s.messages;
     r.posted = s.posted;
     r.message_gap_ns = s.message_gap_ns;
+    r.op = s.op;
   }
   return r;
 }
@@ -130,6 +132,7 @@ RcTrafficEngine::RcTrafficEngine(const RcTrafficEngineConfig& config, rte_mempoo
   for (uint32_t i = 0; i < config_.qps; ++i) {
     const RcQpAddress a = config_.address(i);
     const RcQpRole role = config_.role_of(i);
+    by_peer_.emplace((uint64_t{a.peer_ip} << 24) | a.peer_qp, a.local_qp);
     if (has(role, RcQpRole::kRequester)) {
       qp_[i].requester =
           std::make_unique<RcRequester>(config_.requester_config(i), a, pool, &completion_);
@@ -146,13 +149,28 @@ size_t RcTrafficEngine::poll(uint64_t now_ns, std::vector<rte_mbuf*>& out, size_
   size_t sent = 0;
   for (const uint32_t i : responders_) {
     RcResponder& r = *qp_[i].responder;
-    if (r.next_event_ns() <= now_ns) sent += r.poll(now_ns, out);
+    // ACK/NAKs only here; READ responses share the TX budget below.
+    if (!r.read_responses_pending() && r.next_event_ns() <= now_ns) sent += r.poll(now_ns, out);
+  }
+  size_t budget = std::min<size_t>(max_packets, config_.max_burst);
+  // READ responses: one packet per responder per round, as the requesters below.
+  for (size_t idle = 0; budget > 0 && idle < responders_.size();) {
+    RcResponder& r = *qp_[responders_[next_responder_]].responder;
+    if (++next_responder_ == responders_.size()) next_responder_ = 0;
+    const bool reading = r.read_responses_pending() && r.next_event_ns() <= now_ns;
+    const size_t n = reading ? r.poll(now_ns, out, 1) : 0;
+    if (n > 0) {
+      sent += n;
+      --budget;
+      idle = 0;
+    } else {
+      ++idle;
+    }
   }
   if (requesters_.empty()) return sent;
 
   // One packet per QP per round. A whole round without a packet means nobody has anything
   // left: stop, so an idle engine costs one pass over its QPs.
-  size_t budget = std::min<size_t>(max_packets, config_.max_burst);
   size_t idle = 0;
   while (budget > 0 && idle < requesters_.size()) {
     RcRequester& r = *qp_[requesters_[next_requester_]].requester;
@@ -197,13 +215,14 @@ size_t RcTrafficEngine::receive(rte_mbuf* m, const ParsedPacket& p, uint64_t now
     drop = &counters_.not_roce;
   } else if (p.dest_qp < config_.first_local_qp || index >= config_.qps) {
     drop = &counters_.unknown_qp;
-  } else if (p.bth_opcode == opcode::kRcAck) {
+  } else if (p.bth_opcode == opcode::kRcAck || (p.bth_opcode >= opcode::kRcReadResponseFirst &&
+                                                p.bth_opcode <= opcode::kRcReadResponseOnly)) {
     if (RcRequester* r = qp_[index].requester.get()) {
       r->receive(m, p, now_ns);
       return 0;
     }
     drop = &counters_.no_requester;
-  } else if (is_write_request(p.bth_opcode)) {
+  } else if (is_write_request(p.bth_opcode) || p.bth_opcode == opcode::kRcReadRequest) {
     if (RcResponder* r = qp_[index].responder.get()) return r->receive(m, p, now_ns, out);
     drop = &counters_.no_responder;
   } else {
@@ -243,6 +262,13 @@ RcResponderCounters RcTrafficEngine::responder_totals() const {
 
 const RcRequester* RcTrafficEngine::requester(uint32_t qp_index) const {
   return qp_index < qp_.size() ? qp_[qp_index].requester.get() : nullptr;
+}
+
+bool RcTrafficEngine::local_qp_of(uint32_t peer_ip, uint32_t peer_qp, uint32_t& local_qp) const {
+  const auto it = by_peer_.find((uint64_t{peer_ip} << 24) | (peer_qp & kPsnMask));
+  if (it == by_peer_.end()) return false;
+  local_qp = it->second;
+  return true;
 }
 
 const RcResponder* RcTrafficEngine::responder(uint32_t qp_index) const {
