@@ -192,7 +192,7 @@ void parse_uplinks(NicConfig& c, const ConfigNode& nic) {
 }
 
 void parse_reorder(NicConfig& c, const ConfigNode& n) {
-  n.allow_only({"enabled", "window", "hold_timeout_us", "max_qps", "max_buffered"});
+  n.allow_only({"enabled", "window", "hold_timeout_us", "max_qps", "max_buffered", "path_mtu"});
   NicReorderSettings& r = c.reorder;
   r.enabled = n.boolean_or("enabled", r.enabled);
   r.window = static_cast<uint32_t>(n.uint_or("window", r.window, 1, ReorderConfig::kMaxWindow));
@@ -205,18 +205,22 @@ void parse_reorder(NicConfig& c, const ConfigNode& n) {
   }
   r.max_buffered = static_cast<uint32_t>(
       n.uint_or("max_buffered", r.max_buffered, 1, ReorderConfig::kMaxBuffered));
+  r.path_mtu = static_cast<uint32_t>(*parse_uint(n.choice_or(
+      "path_mtu", std::to_string(r.path_mtu), {"0", "256", "512", "1024", "2048", "4096"})));
 }
 
 RcEngineSettings parse_rc_engine(const ConfigNode& n) {
-  n.allow_only({"qps", "role", "message_bytes", "mtu", "max_in_flight", "messages",
-                "retransmit_timeout_us", "local_ip", "peer_ip", "local_mac", "peer_mac",
-                "first_qp", "peer_first_qp", "first_psn", "dscp"});
+  n.allow_only({"qps", "role", "op", "message_bytes", "mtu", "max_in_flight", "messages",
+                "retransmit_timeout_us", "local_ip", "peer_ip", "local_mac", "peer_mac", "first_qp",
+                "peer_first_qp", "first_psn", "dscp"});
   RcEngineSettings r;
   r.qps = static_cast<uint32_t>(n.uint_or("qps", r.qps, 1, kMaxRcQps));
   const std::string role = n.choice_or("role", "both", {"requester", "responder", "both"});
   r.role = role == "requester"   ? RcQpRole::kRequester
            : role == "responder" ? RcQpRole::kResponder
                                  : RcQpRole::kBoth;
+  r.op =
+      n.choice_or("op", to_string(r.op), {"write", "read"}) == "read" ? RcOp::kRead : RcOp::kWrite;
   r.message_bytes =
       static_cast<uint32_t>(n.uint_or("message_bytes", r.message_bytes, 1, kMaxMessageBytes));
   r.mtu = static_cast<uint32_t>(
@@ -300,6 +304,10 @@ ReorderConfig reorder_config(const NicConfig& config) {
   r.hold_timeout_ns = config.reorder.hold_timeout_ns;
   r.max_qps = config.reorder.max_qps;
   r.max_buffered = config.reorder.max_buffered;
+  // 0: the RC engine's MTU (what its READs are counted in), else IB's common 1024.
+  r.path_mtu = config.reorder.path_mtu != 0 ? config.reorder.path_mtu
+               : config.rc_engine           ? config.rc_engine->mtu
+                                            : 1024;
   return r;
 }
 
@@ -310,6 +318,7 @@ RcTrafficEngineConfig rc_engine_config(const NicConfig& config) {
   r.qps = s.qps;
   r.role = s.role;
   r.message_bytes = s.message_bytes;
+  r.op = s.op;
   r.mtu = s.mtu;
   r.max_in_flight = s.max_in_flight;
   r.messages_per_qp = s.messages;
@@ -458,6 +467,9 @@ std::string nic_config_help() {
            std::to_string(ReorderConfig::kMaxRingSlots));
   line("    max_buffered: " + std::to_string(r.max_buffered),
        "1.." + std::to_string(ReorderConfig::kMaxBuffered) + " packets held across all QPs");
+  line("    path_mtu: " + std::to_string(r.path_mtu),
+       "0 | 256 | 512 | 1024 | 2048 | 4096: how many PSNs a READ request consumes; 0: "
+       "rc_engine.mtu, or 1024 with a host");
   line("  control:", "");
   line("    period_ms: " + std::to_string(d.control.period_ms),
        "1.." + std::to_string(kMaxPeriodMs) + "; link-state update and weight publication");
@@ -465,8 +477,10 @@ std::string nic_config_help() {
   line("    qps: " + std::to_string(e.qps),
        "1.." + std::to_string(kMaxRcQps) + "; at most reorder.max_qps when reorder is enabled");
   line("    role: " + roles[static_cast<unsigned>(e.role)], "requester | responder | both");
+  line("    op: " + std::string(to_string(e.op)),
+       "write | read: the requesters' RDMA operation (READ responses come back from the peer)");
   line("    message_bytes: " + std::to_string(e.message_bytes),
-       "1.." + std::to_string(kMaxMessageBytes) + " bytes per RDMA WRITE");
+       "1.." + std::to_string(kMaxMessageBytes) + " bytes per RDMA WRITE or READ");
   line("    mtu: " + std::to_string(e.mtu),
        "1024 | 4096; mbuf_data_room must hold headroom + mtu + " + std::to_string(kRoceOverhead));
   line("    max_in_flight: " + std::to_string(e.max_in_flight),
