@@ -211,7 +211,7 @@ bool RcResponder::send_read_response(std::vector<rte_mbuf*>& out) {
   rs.dest_qp = address_.peer_qp;
   rs.psn = r.psn;
   rs.syndrome = kAckUnlimited;  // the AETH of FIRST/LAST/ONLY (the builder omits it on MIDDLE)
-  rs.msn = msn_ & kPsnMask;
+  rs.msn = r.msn & kPsnMask;
   rte_mbuf* m = build_roce_mbuf(pool_, f, rs);
   if (m == nullptr) {
     ++counters_.pool_empty;
@@ -239,9 +239,10 @@ void RcResponder::execute_read(uint32_t psn, uint64_t va, uint32_t rkey, uint32_
   res.va_org = va;
   res.length = length;
   res.rkey = rkey;
-  replies_.push_back(ReadReply{psn, va, length, true});
   ++counters_.read_requests;
   msn_ = psn_add(msn_, 1);  // execute(): for a READ the MSN goes up at once (C9-148)
+  // rxe sends the whole reply before it looks at the next request: its MSN is this one.
+  replies_.push_back(ReadReply{psn, va, length, true, msn_});
   ++counters_.messages_received;
   expected_psn_ = psn_add(psn, res.packets);
 }
@@ -259,7 +260,7 @@ void RcResponder::duplicate_read(uint32_t psn, uint64_t va, uint32_t rkey, uint3
     }
     res.va_org = va;  // "Reset the resource, except length."
     ++counters_.read_duplicates;
-    replies_.push_back(ReadReply{psn, va, length, psn == res.first_psn});
+    replies_.push_back(ReadReply{psn, va, length, psn == res.first_psn, msn_});
     return;
   }
   ++counters_.read_duplicates_dropped;

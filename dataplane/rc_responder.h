@@ -148,6 +148,7 @@ class RcResponder {
     uint64_t va = 0;
     uint32_t resid = 0;
     bool at_start = true;  // the next packet is FIRST/ONLY (rdatm_res_state_new, none sent yet)
+    uint32_t msn = 0;      // the AETH's: the MSN when rxe would send it (before later requests)
   };
 
   void execute_read(uint32_t psn, uint64_t va, uint32_t rkey, uint32_t length);

@@ -448,12 +448,21 @@ TEST_CASE("responder: a READ is answered FIRST/MIDDLE/LAST or ONLY from poll, N 
   CHECK(r[1].psn == 16);
   CHECK(r[2].opcode == opcode::kRcAck);
   CHECK(r[2].psn == 17);
+  // The AETH MSN of a READ's responses is the one after that READ, even when later requests
+  // were taken before the responses went out.
+  deliver(resp, make_read(pool.get(), 18, 0xB000, kMtu), 5, out);
+  deliver(resp, make_read(pool.get(), 19, 0xB000, kMtu), 5, out);
+  resp.poll(5, out);
+  r = take_responses(out);
+  REQUIRE(r.size() == 2);
+  CHECK(r[0].msn == 6);
+  CHECK(r[1].msn == 7);
 
   const RcResponderCounters& c = resp.counters();
-  CHECK(c.read_requests == 4);
-  CHECK(c.read_responses_sent == 7);
-  CHECK(c.read_bytes_sent == 2 * kMtu + 512 + kMtu + 2 * kMtu);
-  CHECK(c.messages_received == 5);
+  CHECK(c.read_requests == 6);
+  CHECK(c.read_responses_sent == 9);
+  CHECK(c.read_bytes_sent == 2 * kMtu + 512 + kMtu + 2 * kMtu + 2 * kMtu);
+  CHECK(c.messages_received == 7);
   CHECK(pool.whole());
 }
 
