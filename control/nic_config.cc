@@ -199,7 +199,7 @@ void parse_reorder(NicConfig& c, const ConfigNode& n) {
     n.fail("enabled", std::string("replaced by nic.receive: ") + kReceiveModelNames +
                           " (enabled: false is receive: none)");
   }
-  n.allow_only({"window", "hold_timeout_us", "max_qps", "max_buffered"});
+  n.allow_only({"window", "hold_timeout_us", "max_qps", "max_buffered", "path_mtu"});
   NicReorderSettings& r = c.reorder;
   r.window = static_cast<uint32_t>(n.uint_or("window", r.window, 1, ReorderConfig::kMaxWindow));
   r.hold_timeout_ns = micros_or(n, "hold_timeout_us", r.hold_timeout_ns, kMinHoldUs, kMaxHoldUs);
@@ -211,6 +211,8 @@ void parse_reorder(NicConfig& c, const ConfigNode& n) {
   }
   r.max_buffered = static_cast<uint32_t>(
       n.uint_or("max_buffered", r.max_buffered, 1, ReorderConfig::kMaxBuffered));
+  r.path_mtu = static_cast<uint32_t>(*parse_uint(n.choice_or(
+      "path_mtu", std::to_string(r.path_mtu), {"0", "256", "512", "1024", "2048", "4096"})));
 }
 
 void parse_placement(NicConfig& c, const ConfigNode& n) {
@@ -221,15 +223,17 @@ void parse_placement(NicConfig& c, const ConfigNode& n) {
 }
 
 RcEngineSettings parse_rc_engine(const ConfigNode& n) {
-  n.allow_only({"qps", "role", "message_bytes", "mtu", "max_in_flight", "messages",
-                "retransmit_timeout_us", "local_ip", "peer_ip", "local_mac", "peer_mac",
-                "first_qp", "peer_first_qp", "first_psn", "dscp"});
+  n.allow_only({"qps", "role", "op", "message_bytes", "mtu", "max_in_flight", "messages",
+                "retransmit_timeout_us", "local_ip", "peer_ip", "local_mac", "peer_mac", "first_qp",
+                "peer_first_qp", "first_psn", "dscp"});
   RcEngineSettings r;
   r.qps = static_cast<uint32_t>(n.uint_or("qps", r.qps, 1, kMaxRcQps));
   const std::string role = n.choice_or("role", "both", {"requester", "responder", "both"});
   r.role = role == "requester"   ? RcQpRole::kRequester
            : role == "responder" ? RcQpRole::kResponder
                                  : RcQpRole::kBoth;
+  r.op =
+      n.choice_or("op", to_string(r.op), {"write", "read"}) == "read" ? RcOp::kRead : RcOp::kWrite;
   r.message_bytes =
       static_cast<uint32_t>(n.uint_or("message_bytes", r.message_bytes, 1, kMaxMessageBytes));
   r.mtu = static_cast<uint32_t>(
@@ -332,6 +336,10 @@ ReorderConfig reorder_config(const NicConfig& config) {
   r.hold_timeout_ns = config.reorder.hold_timeout_ns;
   r.max_qps = config.reorder.max_qps;
   r.max_buffered = config.reorder.max_buffered;
+  // 0: the RC engine's MTU (what its READs are counted in), else IB's common 1024.
+  r.path_mtu = config.reorder.path_mtu != 0 ? config.reorder.path_mtu
+               : config.rc_engine           ? config.rc_engine->mtu
+                                            : 1024;
   return r;
 }
 
@@ -342,6 +350,7 @@ RcTrafficEngineConfig rc_engine_config(const NicConfig& config) {
   r.qps = s.qps;
   r.role = s.role;
   r.message_bytes = s.message_bytes;
+  r.op = s.op;
   r.mtu = s.mtu;
   r.max_in_flight = s.max_in_flight;
   r.messages_per_qp = s.messages;
@@ -456,6 +465,11 @@ NicConfig parse_nic_config(const ConfigNode& root) {
       if (placement && placement->has("nak_delay_us")) placement->fail("nak_delay_us", why);
       e->fail("retransmit_timeout_us", why);
     }
+    if (c.receive == ReceiveModel::kOooPlacement && rc.op == RcOp::kRead) {
+      // The placement responder models WRITE placement; a READ would go unanswered.
+      e->fail("op", "must be write with receive: ooo-placement (the placement responder answers "
+                    "WRITEs only), got read");
+    }
     const uint32_t needed = RTE_PKTMBUF_HEADROOM + rc.mtu + kRoceOverhead;
     if (c.mbuf_data_room < needed) {
       nic.fail("mbuf_data_room", "must be at least " + std::to_string(needed) +
@@ -533,6 +547,9 @@ std::string nic_config_help() {
            std::to_string(ReorderConfig::kMaxRingSlots));
   line("    max_buffered: " + std::to_string(r.max_buffered),
        "1.." + std::to_string(ReorderConfig::kMaxBuffered) + " packets held across all QPs");
+  line("    path_mtu: " + std::to_string(r.path_mtu),
+       "0 | 256 | 512 | 1024 | 2048 | 4096: how many PSNs a READ request consumes; 0: "
+       "rc_engine.mtu, or 1024 with a host");
   line("  placement:", "the placement responder (only with receive: ooo-placement)");
   line("    window: " + std::to_string(d.placement.window),
        "0.." + std::to_string(kMaxPlacementWindow) +
@@ -550,8 +567,10 @@ std::string nic_config_help() {
       "    qps: " + std::to_string(e.qps),
       "1.." + std::to_string(kMaxRcQps) + "; at most reorder.max_qps with receive: reorder-buffer");
   line("    role: " + roles[static_cast<unsigned>(e.role)], "requester | responder | both");
+  line("    op: " + std::string(to_string(e.op)),
+       "write | read: the requesters' RDMA operation (READ responses come back from the peer)");
   line("    message_bytes: " + std::to_string(e.message_bytes),
-       "1.." + std::to_string(kMaxMessageBytes) + " bytes per RDMA WRITE");
+       "1.." + std::to_string(kMaxMessageBytes) + " bytes per RDMA WRITE or READ");
   line("    mtu: " + std::to_string(e.mtu),
        "1024 | 4096; mbuf_data_room must hold headroom + mtu + " + std::to_string(kRoceOverhead));
   line("    max_in_flight: " + std::to_string(e.max_in_flight),

@@ -70,6 +70,7 @@ struct NicReorderSettings {
   uint64_t hold_timeout_ns = 100'000;  // the file says hold_timeout_us (decimals allowed)
   uint32_t max_qps = 4096;             // QP contexts
   uint32_t max_buffered = 65536;       // packets held across all QPs
+  uint32_t path_mtu = 0;  // PSNs per READ request: 0 = rc_engine.mtu (1024 with a host)
 };
 
 // The placement responder's parameters (receive: ooo-placement).
@@ -85,6 +86,7 @@ struct NicControlSettings {
 struct RcEngineSettings {
   uint32_t qps = 4;
   RcQpRole role = RcQpRole::kBoth;  // of every QP
+  RcOp op = RcOp::kWrite;           // of every requester
   uint32_t message_bytes = 65536;
   uint32_t mtu = 1024;  // 1024 | 4096
   // Unacknowledged packets per QP. rxe's RXE_MAX_UNACKED_PSNS; at least 66 because the RC

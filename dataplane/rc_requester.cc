@@ -18,6 +18,10 @@ uint16_t rxe_udp_source_port(uint32_t qpn) {
   return static_cast<uint16_t>(0xC000 + (h & 0x3FFF));
 }
 
+const char* to_string(RcOp op) {
+  return op == RcOp::kRead ? "read" : "write";
+}
+
 std::string RcQpAddress::check() const {
   if (local_qp > kPsnMask) return "local_qp: must fit 24 bits";
   if (peer_qp > kPsnMask) return "peer_qp: must fit 24 bits";
@@ -111,6 +115,14 @@ RcRequesterCounters& RcRequesterCounters::operator+=(const RcRequesterCounters& 
   bad_opcode += o.bad_opcode;
   malformed += o.malformed;
   pool_empty += o.pool_empty;
+  read_requests_sent += o.read_requests_sent;
+  read_responses_received += o.read_responses_received;
+  read_responses_accepted += o.read_responses_accepted;
+  read_responses_out_of_order += o.read_responses_out_of_order;
+  read_response_errors += o.read_response_errors;
+  read_retries += o.read_retries;
+  read_retries_ignored += o.read_retries_ignored;
+  read_bytes_received += o.read_bytes_received;
   completion.merge(o.completion);
   return *this;
 }
@@ -129,6 +141,7 @@ std::string RcRequesterConfig::check() const {
   // PSNs are compared by serial arithmetic, which is unambiguous within half the 24-bit space.
   if (max_in_flight > 0x7FFFFFu) return "max_in_flight: at most 2^23 - 1";
   if (retransmit_timeout_ns == 0) return "retransmit_timeout_ns: must be > 0";
+  if (op != RcOp::kWrite && op != RcOp::kRead) return "op: must be write or read";
   if (first_psn > kPsnMask) return "first_psn: must fit 24 bits";
   return {};
 }
@@ -209,21 +222,30 @@ bool RcRequester::seq_of(uint32_t psn, uint64_t& seq) const {
 }
 
 void RcRequester::post(uint32_t bytes, uint64_t post_ns) {
-  if (!config_.posted) throw std::invalid_argument("post: the requester is not in posted mode");
-  if (bytes == 0 || bytes > 0x80000000u) throw std::invalid_argument("post: bytes must be 1..2^31");
-  add_message(bytes, post_ns);
+  post(bytes, post_ns, config_.op);
 }
 
-void RcRequester::add_message(uint32_t bytes, uint64_t post_ns) {
+void RcRequester::post(uint32_t bytes, uint64_t post_ns, RcOp op) {
+  if (!config_.posted) throw std::invalid_argument("post: the requester is not in posted mode");
+  if (bytes == 0 || bytes > 0x80000000u) throw std::invalid_argument("post: bytes must be 1..2^31");
+  if (op != RcOp::kWrite && op != RcOp::kRead) throw std::invalid_argument("post: unknown op");
+  add_message(bytes, post_ns, op);
+}
+
+void RcRequester::add_message(uint32_t bytes, uint64_t post_ns, RcOp op) {
   Message m;
   m.first_seq = end_seq_;
   m.va = next_va_;
   m.post_ns = post_ns;
   m.bytes = bytes;
+  // A READ takes one PSN per response packet (IBA 9.7.1), a WRITE one per request packet: the
+  // same count, max(1, ceil(bytes / MTU)).
   m.packets = packets_for(bytes, config_.mtu);
+  m.op = op;
   end_seq_ += m.packets;
   next_va_ += bytes;
   ++created_;
+  if (op == RcOp::kRead) ++reads_;
   messages_.push_back(m);
 }
 
@@ -234,7 +256,7 @@ bool RcRequester::has_next_message() const {
 
 RcRequester::Message& RcRequester::next_message() {
   const uint64_t i = next_msg_ - completed_messages_;
-  if (i == messages_.size()) add_message(config_.message_bytes, 0);  // fixed mode
+  if (i == messages_.size()) add_message(config_.message_bytes, 0, config_.op);  // fixed mode
   return messages_[i];
 }
 
@@ -288,6 +310,31 @@ rte_mbuf* RcRequester::build(const Message& msg, uint32_t index, bool ack_req) {
   return m;
 }
 
+rte_mbuf* RcRequester::build_read(const Message& msg, uint32_t index) {
+  // rxe req_retry: a re-issued READ starts at the first response not received, its VA moved on
+  // by what was received (whole MTUs) and its length the rest (init_req_packet: dma.resid).
+  const uint32_t done = index * config_.mtu;
+  FrameSpec f;
+  f.eth.dst = address_.peer_mac;
+  f.eth.src = address_.local_mac;
+  f.ip.src = address_.local_ip;
+  f.ip.dst = address_.peer_ip;
+  f.ip.tos = static_cast<uint8_t>(address_.dscp << 2);
+  f.ip.id = ip_id_;
+  f.udp.src_port = address_.udp_src_port;
+  RoceSpec r;
+  r.opcode = opcode::kRcReadRequest;
+  r.dest_qp = address_.peer_qp;
+  r.ack_req = true;  // rxe init_req_packet: the last (only) packet of the request
+  r.psn = psn_of(msg.first_seq + index);
+  r.virtual_address = msg.va + done;
+  r.rkey = config_.rkey;
+  r.dma_length = msg.bytes - done;
+  rte_mbuf* m = build_roce_mbuf(pool_, f, r);
+  if (m != nullptr) ++ip_id_;
+  return m;
+}
+
 void RcRequester::go_back_to_una() {
   // Every message before the one holding una_ has completed (acknowledge_before), so that
   // one is the oldest left.
@@ -314,6 +361,38 @@ size_t RcRequester::poll(uint64_t now_ns, std::vector<rte_mbuf*>& out, size_t ma
     Message& msg = next_message();
     const uint64_t seq = next_;
     const auto index = static_cast<uint32_t>(seq - msg.first_seq);
+    if (msg.op == RcOp::kRead) {
+      // One request for the responses index..packets-1; the next PSN is past all of them.
+      rte_mbuf* m = build_read(msg, index);
+      if (m == nullptr) {
+        ++counters_.pool_empty;
+        alloc_retry_at_ns_ = now_ns + config_.alloc_retry_ns;
+        if (alloc_retry_at_ns_ == now_ns) ++alloc_retry_at_ns_;
+        break;
+      }
+      noack_pkts_ = 0;
+      alloc_retry_at_ns_ = 0;
+      out.push_back(m);
+      ++sent;
+      ++counters_.packets_sent;
+      ++counters_.read_requests_sent;
+      if (seq == high_) {
+        high_ = msg.first_seq + msg.packets;
+        ++counters_.messages_started;
+        msg.first_sent_ns = now_ns;
+        if (!config_.posted) msg.post_ns = now_ns;
+        next_message_ns_ = now_ns + config_.message_gap_ns;
+      } else {
+        ++counters_.packets_retransmitted;
+      }
+      next_ = msg.first_seq + msg.packets;
+      ++next_msg_;
+      if (!timer_armed_) {
+        timer_armed_ = true;
+        deadline_ns_ = now_ns + config_.retransmit_timeout_ns;
+      }
+      continue;
+    }
     const bool last = index + 1 == msg.packets;
     // rxe init_req_packet: ack_req = END || noack_pkts++ > RXE_MAX_PKT_PER_ACK; reset on AckReq.
     const bool ack_req = last || noack_pkts_ > config_.max_pkt_per_ack;
@@ -370,6 +449,7 @@ bool RcRequester::acknowledge_before(uint64_t end_seq, uint64_t now_ns) {
     const Message& m = messages_.front();
     const uint64_t from = config_.posted ? m.post_ns : m.first_sent_ns;
     const uint64_t took = now_ns > from ? now_ns - from : 0;
+    if (m.op == RcOp::kRead) --reads_;
     ++completed_messages_;
     ++counters_.messages_completed;
     counters_.bytes_completed += m.bytes;
@@ -415,11 +495,103 @@ void RcRequester::handle_ack(uint32_t psn, uint64_t now_ns) {
     ++counters_.invalid_responses;  // acknowledges a PSN never sent
     return;
   }
+  if (const Message* r = first_unfinished_read(); r != nullptr && seq >= r->first_seq) {
+    // rxe check_psn: the WRITEs before the READ complete (their PSNs are covered); an ACK past
+    // the unfinished READ means its responses were lost: COMPST_ERROR_RETRY. An ACK inside the
+    // READ's PSNs is no answer to anything (COMPST_DONE).
+    const uint64_t read_first = r->first_seq;
+    const uint64_t read_end = r->first_seq + r->packets;
+    if (read_first > una_ && acknowledge_before(read_first, now_ns)) retry_started_ = false;
+    if (seq >= read_end) {
+      retry_for_read(now_ns);
+    } else {
+      ++counters_.stale_responses;
+    }
+    return;
+  }
   retry_started_ = false;  // rxe check_ack: AETH_ACK -> reset_retry_counters()
   const uint64_t before = una_;
   acknowledge_before(seq + 1, now_ns);
   // After a timeout: the responder still misses una_, sent a timeout ago (see the top).
   if (config_.selective_retransmit && una_ > before && una_ < recover_) queue_resend(una_);
+  restart_timer(now_ns);
+}
+
+const RcRequester::Message* RcRequester::first_unfinished_read() const {
+  if (reads_ == 0) return nullptr;  // WRITE-only traffic: no scan
+  for (const Message& m : messages_) {
+    if (m.op == RcOp::kRead) return &m;
+  }
+  return nullptr;
+}
+
+void RcRequester::retry_for_read(uint64_t now_ns) {
+  // rxe COMPST_ERROR_RETRY: not while a retry is under way (started_retry), and only when
+  // something is outstanding (req.psn > comp.psn).
+  if (retry_started_ || next_ <= una_) {
+    ++counters_.read_retries_ignored;
+    return;
+  }
+  retry_started_ = true;
+  ++counters_.read_retries;
+  go_back_to_una();
+  restart_timer(now_ns);
+}
+
+void RcRequester::handle_read_response(uint8_t op, uint8_t syndrome, uint32_t psn, uint32_t payload,
+                                       uint64_t now_ns) {
+  uint64_t seq = 0;
+  if (!seq_of(psn, seq)) {
+    ++counters_.stale_responses;  // a replayed response already taken
+    return;
+  }
+  if (seq >= high_) {
+    ++counters_.invalid_responses;
+    return;
+  }
+  // rxe check_psn: WRITEs wholly before the response are implicitly acknowledged; an unfinished
+  // READ wholly before it lost responses.
+  const Message* r = first_unfinished_read();
+  if (r == nullptr || seq < r->first_seq) {
+    ++counters_.read_response_errors;  // a READ response for a WRITE's PSN (COMPST_ERROR)
+    return;
+  }
+  if (r->first_seq > una_ && acknowledge_before(r->first_seq, now_ns)) retry_started_ = false;
+  const Message& msg = *r;
+  if (seq >= msg.first_seq + msg.packets) {
+    retry_for_read(now_ns);
+    return;
+  }
+  if (seq > una_) {
+    ++counters_.read_responses_out_of_order;  // rxe: COMPST_DONE, dropped
+    return;
+  }
+  // seq == una_: rxe check_ack, opcode sequence first.
+  const bool starts = op == opcode::kRcReadResponseFirst || op == opcode::kRcReadResponseOnly;
+  const bool ends = op == opcode::kRcReadResponseLast || op == opcode::kRcReadResponseOnly;
+  const auto index = static_cast<uint32_t>(seq - msg.first_seq);
+  bool ok;
+  if (comp_opcode_ < 0) {
+    ok = starts;
+  } else {
+    ok = !starts || (index == 0 && op == opcode::kRcReadResponseFirst) ||
+         (msg.packets == 1 && op == opcode::kRcReadResponseOnly);
+  }
+  // FIRST/LAST/ONLY carry an AETH, which must say ACK.
+  if (op != opcode::kRcReadResponseMiddle && !aeth::is_ack(syndrome)) ok = false;
+  // do_read copies the payload; a response must carry exactly what this packet of the READ holds,
+  // and END must come with the last one.
+  const uint32_t want = payload_of(msg, index);
+  if (payload != want || ends != (index + 1 == msg.packets)) ok = false;
+  if (!ok) {
+    ++counters_.read_response_errors;
+    return;
+  }
+  retry_started_ = false;  // check_ack: READ response -> reset_retry_counters()
+  ++counters_.read_responses_accepted;
+  counters_.read_bytes_received += payload;
+  comp_opcode_ = ends ? -1 : op;        // COMPST_UPDATE_COMP
+  acknowledge_before(seq + 1, now_ns);  // completes the READ on its last response
   restart_timer(now_ns);
 }
 
@@ -441,6 +613,20 @@ void RcRequester::handle_nak(uint32_t psn, uint64_t now_ns) {
     restart_timer(now_ns);
     return;
   }
+  if (const Message* r = first_unfinished_read(); r != nullptr && seq > r->first_seq) {
+    // An unfinished READ before the expected PSN: its missing responses are not NAKed, they are
+    // retried (check_psn -> COMPST_ERROR_RETRY, the same go-back as the NAK's).
+    if (r->first_seq > una_ && acknowledge_before(r->first_seq, now_ns)) retry_started_ = false;
+    if (retry_started_) {
+      ++counters_.naks_ignored;
+      return;
+    }
+    retry_started_ = true;
+    ++counters_.nak_retries;
+    go_back_to_una();
+    restart_timer(now_ns);
+    return;
+  }
   const bool progress = seq > una_;
   // A completed message resets rxe's retry state (check_psn -> COMPST_COMP_WQE ->
   // reset_retry_counters) before the NAK itself is looked at.
@@ -458,14 +644,23 @@ void RcRequester::handle_nak(uint32_t psn, uint64_t now_ns) {
 
 void RcRequester::receive(rte_mbuf* m, const ParsedPacket& p, uint64_t now_ns) {
   ++counters_.responses_received;
-  if (!roce_headers_in_mbuf(m, p, kAethSize)) {
+  const bool read_response =
+      p.bth_opcode >= opcode::kRcReadResponseFirst && p.bth_opcode <= opcode::kRcReadResponseOnly;
+  const size_t ext = p.bth_opcode == opcode::kRcReadResponseMiddle ? 0 : kAethSize;
+  if (!roce_headers_in_mbuf(m, p, ext)) {
     ++counters_.malformed;
   } else if (p.dest_qp != address_.local_qp) {
     ++counters_.wrong_qp;
-  } else if (p.bth_opcode != opcode::kRcAck) {
+  } else if (p.bth_opcode != opcode::kRcAck && !read_response) {
     ++counters_.bad_opcode;
   } else if (!verify_icrc(rte_pktmbuf_mtod(m, const uint8_t*) + p.l3_offset, p.ip_total_length)) {
     ++counters_.icrc_errors;
+  } else if (read_response) {
+    ++counters_.read_responses_received;
+    const uint8_t syndrome =
+        ext == 0 ? aeth::kAck
+                 : AethView(rte_pktmbuf_mtod(m, uint8_t*) + p.bth_offset + kBthSize).syndrome();
+    handle_read_response(p.bth_opcode, syndrome, p.psn, p.payload_length, now_ns);
   } else {
     const uint8_t syndrome =
         AethView(rte_pktmbuf_mtod(m, uint8_t*) + p.bth_offset + kBthSize).syndrome();

@@ -1,7 +1,8 @@
 // The requester side of one RoCE RC queue pair, as Soft-RoCE (Linux rxe) behaves: it sends RDMA
-// WRITE messages segmented by RcWriteSegmenter, keeps a bounded number of PSNs unacknowledged,
-// and recovers by go-back-N, either from a NAK (PSN sequence error: resend from the PSN the
-// responder expects) or from the retransmit timer (resend from the oldest unacknowledged PSN).
+// WRITE messages segmented by RcWriteSegmenter, or RDMA READ requests, keeps a bounded number of
+// PSNs unacknowledged, and recovers by go-back-N, either from a NAK (PSN sequence error: resend
+// from the PSN the responder expects) or from the retransmit timer (resend from the oldest
+// unacknowledged PSN).
 //
 // What follows rxe (drivers/infiniband/sw/rxe, checked against torvalds/linux):
 //  - AckReq: rxe_req.c init_req_packet sets it on the last packet of a message and otherwise when
@@ -25,6 +26,23 @@
 //    The default timeout is perftest's: 4.096 us x 2^14 = 67.108864 ms; retries are unlimited
 //    (perftest's retry_cnt 7 means "infinite" in rxe).
 //  - UDP source port: rxe_qp.c, 0xC000 + hash_32(qpn, 14) (see rxe_udp_source_port).
+//  - RDMA READ (rxe_req.c, rxe_comp.c): one READ REQUEST packet (RETH: VA, rkey, DMA length,
+//    AckReq set as on every last packet) consumes N = max(1, ceil(length / MTU)) PSNs, one per
+//    response packet (IBA 9.7.1; rxe update_wqe_psn: req.psn = first_psn + num_pkt); the window
+//    check is on the request's own PSN, as rxe's. Responses are taken in PSN order only
+//    (rxe_comp.c): check_psn first completes the WRITEs wholly before the response's PSN
+//    (implicitly acknowledged) and retries (COMPST_ERROR_RETRY) when an unfinished READ lies
+//    wholly before it; a response after the expected PSN within the READ is dropped
+//    (COMPST_DONE, counted read_responses_out_of_order), so a lost response is recovered once a
+//    response or ACK past the READ arrives, or by the timer. check_ack: FIRST/ONLY must start a
+//    READ, MIDDLE/LAST must follow FIRST/MIDDLE (a replay restarting at FIRST/ONLY also passes),
+//    AETH on FIRST/LAST/ONLY must be an ACK; a READ response resets the retry state; a READ
+//    completes on its last response (do_read: resid 0 and END). An ACK past an unfinished READ
+//    also retries (check_psn). The retry re-issues the READ from the first missing response
+//    (req_retry: iova += done bytes, RETH length = resid, PSN = comp.psn).
+//    (rxe's COMPST_ERROR cases, a response out of opcode sequence or with a NAK syndrome, move
+//    the QP to the error state; here they are counted read_response_errors and dropped.)
+//    Not modelled: max_rd_atomic (outstanding READs are bounded only by the PSN window), fences.
 //
 // Selective retransmission (RcRequesterConfig::selective_retransmit), for a responder that
 // places out of order (RcPlacementResponder) instead of rxe's: nothing is ever gone back over.
@@ -39,10 +57,10 @@
 //  - rxe's started_retry latch does not apply: each NAK names its own hole.
 //
 // Two ways to feed it messages:
-//  - fixed (the default): `messages` RDMA WRITEs of message_bytes each (unlimited when 0), sent
-//    as fast as the window and message_gap_ns allow;
+//  - fixed (the default): `messages` RDMA operations (config op: WRITE or READ) of message_bytes
+//    each (unlimited when 0), sent as fast as the window and message_gap_ns allow;
 //  - posted (RcRequesterConfig::posted): nothing is sent until the caller post()s a message of
-//    any size (1..2^31 bytes) at a time post_ns; messages go in post order, none before its
+//    any size (1..2^31 bytes) and op at a time post_ns; messages go in post order, none before its
 //    post_ns. Window, AckReq, go-back-N, PSN continuity and message_gap_ns are the same.
 // With record_completions, every completed message leaves a MessageCompletion for
 // take_completions().
@@ -73,6 +91,10 @@ struct ParsedPacket;
 // rxe's UDP source port for a QP: 0xC000 + hash_32(qpn, 14), the kernel's multiplicative hash
 // (golden ratio 0x61C88647) keeping the top 14 bits. One port per QP keeps a QP on one ECMP path.
 uint16_t rxe_udp_source_port(uint32_t qpn);
+
+// The RDMA operation of a message.
+enum class RcOp : uint8_t { kWrite, kRead };
+const char* to_string(RcOp op);  // "write" | "read"
 
 // Where one QP's packets go. Shared by the requester and the responder of the RC engine.
 struct RcQpAddress {
@@ -144,6 +166,7 @@ struct RcRequesterConfig {
   uint32_t first_psn = 0;                       // 24 bits
   uint64_t remote_va = 0x00007f0000000000ull;   // RETH VA of message 0; message k at + k x bytes
   uint32_t rkey = 0x1234abcd;
+  RcOp op = RcOp::kWrite;  // fixed mode's messages; posted mode: post()'s default
   // Posted mode: send only the messages given to post() (message_bytes, messages ignored).
   bool posted = false;
   // Keep a MessageCompletion per completed message, for take_completions().
@@ -175,7 +198,16 @@ struct RcRequesterCounters {
   uint64_t other_naks = 0;             // RNR NAK and remote-error NAKs: ignored, the timer recovers
   uint64_t icrc_errors = 0;
   uint64_t wrong_qp = 0;    // DestQP is not this QP
-  uint64_t bad_opcode = 0;  // not an RC ACKNOWLEDGE
+  uint64_t bad_opcode = 0;  // not an RC ACKNOWLEDGE or READ RESPONSE
+  uint64_t read_requests_sent = 0;           // READ REQUEST packets, re-issues included
+  uint64_t read_responses_received = 0;      // READ RESPONSE packets, every one
+  uint64_t read_responses_accepted = 0;      // in PSN order: their payload taken
+  uint64_t read_responses_out_of_order = 0;  // after the expected PSN: dropped (COMPST_DONE)
+  uint64_t read_response_errors = 0;  // out of opcode sequence, NAK AETH, wrong length, or for a
+                                      // WRITE: dropped (rxe would fail the QP)
+  uint64_t read_retries = 0;  // retries started by a response or ACK past an unfinished READ
+  uint64_t read_retries_ignored = 0;  // such a response while a retry was under way
+  uint64_t read_bytes_received = 0;   // READ response payload accepted
   uint64_t malformed = 0;   // not RoCE, multi-segment, or headers that the mbuf does not hold
   uint64_t pool_empty = 0;  // packets not built for lack of mbufs (retried later)
   // selective_retransmit: packets resent alone (nak_retries and timeouts count what began them)
@@ -212,14 +244,17 @@ class RcRequester {
   // many were appended.
   size_t poll(uint64_t now_ns, std::vector<rte_mbuf*>& out, size_t max_packets = 32);
 
-  // An RC ACKNOWLEDGE (ACK or NAK) addressed to this QP; takes ownership of m and frees it.
+  // An RC ACKNOWLEDGE (ACK or NAK) or READ RESPONSE addressed to this QP; takes ownership of m
+  // and frees it.
   // `p` must be what PacketParser said of m. Acknowledgements take effect at once; the packets
   // a NAK asks for are sent by the next poll().
   void receive(rte_mbuf* m, const ParsedPacket& p, uint64_t now_ns);
 
-  // Posted mode: queues one RDMA WRITE of `bytes` (1..2^31), not to be sent before post_ns.
+  // Posted mode: queues one RDMA WRITE (or, with op, READ) of `bytes` (1..2^31), not to be sent
+  // before post_ns. Without op: config().op.
   // Throws std::invalid_argument for a bad size or when the requester is not in posted mode.
   void post(uint32_t bytes, uint64_t post_ns);
+  void post(uint32_t bytes, uint64_t post_ns, RcOp op);
 
   // When poll() next has something to do: 0 when it can send right away; a time (possibly
   // past) when a send waits for the message gap, a post time or an mbuf retry, or the
@@ -256,7 +291,8 @@ class RcRequester {
     uint64_t post_ns = 0;
     uint64_t first_sent_ns = 0;
     uint32_t bytes = 0;
-    uint32_t packets = 0;
+    uint32_t packets = 0;  // PSNs: WRITE packets, or READ response packets
+    RcOp op = RcOp::kWrite;
   };
 
   uint32_t psn_of(uint64_t seq) const;
@@ -271,9 +307,11 @@ class RcRequester {
   uint64_t message_start_ns() const;  // no new message before this
   bool can_send(uint64_t now_ns) const;
   bool new_message_waits(uint64_t now_ns) const;
-  void add_message(uint32_t bytes, uint64_t post_ns);
+  void add_message(uint32_t bytes, uint64_t post_ns, RcOp op);
   Message& next_message();  // creates it in fixed mode
   rte_mbuf* build(const Message& msg, uint32_t index, bool ack_req);
+  // The READ REQUEST for msg's responses from `index` on (index > 0: a retry's re-issue).
+  rte_mbuf* build_read(const Message& msg, uint32_t index);
   // Acknowledges every packet before end_seq; returns whether a message completed.
   bool acknowledge_before(uint64_t end_seq, uint64_t now_ns);
   void go_back_to_una();
@@ -284,6 +322,12 @@ class RcRequester {
   void queue_resend(uint64_t seq);
   size_t send_resends(uint64_t now_ns, std::vector<rte_mbuf*>& out, size_t max_packets);
   const Message& message_of(uint64_t seq) const;  // the message holding a sent, unacked packet
+  void handle_read_response(uint8_t op, uint8_t syndrome, uint32_t psn, uint32_t payload,
+                            uint64_t now_ns);
+  // The first READ still unfinished, or nullptr (none outstanding: no READ ever posted).
+  const Message* first_unfinished_read() const;
+  // rxe COMPST_ERROR_RETRY: go back to una_ unless a retry is already under way.
+  void retry_for_read(uint64_t now_ns);
 
   RcRequesterConfig config_;
   RcQpAddress address_;
@@ -304,6 +348,8 @@ class RcRequester {
   uint64_t next_msg_ = 0;  // the message holding next_ (or the next to start)
   uint64_t end_seq_ = 0;   // one past the last packet of the last message created
   uint64_t next_va_ = 0;   // RETH VA of the next message created
+  uint64_t reads_ = 0;     // READ messages in messages_
+  int comp_opcode_ = -1;   // rxe's qp->comp.opcode: last READ response taken mid-READ, or -1
   std::vector<MessageCompletion> completions_;
   uint32_t noack_pkts_ = 0;     // rxe's qp->req.noack_pkts
   bool retry_started_ = false;  // rxe's qp->comp.started_retry

@@ -1,5 +1,5 @@
-// The responder side of one RoCE RC queue pair for RDMA WRITEs, as Soft-RoCE (Linux rxe)
-// behaves. This is what makes packet reordering expensive: rxe keeps no out-of-order state.
+// The responder side of one RoCE RC queue pair for RDMA WRITEs and READs, as Soft-RoCE (Linux
+// rxe) behaves. This is what makes packet reordering expensive: rxe keeps no out-of-order state.
 //
 // Per request packet, in rxe's order (drivers/infiniband/sw/rxe/rxe_resp.c, torvalds/linux):
 //  - check_psn(): PSN after the expected one -> the first time, one NAK "PSN sequence error"
@@ -19,6 +19,26 @@
 //    when it asks for one (bth_ack).
 // The ICRC is checked first (rxe_icrc.c via rxe_recv: a bad one is dropped without a word).
 //
+// RDMA READ (rxe_resp.c):
+//  - A READ REQUEST in sequence (check_op_seq: not inside a WRITE message; no payload) is
+//    executed: MSN + 1 at once (execute(), C9-148), a responder resource records it
+//    (rxe_prepare_res: first_psn = PSN, last_psn = PSN + N - 1, N = max(1, ceil(len / MTU)),
+//    VA, length, rkey; the oldest of max_read_resources is reused), and the next expected PSN is
+//    PSN + N (read_reply: resp.psn = cur_psn after the last packet). ack_psn is left alone, as
+//    in rxe (execute() sets it for SEND/WRITE only).
+//  - read_reply(): N packets with PSNs PSN .. PSN + N - 1: READ RESPONSE ONLY when it fits one
+//    MTU, else FIRST, MIDDLE..., LAST; FIRST/LAST/ONLY carry an AETH (ACK, unlimited credits,
+//    MSN), MIDDLE none; every one an MTU of payload but the last. They are sent by poll() (the
+//    engine's TX budget paces them, as rxe's responder task sends one per pass), and an ACK or
+//    NAK decided after a READ waits until its responses are out, so the requester sees them in
+//    the order rxe's single responder task would send them.
+//  - duplicate_request() for a READ: find_resource() looks for the resource whose PSNs hold the
+//    duplicate's; none: dropped (class D error). The duplicate must ask for the same or a
+//    subset of the data (VA, length within the resource's, same rkey) else it is dropped; then
+//    the resource is reset to it and the reply replayed from the duplicate's PSN: opcodes from
+//    FIRST/ONLY when it is the resource's first PSN (rdatm_res_state_new), else MIDDLE/LAST
+//    (rdatm_res_state_replay).
+//
 // Ownership: receive() takes the mbuf in every case and frees it. ACKs/NAKs are built with
 // build_roce_mbuf from `pool` and appended to `out`; when the pool is empty they stay pending
 // (the newest ACK, plus a NAK the ACK does not supersede), counted, and are retried by
@@ -27,6 +47,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <string>
 #include <vector>
 
@@ -43,6 +64,8 @@ struct RcResponderConfig {
   uint32_t mtu = 1024;     // path MTU: 256, 512, 1024, 2048 or 4096
   uint32_t first_psn = 0;  // the PSN of the first request expected (the requester's first)
   uint64_t alloc_retry_ns = 1'000;
+  // READ resources kept for duplicates (rxe: max_dest_rd_atomic of them). 1..4096.
+  uint32_t max_read_resources = 128;
 
   // Empty when valid, else "key: reason".
   std::string check() const;
@@ -58,7 +81,12 @@ struct RcResponderCounters {
   uint64_t bytes_written = 0;
   uint64_t messages_received = 0;
   uint64_t icrc_errors = 0;
-  uint64_t bad_opcode = 0;              // not an RC RDMA WRITE request
+  uint64_t bad_opcode = 0;               // not an RC RDMA WRITE or READ request
+  uint64_t read_requests = 0;            // READ requests executed (in sequence)
+  uint64_t read_duplicates = 0;          // duplicate READs replayed (also counted in duplicates)
+  uint64_t read_duplicates_dropped = 0;  // duplicate READs with no matching resource: dropped
+  uint64_t read_responses_sent = 0;      // READ RESPONSE packets, replays included
+  uint64_t read_bytes_sent = 0;
   uint64_t opcode_sequence_errors = 0;  // e.g. MIDDLE without FIRST, FIRST inside a message
   uint64_t length_errors = 0;           // payload length the opcode and MTU do not allow
   uint64_t wrong_qp = 0;                // DestQP is not this QP
@@ -76,15 +104,19 @@ class RcResponder {
   // ACKs go from address.local_qp's side to address.peer_qp (the requester's QP).
   RcResponder(const RcResponderConfig& config, const RcQpAddress& address, rte_mempool* pool);
 
-  // An RDMA WRITE request addressed to this QP; takes ownership of m and frees it. `p` must be
-  // what PacketParser said of m. Appends the ACK/NAK it causes (and any pending one) to `out`;
-  // returns how many were appended (0..2).
+  // An RDMA WRITE or READ request addressed to this QP; takes ownership of m and frees it. `p`
+  // must be what PacketParser said of m. Appends the ACK/NAK it causes (and any pending one) to
+  // `out`; returns how many were appended (0..2). A READ's responses are left to poll().
   size_t receive(rte_mbuf* m, const ParsedPacket& p, uint64_t now_ns, std::vector<rte_mbuf*>& out);
 
-  // Sends ACK/NAK left pending by an empty mempool once alloc_retry_ns has passed.
-  size_t poll(uint64_t now_ns, std::vector<rte_mbuf*>& out);
-  // When poll() has something to do: the retry time of a pending ACK/NAK, else kNever.
+  // Sends up to max_packets READ response packets due, then (once no READ response is waiting)
+  // ACK/NAK left pending by an empty mempool, each no sooner than alloc_retry_ns after a failed
+  // build. Returns how many packets were appended.
+  size_t poll(uint64_t now_ns, std::vector<rte_mbuf*>& out, size_t max_packets = SIZE_MAX);
+  // When poll() has something to do: READ responses waiting or a pending ACK/NAK: the retry
+  // time (0 when nothing failed); else kNever.
   uint64_t next_event_ns() const;
+  bool read_responses_pending() const { return !replies_.empty(); }
 
   uint32_t expected_psn() const { return expected_psn_; }
   uint32_t msn() const { return msn_; }
@@ -101,10 +133,32 @@ class RcResponder {
     uint32_t psn = 0;
     uint32_t msn = 0;
   };
+  // rxe's struct resp_res, READ part.
+  struct ReadResource {
+    bool valid = false;
+    uint32_t first_psn = 0;
+    uint32_t packets = 0;
+    uint64_t va_org = 0;
+    uint32_t length = 0;
+    uint32_t rkey = 0;
+  };
+  // A READ reply being sent: next PSN, VA and bytes left.
+  struct ReadReply {
+    uint32_t psn = 0;
+    uint64_t va = 0;
+    uint32_t resid = 0;
+    bool at_start = true;  // the next packet is FIRST/ONLY (rdatm_res_state_new, none sent yet)
+    uint32_t msn = 0;      // the AETH's: the MSN when rxe would send it (before later requests)
+  };
+
+  void execute_read(uint32_t psn, uint64_t va, uint32_t rkey, uint32_t length);
+  void duplicate_read(uint32_t psn, uint64_t va, uint32_t rkey, uint32_t length);
+  // Builds the next packet of replies_.front(); false when the pool is empty.
+  bool send_read_response(std::vector<rte_mbuf*>& out);
 
   void queue_ack(uint32_t psn);
   void queue_nak(uint32_t psn);
-  size_t flush(uint64_t now_ns, std::vector<rte_mbuf*>& out);
+  size_t flush(uint64_t now_ns, std::vector<rte_mbuf*>& out);  // ACK/NAK, after READ replies
   bool send(const Control& c, std::vector<rte_mbuf*>& out);
   // Returns false (and counts why) when the packet is not acceptable.
   bool check_sequence_and_length(uint8_t op, uint16_t payload);
@@ -119,6 +173,10 @@ class RcResponder {
   bool in_message_ = false;  // the last accepted packet was a WRITE FIRST or MIDDLE
   Control pending_ack_;
   Control pending_nak_;
+  std::vector<ReadResource> resources_;
+  uint32_t next_resource_ = 0;  // rxe's resp.res_head
+  std::deque<ReadReply> replies_;
+  std::vector<uint8_t> payload_;  // READ response payload bytes (one MTU)
   uint64_t retry_at_ns_ = 0;
   uint16_t ip_id_ = 0;
   RcResponderCounters counters_;

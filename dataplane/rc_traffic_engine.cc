@@ -35,6 +35,7 @@ RcRequesterConfig base_requester_config(const RcTrafficEngineConfig& c) {
   r.first_psn = c.first_psn;
   r.record_completions = c.record_completions;
   r.selective_retransmit = c.ooo_placement;
+  r.op = c.op;
   return r;
 }
 
@@ -66,6 +67,7 @@ RcRequesterConfig RcTrafficEngineConfig::requester_config(uint32_t qp_index) con
     r.messages = s.messages;
     r.posted = s.posted;
     r.message_gap_ns = s.message_gap_ns;
+    r.op = s.op;
   }
   return r;
 }
@@ -108,6 +110,11 @@ std::string RcTrafficEngineConfig::check() const {
   if (dscp > 63) return "dscp: must be 0..63";
   if (ooo_placement) {
     if (std::string why = placement_config().check(); !why.empty()) return "placement_" + why;
+    // The placement responder models WRITE placement only; a READ would go unanswered.
+    if (op == RcOp::kRead) return "op: read is answered by the rxe responder only, not with ooo_placement";
+    for (const RcQpSpec& s : qp_specs) {
+      if (s.op == RcOp::kRead) return "qp_specs: op read is not answered with ooo_placement";
+    }
   }
   if (qp_specs.empty()) {
     if (first_peer_qp + uint64_t{qps} - 1 > kPsnMask) return "first_peer_qp: QPs run past 2^24";
@@ -144,6 +151,7 @@ RcTrafficEngine::RcTrafficEngine(const RcTrafficEngineConfig& config, rte_mempoo
   for (uint32_t i = 0; i < config_.qps; ++i) {
     const RcQpAddress a = config_.address(i);
     const RcQpRole role = config_.role_of(i);
+    by_peer_.emplace((uint64_t{a.peer_ip} << 24) | a.peer_qp, a.local_qp);
     if (has(role, RcQpRole::kRequester)) {
       qp_[i].requester =
           std::make_unique<RcRequester>(config_.requester_config(i), a, pool, &completion_);
@@ -164,18 +172,34 @@ RcTrafficEngine::RcTrafficEngine(const RcTrafficEngineConfig& config, rte_mempoo
 size_t RcTrafficEngine::poll(uint64_t now_ns, std::vector<rte_mbuf*>& out, size_t max_packets) {
   size_t sent = 0;
   for (const uint32_t i : responders_) {
-    if (RcResponder* r = qp_[i].responder.get(); r && r->next_event_ns() <= now_ns) {
-      sent += r->poll(now_ns, out);
-    } else if (RcPlacementResponder* pr = qp_[i].placement.get();
-               pr && pr->next_event_ns() <= now_ns) {
-      sent += pr->poll(now_ns, out);
+    if (RcPlacementResponder* pr = qp_[i].placement.get()) {
+      if (pr->next_event_ns() <= now_ns) sent += pr->poll(now_ns, out);
+      continue;
+    }
+    RcResponder& r = *qp_[i].responder;
+    // ACK/NAKs only here; READ responses share the TX budget below.
+    if (!r.read_responses_pending() && r.next_event_ns() <= now_ns) sent += r.poll(now_ns, out);
+  }
+  size_t budget = std::min<size_t>(max_packets, config_.max_burst);
+  // READ responses: one packet per responder per round, as the requesters below.
+  for (size_t idle = 0; budget > 0 && idle < responders_.size();) {
+    RcResponder* r = qp_[responders_[next_responder_]].responder.get();
+    if (++next_responder_ == responders_.size()) next_responder_ = 0;
+    // A placement responder answers no READs (the configs refuse op read with ooo-placement).
+    const bool reading = r && r->read_responses_pending() && r->next_event_ns() <= now_ns;
+    const size_t n = reading ? r->poll(now_ns, out, 1) : 0;
+    if (n > 0) {
+      sent += n;
+      --budget;
+      idle = 0;
+    } else {
+      ++idle;
     }
   }
   if (requesters_.empty()) return sent;
 
   // One packet per QP per round. A whole round without a packet means nobody has anything
   // left: stop, so an idle engine costs one pass over its QPs.
-  size_t budget = std::min<size_t>(max_packets, config_.max_burst);
   size_t idle = 0;
   while (budget > 0 && idle < requesters_.size()) {
     RcRequester& r = *qp_[requesters_[next_requester_]].requester;
@@ -220,13 +244,14 @@ size_t RcTrafficEngine::receive(rte_mbuf* m, const ParsedPacket& p, uint64_t now
     drop = &counters_.not_roce;
   } else if (p.dest_qp < config_.first_local_qp || index >= config_.qps) {
     drop = &counters_.unknown_qp;
-  } else if (p.bth_opcode == opcode::kRcAck) {
+  } else if (p.bth_opcode == opcode::kRcAck || (p.bth_opcode >= opcode::kRcReadResponseFirst &&
+                                                p.bth_opcode <= opcode::kRcReadResponseOnly)) {
     if (RcRequester* r = qp_[index].requester.get()) {
       r->receive(m, p, now_ns);
       return 0;
     }
     drop = &counters_.no_requester;
-  } else if (is_write_request(p.bth_opcode)) {
+  } else if (is_write_request(p.bth_opcode) || p.bth_opcode == opcode::kRcReadRequest) {
     if (RcResponder* r = qp_[index].responder.get()) return r->receive(m, p, now_ns, out);
     if (RcPlacementResponder* r = qp_[index].placement.get()) {
       return r->receive(m, p, now_ns, out);
@@ -286,6 +311,13 @@ const RcPlacementResponder* RcTrafficEngine::placement_responder(uint32_t qp_ind
 
 const RcRequester* RcTrafficEngine::requester(uint32_t qp_index) const {
   return qp_index < qp_.size() ? qp_[qp_index].requester.get() : nullptr;
+}
+
+bool RcTrafficEngine::local_qp_of(uint32_t peer_ip, uint32_t peer_qp, uint32_t& local_qp) const {
+  const auto it = by_peer_.find((uint64_t{peer_ip} << 24) | (peer_qp & kPsnMask));
+  if (it == by_peer_.end()) return false;
+  local_qp = it->second;
+  return true;
 }
 
 const RcResponder* RcTrafficEngine::responder(uint32_t qp_index) const {

@@ -1,8 +1,8 @@
 // The RoCE RC traffic engine of one node (a NIC in nic_emu, a host in fabric_emu): N queue pairs,
-// each with an RcRequester sending RDMA WRITEs to the peer node, an RcResponder answering the
-// peer's WRITEs, or both (an RC QP is bidirectional). With ooo_placement the responders are
-// RcPlacementResponders and the requesters retransmit selectively: an RNIC that places out of
-// order, instead of rxe.
+// each with an RcRequester sending RDMA WRITEs or READs (op) to the peer node, an RcResponder
+// answering the peer's WRITEs and READs, or both (an RC QP is bidirectional). With ooo_placement
+// the responders are RcPlacementResponders and the requesters retransmit selectively: an RNIC
+// that places out of order, instead of rxe (WRITEs only).
 //
 // QP i is local QP first_local_qp + i. Without qp_specs it talks to peer QP first_peer_qp + i at
 // peer_ip/peer_mac; with qp_specs each QP has its own peer, role and traffic (a host of a fabric
@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "dataplane/rc_placement_responder.h"
@@ -54,6 +55,7 @@ struct RcQpSpec {
   uint64_t messages = 0;        // requester: fixed-size messages; 0 = unlimited unless posted
   bool posted = false;          // requester in posted mode (messages/message_bytes ignored)
   uint64_t message_gap_ns = 0;  // this QP's (the engine's message_gap_ns does not apply)
+  RcOp op = RcOp::kWrite;       // requester: fixed mode's messages, post()'s default
 };
 
 struct RcTrafficEngineConfig {
@@ -70,6 +72,7 @@ struct RcTrafficEngineConfig {
   bool record_completions = false;  // passed to every requester (see take_completions)
 
   uint32_t message_bytes = 65536;
+  RcOp op = RcOp::kWrite;  // of every requester without qp_specs
   uint32_t mtu = 1024;
   uint32_t max_in_flight = 128;  // per QP; see RcRequesterConfig
   uint32_t max_pkt_per_ack = 64;
@@ -107,8 +110,8 @@ struct RcEngineCounters {
   uint64_t not_roce = 0;      // ParsedPacket is not a RoCE packet
   uint64_t unknown_qp = 0;    // DestQP outside this engine's QPs
   uint64_t no_requester = 0;  // an ACK/NAK for a QP that has no requester
-  uint64_t no_responder = 0;  // a WRITE for a QP that has no responder
-  uint64_t bad_opcode = 0;    // neither an ACKNOWLEDGE nor an RDMA WRITE request
+  uint64_t no_responder = 0;  // a WRITE or READ request for a QP that has no responder
+  uint64_t bad_opcode = 0;    // not an ACKNOWLEDGE, READ RESPONSE, RDMA WRITE or READ request
 };
 
 class RcTrafficEngine {
@@ -122,9 +125,10 @@ class RcTrafficEngine {
   RcTrafficEngine(const RcTrafficEngine&) = delete;
   RcTrafficEngine& operator=(const RcTrafficEngine&) = delete;
 
-  // First ACK/NAKs that earlier waited for mbufs, then the requesters' packets due at now_ns,
-  // one per QP per round starting where the previous call stopped, so no QP starves; at most
-  // min(max_packets, max_burst) requester packets (the responders' ACK/NAKs are not limited).
+  // First ACK/NAKs that earlier waited for mbufs, then READ responses due (one per responder per
+  // round), then the requesters' packets due at now_ns, one per QP per round starting where the
+  // previous call stopped, so no QP starves; at most min(max_packets, max_burst) READ response
+  // and requester packets together (the responders' ACK/NAKs are not limited).
   // Appends to `out`; returns how many were appended. Without max_packets: max_burst.
   size_t poll(uint64_t now_ns, std::vector<rte_mbuf*>& out, size_t max_packets);
   size_t poll(uint64_t now_ns, std::vector<rte_mbuf*>& out) {
@@ -141,8 +145,9 @@ class RcTrafficEngine {
   // config().record_completions.
   size_t take_completions(std::vector<MessageCompletion>& out);
 
-  // Dispatches by DestQP and opcode: ACKNOWLEDGE -> that QP's requester, RDMA WRITE -> its
-  // responder (whose ACK/NAK is appended to `out`). Anything else is counted and freed.
+  // Dispatches by DestQP and opcode: ACKNOWLEDGE and READ RESPONSE -> that QP's requester,
+  // RDMA WRITE and READ request -> its responder (whose ACK/NAK is appended to `out`). Anything
+  // else is counted and freed.
   // Returns how many packets were appended.
   size_t receive(rte_mbuf* m, const ParsedPacket& p, uint64_t now_ns, std::vector<rte_mbuf*>& out);
 
@@ -168,6 +173,9 @@ class RcTrafficEngine {
   const RcRequester* requester(uint32_t qp_index) const;
   const RcResponder* responder(uint32_t qp_index) const;
   const RcPlacementResponder* placement_responder(uint32_t qp_index) const;
+  // The local QP that talks to (peer_ip, peer_qp), for a NIC that sees a request leave and must
+  // know which QP its responses will be addressed to. False when no QP does.
+  bool local_qp_of(uint32_t peer_ip, uint32_t peer_qp, uint32_t& local_qp) const;
 
  private:
   struct Qp {
@@ -181,7 +189,9 @@ class RcTrafficEngine {
   std::vector<Qp> qp_;
   std::vector<uint32_t> requesters_;  // indices of QPs with a requester, for round robin
   std::vector<uint32_t> responders_;
+  std::unordered_map<uint64_t, uint32_t> by_peer_;  // peer_ip << 24 | peer_qp -> local QP
   size_t next_requester_ = 0;  // round-robin position in requesters_
+  size_t next_responder_ = 0;  // round-robin position in responders_ (READ responses)
   RcEngineCounters counters_;
 };
 

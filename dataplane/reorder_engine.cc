@@ -56,6 +56,10 @@ std::string ReorderConfig::check() const {
   if (max_buffered == 0 || max_buffered > kMaxBuffered) {
     return "max_buffered: must be from 1 to " + std::to_string(kMaxBuffered);
   }
+  if (path_mtu != 256 && path_mtu != 512 && path_mtu != 1024 && path_mtu != 2048 &&
+      path_mtu != 4096) {
+    return "path_mtu: must be 256, 512, 1024, 2048 or 4096";
+  }
   return {};
 }
 
@@ -160,6 +164,69 @@ bool ReorderEngine::expect(uint32_t src_ip, uint32_t dest_qp, uint32_t first_psn
   return true;
 }
 
+uint32_t ReorderEngine::read_psns(uint32_t dma_length) const {
+  // Capped well inside the half of the PSN space that serial arithmetic can tell apart.
+  const uint64_t n = (uint64_t{dma_length} + config_.path_mtu - 1) / config_.path_mtu;
+  return static_cast<uint32_t>(std::clamp<uint64_t>(n, 1, uint64_t{1} << 22));
+}
+
+uint32_t ReorderEngine::span_of(const rte_mbuf* m, const ParsedPacket& p) const {
+  if (!is_read_request(p.bth_opcode)) return 1;
+  // The parser has checked that the RETH is there; stay inside the first segment regardless.
+  if (size_t{p.bth_offset} + kBthSize + kRethSize > rte_pktmbuf_data_len(m)) return 1;
+  auto* reth = rte_pktmbuf_mtod_offset(m, uint8_t*, p.bth_offset + kBthSize);
+  return read_psns(RethView(reth).dma_length());
+}
+
+bool ReorderEngine::expect_read_responses(uint32_t src_ip, uint32_t dest_qp, uint32_t first_psn,
+                                          uint32_t psns) {
+  const uint64_t key = (uint64_t{src_ip} << 32) | kResponseKeyBit | (dest_qp & kPsnMask);
+  const bool existed = find_context(key) != kNone;
+  const uint32_t ci = find_or_create_context(key);
+  if (ci == kNone) return false;
+  Context& c = contexts_[ci];
+  const uint32_t first = first_psn & kPsnMask;
+  const uint32_t end = psn_add(first, std::clamp<uint32_t>(psns, 1, 1u << 22));
+  ++counters_.read_ranges_announced;
+  if (!existed) {
+    c.responses = true;
+    c.fixed = true;  // the NIC knows where the responses start: nothing to learn
+    c.expected = first;
+    c.head = 0;
+    c.announced_end = end;
+    c.last_end = end;
+    return true;
+  }
+  const uint32_t window = config_.window;
+  if (const int32_t d = psn_diff(c.expected, first); d < 0) {
+    // Before what is expected: the requester's retry re-issues the READ from its first missing
+    // response (rxe req_retry), and the responder replays from there. Move back if what is held
+    // still fits the window behind the new start; else those responses pass as duplicates.
+    const uint32_t back = static_cast<uint32_t>(-d);
+    if (c.buffered == 0 ||
+        (back < window && static_cast<uint32_t>(psn_diff(first, c.highest)) < window)) {
+      c.expected = first;
+      c.head = c.head >= back % window ? c.head - back % window : c.head + window - back % window;
+      // The requester re-issues everything after it too: the gaps come again with it.
+      c.gap_count = 0;
+      ++counters_.read_ranges_rewound;
+    }
+  } else if (psn_before(c.last_end, first)) {
+    // PSNs between this range and the one announced before it get no READ response (WRITEs on
+    // the same QP, answered by ACKs): jump them.
+    if (c.expected == c.last_end && c.buffered == 0) {
+      c.expected = first;
+    } else if (c.gap_count < kMaxResponseGaps) {
+      c.gaps[c.gap_count++] = {c.last_end, first};
+    } else {
+      ++counters_.response_gaps_full;  // reaching that gap will wait for a hold timeout
+    }
+  }
+  c.last_end = end;
+  if (psn_before(c.announced_end, end)) c.announced_end = end;
+  return true;
+}
+
 // The idle list: contexts in use that hold nothing, least recently used first. Only these may be
 // evicted: a context holding packets is the only record of where its QP's sequence stands.
 
@@ -209,6 +276,7 @@ void ReorderEngine::receive(rte_mbuf* m, const ParsedPacket& p, uint64_t now_ns,
   }
   ++counters_.in;
   if (p.kind != PacketKind::kRoce) return pass(m, &ReorderCounters::not_roce, out);
+  if (is_read_response(p.bth_opcode)) return receive_read_response(m, p, now_ns, out);
   if (!is_sequenced(p.bth_opcode)) return pass(m, &ReorderCounters::unsequenced, out);
 
   const uint64_t key = (uint64_t{p.src_ip} << 32) | (p.dest_qp & kPsnMask);
@@ -216,6 +284,8 @@ void ReorderEngine::receive(rte_mbuf* m, const ParsedPacket& p, uint64_t now_ns,
   if (ci == kNone) return pass(m, &ReorderCounters::qp_table_full, out);
   Context& c = contexts_[ci];
   const uint32_t psn = p.psn & kPsnMask;
+  const uint32_t span = span_of(m, p);
+  if (is_read_request(p.bth_opcode)) ++counters_.read_requests;
   if (c.buffered == 0) {
     if (idle_tail_ != ci) {  // used now: to the back of the eviction order
       idle_unlink(ci);
@@ -227,15 +297,41 @@ void ReorderEngine::receive(rte_mbuf* m, const ParsedPacket& p, uint64_t now_ns,
       ++c.counters.in;
       ++counters_.released_in_order;
       out.push_back(m);
-      c.expected = psn_add(psn, 1);
-      c.head = ring_index(c, 1);
+      if (span == 1) {
+        c.expected = psn_add(psn, 1);
+        c.head = ring_index(c, 1);
+      } else {
+        consume(ci, span, out);
+      }
       return;
     }
   }
-  place(ci, m, psn, now_ns, out);
+  place(ci, m, psn, span, now_ns, out);
 }
 
-void ReorderEngine::place(uint32_t ci, rte_mbuf* m, uint32_t psn, uint64_t now_ns,
+void ReorderEngine::receive_read_response(rte_mbuf* m, const ParsedPacket& p, uint64_t now_ns,
+                                          std::vector<rte_mbuf*>& out) {
+  const uint64_t key = (uint64_t{p.src_ip} << 32) | kResponseKeyBit | (p.dest_qp & kPsnMask);
+  const uint32_t ci = find_context(key);
+  if (ci == kNone) return pass(m, &ReorderCounters::unsequenced, out);  // never announced
+  Context& c = contexts_[ci];
+  const uint32_t psn = p.psn & kPsnMask;
+  if (!psn_before(psn, c.announced_end)) return pass(m, &ReorderCounters::unsequenced, out);
+  for (uint32_t g = 0; g < c.gap_count; ++g) {
+    // Between two ranges: no READ response can carry that PSN.
+    if (!psn_before(psn, c.gaps[g].first) && psn_before(psn, c.gaps[g].second)) {
+      return pass(m, &ReorderCounters::unsequenced, out);
+    }
+  }
+  ++counters_.read_responses_sequenced;
+  if (c.buffered == 0 && idle_tail_ != ci) {
+    idle_unlink(ci);
+    idle_push_back(ci);
+  }
+  place(ci, m, psn, 1, now_ns, out);
+}
+
+void ReorderEngine::place(uint32_t ci, rte_mbuf* m, uint32_t psn, uint32_t span, uint64_t now_ns,
                           std::vector<rte_mbuf*>& out) {
   Context& c = contexts_[ci];
   const uint32_t window = config_.window;
@@ -248,7 +344,7 @@ void ReorderEngine::place(uint32_t ci, rte_mbuf* m, uint32_t psn, uint64_t now_n
       c.expected = psn;
       c.head = 0;
       if (free_head_ == kNone) return pass(m, &ReorderCounters::buffer_full, out);
-      return hold(ci, m, psn, 0, now_ns);
+      return hold(ci, m, psn, span, 0, now_ns);
     }
 
     const int32_t d = psn_diff(c.expected, psn);
@@ -265,7 +361,7 @@ void ReorderEngine::place(uint32_t ci, rte_mbuf* m, uint32_t psn, uint64_t now_n
         }
         c.expected = psn;
         c.head = c.head >= back ? c.head - back : c.head + window - back;
-        return hold(ci, m, psn, 0, now_ns);
+        return hold(ci, m, psn, span, 0, now_ns);
       }
       // Too far before everything held to be the start: older than the window.
     }
@@ -287,7 +383,14 @@ void ReorderEngine::place(uint32_t ci, rte_mbuf* m, uint32_t psn, uint64_t now_n
       }
       c.resync_pending = false;
     }
-    if (d < 0 || (d == 0 && !c.fixed)) {
+    if (d == 0 && !c.fixed) {
+      // The tentative start is held: this is a second copy of it.
+      ++c.counters.duplicates;
+      ++counters_.duplicates_of_held;
+      rte_pktmbuf_free(m);
+      return;
+    }
+    if (d < 0) {
       ++c.counters.duplicates;
       return pass(m, &ReorderCounters::duplicates, out);
     }
@@ -297,8 +400,7 @@ void ReorderEngine::place(uint32_t ci, rte_mbuf* m, uint32_t psn, uint64_t now_n
     if (d == 0) {
       ++counters_.released_in_order;
       out.push_back(m);
-      c.expected = psn_add(c.expected, 1);
-      c.head = ring_index(c, 1);
+      consume(ci, span, out);
       return release_run(ci, out);
     }
 
@@ -311,10 +413,14 @@ void ReorderEngine::place(uint32_t ci, rte_mbuf* m, uint32_t psn, uint64_t now_n
       continue;
     }
     if (ring(ci)[ring_index(c, ahead)] != kNone) {
+      // A second copy of a held PSN (a retransmission that overtook nothing). Passed on, it would
+      // reach the responder ahead of the gap; the held copy goes in order instead.
       ++c.counters.duplicates;
-      return pass(m, &ReorderCounters::duplicates, out);
+      ++counters_.duplicates_of_held;
+      rte_pktmbuf_free(m);
+      return;
     }
-    if (free_head_ != kNone) return hold(ci, m, psn, ahead, now_ns);
+    if (free_head_ != kNone) return hold(ci, m, psn, span, ahead, now_ns);
 
     // Every hold record is taken. Give up this QP's first gap early: skip to its first held
     // packet (or to this packet, if that comes first), which frees at least one record or lets
@@ -327,8 +433,8 @@ void ReorderEngine::place(uint32_t ci, rte_mbuf* m, uint32_t psn, uint64_t now_n
   }
 }
 
-inline void ReorderEngine::hold(uint32_t ci, rte_mbuf* m, uint32_t psn, uint32_t offset,
-                                uint64_t now_ns) {
+inline void ReorderEngine::hold(uint32_t ci, rte_mbuf* m, uint32_t psn, uint32_t span,
+                                uint32_t offset, uint64_t now_ns) {
   Context& c = contexts_[ci];
   const uint32_t h = free_head_;
   Held& r = held_[h];
@@ -344,6 +450,7 @@ inline void ReorderEngine::hold(uint32_t ci, rte_mbuf* m, uint32_t psn, uint32_t
   r.deadline_ns = deadline;
   r.context = ci;
   r.psn = psn;
+  r.span = span;
   r.next = kNone;
   r.prev = arrivals_tail_;
   if (arrivals_tail_ != kNone) {
@@ -392,6 +499,7 @@ inline void ReorderEngine::release_held(uint32_t ci, uint32_t slot, std::vector<
   free_head_ = h;
 
   ++counters_.released_after_hold;
+  if (c.responses) ++counters_.read_responses_reordered;
   ++c.counters.reordered;
   --buffered_;
   if (--c.buffered == 0) idle_push_back(ci);
@@ -402,9 +510,50 @@ void ReorderEngine::release_run(uint32_t ci, std::vector<rte_mbuf*>& out) {
   uint32_t* slots = ring(ci);
   while (c.buffered > 0 && slots[c.head] != kNone) {
     c.fixed = true;
+    const uint32_t span = held_[slots[c.head]].span;
     release_held(ci, c.head, out);
+    consume(ci, span, out);
+  }
+}
+
+void ReorderEngine::skip_span(uint32_t ci, uint32_t from_offset, uint32_t span,
+                              std::vector<rte_mbuf*>& out) {
+  Context& c = contexts_[ci];
+  const uint32_t window = config_.window;
+  const uint32_t* slots = ring(ci);
+  for (uint32_t off = from_offset; off < std::min(span, window) && c.buffered > 0; ++off) {
+    const uint32_t slot = ring_index(c, off);
+    if (slots[slot] != kNone) release_held(ci, slot, out);
+  }
+  c.expected = psn_add(c.expected, span);
+  c.head = ring_index(c, span % window);
+}
+
+void ReorderEngine::consume(uint32_t ci, uint32_t span, std::vector<rte_mbuf*>& out) {
+  Context& c = contexts_[ci];
+  if (span == 1) {
     c.expected = psn_add(c.expected, 1);
     c.head = ring_index(c, 1);
+  } else {
+    skip_span(ci, 1, span, out);
+  }
+  if (c.gap_count > 0) take_response_gaps(ci);
+}
+
+void ReorderEngine::take_response_gaps(uint32_t ci) {
+  Context& c = contexts_[ci];
+  while (c.gap_count > 0) {
+    const auto [from, to] = c.gaps[0];
+    if (psn_before(c.expected, from)) return;  // not reached yet
+    if (psn_before(c.expected, to)) {
+      // Nothing is held inside a gap (receive_read_response passes such PSNs on), and nothing
+      // beyond it when it is a window or more wide, so the ring stays consistent.
+      const auto dist = static_cast<uint32_t>(psn_diff(c.expected, to));
+      c.expected = to;
+      c.head = ring_index(c, dist % config_.window);
+    }
+    for (uint32_t g = 1; g < c.gap_count; ++g) c.gaps[g - 1] = c.gaps[g];
+    --c.gap_count;
   }
 }
 
@@ -436,9 +585,11 @@ void ReorderEngine::advance_to(uint32_t ci, uint32_t target, SkipReason why,
   bool in_gap = false;
   uint32_t off = 0;
   uint32_t first_skipped = c.expected;
+  uint32_t end_offset = 0;  // one past the last PSN consumed by what was released
   for (; off < scan && c.buffered > 0; ++off) {
     const uint32_t slot = ring_index(c, off);
     if (slots[slot] != kNone) {
+      end_offset = std::max(end_offset, off + held_[slots[slot]].span);
       release_held(ci, slot, out);
       in_gap = false;
     } else {
@@ -453,7 +604,7 @@ void ReorderEngine::advance_to(uint32_t ci, uint32_t target, SkipReason why,
     if (!in_gap) ++gaps;
   }
 
-  if (skipped > 0 && why != SkipReason::kFlush && !c.resync_pending) {
+  if (skipped > 0 && why != SkipReason::kFlush && !c.resync_pending && !c.responses) {
     // The first PSN given up: where the responder will ask the requester to go back to.
     c.resync_pending = true;
     c.resync_psn = first_skipped;
@@ -467,6 +618,9 @@ void ReorderEngine::advance_to(uint32_t ci, uint32_t target, SkipReason why,
   c.counters.gaps_skipped += gaps;
   if (why == SkipReason::kTimeout) counters_.gap_timeouts += gaps;
   if (why == SkipReason::kForced) counters_.gaps_forced += gaps;
+  // A READ request released here may consume PSNs past the target.
+  if (end_offset > dist) skip_span(ci, 0, end_offset - dist, out);
+  if (c.gap_count > 0) take_response_gaps(ci);
 }
 
 void ReorderEngine::poll(uint64_t now_ns, std::vector<rte_mbuf*>& out) {

@@ -276,6 +276,14 @@ std::string FabricConfig::check() const {
   if (sample_ns < 1000) return "sample-us: at least 1";
   if (seed_last < seed_first) return "seeds: A-B with A <= B";
   if (workload == Workload::kAlltoall && hosts() < 2) return "workload alltoall: at least 2 hosts";
+  if (op != "write" && op != "read") return "op: write | read";
+  if (op == "read" && receive == "ooo-placement") {
+    return "op read: not with receive ooo-placement (the placement responder answers WRITEs only)";
+  }
+  if (op == "read" && workload != Workload::kPermutation) {
+    return "op read: only with workload permutation (the other workloads chain completions on "
+           "data arriving at the destination)";
+  }
   if (workload == Workload::kPermutation && leaves < 2) {
     return "workload permutation: at least 2 leaves (each host sends to a host on another leaf)";
   }
@@ -298,7 +306,7 @@ void apply_yaml(FabricConfig& c, const control::ConfigNode& root) {
                 "pfc_xoff_offset_bytes", "pfc_xon_offset_bytes", "fast_feedback", "pfc_watchdog",
                 "pfc_watchdog_us", "pfc_watchdog_action", "workload",
                 "qps_per_host", "msg_bytes", "bytes", "channels", "incast_senders", "cdf",
-                "load", "message_gap_us", "mode", "spray_policy", "hash_seed", "udp_sport",
+                "load", "message_gap_us", "op", "mode", "spray_policy", "hash_seed", "udp_sport",
                 "ppcid_layout", "receive", "reorder_hold_us", "reorder_window",
                 "placement_nak_delay_us", "max_in_flight", "retransmit_timeout_us", "dlb_gap_us",
                 "control_period_us", "tcam_spray_rules", "tcam_capacity", "tcam_roce_partition",
@@ -366,6 +374,7 @@ void apply_yaml(FabricConfig& c, const control::ConfigNode& root) {
   c.spray_policy = n.choice_or("spray_policy", c.spray_policy, {"rr", "weighted", "adaptive"});
   c.same_hash_seed =
       n.choice_or("hash_seed", c.same_hash_seed ? "same" : "per-switch", {"per-switch", "same"}) == "same";
+  c.op = n.choice_or("op", c.op, {"write", "read"});
   c.udp_sport_fixed =
       n.choice_or("udp_sport", c.udp_sport_fixed ? "fixed" : "per-qp", {"per-qp", "fixed"}) == "fixed";
   c.ppcid_layout = n.choice_or("ppcid_layout", c.ppcid_layout, {"auto", "ts-high", "path-high"});

@@ -92,6 +92,7 @@ struct FabricConfig {
   std::string cdf = "websearch";  // cdf: a built-in name or a file
   double load = 0.5;              // cdf: offered load per host, fraction of its line rate
   uint64_t message_gap_ns = 0;    // permutation: idle time between a QP's messages (flowlet gaps)
+  std::string op = "write";       // permutation: write | read (the destination's data comes back)
 
   // Modes and hashing.
   std::vector<FabricMode> modes = {FabricMode::kEcmp, FabricMode::kSpray};

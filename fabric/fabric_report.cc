@@ -211,6 +211,7 @@ nlohmann::json config_json(const FabricConfig& c) {
           {"incast_senders", c.incast_senders},
           {"cdf", c.cdf},
           {"load", c.load},
+          {"op", c.op},
           {"mode", modes},
           {"spray_policy", c.spray_policy},
           {"hash_seed", c.same_hash_seed ? "same" : "per-switch"},

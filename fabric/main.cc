@@ -161,6 +161,9 @@ std::vector<Flag> make_flags() {
       "cdf: offered load per host, fraction of its line rate (0.5)");
   micros("message-gap-us", &FabricConfig::message_gap_ns,
       "permutation: idle time between a QP's messages (0)");
+  f.push_back({"op", "permutation: write | read (RDMA READs: the destination's data comes back) (write)", "", [](FabricConfig& c, const std::string& v) {
+                 c.op = one_of("op", v, {"write", "read"});
+               }});
   f.push_back({"mode", "comma-separated: ecmp | ecmp-qp | weighted | dlb | drill | spray | spray-noreorder (ecmp,spray)", "", [](FabricConfig& c, const std::string& v) { c.modes = parse_mode_list(v); }});
   f.push_back({"spray-policy", "spray: the NIC's uplink choice across planes: rr | weighted | adaptive (rr)", "", [](FabricConfig& c, const std::string& v) {
                  c.spray_policy = one_of("spray-policy", v, {"rr", "weighted", "adaptive"});

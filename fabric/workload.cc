@@ -195,6 +195,7 @@ uint32_t WorkloadPlan::add_flow(uint32_t src, uint32_t dst, bool posted, uint64_
   req.messages = messages;
   req.message_bytes = message_bytes;
   req.message_gap_ns = gap_ns;
+  req.op = config_.op == "read" ? RcOp::kRead : RcOp::kWrite;
   se.qp_specs.push_back(req);
   ++se.qps;
 

@@ -10,6 +10,7 @@
 
 #include "dataplane/flow_key.h"
 #include "dataplane/pfc_frame.h"
+#include "dataplane/roce_headers.h"
 
 namespace spraynet::nic_emu {
 
@@ -63,7 +64,10 @@ NicNode::NicNode(const control::NicConfig& config, const RcTrafficEngineConfig& 
     for (const auto& u : config_.uplinks) known_paths_.set(u.path_id);
   }
   if (config_.reorder_enabled()) {
-    reorder_ = std::make_unique<ReorderEngine>(control::reorder_config(config_));
+    ReorderConfig rc = control::reorder_config(config_);
+    // The RC engine's READs consume PSNs in its own MTU (the config's may be a default).
+    if (!config_.host && config_.reorder.path_mtu == 0) rc.path_mtu = rc_engine.mtu;
+    reorder_ = std::make_unique<ReorderEngine>(rc);
   }
   if (!config_.host) {
     rc_ = std::make_unique<RcTrafficEngine>(rc_engine, pool);
@@ -165,6 +169,7 @@ void NicNode::from_host(rte_mbuf* m, uint64_t now_ns) {
   uint16_t uplink;
   uint8_t tc = 0;
   if (s == ParseStatus::kOk && p.kind == PacketKind::kRoce) {
+    if (reorder_ && rc_ && p.bth_opcode == opcode::kRcReadRequest) note_read_request(m, p);
     const uint32_t hash = hasher_.hash(make_flow_key(p, true));
     uplink = spray_.pick(hash, now_ns, loads_);
     if (uplink != SprayEngine::kNoUplink) {
@@ -202,6 +207,19 @@ void NicNode::from_host(rte_mbuf* m, uint64_t now_ns) {
     return;
   }
   loads_[uplink].queued_bytes += bytes;  // adaptive mode sees its own decisions within a burst
+}
+
+void NicNode::note_read_request(const rte_mbuf* m, const ParsedPacket& p) {
+  // The responses come back from the READ's destination, addressed to the QP that sent it, with
+  // the request's PSN and the N after it: that is the range the reorder engine may hold them in.
+  uint32_t local_qp = 0;
+  if (!rc_->local_qp_of(p.dst_ip, p.dest_qp, local_qp)) return;
+  if (size_t{p.bth_offset} + kBthSize + kRethSize > rte_pktmbuf_data_len(m)) return;
+  const RethView reth(rte_pktmbuf_mtod_offset(m, uint8_t*, p.bth_offset + kBthSize));
+  if (reorder_->expect_read_responses(p.dst_ip, local_qp, p.psn,
+                                      reorder_->read_psns(reth.dma_length()))) {
+    ++counters_.read_ranges_noted;
+  }
 }
 
 void NicNode::read_ppcid(uint16_t uplink, const ParsedPacket& p) {

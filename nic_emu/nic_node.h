@@ -8,7 +8,8 @@
 // "fast feedback") and get their PPCID written into
 // the UDP checksum; everything else goes by flow hash. RX (uplinks -> host): the PPCID is read and
 // classified (per-path counts; a layout mismatch is counted and logged once with the likely
-// layout), the ReorderEngine puts each QP back into PSN order, the UDP checksum is restored to 0
+// layout), the ReorderEngine puts each QP back into PSN order (and the READ responses of the
+// RC engine's READ requests, whose PSN ranges TX noted), the UDP checksum is restored to 0
 // (a host kernel checks a non-zero one), and the packet goes to the host port.
 //
 // Without a host port the RcTrafficEngine plays the host: its packets take the TX path and what
@@ -79,6 +80,8 @@ struct NicCounters {
   uint64_t checksum_restored = 0;  // RoCEv2 packets whose UDP checksum was set back to 0
   uint64_t heat_map_overflow = 0;  // arrivals of QPs beyond the heat map's capacity
   uint64_t pfc_received = 0;       // PFC frames from the fabric, honoured on that uplink
+  uint64_t read_ranges_noted = 0;  // RC engine READ requests sent: their response PSNs told to
+                                   // the reorder engine
 };
 
 // One QP's arrivals per uplink: the spraying heat map.
@@ -152,6 +155,10 @@ class NicNode {
 
  private:
   void from_host(rte_mbuf* m, uint64_t now_ns);
+  // TX of an RC engine READ request: tells the reorder engine which response PSNs to order.
+  // (With a host port the NIC does not know the requesting QP: its READ responses pass as
+  // before, unordered.)
+  void note_read_request(const rte_mbuf* m, const ParsedPacket& p);
   void from_uplink(uint16_t uplink, rte_mbuf* m, uint64_t now_ns);
   void deliver(rte_mbuf* m, uint64_t now_ns);  // towards the host (port or RC engine)
   void deliver_all(uint64_t now_ns);           // released_ -> deliver

@@ -197,6 +197,15 @@ TEST_CASE("a full rc_engine block") {
   CHECK(e.first_psn == 0xFFFFF0);
   CHECK(e.dscp == 46);
   CHECK(parse(one_uplink("  rc_engine: {role: responder}")).rc_engine->role == RcQpRole::kResponder);
+  CHECK(e.op == RcOp::kWrite);
+  const NicConfig reads = parse(one_uplink("  rc_engine: {op: read, mtu: 4096}"));
+  CHECK(reads.rc_engine->op == RcOp::kRead);
+  CHECK(rc_engine_config(reads).op == RcOp::kRead);
+  CHECK(rc_engine_config(reads).requester_config(0).op == RcOp::kRead);
+  // The reorder engine counts READ PSNs in the RC engine's MTU unless told otherwise.
+  CHECK(reads.reorder.path_mtu == 0);
+  CHECK(reorder_config(reads).path_mtu == 4096);
+  CHECK(reorder_config(parse(one_uplink("  reorder: {path_mtu: 2048}\n"))).path_mtu == 2048);
 
   // The dataplane takes what the config says.
   const RcTrafficEngineConfig r = rc_engine_config(c);
@@ -347,6 +356,10 @@ TEST_CASE("errors name the file, the key and what is allowed") {
        "test.yaml: nic.spray.ppcid_layout: must be one of ts-high|path-high, got \"ts_high\""},
       {one_uplink("  mbuf_data_room: 512\n"),
        "test.yaml: nic.mbuf_data_room: must be an integer in [1024, 65535], got \"512\""},
+      {one_uplink("  reorder: {path_mtu: 1500}\n"),
+       "test.yaml: nic.reorder.path_mtu: must be one of 0|256|512|1024|2048|4096, got \"1500\""},
+      {one_uplink("  rc_engine: {op: send}\n"),
+       "test.yaml: nic.rc_engine.op: must be one of write|read, got \"send\""},
       {one_uplink("  reorder: {window: 0}\n"),
        "test.yaml: nic.reorder.window: must be an integer in [1, 16384], got \"0\""},
       {one_uplink("  reorder: {hold_timeout_us: 0}\n"),
@@ -398,7 +411,7 @@ TEST_CASE("errors name the file, the key and what is allowed") {
        "test.yaml: nic.rc_engine.retransmit_timeout_us: must be a number in [1, 1e+07], got "
        "\"soon\""},
       {one_uplink("  rc_engine: {msgs: 1}\n"),
-       "test.yaml: nic.rc_engine.msgs: unknown key (allowed here: qps|role|message_bytes|mtu|"
+       "test.yaml: nic.rc_engine.msgs: unknown key (allowed here: qps|role|op|message_bytes|mtu|"
        "max_in_flight|messages|retransmit_timeout_us|local_ip|peer_ip|local_mac|peer_mac|"
        "first_qp|peer_first_qp|first_psn|dscp)"},
       // Cross-checks fail at the key the file gave.
@@ -526,10 +539,10 @@ TEST_CASE("the help names every key with its default") {
        {"nic:", "name:", "seed:", "mempool_mbufs:", "mbuf_data_room:", "host:", "device:",
         "uplinks:", "path_id:", "peer_mac:", "link:", "rate_gbps:", "delay_ns:", "ber:", "loss:",
         "up:", "spray:", "mode:", "ppcid_layout:", "receive:", "reorder:", "placement:",
-        "nak_delay_us:", "window:",
-        "hold_timeout_us:", "max_qps:", "max_buffered:", "control:", "period_ms:", "rc_engine:",
-        "qps:", "role:", "message_bytes:", "mtu:", "max_in_flight:", "messages:",
-        "retransmit_timeout_us:", "local_ip:", "peer_ip:", "local_mac:", "first_qp:",
+        "nak_delay_us:", "window:", "hold_timeout_us:", "max_qps:", "max_buffered:", "path_mtu:",
+        "control:", "period_ms:", "rc_engine:", "qps:", "role:", "op:", "message_bytes:", "mtu:",
+        "max_in_flight:", "messages:", "retransmit_timeout_us:", "local_ip:", "peer_ip:",
+        "local_mac:", "first_qp:",
         "peer_first_qp:", "first_psn:", "dscp:"}) {
     INFO(key);
     CHECK(help.find(key) != std::string::npos);
@@ -539,12 +552,12 @@ TEST_CASE("the help names every key with its default") {
        {"mode: rr", "flow | rr | weighted | adaptive", "ppcid_layout: ts-high",
         "ts-high | path-high", "window: 256", "1..16384", "hold_timeout_us: 100 ",
         "max_qps: 4096", "max_buffered: 65536", "period_ms: 200", "qps: 4", "role: both",
-        "requester | responder | both", "mtu: 1024", "1024 | 4096", "max_in_flight: 128",
-        "66..8388607", "messages: 100", "retransmit_timeout_us: 67108.864", "local_ip: 10.0.0.1",
-        "peer_ip: 10.0.0.2", "local_mac: 02:53:50:00:0a:01", "peer_mac: 02:53:50:00:0b:01",
-        "first_qp: 0x11", "first_psn: 0", "dscp: 26", "mbuf_data_room: 4480", "seed: 1",
-        "rate_gbps: 100", "delay_ns: 1000", "0..15 with ts-high, 0..255 with path-high",
-        "1..16 uplinks"}) {
+        "requester | responder | both", "op: write", "write | read", "path_mtu: 0", "mtu: 1024",
+        "1024 | 4096", "max_in_flight: 128", "66..8388607", "messages: 100",
+        "retransmit_timeout_us: 67108.864", "local_ip: 10.0.0.1", "peer_ip: 10.0.0.2",
+        "local_mac: 02:53:50:00:0a:01", "peer_mac: 02:53:50:00:0b:01", "first_qp: 0x11",
+        "first_psn: 0", "dscp: 26", "mbuf_data_room: 4480", "seed: 1", "rate_gbps: 100",
+        "delay_ns: 1000", "0..15 with ts-high, 0..255 with path-high", "1..16 uplinks"}) {
     INFO(text);
     CHECK(help.find(text) != std::string::npos);
   }

@@ -558,6 +558,9 @@ class Loop {
   uint64_t ser_ns = 100;
   uint64_t prop_ns = 1000;
   std::function<bool(const ParsedPacket&)> drop;
+  // May drop a response (ACK, NAK, READ response) the responder sends, each PSN once.
+  std::function<bool(const ParsedPacket&)> drop_back;
+  uint64_t dropped_back = 0;
   std::vector<SentPacket> sent;
   std::map<uint32_t, uint64_t> ack_arrival;  // ACK PSN -> first arrival time at the requester
   uint64_t dropped = 0;
@@ -572,7 +575,7 @@ class Loop {
         fwd_.pop_front();
         out.clear();
         resp_.receive(m, parse_ok(m), now, out);
-        for (rte_mbuf* r : out) back_.emplace_back(now + prop_ns, r);
+        for (rte_mbuf* r : out) send_back(r);
       }
       while (!back_.empty() && back_.front().first <= now) {
         rte_mbuf* m = back_.front().second;
@@ -583,7 +586,7 @@ class Loop {
       }
       out.clear();
       resp_.poll(now, out);
-      for (rte_mbuf* r : out) back_.emplace_back(now + prop_ns, r);
+      for (rte_mbuf* r : out) send_back(r);
       if (now >= link_free_) {
         out.clear();
         if (req_.poll(now, out, 1) == 1) {
@@ -604,6 +607,19 @@ class Loop {
   }
 
  private:
+  void send_back(rte_mbuf* m) {
+    if (drop_back) {
+      const ParsedPacket p = parse_ok(m);
+      if (dropped_back_psns_.count(p.psn) == 0 && drop_back(p)) {
+        dropped_back_psns_.insert(p.psn);
+        ++dropped_back;
+        rte_pktmbuf_free(m);
+        return;
+      }
+    }
+    back_.emplace_back(now + prop_ns, m);
+  }
+
   void record(rte_mbuf* m) {
     const ParsedPacket p = parse_ok(m);
     SentPacket s;
@@ -612,7 +628,8 @@ class Loop {
     s.opcode = p.bth_opcode;
     s.ack_req = p.ack_req;
     s.payload = p.payload_length;
-    s.has_reth = p.bth_opcode == opcode::kRcWriteFirst || p.bth_opcode == opcode::kRcWriteOnly;
+    s.has_reth = p.bth_opcode == opcode::kRcWriteFirst || p.bth_opcode == opcode::kRcWriteOnly ||
+                 p.bth_opcode == opcode::kRcReadRequest;
     if (s.has_reth) {
       RethView reth(rte_pktmbuf_mtod(m, uint8_t*) + p.bth_offset + kBthSize);
       s.va = reth.virtual_address();
@@ -632,6 +649,7 @@ class Loop {
   RcResponder& resp_;
   std::deque<std::pair<uint64_t, rte_mbuf*>> fwd_, back_;
   std::set<uint32_t> seen_;
+  std::set<uint32_t> dropped_back_psns_;
   uint64_t link_free_ = 0;
 };
 
@@ -1051,5 +1069,140 @@ TEST_CASE("requester selective: an ACK outside timeout recovery resends nothing"
     CHECK(req.poll(200, out, 100) == 0);
     CHECK(req.counters().packets_retransmitted == 0);
   }
+  CHECK(pool.whole());
+}
+
+TEST_CASE("requester READ: one request per READ, N PSNs each, completes on its last response") {
+  const std::vector<uint32_t> sizes = {1, 1024, 1025, 65536, 300000};
+  TestPool pool(2047, kBigRoom);
+  RcRequesterConfig cfg;
+  cfg.posted = true;
+  cfg.record_completions = true;
+  cfg.first_psn = 0xFFFF80;  // across the 2^24 wrap
+  RcRequester req(cfg, requester_address(), pool.get());
+  RcResponderConfig rcfg;
+  rcfg.first_psn = cfg.first_psn;
+  RcResponder resp(rcfg, responder_address(req.address()), pool.get());
+  for (const uint32_t b : sizes) req.post(b, 0, RcOp::kRead);
+  Loop loop(req, resp);
+  REQUIRE(loop.run());
+  CHECK(req.done());
+
+  uint64_t total_bytes = 0, total_psns = 0;
+  REQUIRE(loop.sent.size() == sizes.size());
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    const SentPacket& s = loop.sent[k];
+    CHECK(s.opcode == opcode::kRcReadRequest);
+    CHECK(s.psn == psn_add(cfg.first_psn, static_cast<uint32_t>(total_psns)));
+    CHECK(s.ack_req);
+    CHECK(s.payload == 0);
+    CHECK(s.va == cfg.remote_va + total_bytes);
+    CHECK(s.dma_length == sizes[k]);
+    total_bytes += sizes[k];
+    total_psns += ceil_div(sizes[k], 1024);
+  }
+  CHECK(req.next_psn() == psn_add(cfg.first_psn, static_cast<uint32_t>(total_psns)));
+  const RcRequesterCounters& c = req.counters();
+  CHECK(c.messages_completed == sizes.size());
+  CHECK(c.bytes_completed == total_bytes);
+  CHECK(c.read_requests_sent == sizes.size());
+  CHECK(c.packets_sent == sizes.size());
+  CHECK(c.payload_bytes_sent == 0);
+  CHECK(c.read_responses_accepted == total_psns);
+  CHECK(c.read_bytes_received == total_bytes);
+  CHECK(c.read_responses_out_of_order == 0);
+  CHECK(c.read_response_errors == 0);
+  CHECK(c.packets_retransmitted == 0);
+  CHECK(c.timeouts == 0);
+  CHECK(resp.counters().read_requests == sizes.size());
+  CHECK(resp.counters().read_responses_sent == total_psns);
+  std::vector<MessageCompletion> done;
+  CHECK(req.take_completions(done) == sizes.size());
+  CHECK(done.back().bytes == sizes.back());
+}
+
+TEST_CASE("requester READ: a lost response is retried from the first missing PSN, as rxe") {
+  TestPool pool(2047, kBigRoom);
+  RcRequesterConfig cfg;
+  cfg.op = RcOp::kRead;
+  cfg.message_bytes = 8 * 1024;  // 8 response packets: PSNs 0..7, 8..15, 16..23
+  cfg.messages = 3;
+  RcRequester req(cfg, requester_address(), pool.get());
+  RcResponder resp(RcResponderConfig{}, responder_address(req.address()), pool.get());
+  Loop loop(req, resp);
+  loop.drop_back = [](const ParsedPacket& p) { return p.psn == 3; };
+  REQUIRE(loop.run());
+  CHECK(loop.dropped_back == 1);
+  const RcRequesterCounters& c = req.counters();
+  CHECK(c.messages_completed == 3);
+  CHECK(c.bytes_completed == 3 * cfg.message_bytes);
+  CHECK(c.read_bytes_received == 3 * cfg.message_bytes);
+  // 4..7 came after the gap: dropped (check_psn COMPST_DONE). READ 2's first response is past
+  // the unfinished READ 1: one retry (COMPST_ERROR_RETRY); the rest of READ 2's and READ 3's
+  // responses find it under way.
+  CHECK(c.read_responses_out_of_order == 4);
+  CHECK(c.read_retries == 1);
+  CHECK(c.read_retries_ignored == 15);
+  CHECK(c.timeouts == 0);
+  // The go-back re-issues READ 1 from PSN 3 for the 5 MTUs left, then READs 2 and 3.
+  REQUIRE(loop.sent.size() == 6);
+  CHECK(loop.sent[3].psn == 3);
+  CHECK(loop.sent[3].va == cfg.remote_va + 3 * 1024);
+  CHECK(loop.sent[3].dma_length == 5 * 1024);
+  CHECK(loop.sent[4].psn == 8);
+  CHECK(loop.sent[5].psn == 16);
+  CHECK(c.packets_retransmitted == 3);
+  CHECK(resp.counters().read_duplicates == 3);
+  CHECK(resp.counters().read_responses_sent == 24 + 5 + 8 + 8);
+}
+
+TEST_CASE("requester READ: an ACK past an unfinished READ retries; responses out of sequence") {
+  TestPool pool(1023, kBigRoom);
+  RcRequesterConfig cfg;
+  cfg.posted = true;
+  RcRequester req(cfg, requester_address(), pool.get());
+  req.post(2048, 0, RcOp::kRead);  // PSNs 0, 1
+  req.post(100, 0, RcOp::kWrite);  // PSN 2
+  std::vector<rte_mbuf*> out;
+  REQUIRE(req.poll(0, out, 10) == 2);
+  free_all(out);
+  // The WRITE's ACK overtakes the READ's responses: rxe check_psn -> COMPST_ERROR_RETRY.
+  ack(req, pool.get(), 2, 10);
+  CHECK(req.counters().read_retries == 1);
+  CHECK(req.messages_outstanding() == 2);
+  REQUIRE(req.poll(20, out, 10) == 2);  // READ and WRITE again
+  CHECK(psns_of(out) == std::vector<uint32_t>{0, 2});
+  free_all(out);
+
+  const RcQpAddress& a = req.address();
+  auto response = [&](uint8_t op, uint32_t psn, uint32_t payload, uint64_t now) {
+    std::vector<uint8_t> bytes(payload, 0x33);
+    FrameSpec f;
+    f.eth.src = a.peer_mac;
+    f.eth.dst = a.local_mac;
+    f.ip.src = a.peer_ip;
+    f.ip.dst = a.local_ip;
+    f.payload = bytes;
+    RoceSpec r;
+    r.opcode = op;
+    r.dest_qp = a.local_qp;
+    r.psn = psn;
+    r.syndrome = 0x1F;
+    rte_mbuf* m = build_roce_mbuf(pool.get(), f, r);
+    REQUIRE(m != nullptr);
+    req.receive(m, parse_ok(m), now);
+  };
+  // check_ack: a READ must start with FIRST/ONLY, and each packet carry what it should.
+  response(opcode::kRcReadResponseMiddle, 0, 1024, 30);
+  response(opcode::kRcReadResponseFirst, 0, 1000, 30);
+  CHECK(req.counters().read_response_errors == 2);
+  response(opcode::kRcReadResponseFirst, 0, 1024, 31);
+  response(opcode::kRcReadResponseFirst, 1, 1024, 31);  // LAST expected
+  CHECK(req.counters().read_response_errors == 3);
+  response(opcode::kRcReadResponseLast, 1, 1024, 32);
+  CHECK(req.counters().read_responses_accepted == 2);
+  CHECK(req.messages_outstanding() == 1);  // the READ completed on its last response
+  ack(req, pool.get(), 2, 33);
+  CHECK(req.done());
   CHECK(pool.whole());
 }

@@ -337,3 +337,209 @@ TEST_CASE("responder: an ACK that finds the mempool empty waits and is sent late
   CHECK(pool.whole());
   CHECK(acks.whole());
 }
+
+namespace {
+
+rte_mbuf* make_read(rte_mempool* pool, uint32_t psn, uint64_t va, uint32_t length,
+                    uint32_t rkey = 0x42) {
+  const RcQpAddress a = responder_address();
+  FrameSpec f;
+  f.eth.src = a.peer_mac;
+  f.eth.dst = a.local_mac;
+  f.ip.src = a.peer_ip;
+  f.ip.dst = a.local_ip;
+  f.udp.src_port = rxe_udp_source_port(a.peer_qp);
+  RoceSpec r;
+  r.opcode = opcode::kRcReadRequest;
+  r.dest_qp = a.local_qp;
+  r.psn = psn;
+  r.ack_req = true;
+  r.virtual_address = va;
+  r.rkey = rkey;
+  r.dma_length = length;
+  rte_mbuf* m = build_roce_mbuf(pool, f, r);
+  REQUIRE(m != nullptr);
+  return m;
+}
+
+struct Response {
+  uint8_t opcode = 0;
+  uint32_t psn = 0;
+  uint32_t payload = 0;
+  bool has_aeth = false;
+  uint8_t syndrome = 0;
+  uint32_t msn = 0;
+};
+
+// Checks and frees every READ response in `out`.
+std::vector<Response> take_responses(std::vector<rte_mbuf*>& out) {
+  std::vector<Response> v;
+  const RcQpAddress a = responder_address();
+  for (rte_mbuf* m : out) {
+    const ParsedPacket p = parse_ok(m);  // parses, ICRC verifies: a genuine RoCEv2 packet
+    CHECK(p.dest_qp == a.peer_qp);
+    CHECK(p.src_ip == a.local_ip);
+    CHECK(p.dst_ip == a.peer_ip);
+    Response r{p.bth_opcode, p.psn, p.payload_length, false, 0, 0};
+    r.has_aeth = p.payload_offset == p.bth_offset + kBthSize + kAethSize;
+    if (r.has_aeth) {
+      AethView aeth(rte_pktmbuf_mtod(m, uint8_t*) + p.bth_offset + kBthSize);
+      r.syndrome = aeth.syndrome();
+      r.msn = aeth.msn();
+    }
+    v.push_back(r);
+    rte_pktmbuf_free(m);
+  }
+  out.clear();
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("responder: a READ is answered FIRST/MIDDLE/LAST or ONLY from poll, N PSNs consumed") {
+  TestPool pool;
+  RcResponder resp(config(10), responder_address(), pool.get());
+  std::vector<rte_mbuf*> out;
+  // 2.5 MTUs: FIRST, MIDDLE, LAST with PSNs 10, 11, 12; the next request carries PSN 13.
+  CHECK(deliver(resp, make_read(pool.get(), 10, 0x8000, 2 * kMtu + 512), 1, out) == 0);
+  CHECK(resp.expected_psn() == 13);
+  CHECK(resp.msn() == 1);  // C9-148: at once
+  CHECK(resp.read_responses_pending());
+  CHECK(resp.next_event_ns() == 0);
+  CHECK(resp.poll(2, out, 2) == 2);  // paced by the caller's budget
+  CHECK(resp.poll(2, out) == 1);
+  std::vector<Response> r = take_responses(out);
+  REQUIRE(r.size() == 3);
+  CHECK(r[0].opcode == opcode::kRcReadResponseFirst);
+  CHECK(r[1].opcode == opcode::kRcReadResponseMiddle);
+  CHECK(r[2].opcode == opcode::kRcReadResponseLast);
+  for (uint32_t i = 0; i < 3; ++i) CHECK(r[i].psn == 10 + i);
+  CHECK(r[0].payload == kMtu);
+  CHECK(r[1].payload == kMtu);
+  CHECK(r[2].payload == 512);
+  CHECK(r[0].has_aeth);  // AETH on FIRST and LAST, not on MIDDLE
+  CHECK_FALSE(r[1].has_aeth);
+  CHECK(r[2].has_aeth);
+  CHECK(r[2].syndrome == 0x1F);
+  CHECK(r[2].msn == 1);
+  CHECK_FALSE(resp.read_responses_pending());
+  CHECK(resp.next_event_ns() == RcResponder::kNever);
+
+  // One MTU or less: ONLY. A zero-length READ: ONLY with no payload, one PSN.
+  deliver(resp, make_read(pool.get(), 13, 0x9000, kMtu), 3, out);
+  deliver(resp, make_read(pool.get(), 14, 0x9000, 0), 3, out);
+  resp.poll(3, out);
+  r = take_responses(out);
+  REQUIRE(r.size() == 2);
+  CHECK(r[0].opcode == opcode::kRcReadResponseOnly);
+  CHECK(r[0].payload == kMtu);
+  CHECK(r[1].opcode == opcode::kRcReadResponseOnly);
+  CHECK(r[1].payload == 0);
+  CHECK(r[1].psn == 14);
+  CHECK(resp.expected_psn() == 15);
+
+  // An ACK decided after a READ waits until the READ's responses are out.
+  deliver(resp, make_read(pool.get(), 15, 0xA000, 2 * kMtu), 4, out);
+  CHECK(deliver(resp, make_write(pool.get(), opcode::kRcWriteOnly, 17, 8, true), 4, out) == 0);
+  resp.poll(4, out);
+  r = take_responses(out);
+  REQUIRE(r.size() == 3);
+  CHECK(r[0].psn == 15);
+  CHECK(r[1].psn == 16);
+  CHECK(r[2].opcode == opcode::kRcAck);
+  CHECK(r[2].psn == 17);
+  // The AETH MSN of a READ's responses is the one after that READ, even when later requests
+  // were taken before the responses went out.
+  deliver(resp, make_read(pool.get(), 18, 0xB000, kMtu), 5, out);
+  deliver(resp, make_read(pool.get(), 19, 0xB000, kMtu), 5, out);
+  resp.poll(5, out);
+  r = take_responses(out);
+  REQUIRE(r.size() == 2);
+  CHECK(r[0].msn == 6);
+  CHECK(r[1].msn == 7);
+
+  const RcResponderCounters& c = resp.counters();
+  CHECK(c.read_requests == 6);
+  CHECK(c.read_responses_sent == 9);
+  CHECK(c.read_bytes_sent == 2 * kMtu + 512 + kMtu + 2 * kMtu + 2 * kMtu);
+  CHECK(c.messages_received == 7);
+  CHECK(pool.whole());
+}
+
+TEST_CASE("responder: a duplicate READ replays from its own PSN, as rxe duplicate_request") {
+  TestPool pool;
+  RcResponder resp(config(0), responder_address(), pool.get());
+  std::vector<rte_mbuf*> out;
+  deliver(resp, make_read(pool.get(), 0, 0x8000, 4 * kMtu), 1, out);  // PSNs 0..3
+  resp.poll(1, out);
+  CHECK(take_responses(out).size() == 4);
+  deliver(resp, make_read(pool.get(), 4, 0x20000, kMtu), 1, out);  // PSN 4
+  resp.poll(1, out);
+  CHECK(take_responses(out).size() == 1);
+
+  // From the resource's first PSN the replay starts with FIRST (rdatm_res_state_new).
+  deliver(resp, make_read(pool.get(), 0, 0x8000, 4 * kMtu), 2, out);
+  resp.poll(2, out);
+  std::vector<Response> r = take_responses(out);
+  REQUIRE(r.size() == 4);
+  CHECK(r[0].opcode == opcode::kRcReadResponseFirst);
+  CHECK(r[0].psn == 0);
+  CHECK(r[3].opcode == opcode::kRcReadResponseLast);
+  // The requester got 0 and 1 and re-issues the rest (req_retry): PSN 2, VA + 2 MTU, 2 MTU.
+  // The replay starts in the middle (rdatm_res_state_replay).
+  deliver(resp, make_read(pool.get(), 2, 0x8000 + 2 * kMtu, 2 * kMtu), 3, out);
+  resp.poll(3, out);
+  r = take_responses(out);
+  REQUIRE(r.size() == 2);
+  CHECK(r[0].opcode == opcode::kRcReadResponseMiddle);
+  CHECK(r[0].psn == 2);
+  CHECK(r[1].opcode == opcode::kRcReadResponseLast);
+  CHECK(r[1].psn == 3);
+  // The second READ's duplicate: ONLY.
+  deliver(resp, make_read(pool.get(), 4, 0x20000, kMtu), 3, out);
+  resp.poll(3, out);
+  r = take_responses(out);
+  REQUIRE(r.size() == 1);
+  CHECK(r[0].opcode == opcode::kRcReadResponseOnly);
+  CHECK(r[0].psn == 4);
+
+  // Dropped (class D): rxe reset the resource's VA to the last duplicate's ("Reset the
+  // resource, except length"), so the whole READ again is no longer a subset; longer than the
+  // resource; another rkey. The expected PSN and MSN never move for duplicates.
+  deliver(resp, make_read(pool.get(), 0, 0x8000, 4 * kMtu), 4, out);
+  deliver(resp, make_read(pool.get(), 1, 0x8000 + 2 * kMtu, 5 * kMtu), 4, out);
+  deliver(resp, make_read(pool.get(), 2, 0x8000 + 2 * kMtu, 2 * kMtu, 0x43), 4, out);
+  resp.poll(4, out);
+  CHECK(out.empty());
+  CHECK(resp.expected_psn() == 5);
+  CHECK(resp.msn() == 2);
+
+  const RcResponderCounters& c = resp.counters();
+  CHECK(c.read_requests == 2);
+  CHECK(c.read_duplicates == 3);
+  CHECK(c.read_duplicates_dropped == 3);
+  CHECK(c.duplicates == 6);
+  CHECK(c.read_responses_sent == 4 + 1 + 4 + 2 + 1);
+  CHECK(pool.whole());
+}
+
+TEST_CASE("responder: a READ inside a WRITE message or with a payload is refused; a gap NAKs") {
+  TestPool pool;
+  RcResponder resp(config(0), responder_address(), pool.get());
+  std::vector<rte_mbuf*> out;
+  // After WRITE FIRST only MIDDLE/LAST may come (check_op_seq).
+  deliver(resp, make_write(pool.get(), opcode::kRcWriteFirst, 0, kMtu, false), 1, out);
+  deliver(resp, make_read(pool.get(), 1, 0x8000, kMtu), 1, out);
+  CHECK(resp.counters().opcode_sequence_errors == 1);
+  CHECK(resp.expected_psn() == 1);
+  deliver(resp, make_write(pool.get(), opcode::kRcWriteLast, 1, 10, false), 1, out);
+  // A READ ahead of the expected PSN: the usual NAK with the expected PSN.
+  REQUIRE(deliver(resp, make_read(pool.get(), 5, 0x8000, kMtu), 2, out) == 1);
+  const Ack n = take(out[0]);
+  out.clear();
+  CHECK(n.syndrome == aeth::kNakPsnSequenceError);
+  CHECK(n.psn == 2);
+  CHECK_FALSE(resp.read_responses_pending());
+  CHECK(resp.counters().read_requests == 0);
+  CHECK(pool.whole());
+}

@@ -58,7 +58,8 @@ class Rx {
   Rx(const Rx&) = delete;
   Rx& operator=(const Rx&) = delete;
 
-  rte_mbuf* make(uint32_t psn, Qp qp = kQp, uint8_t op = opcode::kRcWriteMiddle) const {
+  rte_mbuf* make(uint32_t psn, Qp qp = kQp, uint8_t op = opcode::kRcWriteMiddle,
+                 uint32_t dma_length = 0) const {
     FrameSpec f;
     f.ip.src = qp.src_ip;
     f.ip.dst = 0x0A0000FE;
@@ -67,6 +68,7 @@ class Rx {
     r.opcode = op;
     r.dest_qp = qp.dest_qp;
     r.psn = psn;
+    r.dma_length = dma_length;
     rte_mbuf* m = build_roce_mbuf(pool_.get(), f, r);
     if (m == nullptr) throw std::runtime_error("build_roce_mbuf failed");
     return m;
@@ -74,6 +76,12 @@ class Rx {
   void receive(rte_mbuf* m, uint64_t now_ns) {
     const ParsedPacket p = parse(m);
     engine.receive(m, p, now_ns, out);
+  }
+  rte_mbuf* send_op(uint32_t psn, uint8_t op, uint64_t now_ns, uint32_t dma_length = 0,
+                    Qp qp = kQp) {
+    rte_mbuf* m = make(psn, qp, op, dma_length);
+    receive(m, now_ns);
+    return m;
   }
   rte_mbuf* send(uint32_t psn, uint64_t now_ns, Qp qp = kQp) {
     rte_mbuf* m = make(psn, qp);
@@ -99,7 +107,7 @@ class Rx {
   // Every packet in is either handed back or still held, and the counters say so.
   void check_accounting() const {
     const ReorderCounters& c = engine.counters();
-    CHECK(c.in == c.released() + engine.buffered());
+    CHECK(c.in == c.released() + c.duplicates_of_held + engine.buffered());
     CHECK(c.released() == released_total + out.size());
   }
 
@@ -413,7 +421,7 @@ TEST_CASE("next_event_ns is the earliest deadline across QPs, and stays exact as
   CHECK(pool.whole());
 }
 
-TEST_CASE("duplicates are passed on at once, the held original keeps its place") {
+TEST_CASE("a duplicate of a released PSN passes at once; a copy of a held PSN is dropped") {
   TestPool pool;
   {
     Rx rx(pool, config_with(32));
@@ -426,10 +434,13 @@ TEST_CASE("duplicates are passed on at once, the held original keeps its place")
 
     rx.send(1, kHold + 3);  // already released: a retransmission, re-ACKed by the responder
     rte_mbuf* held5 = rx.send(5, kHold + 4);
-    rte_mbuf* dup5 = rx.send(5, kHold + 5);  // same PSN again while 5 is held
-    REQUIRE(rx.out.size() == 2);
+    rx.send(5, kHold + 5);  // same PSN again while 5 is held
+    // The copy of 5 must not reach the responder ahead of the gap at 3: it is dropped, the held
+    // original keeps its slot.
+    REQUIRE(rx.out.size() == 1);
     CHECK(psn_of(rx.out[0]) == 1);
-    CHECK(rx.out[1] == dup5);  // the duplicate goes, the original stays in its slot
+    CHECK(rx.engine.counters().duplicates_of_held == 1);
+    CHECK(rx.engine.buffered() == 1);
     rx.free_out();
     rx.send(3, kHold + 6);
     rte_mbuf* m4 = rx.send(4, kHold + 7);
@@ -438,7 +449,8 @@ TEST_CASE("duplicates are passed on at once, the held original keeps its place")
     CHECK(rx.out[2] == held5);
     CHECK(rx.take() == std::vector<uint32_t>{3, 4, 5});
     const ReorderCounters& c = rx.engine.counters();
-    CHECK(c.duplicates == 2);
+    CHECK(c.duplicates == 1);
+    CHECK(c.duplicates_of_held == 1);
     CHECK(c.psns_skipped == 0);
     rx.engine.for_each_qp([](const ReorderQpView& v) { CHECK(v.counters.duplicates == 2); });
     rx.check_accounting();
@@ -855,8 +867,10 @@ TEST_CASE("property: random loss, duplicates, jitter and tight limits keep every
         psn = psn_add(next[q], 20 + rng() % 100);
       }
       if (psn_before(next[q], psn_add(psn, 1))) next[q] = psn_add(psn, 1);
+      const uint64_t dropped_before = rx.engine.counters().duplicates_of_held;
       rte_mbuf* m = rx.send(psn, now, {q, q});
-      inside.insert(m);
+      // A copy of a held PSN is freed at once: it never comes out.
+      if (rx.engine.counters().duplicates_of_held == dropped_before) inside.insert(m);
       const uint64_t e = rx.engine.next_event_ns();
       if (e != kNever && rng() % 4 == 0) {
         const size_t before = rx.out.size();
@@ -875,11 +889,12 @@ TEST_CASE("property: random loss, duplicates, jitter and tight limits keep every
       REQUIRE(rx.engine.qp_count() <= 6);
       rx.free_out();
       const ReorderCounters& c = rx.engine.counters();
-      REQUIRE(c.in == c.released() + rx.engine.buffered());
+      REQUIRE(c.in == c.released() + c.duplicates_of_held + rx.engine.buffered());
       now += rng() % 3000;
     }
     const ReorderCounters& c = rx.engine.counters();
     CHECK(c.duplicates > 0);
+    CHECK(c.duplicates_of_held > 0);
     CHECK(c.gap_timeouts > 0);
     CHECK(c.window_slides > 0);
     CHECK(c.qp_table_full > 0);
@@ -916,6 +931,151 @@ TEST_CASE("a QP whose first PSN is known is not held to learn it, and depth is c
     CHECK(total == 4);
     for (rte_mbuf* m : rx.out) rte_pktmbuf_free(m);
     rx.out.clear();
+  }
+  CHECK(pool.whole());
+}
+
+TEST_CASE("a copy of the held tentative start of a new QP is dropped, not passed on") {
+  TestPool pool;
+  {
+    Rx rx(pool, config_with(32));
+    rte_mbuf* first = rx.send(7, 0);
+    rx.send(7, 10);  // a second copy while the first is held to learn the start
+    CHECK(rx.out.empty());
+    CHECK(rx.engine.counters().duplicates_of_held == 1);
+    rx.engine.poll(kHold, rx.out);
+    REQUIRE(rx.out.size() == 1);
+    CHECK(rx.out[0] == first);
+    rx.check_accounting();
+  }
+  CHECK(pool.whole());
+}
+
+TEST_CASE("a READ request consumes one PSN per response packet: the next request is in order") {
+  TestPool pool;
+  {
+    Rx rx(pool, config_with(64));  // path MTU 1024
+    REQUIRE(rx.engine.config().path_mtu == 1024);
+    REQUIRE(rx.engine.expect(kQp.src_ip, kQp.dest_qp, 100));
+    // 4096 bytes at MTU 1024: READ RESPONSE FIRST, MIDDLE, MIDDLE, LAST = PSNs 100..103, so the
+    // next request carries PSN 104 (IBA 9.7.1). Counting the READ as one PSN would hold 104
+    // for a whole hold time as if 101..103 were missing.
+    rx.send_op(100, opcode::kRcReadRequest, 0, 4096);
+    rx.send_op(104, opcode::kRcWriteOnly, 1);
+    CHECK(rx.take() == std::vector<uint32_t>{100, 104});
+    CHECK(rx.engine.buffered() == 0);
+    CHECK(rx.engine.next_event_ns() == kNever);
+    // A zero-length READ and one of a single byte consume one PSN; 1025 bytes consume two.
+    rx.send_op(105, opcode::kRcReadRequest, 2, 0);
+    rx.send_op(106, opcode::kRcReadRequest, 3, 1);
+    rx.send_op(107, opcode::kRcReadRequest, 4, 1025);
+    rx.send_op(109, opcode::kRcWriteOnly, 5);
+    CHECK(rx.take() == std::vector<uint32_t>{105, 106, 107, 109});
+    // Reordered: the request after a READ arrives first, is held, and follows the READ out.
+    rx.send_op(113, opcode::kRcWriteOnly, 6);
+    rx.send_op(110, opcode::kRcReadRequest, 7, 3000);  // 3 PSNs: 110..112
+    CHECK(rx.take() == std::vector<uint32_t>{110, 113});
+    CHECK(rx.engine.buffered() == 0);
+    const ReorderCounters& c = rx.engine.counters();
+    CHECK(c.read_requests == 5);
+    CHECK(c.gap_timeouts == 0);
+    CHECK(c.psns_skipped == 0);
+    CHECK(c.released_after_hold == 1);
+    rx.check_accounting();
+  }
+  CHECK(pool.whole());
+}
+
+TEST_CASE("READ responses are sequenced within the ranges announced by the NIC's TX") {
+  TestPool pool;
+  {
+    Rx rx(pool, config_with(64));
+    const Qp peer{0x0A000002, 0x11};  // responses come from the responder to our QP 0x11
+    // Not announced: passed on at once, as before.
+    rx.send_op(50, opcode::kRcReadResponseOnly, 0, 0, peer);
+    CHECK(rx.take() == std::vector<uint32_t>{50});
+    CHECK(rx.engine.counters().unsequenced == 1);
+
+    REQUIRE(rx.engine.expect_read_responses(peer.src_ip, peer.dest_qp, 200, 3));
+    REQUIRE(rx.engine.expect_read_responses(peer.src_ip, peer.dest_qp, 203, 2));
+    rx.send_op(202, opcode::kRcReadResponseLast, 10, 0, peer);
+    rx.send_op(201, opcode::kRcReadResponseMiddle, 11, 0, peer);
+    CHECK(rx.out.empty());
+    CHECK(rx.engine.next_event_ns() == 10 + kHold);
+    rx.send_op(200, opcode::kRcReadResponseFirst, 12, 0, peer);
+    CHECK(rx.take() == std::vector<uint32_t>{200, 201, 202});
+    rx.send_op(204, opcode::kRcReadResponseLast, 13, 0, peer);
+    rx.send_op(203, opcode::kRcReadResponseFirst, 14, 0, peer);
+    CHECK(rx.take() == std::vector<uint32_t>{203, 204});
+
+    // A WRITE (PSNs 205..209, answered by ACKs) between two READs: the responses jump the gap.
+    REQUIRE(rx.engine.expect_read_responses(peer.src_ip, peer.dest_qp, 210, 2));
+    REQUIRE(rx.engine.expect_read_responses(peer.src_ip, peer.dest_qp, 215, 1));  // gap 212..214
+    rx.send_op(215, opcode::kRcReadResponseOnly, 20, 0, peer);
+    rx.send_op(211, opcode::kRcReadResponseLast, 21, 0, peer);
+    CHECK(rx.out.empty());
+    rx.send_op(210, opcode::kRcReadResponseFirst, 22, 0, peer);
+    CHECK(rx.take() == std::vector<uint32_t>{210, 211, 215});
+    // ACKs of the same QP stay unsequenced; a response past every range too.
+    rx.send_op(213, opcode::kRcAck, 23, 0, peer);
+    rx.send_op(230, opcode::kRcReadResponseOnly, 24, 0, peer);
+    CHECK(rx.take() == std::vector<uint32_t>{213, 230});
+
+    // A retry re-issues the READ from its first missing response: the sequence moves back.
+    REQUIRE(rx.engine.expect_read_responses(peer.src_ip, peer.dest_qp, 211, 1));
+    rx.send_op(211, opcode::kRcReadResponseLast, 30, 0, peer);
+    CHECK(rx.take() == std::vector<uint32_t>{211});
+    // ... and re-issues the WRITE and the READ after it: that READ's response is in order again.
+    REQUIRE(rx.engine.expect_read_responses(peer.src_ip, peer.dest_qp, 215, 1));
+    rx.send_op(215, opcode::kRcReadResponseOnly, 30, 0, peer);
+    CHECK(rx.take() == std::vector<uint32_t>{215});
+    CHECK(rx.engine.buffered() == 0);
+
+    // The request context of the same (source IP, DestQP) is a different sequence.
+    REQUIRE(rx.engine.expect(peer.src_ip, peer.dest_qp, 7));
+    rx.send_op(7, opcode::kRcWriteOnly, 31, 0, peer);
+    CHECK(rx.take() == std::vector<uint32_t>{7});
+    int views = 0;
+    rx.engine.for_each_qp([&](const ReorderQpView& v) {
+      ++views;
+      CHECK(v.dest_qp == 0x11);
+      CHECK(v.expected_psn == (v.read_responses ? 216u : 8u));
+    });
+    CHECK(views == 2);
+
+    const ReorderCounters& c = rx.engine.counters();
+    CHECK(c.read_ranges_announced == 6);
+    CHECK(c.read_responses_sequenced == 10);
+    CHECK(c.read_responses_reordered == 5);  // 202, 201, 204, 215, 211
+    CHECK(c.read_ranges_rewound == 1);
+    CHECK(c.gap_timeouts == 0);
+    CHECK(c.unsequenced == 3);
+    rx.check_accounting();
+  }
+  CHECK(pool.whole());
+}
+
+TEST_CASE("a READ response gap is skipped when its hold ends, like a request gap") {
+  TestPool pool;
+  {
+    Rx rx(pool, config_with(64));
+    const Qp peer{0x0A000002, 0x11};
+    REQUIRE(rx.engine.expect_read_responses(peer.src_ip, peer.dest_qp, 0, 4));
+    rx.send_op(0, opcode::kRcReadResponseFirst, 0, 0, peer);
+    rx.send_op(2, opcode::kRcReadResponseMiddle, 1, 0, peer);
+    rx.send_op(2, opcode::kRcReadResponseMiddle, 2, 0, peer);  // a copy of a held one: dropped
+    CHECK(rx.take() == std::vector<uint32_t>{0});
+    rx.engine.poll(1 + kHold - 1, rx.out);
+    CHECK(rx.out.empty());
+    rx.engine.poll(1 + kHold, rx.out);
+    CHECK(rx.take() == std::vector<uint32_t>{2});
+    rx.send_op(3, opcode::kRcReadResponseLast, 3 + kHold, 0, peer);
+    CHECK(rx.take() == std::vector<uint32_t>{3});
+    const ReorderCounters& c = rx.engine.counters();
+    CHECK(c.gap_timeouts == 1);
+    CHECK(c.duplicates_of_held == 1);
+    CHECK(c.resyncs == 0);
+    rx.check_accounting();
   }
   CHECK(pool.whole());
 }

@@ -75,6 +75,12 @@ TEST_CASE("YAML: every key read, unknown keys and bad values name the file and t
                     Catch::Contains("fabric.mode"));
   CHECK_THROWS_WITH(parse_fabric_config_yaml("fabric:\n  leaves: 1\n", "f.yaml"),
                     Catch::Contains("permutation"));
+  CHECK(c.op == "write");
+  CHECK(parse_fabric_config_yaml("fabric:\n  op: read\n", "f.yaml").op == "read");
+  CHECK_THROWS_WITH(parse_fabric_config_yaml("fabric:\n  op: send\n", "f.yaml"),
+                    Catch::Contains("fabric.op") && Catch::Contains("write|read"));
+  CHECK_THROWS_WITH(parse_fabric_config_yaml("fabric:\n  op: read\n  workload: incast\n", "f.yaml"),
+                    Catch::Contains("op read") && Catch::Contains("permutation"));
 }
 
 TEST_CASE("receive: the NICs' model per mode, and the pairs that contradict each other") {

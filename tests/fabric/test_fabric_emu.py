@@ -89,6 +89,21 @@ class FabricEmu(unittest.TestCase):
         p = run("--mode", "spray-noreorder", "--receive", "ooo-placement", expect=2)
         self.assertIn("spray-noreorder is spray with receive none", p.stderr)
 
+    def test_spray_reads_reordered_at_the_requester(self):
+        # --op read: every host RDMA-READs from its target, so the sprayed data is READ responses,
+        # which the requester's NIC puts back in order (it noted each READ's PSN range on TX).
+        rep = run("--duration", "1ms", "--mode", "spray,spray-noreorder", "--seeds", "1", "--op", "read")
+        self.check_whole(rep)
+        self.assertEqual(rep["config"]["op"], "read")
+        for r in rep["runs"]:
+            if r["mode"] == "spray":
+                self.assertGreaterEqual(r["throughput_fraction"], 0.9, r)
+                self.assertEqual(r["retx_rate"], 0, r)
+            else:
+                # rxe's completer drops every READ response after a PSN gap and retries.
+                self.assertLess(r["throughput_fraction"], 0.5, r)
+                self.assertGreater(r["retx_rate"], 0.05, r)
+
     def test_equal_cables_reorder_little(self):
         # With every cable the same length spraying reorders only through queueing: far fewer
         # NAKs, which is why the default spreads cable lengths.

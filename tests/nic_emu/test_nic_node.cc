@@ -30,7 +30,8 @@ namespace {
 // With equal_delays every path takes 8 us: spraying reorders nothing.
 std::string pair_yaml(const std::string& name, const std::string& mode, const std::string& receive,
                       const std::string& role, uint32_t first_qp, uint32_t peer_qp,
-                      uint64_t messages, double loss_on_path3 = 0, bool equal_delays = false) {
+                      uint64_t messages, double loss_on_path3 = 0, bool equal_delays = false,
+                      const std::string& op = "write") {
   std::string y = "nic:\n  name: " + name + "\n  uplinks:\n";
   for (int i = 0; i < 4; ++i) {
     y += "    - {name: up" + std::to_string(i) + ", device: x, path_id: " + std::to_string(i + 1) +
@@ -40,7 +41,8 @@ std::string pair_yaml(const std::string& name, const std::string& mode, const st
   }
   y += "  spray: {mode: " + mode + "}\n";
   y += "  receive: " + receive + "\n";
-  y += "  rc_engine: {qps: 4, role: " + role + ", message_bytes: 65536, mtu: 1024, " +
+  y += "  rc_engine: {qps: 4, role: " + role + ", op: " + op +
+       ", message_bytes: 65536, mtu: 1024, " +
        "max_in_flight: 128, messages: " + std::to_string(messages) +
        ", first_qp: " + std::to_string(first_qp) + ", peer_first_qp: " + std::to_string(peer_qp) +
        (name == "a" ? ", local_ip: 10.0.0.1, peer_ip: 10.0.0.2"
@@ -74,6 +76,15 @@ struct PairResult {
   // With drop_nth: the WRITE the test dropped (QP, PSN) and how often each (QP, PSN) crossed.
   std::pair<uint32_t, uint32_t> dropped{0, 0};
   std::map<std::pair<uint32_t, uint32_t>, uint32_t> sends;
+  // READs: A's requesters and reorder engine (which orders the READ responses coming back).
+  uint64_t read_requests = 0;
+  uint64_t read_responses = 0;     // accepted by A's requesters
+  uint64_t read_out_of_order = 0;  // dropped by A's requesters after a PSN gap
+  uint64_t read_retries = 0;
+  uint64_t read_ranges_noted = 0;         // A's TX told its reorder engine
+  uint64_t read_responses_reordered = 0;  // held and released in order by A's reorder engine
+  uint64_t a_gap_timeouts = 0;
+  uint64_t b_read_requests_sequenced = 0;  // B's reorder engine: READ requests, N PSNs each
   bool done = false;
   std::vector<std::array<uint64_t, 4>> heat;  // B's arrivals per QP per uplink
 };
@@ -82,15 +93,16 @@ struct PairResult {
 // virtual-time bound passes, carrying frames that crossed each path to the other node. With
 // drop_nth > 0 the drop_nth-th WRITE from A to B is freed instead of delivered (one lost packet).
 PairResult run_pair(const std::string& mode, const std::string& receive, uint64_t messages,
-                    double loss = 0, bool equal_delays = false, uint64_t drop_nth = 0) {
+                    double loss = 0, bool equal_delays = false, uint64_t drop_nth = 0,
+                    const std::string& op = "write") {
   test::TestPool pool(16383, 4096 + 512);
   PairResult r;
   {
     NicNode a(load(pair_yaml("a", mode, receive, "requester", 0x100, 0x200, messages, loss,
-                             equal_delays)),
+                             equal_delays, op)),
               pool.get());
     NicNode b(load(pair_yaml("b", mode, receive, "responder", 0x200, 0x100, messages, 0,
-                             equal_delays)),
+                             equal_delays, op)),
               pool.get());
     uint64_t writes = 0;
     const PacketParser parser;
@@ -127,6 +139,16 @@ PairResult run_pair(const std::string& mode, const std::string& receive, uint64_
     r.done = a.rc_engine()->done();
     const auto req = a.rc_engine()->requester_totals();
     r.timeouts = req.timeouts;
+    r.read_requests = req.read_requests_sent;
+    r.read_responses = req.read_responses_accepted;
+    r.read_out_of_order = req.read_responses_out_of_order;
+    r.read_retries = req.read_retries;
+    r.read_ranges_noted = a.counters().read_ranges_noted;
+    if (a.reorder()) {
+      r.read_responses_reordered = a.reorder()->counters().read_responses_reordered;
+      r.a_gap_timeouts = a.reorder()->counters().gap_timeouts;
+    }
+    if (b.reorder()) r.b_read_requests_sequenced = b.reorder()->counters().read_requests;
     if (b.reorder()) {
       r.gap_timeouts = b.reorder()->counters().gap_timeouts;
       r.resyncs = b.reorder()->counters().resyncs;
@@ -210,6 +232,40 @@ TEST_CASE("two NICs, a lossy path: the reorder engine gives up the gap, the retr
   CHECK(r.naks > 0);
   CHECK(r.timeouts == 0);  // before: 116 timeouts, and the run did not finish in 2 s
   CHECK(r.resyncs > 0);    // the retransmissions restarted the receiver's sequence
+}
+
+TEST_CASE("two NICs, 4 paths: sprayed READ responses are put in order at the requester's NIC") {
+  // A reads 40 x 64 KiB per QP from B: one READ REQUEST (64 PSNs) per message, 64 READ
+  // RESPONSE packets back, sprayed over the four paths. A's NIC notes each READ's PSN range as
+  // it leaves, so the responses it receives are held and released in PSN order; B's NIC counts
+  // each READ request as 64 PSNs, so the next request is never held as if 63 PSNs were missing.
+  const PairResult r = run_pair("rr", "reorder-buffer", 40, 0, false, 0, "read");
+  INFO("read requests " << r.read_requests << " responses " << r.read_responses << " out of order "
+                        << r.read_out_of_order << " reordered " << r.read_responses_reordered
+                        << " retransmitted " << r.retransmitted << " A gap timeouts "
+                        << r.a_gap_timeouts << " B gap timeouts " << r.gap_timeouts);
+  REQUIRE(r.done);
+  CHECK(r.messages == 4 * 40);
+  CHECK(r.read_requests == 4 * 40);
+  CHECK(r.read_ranges_noted == 4 * 40);
+  CHECK(r.read_responses == 4 * 40 * 64);
+  CHECK(r.retransmitted == 0);
+  CHECK(r.read_out_of_order == 0);
+  CHECK(r.read_retries == 0);
+  CHECK(r.timeouts == 0);
+  CHECK(r.read_responses_reordered > 0);  // there was reordering to undo
+  CHECK(r.a_gap_timeouts == 0);           // no response waited out a hold
+  CHECK(r.gap_timeouts == 0);             // no request after a READ waited out a hold at B
+  CHECK(r.b_read_requests_sequenced == 4 * 40);
+}
+
+TEST_CASE("two NICs, 4 paths: sprayed READs without reorder lose responses to rxe's completer") {
+  const PairResult r = run_pair("rr", "none", 10, 0, false, 0, "read");
+  INFO("responses " << r.read_responses << " out of order " << r.read_out_of_order << " retries "
+                    << r.read_retries << " retransmitted " << r.retransmitted);
+  CHECK(r.read_out_of_order > 0);
+  CHECK(r.read_retries > 0);
+  CHECK(r.retransmitted > 0);
 }
 
 TEST_CASE("two NICs, flow mode: each QP on one path, nothing reordered, nothing retransmitted") {
