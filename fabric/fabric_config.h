@@ -71,7 +71,9 @@ struct FabricConfig {
   // has none: each switch's shared lossless buffer (the pfc_ settings) bounds it.
   uint64_t queue_bytes = 1 << 20;
   bool pfc = true;
-  uint64_t pfc_pool_bytes = 32ull << 20;    // the shared lossless ingress pool, per switch
+  // The shared lossless ingress pool, per switch: a 32 x 100G shared-buffer switch's (SONiC's
+  // Arista 7060CX config gives its ingress_lossless_pool 12,766,208 bytes).
+  uint64_t pfc_pool_bytes = 12ull << 20;
   double pfc_alpha = 1.0;                   // dynamic threshold: alpha x the free pool
   uint64_t pfc_static_threshold_bytes = 0;  // > 0: a static threshold instead
   uint64_t pfc_headroom_bytes = 0;          // per PG; 0: auto from each cable and the MTU

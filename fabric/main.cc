@@ -116,7 +116,7 @@ std::vector<Flag> make_flags() {
   boolean("pfc", &FabricConfig::pfc,
       "PFC (802.1Qbb) on priority 3 at every switch: on | off (on)");
   u64("pfc-pool-bytes", &FabricConfig::pfc_pool_bytes,
-      "each switch's shared lossless ingress pool (33554432: half the 64 MB of a 32 x 400G switch)");
+      "each switch's shared lossless ingress pool (12582912: a 32 x 100G switch's, as SONiC configures a 7060CX)");
   dbl("pfc-alpha", &FabricConfig::pfc_alpha,
       "dynamic threshold: a priority group may hold alpha x the free pool, 1/128..128 (SONiC dynamic_th = log2 alpha) (1)");
   u64("pfc-static-threshold-bytes", &FabricConfig::pfc_static_threshold_bytes,
