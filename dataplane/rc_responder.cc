@@ -84,6 +84,9 @@ RcResponderCounters& RcResponderCounters::operator+=(const RcResponderCounters& 
   wrong_qp += o.wrong_qp;
   malformed += o.malformed;
   pool_empty += o.pool_empty;
+  naks_invalid_request += o.naks_invalid_request;
+  qp_errors += o.qp_errors;
+  dropped_in_error += o.dropped_in_error;
   read_requests += o.read_requests;
   read_duplicates += o.read_duplicates;
   read_duplicates_dropped += o.read_duplicates_dropped;
@@ -143,6 +146,8 @@ bool RcResponder::send(const Control& c, std::vector<rte_mbuf*>& out) {
   out.push_back(m);
   if (c.syndrome == aeth::kNakPsnSequenceError) {
     ++counters_.naks_sent;
+  } else if (c.syndrome == aeth::kNakInvalidRequest) {
+    ++counters_.naks_invalid_request;
   } else {
     ++counters_.acks_sent;
   }
@@ -286,11 +291,23 @@ bool RcResponder::check_sequence_and_length(uint8_t op, uint16_t payload) {
   return ok;
 }
 
+void RcResponder::fail_invalid_request(uint32_t psn) {
+  // rxe do_class_ac_error(qp, AETH_NAK_INVALID_REQ, ...) -> acknowledge(): send_ack(qp,
+  // aeth_syndrome, pkt->psn) -> RESPST_ERROR: rxe_qp_error. The NAK supersedes nothing pending
+  // (a pending ACK goes first, flush), and READ responses not yet out are never sent.
+  pending_nak_ = Control{true, aeth::kNakInvalidRequest, psn, msn_};
+  error_ = true;
+  ++counters_.qp_errors;
+  replies_.clear();
+}
+
 size_t RcResponder::receive(rte_mbuf* m, const ParsedPacket& p, uint64_t now_ns,
                             std::vector<rte_mbuf*>& out) {
   ++counters_.packets_received;
   const size_t before = out.size();
-  if (!roce_headers_in_mbuf(m, p)) {
+  if (error_) {
+    ++counters_.dropped_in_error;  // get_req in QP_STATE_ERROR: drained unanswered
+  } else if (!roce_headers_in_mbuf(m, p)) {
     ++counters_.malformed;
   } else if (p.dest_qp != address_.local_qp) {
     ++counters_.wrong_qp;
@@ -319,9 +336,11 @@ size_t RcResponder::receive(rte_mbuf* m, const ParsedPacket& p, uint64_t now_ns,
     nak_sent_ = false;
     // check_op_seq: not inside a WRITE message; a READ request carries no payload.
     if (in_message_) {
-      ++counters_.opcode_sequence_errors;
+      ++counters_.opcode_sequence_errors;  // RESPST_ERR_MISSING_OPCODE_LAST_C
+      fail_invalid_request(p.psn);
     } else if (p.payload_length != 0) {
       ++counters_.length_errors;
+      fail_invalid_request(p.psn);
     } else {
       const RethView reth(rte_pktmbuf_mtod(m, uint8_t*) + p.bth_offset + kBthSize);
       ++counters_.accepted;
@@ -340,6 +359,8 @@ size_t RcResponder::receive(rte_mbuf* m, const ParsedPacket& p, uint64_t now_ns,
         ++counters_.messages_received;
       }
       if (p.ack_req) queue_ack(p.psn);
+    } else {
+      fail_invalid_request(p.psn);
     }
   }
   rte_pktmbuf_free(m);

@@ -10,10 +10,15 @@
 //  - duplicate_request(): a duplicate SEND/WRITE is acknowledged again, with the PSN of the last
 //    accepted packet (send_ack(qp, AETH_ACK_UNLIMITED, ack_psn - 1)), not the duplicate's own
 //    PSN, and for every duplicate whether or not it asks for an ACK (C9-105).
-//  - check_op_seq(): after WRITE FIRST/MIDDLE only MIDDLE/LAST may follow; otherwise a MIDDLE or
-//    LAST is missing its FIRST. check_length(): FIRST and MIDDLE carry exactly one MTU, LAST
-//    1..MTU, ONLY at most one MTU. (rxe answers these with a NAK "invalid request" and moves the
-//    QP to the error state; here they are counted and the packet is dropped, the QP lives on.)
+//  - check_op_seq(): after WRITE FIRST/MIDDLE only MIDDLE/LAST may follow (a FIRST, ONLY or READ
+//    REQUEST there: RESPST_ERR_MISSING_OPCODE_LAST_C); otherwise a MIDDLE or LAST is missing its
+//    FIRST (RESPST_ERR_MISSING_OPCODE_FIRST). check_length(): FIRST and MIDDLE carry exactly one
+//    MTU, LAST 1..MTU, ONLY at most one MTU (RESPST_ERR_LENGTH; here also a READ REQUEST with a
+//    payload). These are class C errors: do_class_ac_error(AETH_NAK_INVALID_REQ), so
+//    acknowledge() sends a NAK "invalid request" (syndrome 0x61) with the packet's own PSN and
+//    RESPST_ERROR moves the QP to the error state (rxe_qp_error): from then on every request is
+//    dropped unanswered (get_req drains them, counted dropped_in_error) and READ responses not yet
+//    sent are dropped with them. Only a packet with the expected PSN gets that far.
 //  - execute(): accept, next expected PSN = PSN + 1, MSN + 1 on the last packet of a message;
 //    acknowledge(): an ACK (syndrome AETH_ACK_UNLIMITED 0x1F, MSN) with the packet's own PSN
 //    when it asks for one (bth_ack).
@@ -92,6 +97,9 @@ struct RcResponderCounters {
   uint64_t wrong_qp = 0;                // DestQP is not this QP
   uint64_t malformed = 0;               // not RoCE, multi-segment, headers past the mbuf
   uint64_t pool_empty = 0;              // ACK/NAK builds that found no mbuf (left pending)
+  uint64_t naks_invalid_request = 0;    // NAK "invalid request" sent (not in naks_sent)
+  uint64_t qp_errors = 0;               // times the QP entered the error state (0 or 1)
+  uint64_t dropped_in_error = 0;        // requests received in the error state: dropped
 
   RcResponderCounters& operator+=(const RcResponderCounters& o);
 };
@@ -121,6 +129,7 @@ class RcResponder {
   uint32_t expected_psn() const { return expected_psn_; }
   uint32_t msn() const { return msn_; }
   bool nak_latched() const { return nak_sent_; }  // rxe's qp->resp.sent_psn_nak
+  bool in_error() const { return error_; }        // rxe's QP_STATE_ERROR (see the top)
   bool control_pending() const { return pending_ack_.valid || pending_nak_.valid; }
   const RcResponderCounters& counters() const { return counters_; }
   const RcResponderConfig& config() const { return config_; }
@@ -162,6 +171,8 @@ class RcResponder {
   bool send(const Control& c, std::vector<rte_mbuf*>& out);
   // Returns false (and counts why) when the packet is not acceptable.
   bool check_sequence_and_length(uint8_t op, uint16_t payload);
+  // A class C error at `psn`: NAK "invalid request", then the error state.
+  void fail_invalid_request(uint32_t psn);
 
   RcResponderConfig config_;
   RcQpAddress address_;
@@ -170,6 +181,7 @@ class RcResponder {
   uint32_t ack_psn_;       // rxe's qp->resp.ack_psn: one past the last accepted PSN
   uint32_t msn_ = 0;       // 24 bits, messages completed
   bool nak_sent_ = false;
+  bool error_ = false;
   bool in_message_ = false;  // the last accepted packet was a WRITE FIRST or MIDDLE
   Control pending_ack_;
   Control pending_nak_;

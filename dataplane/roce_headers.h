@@ -50,6 +50,9 @@ inline constexpr uint8_t kCnp = 0x81;  // RoCEv2 congestion notification packet
 namespace aeth {
 inline constexpr uint8_t kAck = 0x00;
 inline constexpr uint8_t kNakPsnSequenceError = 0x60;
+inline constexpr uint8_t kNakInvalidRequest = 0x61;
+inline constexpr uint8_t kNakRemoteAccessError = 0x62;
+inline constexpr uint8_t kNakRemoteOperationalError = 0x63;
 inline bool is_ack(uint8_t syndrome) { return (syndrome & 0x60) == 0x00; }
 inline bool is_rnr_nak(uint8_t syndrome) { return (syndrome & 0x60) == 0x20; }
 inline bool is_nak(uint8_t syndrome) { return (syndrome & 0x60) == 0x60; }

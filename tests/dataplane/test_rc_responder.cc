@@ -229,19 +229,7 @@ TEST_CASE("responder: bad ICRC, wrong QP, bad opcodes and lengths are counted an
   CHECK(deliver(resp, make_write(pool.get(), opcode::kRcAck, 0, 0, false), 3, out) == 0);
   CHECK(resp.counters().bad_opcode == 2);
 
-  // A MIDDLE without its FIRST; a FIRST shorter than the MTU; a LAST without payload.
-  CHECK(deliver(resp, make_write(pool.get(), opcode::kRcWriteMiddle, 0, kMtu, true), 4, out) == 0);
-  CHECK(resp.counters().opcode_sequence_errors == 1);
-  CHECK(deliver(resp, make_write(pool.get(), opcode::kRcWriteFirst, 0, 100, false), 5, out) == 0);
-  CHECK(deliver(resp, make_write(pool.get(), opcode::kRcWriteOnly, 0, kMtu + 4, true), 5, out) ==
-        0);
-  CHECK(resp.counters().length_errors == 2);
-  deliver(resp, make_write(pool.get(), opcode::kRcWriteFirst, 0, kMtu, false), 6, out);
-  CHECK(deliver(resp, make_write(pool.get(), opcode::kRcWriteLast, 1, 0, true), 7, out) == 0);
-  CHECK(resp.counters().length_errors == 3);
-  // A FIRST inside a message.
-  CHECK(deliver(resp, make_write(pool.get(), opcode::kRcWriteFirst, 1, kMtu, false), 8, out) == 0);
-  CHECK(resp.counters().opcode_sequence_errors == 2);
+  // (Opcode sequence and length errors fail the QP: see the next test.)
 
   // Not RoCE; headers beyond the mbuf.
   m = pool.alloc();
@@ -252,14 +240,69 @@ TEST_CASE("responder: bad ICRC, wrong QP, bad opcodes and lengths are counted an
   CHECK(resp.receive(m, p, 9, out) == 0);
   CHECK(resp.counters().malformed == 2);
 
-  CHECK(resp.counters().accepted == 1);
-  CHECK(resp.expected_psn() == 1);
-  CHECK(resp.counters().packets_received == 12);
+  CHECK(resp.counters().accepted == 0);
+  CHECK(resp.expected_psn() == 0);
+  CHECK(resp.counters().packets_received == 6);
   CHECK(out.empty());
+  CHECK_FALSE(resp.in_error());
   // Still works.
-  REQUIRE(deliver(resp, make_write(pool.get(), opcode::kRcWriteLast, 1, 10, true), 10, out) == 1);
-  CHECK(take(out[0]).psn == 1);
+  REQUIRE(deliver(resp, make_write(pool.get(), opcode::kRcWriteOnly, 0, 10, true), 10, out) == 1);
+  CHECK(take(out[0]).psn == 0);
   CHECK(pool.whole());
+}
+
+TEST_CASE("responder: opcode sequence and length errors NAK invalid request, fail the QP") {
+  // rxe class C errors (check_op_seq, check_length -> do_class_ac_error(AETH_NAK_INVALID_REQ)):
+  // a NAK 0x61 with the offending packet's PSN, then the error state: nothing is answered again.
+  struct Case {
+    const char* what;
+    uint8_t op;
+    uint32_t payload;
+    bool in_message;  // a WRITE FIRST (PSN 0) accepted before; the bad packet is PSN 1
+    bool sequence;    // an opcode sequence error, else a length error
+  };
+  const Case cases[] = {
+      {"MIDDLE without FIRST", opcode::kRcWriteMiddle, kMtu, false, true},
+      {"LAST without FIRST", opcode::kRcWriteLast, 10, false, true},
+      {"FIRST inside a message", opcode::kRcWriteFirst, kMtu, true, true},
+      {"ONLY inside a message", opcode::kRcWriteOnly, 10, true, true},
+      {"FIRST shorter than the MTU", opcode::kRcWriteFirst, 100, false, false},
+      {"ONLY longer than the MTU", opcode::kRcWriteOnly, kMtu + 4, false, false},
+      {"LAST without payload", opcode::kRcWriteLast, 0, true, false},
+      {"MIDDLE shorter than the MTU", opcode::kRcWriteMiddle, 8, true, false},
+  };
+  for (const Case& c : cases) {
+    INFO(c.what);
+    TestPool pool;
+    RcResponder resp(config(0), responder_address(), pool.get());
+    std::vector<rte_mbuf*> out;
+    uint32_t psn = 0;
+    if (c.in_message) {
+      deliver(resp, make_write(pool.get(), opcode::kRcWriteFirst, psn++, kMtu, false), 1, out);
+    }
+    REQUIRE(deliver(resp, make_write(pool.get(), c.op, psn, c.payload, false), 2, out) == 1);
+    const Ack n = take(out[0]);
+    out.clear();
+    CHECK(n.syndrome == aeth::kNakInvalidRequest);
+    CHECK(n.psn == psn);
+    CHECK(resp.in_error());
+    const RcResponderCounters& k = resp.counters();
+    CHECK(k.opcode_sequence_errors == (c.sequence ? 1u : 0u));
+    CHECK(k.length_errors == (c.sequence ? 0u : 1u));
+    CHECK(k.naks_invalid_request == 1);
+    CHECK(k.naks_sent == 0);
+    CHECK(k.qp_errors == 1);
+    // The error state: a valid packet, a gap and a duplicate all go unanswered.
+    CHECK(deliver(resp, make_write(pool.get(), opcode::kRcWriteOnly, psn, 10, true), 3, out) == 0);
+    CHECK(deliver(resp, make_write(pool.get(), opcode::kRcWriteOnly, psn + 5, 10, true), 3, out) ==
+          0);
+    CHECK(deliver(resp, make_write(pool.get(), opcode::kRcWriteOnly, 0, 10, true), 3, out) == 0);
+    CHECK(resp.poll(4, out) == 0);
+    CHECK(k.dropped_in_error == 3);
+    CHECK(k.accepted == (c.in_message ? 1u : 0u));
+    CHECK(k.qp_errors == 1);
+    CHECK(pool.whole());
+  }
 }
 
 TEST_CASE("responder: PSNs wrap at 2^24 for acceptance, NAKs and duplicates") {
@@ -527,11 +570,23 @@ TEST_CASE("responder: a READ inside a WRITE message or with a payload is refused
   TestPool pool;
   RcResponder resp(config(0), responder_address(), pool.get());
   std::vector<rte_mbuf*> out;
-  // After WRITE FIRST only MIDDLE/LAST may come (check_op_seq).
+  {
+    // After WRITE FIRST only MIDDLE/LAST may come (check_op_seq ->
+    // RESPST_ERR_MISSING_OPCODE_LAST_C): NAK invalid request, the QP fails, no READ reply.
+    RcResponder bad(config(0), responder_address(), pool.get());
+    deliver(bad, make_write(pool.get(), opcode::kRcWriteFirst, 0, kMtu, false), 1, out);
+    REQUIRE(deliver(bad, make_read(pool.get(), 1, 0x8000, kMtu), 1, out) == 1);
+    const Ack e = take(out[0]);
+    out.clear();
+    CHECK(e.syndrome == aeth::kNakInvalidRequest);
+    CHECK(e.psn == 1);
+    CHECK(bad.counters().opcode_sequence_errors == 1);
+    CHECK(bad.in_error());
+    CHECK(bad.expected_psn() == 1);
+    CHECK_FALSE(bad.read_responses_pending());
+    CHECK(bad.counters().read_requests == 0);
+  }
   deliver(resp, make_write(pool.get(), opcode::kRcWriteFirst, 0, kMtu, false), 1, out);
-  deliver(resp, make_read(pool.get(), 1, 0x8000, kMtu), 1, out);
-  CHECK(resp.counters().opcode_sequence_errors == 1);
-  CHECK(resp.expected_psn() == 1);
   deliver(resp, make_write(pool.get(), opcode::kRcWriteLast, 1, 10, false), 1, out);
   // A READ ahead of the expected PSN: the usual NAK with the expected PSN.
   REQUIRE(deliver(resp, make_read(pool.get(), 5, 0x8000, kMtu), 2, out) == 1);
