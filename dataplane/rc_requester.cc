@@ -123,6 +123,12 @@ RcRequesterCounters& RcRequesterCounters::operator+=(const RcRequesterCounters& 
   read_retries += o.read_retries;
   read_retries_ignored += o.read_retries_ignored;
   read_bytes_received += o.read_bytes_received;
+  retransmitted_acked += o.retransmitted_acked;
+  responses_ahead_of_resend += o.responses_ahead_of_resend;
+  fatal_naks += o.fatal_naks;
+  qp_errors += o.qp_errors;
+  messages_flushed += o.messages_flushed;
+  responses_in_error += o.responses_in_error;
   completion.merge(o.completion);
   return *this;
 }
@@ -216,8 +222,16 @@ bool RcRequester::seq_of(uint32_t psn, uint64_t& seq) const {
   // Everything this QP can legitimately hear about lies within max_in_flight (< 2^23) of the
   // oldest unacknowledged PSN, where 24-bit serial arithmetic is unambiguous.
   const int32_t d = psn_diff(psn_of(una_), psn & kPsnMask);
-  if (d < 0) return false;
-  seq = una_ + static_cast<uint64_t>(d);
+  if (d >= 0) {
+    seq = una_ + static_cast<uint64_t>(d);
+    return true;
+  }
+  // Before una_: still an answer about the oldest message when that one has not completed (an
+  // ACK overtook its resend, see check_psn), else older than anything outstanding.
+  const uint64_t back = static_cast<uint64_t>(-static_cast<int64_t>(d));
+  const uint64_t base = messages_.empty() ? una_ : std::min(una_, messages_.front().first_seq);
+  if (back > una_ - base) return false;
+  seq = una_ - back;
   return true;
 }
 
@@ -229,6 +243,13 @@ void RcRequester::post(uint32_t bytes, uint64_t post_ns, RcOp op) {
   if (!config_.posted) throw std::invalid_argument("post: the requester is not in posted mode");
   if (bytes == 0 || bytes > 0x80000000u) throw std::invalid_argument("post: bytes must be 1..2^31");
   if (op != RcOp::kWrite && op != RcOp::kRead) throw std::invalid_argument("post: unknown op");
+  if (error_) {
+    // rxe accepts a post on a QP in the error state and completes it flushed at once.
+    ++created_;
+    ++completed_messages_;
+    ++counters_.messages_flushed;
+    return;
+  }
   add_message(bytes, post_ns, op);
 }
 
@@ -278,8 +299,8 @@ bool RcRequester::new_message_waits(uint64_t now_ns) const {
 }
 
 bool RcRequester::can_send(uint64_t now_ns) const {
-  return has_next_message() && next_ - una_ < config_.max_in_flight &&
-         now_ns >= alloc_retry_at_ns_ && !new_message_waits(now_ns);
+  return !error_ && has_next_message() && window_open() && now_ns >= alloc_retry_at_ns_ &&
+         !new_message_waits(now_ns);
 }
 
 rte_mbuf* RcRequester::build(const Message& msg, uint32_t index, bool ack_req) {
@@ -335,24 +356,33 @@ rte_mbuf* RcRequester::build_read(const Message& msg, uint32_t index) {
   return m;
 }
 
-void RcRequester::go_back_to_una() {
-  // Every message before the one holding una_ has completed (acknowledge_before), so that
-  // one is the oldest left.
+void RcRequester::go_back_to_una(uint64_t now_ns) {
+  // A message wholly acknowledged but not completed (an ACK overtook its resend, check_psn) is
+  // completed here: rxe's req_retry would restart at it (wqe_index = the consumer index) with
+  // nothing left to send. Then the message holding una_ is the oldest left.
+  while (!messages_.empty() && una_ >= messages_.front().first_seq + messages_.front().packets) {
+    complete_front(now_ns);
+  }
   next_ = una_;
   next_msg_ = completed_messages_;
 }
 
 size_t RcRequester::poll(uint64_t now_ns, std::vector<rte_mbuf*>& out, size_t max_packets) {
+  if (error_) return 0;  // rxe_requester: nothing is sent in QP_STATE_ERROR
   if (timer_armed_ && now_ns >= deadline_ns_) {
-    // rxe retransmit_timer -> COMPST_ERROR_RETRY -> req_retry(): resend from comp.psn.
-    ++counters_.timeouts;
     timer_armed_ = false;
-    retry_started_ = true;
-    if (config_.selective_retransmit) {
-      queue_resend(una_);
-      recover_ = high_;
-    } else {
-      go_back_to_una();
+    // rxe retransmit_timer -> COMPST_ERROR_RETRY -> req_retry(): resend from comp.psn, but only
+    // when req.psn > comp.psn ("no point in retrying if we have already seen the last ack that
+    // the requester could have caused"): not while resending PSNs an ACK has overtaken.
+    if (next_ > una_) {
+      ++counters_.timeouts;
+      retry_started_ = true;
+      if (config_.selective_retransmit) {
+        queue_resend(una_);
+        recover_ = high_;
+      } else {
+        go_back_to_una(now_ns);
+      }
     }
   }
 
@@ -419,6 +449,9 @@ size_t RcRequester::poll(uint64_t now_ns, std::vector<rte_mbuf*>& out, size_t ma
       }
     } else {
       ++counters_.packets_retransmitted;
+      // rxe resends from the go-back point whatever an ACK has acknowledged since (req.psn
+      // stays behind comp.psn); the responder re-ACKs them as duplicates.
+      if (seq < una_) ++counters_.retransmitted_acked;
     }
     ++next_;
     if (last) ++next_msg_;
@@ -430,7 +463,8 @@ size_t RcRequester::poll(uint64_t now_ns, std::vector<rte_mbuf*>& out, size_t ma
   return sent;
 }
 
-bool RcRequester::acknowledge_before(uint64_t end_seq, uint64_t now_ns) {
+void RcRequester::advance_una(uint64_t end_seq) {
+  if (end_seq <= una_) return;
   // Payload of packets una_..end_seq-1, message by message (all sent, so all in messages_).
   uint64_t s = una_;
   for (const Message& m : messages_) {
@@ -443,32 +477,72 @@ bool RcRequester::acknowledge_before(uint64_t end_seq, uint64_t now_ns) {
         to == m.packets ? m.bytes - from * config_.mtu : (to - from) * config_.mtu;
     s = m.first_seq + to;
   }
-  una_ = std::max(una_, end_seq);
+  una_ = end_seq;
+}
+
+void RcRequester::complete_front(uint64_t now_ns) {
+  const Message& m = messages_.front();
+  const uint64_t end = m.first_seq + m.packets;
+  advance_una(end);
+  if (next_msg_ == completed_messages_ && next_ < end) {
+    // Completed while still being resent (a duplicate ACK of its last PSN, check_psn): rxe
+    // resends the rest of the completed WQE; here the resend moves on to the next message.
+    next_ = end;
+    ++next_msg_;
+  }
+  const uint64_t from = config_.posted ? m.post_ns : m.first_sent_ns;
+  const uint64_t took = now_ns > from ? now_ns - from : 0;
+  if (m.op == RcOp::kRead) --reads_;
+  ++completed_messages_;
+  ++counters_.messages_completed;
+  counters_.bytes_completed += m.bytes;
+  counters_.completion.add(took);
+  stats_->add(took);
+  if (config_.record_completions) {
+    MessageCompletion c;
+    c.bytes = m.bytes;
+    c.post_ns = m.post_ns;
+    c.first_sent_ns = m.first_sent_ns;
+    c.completed_ns = now_ns;
+    completions_.push_back(c);
+  }
+  messages_.pop_front();
+}
+
+bool RcRequester::acknowledge_before(uint64_t end_seq, uint64_t now_ns) {
+  advance_una(end_seq);
   bool completed = false;
   while (!messages_.empty() && una_ >= messages_.front().first_seq + messages_.front().packets) {
-    const Message& m = messages_.front();
-    const uint64_t from = config_.posted ? m.post_ns : m.first_sent_ns;
-    const uint64_t took = now_ns > from ? now_ns - from : 0;
-    if (m.op == RcOp::kRead) --reads_;
-    ++completed_messages_;
-    ++counters_.messages_completed;
-    counters_.bytes_completed += m.bytes;
-    counters_.completion.add(took);
-    stats_->add(took);
-    if (config_.record_completions) {
-      MessageCompletion c;
-      c.bytes = m.bytes;
-      c.post_ns = m.post_ns;
-      c.first_sent_ns = m.first_sent_ns;
-      c.completed_ns = now_ns;
-      completions_.push_back(c);
-    }
-    messages_.pop_front();
+    complete_front(now_ns);
     completed = true;
   }
-  // Acknowledged while going back: no need to resend those.
-  if (next_ < una_) go_back_to_una();
   return completed;
+}
+
+RcRequester::PsnCheck RcRequester::check_psn(uint64_t seq, uint64_t now_ns) {
+  // rxe_comp.c get_wqe/check_psn, from the oldest message (queue_head) on. A message is in
+  // rxe's wqe_state_posted while next_ is at or before its first PSN (not sent, or not resent
+  // since req_retry reset it), wqe_state_pending once next_ is past its last PSN (its last
+  // packet gone out since), else wqe_state_processing.
+  while (!messages_.empty()) {
+    const Message& m = messages_.front();
+    if (next_ <= m.first_seq) return PsnCheck::kAhead;  // get_wqe: posted -> COMPST_DONE
+    const uint64_t end = m.first_seq + m.packets;
+    if (seq < end) {
+      // "response is most likely a retried packet if it matches an uncompleted WQE go complete
+      // it else ignore it"
+      if (seq < una_) return seq + 1 == end ? PsnCheck::kCompAck : PsnCheck::kStale;
+      if (m.op == RcOp::kRead && seq > una_) return PsnCheck::kReadAhead;
+      return PsnCheck::kCheckAck;
+    }
+    // Past the oldest message: it completes if pending (COMPST_COMP_WQE), a READ retries
+    // (COMPST_ERROR_RETRY); one still being (re)sent takes nothing (COMPST_DONE).
+    if (next_ < end) return PsnCheck::kAhead;
+    if (m.op == RcOp::kRead) return PsnCheck::kReadRetry;
+    retry_started_ = false;  // reset_retry_counters
+    complete_front(now_ns);
+  }
+  return PsnCheck::kStale;  // nothing outstanding: get_wqe -> COMPST_DONE
 }
 
 size_t RcRequester::take_completions(std::vector<MessageCompletion>& out) {
@@ -479,10 +553,29 @@ size_t RcRequester::take_completions(std::vector<MessageCompletion>& out) {
 }
 
 void RcRequester::restart_timer(uint64_t now_ns) {
-  // rxe re-arms the timer to now + timeout while PSNs are outstanding, and lets it lapse when
-  // none are (the next send arms it again).
+  // Selective mode: re-armed to now + timeout while PSNs are outstanding, left to lapse when none
+  // are (the next send arms it again).
   timer_armed_ = una_ < next_;
   if (timer_armed_) deadline_ns_ = now_ns + config_.retransmit_timeout_ns;
+}
+
+void RcRequester::completer_pass(uint64_t now_ns) {
+  if (error_) return;
+  if (retry_from_response_) {
+    // rxe: the completer that starts a retry has the requester resend at once, and its next pass
+    // re-arms the timer after that resend: here the resend arms it (poll, update_state).
+    retry_from_response_ = false;
+    timer_armed_ = false;
+    return;
+  }
+  // rxe_comp.c COMPST_EXIT (reset_retry_timer): mod_timer(now + timeout) whenever the completer
+  // has run and req.psn > comp.psn, whatever the response was (a stale duplicate included).
+  if (next_ > una_) {
+    timer_armed_ = true;
+    deadline_ns_ = now_ns + config_.retransmit_timeout_ns;
+  } else if (una_ == high_) {
+    timer_armed_ = false;  // nothing outstanding: let it lapse (rxe leaves it pending, see top)
+  }
 }
 
 void RcRequester::handle_ack(uint32_t psn, uint64_t now_ns) {
@@ -495,26 +588,51 @@ void RcRequester::handle_ack(uint32_t psn, uint64_t now_ns) {
     ++counters_.invalid_responses;  // acknowledges a PSN never sent
     return;
   }
-  if (const Message* r = first_unfinished_read(); r != nullptr && seq >= r->first_seq) {
-    // rxe check_psn: the WRITEs before the READ complete (their PSNs are covered); an ACK past
-    // the unfinished READ means its responses were lost: COMPST_ERROR_RETRY. An ACK inside the
-    // READ's PSNs is no answer to anything (COMPST_DONE).
-    const uint64_t read_first = r->first_seq;
-    const uint64_t read_end = r->first_seq + r->packets;
-    if (read_first > una_ && acknowledge_before(read_first, now_ns)) retry_started_ = false;
-    if (seq >= read_end) {
-      retry_for_read(now_ns);
-    } else {
+  if (config_.selective_retransmit) {
+    if (seq < una_) {
       ++counters_.stale_responses;
+      return;
     }
+    retry_started_ = false;
+    const uint64_t before = una_;
+    acknowledge_before(seq + 1, now_ns);
+    // After a timeout: the responder still misses una_, sent a timeout ago (see the top).
+    if (una_ > before && una_ < recover_) queue_resend(una_);
+    restart_timer(now_ns);
     return;
   }
-  retry_started_ = false;  // rxe check_ack: AETH_ACK -> reset_retry_counters()
-  const uint64_t before = una_;
-  acknowledge_before(seq + 1, now_ns);
-  // After a timeout: the responder still misses una_, sent a timeout ago (see the top).
-  if (config_.selective_retransmit && una_ > before && una_ < recover_) queue_resend(una_);
-  restart_timer(now_ns);
+  switch (check_psn(seq, now_ns)) {
+    case PsnCheck::kStale:
+      ++counters_.stale_responses;
+      break;
+    case PsnCheck::kCompAck:  // the last PSN of a message already acknowledged: complete it
+      complete_front(now_ns);
+      break;
+    case PsnCheck::kAhead:
+      ++counters_.responses_ahead_of_resend;
+      break;
+    case PsnCheck::kReadAhead:
+      ++counters_.stale_responses;  // an ACK inside an unfinished READ answers nothing
+      break;
+    case PsnCheck::kReadRetry:
+      retry_for_read(now_ns);
+      break;
+    case PsnCheck::kCheckAck: {
+      const Message& m = messages_.front();
+      if (m.op == RcOp::kRead) {
+        ++counters_.stale_responses;  // an ACK at an unfinished READ's first PSN: no answer
+        break;
+      }
+      retry_started_ = false;  // check_ack: AETH_ACK -> reset_retry_counters()
+      const uint64_t end = m.first_seq + m.packets;
+      if (seq + 1 == end && next_ >= end) {
+        complete_front(now_ns);  // COMPST_WRITE_SEND -> COMPST_COMP_ACK
+      } else {
+        advance_una(seq + 1);  // COMPST_UPDATE_COMP: comp.psn = psn + 1
+      }
+      break;
+    }
+  }
 }
 
 const RcRequester::Message* RcRequester::first_unfinished_read() const {
@@ -534,8 +652,8 @@ void RcRequester::retry_for_read(uint64_t now_ns) {
   }
   retry_started_ = true;
   ++counters_.read_retries;
-  go_back_to_una();
-  restart_timer(now_ns);
+  go_back_to_una(now_ns);
+  retry_from_response_ = true;
 }
 
 void RcRequester::handle_read_response(uint8_t op, uint8_t syndrome, uint32_t psn, uint32_t payload,
@@ -551,19 +669,28 @@ void RcRequester::handle_read_response(uint8_t op, uint8_t syndrome, uint32_t ps
   }
   // rxe check_psn: WRITEs wholly before the response are implicitly acknowledged; an unfinished
   // READ wholly before it lost responses.
-  const Message* r = first_unfinished_read();
-  if (r == nullptr || seq < r->first_seq) {
+  switch (check_psn(seq, now_ns)) {
+    case PsnCheck::kStale:
+      ++counters_.stale_responses;
+      return;
+    case PsnCheck::kCompAck:
+      complete_front(now_ns);
+      return;
+    case PsnCheck::kAhead:
+      ++counters_.responses_ahead_of_resend;
+      return;
+    case PsnCheck::kReadAhead:
+      ++counters_.read_responses_out_of_order;  // rxe: COMPST_DONE, dropped
+      return;
+    case PsnCheck::kReadRetry:
+      retry_for_read(now_ns);
+      return;
+    case PsnCheck::kCheckAck:
+      break;
+  }
+  const Message& msg = messages_.front();
+  if (msg.op != RcOp::kRead) {
     ++counters_.read_response_errors;  // a READ response for a WRITE's PSN (COMPST_ERROR)
-    return;
-  }
-  if (r->first_seq > una_ && acknowledge_before(r->first_seq, now_ns)) retry_started_ = false;
-  const Message& msg = *r;
-  if (seq >= msg.first_seq + msg.packets) {
-    retry_for_read(now_ns);
-    return;
-  }
-  if (seq > una_) {
-    ++counters_.read_responses_out_of_order;  // rxe: COMPST_DONE, dropped
     return;
   }
   // seq == una_: rxe check_ack, opcode sequence first.
@@ -590,9 +717,12 @@ void RcRequester::handle_read_response(uint8_t op, uint8_t syndrome, uint32_t ps
   retry_started_ = false;  // check_ack: READ response -> reset_retry_counters()
   ++counters_.read_responses_accepted;
   counters_.read_bytes_received += payload;
-  comp_opcode_ = ends ? -1 : op;        // COMPST_UPDATE_COMP
-  acknowledge_before(seq + 1, now_ns);  // completes the READ on its last response
-  restart_timer(now_ns);
+  comp_opcode_ = ends ? -1 : op;  // COMPST_UPDATE_COMP
+  if (ends) {
+    complete_front(now_ns);  // do_read: resid 0 and END -> COMPST_COMP_ACK
+  } else {
+    advance_una(seq + 1);
+  }
 }
 
 void RcRequester::handle_nak(uint32_t psn, uint64_t now_ns) {
@@ -607,46 +737,119 @@ void RcRequester::handle_nak(uint32_t psn, uint64_t now_ns) {
     return;
   }
   if (config_.selective_retransmit) {
+    if (seq < una_) {
+      ++counters_.stale_responses;
+      return;
+    }
     acknowledge_before(seq, now_ns);
     ++counters_.nak_retries;
     queue_resend(seq);  // that PSN alone: the ones after it may well have been placed
     restart_timer(now_ns);
     return;
   }
-  if (const Message* r = first_unfinished_read(); r != nullptr && seq > r->first_seq) {
-    // An unfinished READ before the expected PSN: its missing responses are not NAKed, they are
-    // retried (check_psn -> COMPST_ERROR_RETRY, the same go-back as the NAK's).
-    if (r->first_seq > una_ && acknowledge_before(r->first_seq, now_ns)) retry_started_ = false;
-    if (retry_started_) {
-      ++counters_.naks_ignored;
+  // rxe check_psn first: it completes every message wholly before the NAK's PSN whose last
+  // packet has gone out since the last go-back (a completed message resets the retry state).
+  switch (check_psn(seq, now_ns)) {
+    case PsnCheck::kStale:
+    case PsnCheck::kReadAhead:
+      ++counters_.stale_responses;
       return;
-    }
-    retry_started_ = true;
-    ++counters_.nak_retries;
-    go_back_to_una();
-    restart_timer(now_ns);
-    return;
+    case PsnCheck::kCompAck:
+      complete_front(now_ns);
+      return;
+    case PsnCheck::kAhead:
+      ++counters_.responses_ahead_of_resend;
+      return;
+    case PsnCheck::kCheckAck:
+      // check_ack: "a nak implicitly acks all packets with psns before" (comp.psn = psn).
+      advance_una(seq);
+      break;
+    case PsnCheck::kReadRetry:
+      // An unfinished READ before the expected PSN: its missing responses are not NAKed, they
+      // are retried (check_psn -> COMPST_ERROR_RETRY, the same go-back as the NAK's).
+      break;
   }
-  const bool progress = seq > una_;
-  // A completed message resets rxe's retry state (check_psn -> COMPST_COMP_WQE ->
-  // reset_retry_counters) before the NAK itself is looked at.
-  if (acknowledge_before(seq, now_ns)) retry_started_ = false;
-  if (retry_started_) {
+  // COMPST_ERROR_RETRY: not while a retry is under way (started_retry), nor when nothing sent
+  // is unacknowledged (req.psn <= comp.psn).
+  if (retry_started_ || next_ <= una_) {
     ++counters_.naks_ignored;
-    if (progress) restart_timer(now_ns);
     return;
   }
   retry_started_ = true;
   ++counters_.nak_retries;
-  go_back_to_una();  // una_ == seq: go back N from the PSN the responder expects
-  restart_timer(now_ns);
+  go_back_to_una(now_ns);  // una_ == seq: go back N from the PSN the responder expects
+  retry_from_response_ = true;
+}
+
+void RcRequester::handle_fatal_nak(uint32_t psn, uint64_t now_ns) {
+  uint64_t seq = 0;
+  if (!seq_of(psn, seq)) {
+    ++counters_.stale_responses;
+    return;
+  }
+  if (seq >= high_) {
+    ++counters_.invalid_responses;
+    return;
+  }
+  if (config_.selective_retransmit) {
+    if (seq < una_) {
+      ++counters_.stale_responses;
+      return;
+    }
+  } else {
+    // Only a NAK that check_psn passes on to check_ack fails the QP; others are ignored.
+    switch (check_psn(seq, now_ns)) {
+      case PsnCheck::kStale:
+      case PsnCheck::kReadAhead:
+        ++counters_.stale_responses;
+        return;
+      case PsnCheck::kCompAck:
+        complete_front(now_ns);
+        return;
+      case PsnCheck::kAhead:
+        ++counters_.responses_ahead_of_resend;
+        return;
+      case PsnCheck::kReadRetry:
+        retry_for_read(now_ns);
+        return;
+      case PsnCheck::kCheckAck:
+        break;
+    }
+  }
+  // check_ack: AETH_NAK_INVALID_REQ / REM_ACC_ERR / REM_OP_ERR (and any other NAK code) ->
+  // COMPST_ERROR: the message completes in error and rxe_qp_error() fails the QP.
+  ++counters_.fatal_naks;
+  enter_error();
+}
+
+void RcRequester::enter_error() {
+  // rxe_qp_error: QP_STATE_ERROR. The failed WQE and every one after it complete with an error
+  // status (the completer's rxe_drain_resp_pkts flushes them: IB_WC_WR_FLUSH_ERR), the requester
+  // sends nothing more, the retransmit timer is dead and responses are dropped.
+  error_ = true;
+  ++counters_.qp_errors;
+  counters_.messages_flushed += messages_.size();
+  completed_messages_ += messages_.size();
+  messages_.clear();
+  reads_ = 0;
+  resend_.clear();
+  next_ = una_;
+  next_msg_ = completed_messages_;
+  timer_armed_ = false;
+  retry_from_response_ = false;
 }
 
 void RcRequester::receive(rte_mbuf* m, const ParsedPacket& p, uint64_t now_ns) {
   ++counters_.responses_received;
+  if (error_) {
+    ++counters_.responses_in_error;  // rxe_completer in QP_STATE_ERROR: drained
+    rte_pktmbuf_free(m);
+    return;
+  }
   const bool read_response =
       p.bth_opcode >= opcode::kRcReadResponseFirst && p.bth_opcode <= opcode::kRcReadResponseOnly;
   const size_t ext = p.bth_opcode == opcode::kRcReadResponseMiddle ? 0 : kAethSize;
+  bool completer = false;  // the response reached rxe's completer (rxe_rcv passed it on)
   if (!roce_headers_in_mbuf(m, p, ext)) {
     ++counters_.malformed;
   } else if (p.dest_qp != address_.local_qp) {
@@ -656,12 +859,14 @@ void RcRequester::receive(rte_mbuf* m, const ParsedPacket& p, uint64_t now_ns) {
   } else if (!verify_icrc(rte_pktmbuf_mtod(m, const uint8_t*) + p.l3_offset, p.ip_total_length)) {
     ++counters_.icrc_errors;
   } else if (read_response) {
+    completer = true;
     ++counters_.read_responses_received;
     const uint8_t syndrome =
         ext == 0 ? aeth::kAck
                  : AethView(rte_pktmbuf_mtod(m, uint8_t*) + p.bth_offset + kBthSize).syndrome();
     handle_read_response(p.bth_opcode, syndrome, p.psn, p.payload_length, now_ns);
   } else {
+    completer = true;
     const uint8_t syndrome =
         AethView(rte_pktmbuf_mtod(m, uint8_t*) + p.bth_offset + kBthSize).syndrome();
     if (aeth::is_ack(syndrome)) {
@@ -670,12 +875,16 @@ void RcRequester::receive(rte_mbuf* m, const ParsedPacket& p, uint64_t now_ns) {
     } else if (syndrome == aeth::kNakPsnSequenceError) {
       ++counters_.naks_received;
       handle_nak(p.psn, now_ns);
+    } else if (aeth::is_nak(syndrome)) {
+      handle_fatal_nak(p.psn, now_ns);
     } else {
-      // RNR NAK (we never post receive WQEs, so no responder of ours sends one) and remote
-      // errors, which in rxe move the QP to the error state: left to the retransmit timer.
+      // RNR NAK (we never post receive WQEs, so no responder of ours sends one; rxe would
+      // retry after the RNR timer) and the reserved syndromes 0x40-0x5F: the timer recovers.
       ++counters_.other_naks;
     }
   }
+  // Selective mode keeps its own timer rule (restart_timer, see the top).
+  if (completer && !config_.selective_retransmit) completer_pass(now_ns);
   rte_pktmbuf_free(m);
 }
 
@@ -727,9 +936,16 @@ size_t RcRequester::send_resends(uint64_t now_ns, std::vector<rte_mbuf*>& out, s
   return sent;
 }
 
+bool RcRequester::window_open() const {
+  // Exactly max_in_flight PSNs unacknowledged at most; while resending PSNs an ACK has
+  // overtaken (next_ behind una_) the window is open, as rxe's req.psn check is.
+  return next_ < una_ || next_ - una_ < config_.max_in_flight;
+}
+
 uint64_t RcRequester::next_event_ns() const {
+  if (error_) return kNever;
   uint64_t t = kNever;
-  if (has_next_message() && next_ - una_ < config_.max_in_flight) {
+  if (has_next_message() && window_open()) {
     t = alloc_retry_at_ns_;
     if (at_message_start()) t = std::max(t, message_start_ns());
   }
@@ -739,6 +955,7 @@ uint64_t RcRequester::next_event_ns() const {
 }
 
 bool RcRequester::done() const {
+  if (error_) return true;  // every message completed, in error; nothing more will happen
   if (config_.posted) return messages_.empty();
   return config_.messages != 0 && completed_messages_ >= config_.messages;
 }

@@ -9,22 +9,52 @@
 //    `noack_pkts++ > RXE_MAX_PKT_PER_ACK` (64, rxe_param.h), resetting the count on every AckReq
 //    packet: so a long message asks for an ACK every 66th packet. The count runs per QP, across
 //    messages and retransmissions, as in rxe.
-//  - Window: rxe_requester() stops when the next PSN would pass comp.psn + RXE_MAX_UNACKED_PSNS
-//    (128). Here max_in_flight counts unacknowledged packets exactly (default 128).
-//  - ACKs are cumulative (rxe_comp.c check_psn / COMPST_UPDATE_COMP: comp.psn = ack PSN + 1 and
-//    every WQE whose last PSN is before it completes). A response older than the oldest
-//    unacknowledged PSN is ignored (check_psn returns COMPST_DONE).
+//  - Window: rxe_requester() waits (wait_psn) when psn_compare(req.psn, comp.psn +
+//    RXE_MAX_UNACKED_PSNS) > 0, so with RXE_MAX_UNACKED_PSNS 128 it sends PSNs comp.psn ..
+//    comp.psn + 128: 129 outstanding. max_in_flight counts unacknowledged PSNs exactly, so rxe is
+//    max_in_flight 129, the default.
+//  - ACKs are cumulative (rxe_comp.c check_psn / COMPST_UPDATE_COMP: comp.psn = ack PSN + 1), and
+//    a message completes as rxe's WQE does: when a response passes its last PSN (COMPST_COMP_WQE)
+//    or acknowledges that PSN (COMPST_COMP_ACK), once its last packet has gone out. A response
+//    older than the oldest unacknowledged PSN is ignored (check_psn returns COMPST_DONE) and
+//    counted stale_responses, also while a retry is under way.
+//  - An ACK that overtakes a go-back (req_retry has rewound req.psn to comp.psn and the responder
+//    had more than the requester knew): rxe's requester does not skip what it acknowledges, it
+//    resends every PSN from the rewind point (req.psn stays behind comp.psn), and the responder
+//    re-ACKs each as a duplicate (counted retransmitted_acked). req_retry puts every WQE back in
+//    wqe_state_posted, and check_psn takes a response only up to the first message not resent to
+//    its end since (get_wqe: posted -> COMPST_DONE; past a WQE still processing -> COMPST_DONE):
+//    the rest of it is ignored (responses_ahead_of_resend), so completions wait for the resend
+//    and the duplicates' re-ACKs. (Two corners of rxe are not followed: a go-back while a message
+//    is wholly acknowledged but not completed completes it, where req_retry would restart at it
+//    with nothing left to send; a message completed while still being resent is not resent
+//    further, where rxe sends the rest of the completed WQE.)
 //  - A NAK "PSN sequence error" implicitly acknowledges every PSN before its own (check_ack:
 //    "a nak implicitly acks all packets with psns before"); req_retry() then resends from it.
 //  - Once a retry has started, further NAKs do not start another until an ACK arrives or a
 //    message completes (COMPST_ERROR_RETRY: started_retry, cleared by reset_retry_counters);
 //    a timeout always retries.
 //  - The retransmit timer (retrans_timer): armed when a packet is sent and none is armed
-//    (update_state), pushed back to now + timeout after a response (rxe re-arms it whenever the
-//    completer exits with PSNs outstanding). Here only a response that acknowledges something or
-//    starts a retry pushes it back, so that a stream of stale duplicates cannot hold off recovery.
+//    (update_state); pushed back to now + timeout after every response that reaches the completer
+//    while req.psn > comp.psn (rxe_comp.c COMPST_EXIT: reset_retry_timer / mod_timer), a stale
+//    duplicate included, so a stream of them holds off the timeout as in rxe. When it fires with
+//    req.psn <= comp.psn (nothing outstanding, or resending PSNs an ACK overtook) it retries
+//    nothing (COMPST_ERROR_RETRY: "no point in retrying"). A response that starts a retry leaves
+//    the re-arm to the resend (rxe's completer re-arms after the requester's resend).
+//    Divergence, countable only after an idle gap: rxe never deletes the timer, so with nothing
+//    outstanding it stays pending from the last response and the next send does not re-arm it
+//    (the next timeout may come up to that gap early, and a lapse with nothing to do wakes the
+//    completer); here it lapses when everything is acknowledged and the next send arms it.
 //    The default timeout is perftest's: 4.096 us x 2^14 = 67.108864 ms; retries are unlimited
 //    (perftest's retry_cnt 7 means "infinite" in rxe).
+//  - The error state (rxe_comp.c check_ack -> COMPST_ERROR -> rxe_qp_error): a NAK "invalid
+//    request" (0x61), "remote access error" (0x62), "remote operational error" (0x63) or any
+//    other NAK code, at a PSN check_psn passes on, fails the QP: counted fatal_naks and
+//    qp_errors, every outstanding message completes in error (messages_flushed, no
+//    MessageCompletion: those record successes only), nothing more is sent, the timer stops,
+//    later responses are dropped (responses_in_error), a later post() is flushed at once, and
+//    done() is true. RNR NAKs are counted other_naks and left to the timer (rxe waits the RNR
+//    timer and retries; no responder of ours sends one).
 //  - UDP source port: rxe_qp.c, 0xC000 + hash_32(qpn, 14) (see rxe_udp_source_port).
 //  - RDMA READ (rxe_req.c, rxe_comp.c): one READ REQUEST packet (RETH: VA, rkey, DMA length,
 //    AckReq set as on every last packet) consumes N = max(1, ceil(length / MTU)) PSNs, one per
@@ -40,15 +70,18 @@
 //    completes on its last response (do_read: resid 0 and END). An ACK past an unfinished READ
 //    also retries (check_psn). The retry re-issues the READ from the first missing response
 //    (req_retry: iova += done bytes, RETH length = resid, PSN = comp.psn).
-//    (rxe's COMPST_ERROR cases, a response out of opcode sequence or with a NAK syndrome, move
-//    the QP to the error state; here they are counted read_response_errors and dropped.)
+//    (rxe's COMPST_ERROR cases for READ responses, out of opcode sequence, a NAK syndrome or a
+//    wrong length, also move the QP to the error state; here they are counted
+//    read_response_errors and dropped, the QP lives on: no responder of ours sends them.)
 //    Not modelled: max_rd_atomic (outstanding READs are bounded only by the PSN window), fences.
 //
 // Selective retransmission (RcRequesterConfig::selective_retransmit), for a responder that
 // places out of order (RcPlacementResponder) instead of rxe's: nothing is ever gone back over.
 //  - A NAK "PSN sequence error" still acknowledges every PSN before its own, and resends that
 //    one PSN only (the first one the responder misses; RoCE's NAK names no other).
-//  - The retransmit timer resends the oldest unacknowledged PSN only. Until everything sent
+//  - The retransmit timer resends the oldest unacknowledged PSN only. It is pushed back only by a
+//    response that acknowledges something or resends, so that a stream of stale duplicates
+//    cannot hold off recovery (rxe's rule, above, re-arms on every response). Until everything sent
 //    before the timeout is acknowledged, each ACK that moves the oldest unacknowledged PSN on
 //    resends the new oldest at once: it was sent a whole timeout ago and the responder, whose
 //    ACK is cumulative, says it is still missing (a tail loss of k packets costs one timeout and
@@ -153,10 +186,11 @@ class CompletionTimeStats {
 struct RcRequesterConfig {
   uint32_t message_bytes = 65536;  // fixed mode only
   uint32_t mtu = 1024;             // path MTU: 256, 512, 1024, 2048 or 4096
-  // Unacknowledged packets allowed (rxe: RXE_MAX_UNACKED_PSNS = 128). Must be at least
-  // max_pkt_per_ack + 2, or a long message could fill the window with packets none of which
-  // asks for an ACK, and only the retransmit timer would move it on.
-  uint32_t max_in_flight = 128;
+  // Unacknowledged PSNs allowed, exactly. rxe's RXE_MAX_UNACKED_PSNS = 128 admits 129 (see the
+  // top), hence the default. Must be at least max_pkt_per_ack + 2, or a long message could fill
+  // the window with packets none of which asks for an ACK, and only the retransmit timer would
+  // move it on.
+  uint32_t max_in_flight = 129;
   uint32_t max_pkt_per_ack = 64;  // rxe: RXE_MAX_PKT_PER_ACK
   uint64_t messages = 0;          // fixed mode only; 0: unlimited
   // Minimum time between the first transmissions of consecutive messages; 0: back to back.
@@ -195,7 +229,7 @@ struct RcRequesterCounters {
   uint64_t timeouts = 0;               // go-back-N started by the retransmit timer
   uint64_t stale_responses = 0;        // ACK/NAK for a PSN before the oldest unacknowledged
   uint64_t invalid_responses = 0;      // ACK/NAK for a PSN never sent
-  uint64_t other_naks = 0;             // RNR NAK and remote-error NAKs: ignored, the timer recovers
+  uint64_t other_naks = 0;             // RNR NAK, reserved syndromes: ignored, the timer recovers
   uint64_t icrc_errors = 0;
   uint64_t wrong_qp = 0;    // DestQP is not this QP
   uint64_t bad_opcode = 0;  // not an RC ACKNOWLEDGE or READ RESPONSE
@@ -208,6 +242,18 @@ struct RcRequesterCounters {
   uint64_t read_retries = 0;  // retries started by a response or ACK past an unfinished READ
   uint64_t read_retries_ignored = 0;  // such a response while a retry was under way
   uint64_t read_bytes_received = 0;   // READ response payload accepted
+  // Go-back-N: packets resent for PSNs an ACK had acknowledged since the go-back (rxe resends
+  // them; the responder re-ACKs them as duplicates). Also counted in packets_retransmitted.
+  uint64_t retransmitted_acked = 0;
+  // ACK/NAK/READ responses (wholly or in part) not taken because they lie past a message that
+  // has not been (re)sent to its end since the last go-back (rxe get_wqe/check_psn: COMPST_DONE)
+  uint64_t responses_ahead_of_resend = 0;
+  // The error state (rxe COMPST_ERROR -> rxe_qp_error):
+  uint64_t fatal_naks = 0;        // NAK invalid request, remote access or remote operational error
+  uint64_t qp_errors = 0;         // times the QP entered the error state (0 or 1 per QP)
+  uint64_t messages_flushed = 0;  // messages completed in error (the NAKed one included), and
+                                  // posts made in the error state
+  uint64_t responses_in_error = 0;  // responses received in the error state: dropped
   uint64_t malformed = 0;   // not RoCE, multi-segment, or headers that the mbuf does not hold
   uint64_t pool_empty = 0;  // packets not built for lack of mbufs (retried later)
   // selective_retransmit: packets resent alone (nak_retries and timeouts count what began them)
@@ -279,7 +325,10 @@ class RcRequester {
   uint64_t messages_outstanding() const { return messages_.size(); }
   uint32_t next_psn() const { return psn_of(next_); }  // next to send
   uint32_t oldest_unacked_psn() const { return psn_of(una_); }
-  uint64_t in_flight() const { return next_ - una_; }  // sent, not acknowledged, not gone back
+  // Sent, not acknowledged, not gone back (0 while resending PSNs an ACK has overtaken).
+  uint64_t in_flight() const { return next_ > una_ ? next_ - una_ : 0; }
+  // rxe's QP_STATE_ERROR, entered on a fatal NAK: nothing is sent, every message was flushed.
+  bool in_error() const { return error_; }
   bool retransmit_timer_armed() const { return timer_armed_; }
   uint64_t retransmit_deadline_ns() const { return timer_armed_ ? deadline_ns_ : kNever; }
 
@@ -312,10 +361,28 @@ class RcRequester {
   rte_mbuf* build(const Message& msg, uint32_t index, bool ack_req);
   // The READ REQUEST for msg's responses from `index` on (index > 0: a retry's re-issue).
   rte_mbuf* build_read(const Message& msg, uint32_t index);
+  // What rxe_comp.c check_psn makes of a response for `seq` (after completing the messages
+  // wholly before it whose last packet has been (re)sent since the last go-back).
+  enum class PsnCheck {
+    kStale,      // before una_: ignored (COMPST_DONE)
+    kCompAck,    // the last PSN of the oldest message, before una_: complete it (COMPST_COMP_ACK)
+    kAhead,      // past a message not (re)sent to its end since the go-back: ignored
+    kReadAhead,  // inside an unfinished READ after una_: ignored (COMPST_DONE)
+    kReadRetry,  // past an unfinished READ: COMPST_ERROR_RETRY
+    kCheckAck,   // at or after una_ in the oldest message: look at the response (check_ack)
+  };
+  PsnCheck check_psn(uint64_t seq, uint64_t now_ns);
+  // una_ = end_seq (if later), counting the payload acknowledged; completes nothing.
+  void advance_una(uint64_t end_seq);
+  void complete_front(uint64_t now_ns);  // the oldest message completes (una_ past it)
   // Acknowledges every packet before end_seq; returns whether a message completed.
   bool acknowledge_before(uint64_t end_seq, uint64_t now_ns);
-  void go_back_to_una();
-  void restart_timer(uint64_t now_ns);
+  void go_back_to_una(uint64_t now_ns);
+  void restart_timer(uint64_t now_ns);   // selective mode's timer rule
+  void completer_pass(uint64_t now_ns);  // go-back-N: rxe's timer re-arm after every response
+  bool window_open() const;
+  void handle_fatal_nak(uint32_t psn, uint64_t now_ns);
+  void enter_error();
   void handle_ack(uint32_t psn, uint64_t now_ns);
   void handle_nak(uint32_t psn, uint64_t now_ns);
   // Selective retransmission: queues one packet to resend (once), sends what is queued.
@@ -353,6 +420,9 @@ class RcRequester {
   std::vector<MessageCompletion> completions_;
   uint32_t noack_pkts_ = 0;     // rxe's qp->req.noack_pkts
   bool retry_started_ = false;  // rxe's qp->comp.started_retry
+  // A response started a go-back: the resend arms the timer (completer_pass).
+  bool retry_from_response_ = false;
+  bool error_ = false;  // rxe's QP_STATE_ERROR
   // Selective retransmission: the packets to resend, in the order they were found missing, and
   // one past the highest sent when the retransmit timer fired.
   std::deque<uint64_t> resend_;

@@ -392,12 +392,12 @@ TEST_CASE("requester: bad input is counted and freed, never acted on") {
   req.receive(m, p, 1);
   CHECK(req.counters().malformed == 2);
 
-  // RNR NAK and a remote access error NAK: counted, left to the timer.
+  // RNR NAK: counted, left to the timer. (A remote access error NAK fails the QP: see the
+  // error state tests.)
   respond(req, pool.get(), 0, 0x20 | 0x0E, 1);
-  respond(req, pool.get(), 0, 0x62, 1);
-  CHECK(req.counters().other_naks == 2);
+  CHECK(req.counters().other_naks == 1);
 
-  CHECK(req.counters().responses_received == 7);
+  CHECK(req.counters().responses_received == 6);
   CHECK(req.oldest_unacked_psn() == 0);
   CHECK(req.counters().bytes_acked == 0);
   CHECK(req.counters().acks_received == 0);
@@ -1139,10 +1139,12 @@ TEST_CASE("requester READ: a lost response is retried from the first missing PSN
   CHECK(c.read_bytes_received == 3 * cfg.message_bytes);
   // 4..7 came after the gap: dropped (check_psn COMPST_DONE). READ 2's first response is past
   // the unfinished READ 1: one retry (COMPST_ERROR_RETRY); the rest of READ 2's and READ 3's
-  // responses find it under way.
+  // responses find READ 1 not yet re-issued (req_retry put it back in wqe_state_posted:
+  // get_wqe -> COMPST_DONE) or, once it is, the retry under way.
   CHECK(c.read_responses_out_of_order == 4);
   CHECK(c.read_retries == 1);
-  CHECK(c.read_retries_ignored == 15);
+  CHECK(c.responses_ahead_of_resend + c.read_retries_ignored == 15);
+  CHECK(c.responses_ahead_of_resend == 7);
   CHECK(c.timeouts == 0);
   // The go-back re-issues READ 1 from PSN 3 for the 5 MTUs left, then READs 2 and 3.
   REQUIRE(loop.sent.size() == 6);
@@ -1204,5 +1206,281 @@ TEST_CASE("requester READ: an ACK past an unfinished READ retries; responses out
   CHECK(req.messages_outstanding() == 1);  // the READ completed on its last response
   ack(req, pool.get(), 2, 33);
   CHECK(req.done());
+  CHECK(pool.whole());
+}
+
+// ---- rxe's smaller divergences (issue 11) ----------------------------------------------------
+
+namespace {
+
+// Hands every packet in `pkts` to `resp` and frees nothing: the responder takes them; its ACKs
+// are appended to `acks`.
+void deliver_all(RcResponder& resp, std::vector<rte_mbuf*>& pkts, uint64_t now,
+                 std::vector<rte_mbuf*>& acks) {
+  for (rte_mbuf* m : pkts) resp.receive(m, parse_ok(m), now, acks);
+  pkts.clear();
+}
+void receive_all(RcRequester& req, std::vector<rte_mbuf*>& pkts, uint64_t now) {
+  for (rte_mbuf* m : pkts) req.receive(m, parse_ok(m), now);
+  pkts.clear();
+}
+
+RcResponderConfig responder_for(const RcRequesterConfig& cfg) {
+  RcResponderConfig r;
+  r.mtu = cfg.mtu;
+  r.first_psn = cfg.first_psn;
+  return r;
+}
+
+RcQpAddress responder_side(const RcQpAddress& a) {
+  RcQpAddress b;
+  b.local_mac = a.peer_mac;
+  b.peer_mac = a.local_mac;
+  b.local_ip = a.peer_ip;
+  b.peer_ip = a.local_ip;
+  b.local_qp = a.peer_qp;
+  b.peer_qp = a.local_qp;
+  return b;
+}
+
+}  // namespace
+
+TEST_CASE("requester rxe: an ACK that overtakes a go-back does not skip the resend") {
+  // The ACK of the whole message is late, not lost: the timer goes back to PSN 0 and four
+  // packets are resent before it arrives. rxe (req_retry rewinds req.psn; the completer moves
+  // only comp.psn) resends the other four as well, already acknowledged, and the responder
+  // re-ACKs every duplicate with its last PSN.
+  TestPool pool;
+  RcRequesterConfig cfg;
+  cfg.message_bytes = 8 * 1024;  // PSNs 0..7, AckReq on 7 only
+  cfg.messages = 1;
+  cfg.retransmit_timeout_ns = 1'000'000;
+  RcRequester req(cfg, requester_address(), pool.get());
+  RcResponder resp(responder_for(cfg), responder_side(req.address()), pool.get());
+  std::vector<rte_mbuf*> pkts, late_ack, dup_acks;
+  REQUIRE(req.poll(0, pkts, 100) == 8);
+  deliver_all(resp, pkts, 10, late_ack);
+  REQUIRE(late_ack.size() == 1);  // ACK 7, held back
+
+  const uint64_t T = cfg.retransmit_timeout_ns;
+  REQUIRE(req.poll(T, pkts, 4) == 4);  // the timeout: 0..3 again
+  CHECK(req.counters().timeouts == 1);
+  deliver_all(resp, pkts, T + 10, dup_acks);
+  CHECK(dup_acks.size() == 4);  // duplicate_request: ACK again, with the last PSN (7)
+
+  receive_all(req, late_ack, T + 20);  // comp.psn = 8, but the WRITE is still being resent
+  CHECK(req.oldest_unacked_psn() == 8);
+  CHECK(req.counters().messages_completed == 0);
+  CHECK_FALSE(req.done());
+  REQUIRE(req.poll(T + 30, pkts, 100) == 4);  // 4..7: acknowledged, and resent all the same
+  CHECK(psns_of(pkts) == psn_range(4, 4));
+  CHECK(req.counters().retransmitted_acked == 4);
+  CHECK(req.counters().packets_retransmitted == 8);
+  deliver_all(resp, pkts, T + 40, dup_acks);
+  CHECK(resp.counters().duplicates == 8);
+  CHECK(resp.counters().acks_sent == 1 + 8);
+
+  // The first re-ACK (PSN 7, the message's last, now that its last packet is resent)
+  // completes it (check_psn -> COMPST_COMP_ACK); the other seven are stale.
+  receive_all(req, dup_acks, T + 50);
+  CHECK(req.done());
+  CHECK(req.counters().messages_completed == 1);
+  CHECK(req.counters().stale_responses == 7);
+  CHECK(req.counters().acks_received == 9);
+  CHECK(req.poll(T + 60, pkts, 100) == 0);
+  CHECK(pool.whole());
+}
+
+TEST_CASE("requester rxe: an ACK past a message not yet resent is ignored until the resend") {
+  // Two messages of four packets. The timer goes back to 0 and two packets go before the late
+  // ACK of everything arrives: message 0 is still being resent (wqe_state_processing) so check_psn
+  // takes nothing of it (COMPST_DONE); completions wait for the duplicates' re-ACKs.
+  TestPool pool;
+  RcRequesterConfig cfg;
+  cfg.message_bytes = 4 * 1024;
+  cfg.messages = 2;
+  cfg.retransmit_timeout_ns = 1'000'000;
+  RcRequester req(cfg, requester_address(), pool.get());
+  RcResponder resp(responder_for(cfg), responder_side(req.address()), pool.get());
+  std::vector<rte_mbuf*> pkts, acks, dup_acks;
+  REQUIRE(req.poll(0, pkts, 100) == 8);
+  deliver_all(resp, pkts, 10, acks);
+  REQUIRE(acks.size() == 2);  // ACK 3 and ACK 7
+  rte_pktmbuf_free(acks[0]);
+  acks.erase(acks.begin());  // ACK 3 lost, ACK 7 late
+
+  const uint64_t T = cfg.retransmit_timeout_ns;
+  REQUIRE(req.poll(T, pkts, 2) == 2);
+  receive_all(req, acks, T + 1);
+  CHECK(req.counters().responses_ahead_of_resend == 1);
+  CHECK(req.oldest_unacked_psn() == 0);
+  CHECK(req.counters().messages_completed == 0);
+
+  REQUIRE(req.poll(T + 2, pkts, 100) == 6);  // 2..7: the rest of the go-back
+  CHECK(req.counters().packets_retransmitted == 8);
+  CHECK(req.counters().retransmitted_acked == 0);  // none was taken as acknowledged
+  deliver_all(resp, pkts, T + 3, dup_acks);
+  CHECK(dup_acks.size() == 8);
+  receive_all(req, dup_acks, T + 4);  // ACK 7: both messages have gone out again: both complete
+  CHECK(req.done());
+  CHECK(req.counters().messages_completed == 2);
+  CHECK(req.counters().stale_responses == 7);
+  CHECK(pool.whole());
+}
+
+TEST_CASE("requester rxe: every response re-arms the timer, a stale one during a retry too") {
+  TestPool pool;
+  RcRequesterConfig cfg;
+  cfg.message_bytes = 10 * 1024;
+  cfg.messages = 1;
+  cfg.retransmit_timeout_ns = 1'000'000;
+  const uint64_t T = cfg.retransmit_timeout_ns;
+  RcRequester req(cfg, requester_address(), pool.get());
+  std::vector<rte_mbuf*> out;
+  REQUIRE(req.poll(0, out, 100) == 10);
+  free_all(out);
+  nak(req, pool.get(), 5, 100);  // go back to 5
+  REQUIRE(req.poll(100, out, 100) == 5);
+  free_all(out);
+  CHECK(req.retransmit_deadline_ns() == 100 + T);  // armed by the resend
+
+  // A stale ACK while the retry is under way: ignored and counted, and (rxe_comp.c COMPST_EXIT,
+  // req.psn > comp.psn) the timer pushed back.
+  ack(req, pool.get(), 2, 5000);
+  CHECK(req.counters().stale_responses == 1);
+  CHECK(req.oldest_unacked_psn() == 5);
+  CHECK(req.retransmit_deadline_ns() == 5000 + T);
+  // So is an ignored NAK (started_retry) and an ACK past nothing new.
+  nak(req, pool.get(), 5, 6000);
+  CHECK(req.counters().naks_ignored == 1);
+  CHECK(req.retransmit_deadline_ns() == 6000 + T);
+  CHECK(req.poll(100 + T, out, 100) == 0);
+  CHECK(req.counters().timeouts == 0);
+  REQUIRE(req.poll(6000 + T, out, 100) == 5);
+  CHECK(req.counters().timeouts == 1);
+  free_all(out);
+  // Responses that never reach the completer (wrong QP) leave it alone.
+  rte_mbuf* m = make_response(pool.get(), req.address(), 6, 0x1F, 0x99);
+  req.receive(m, parse_ok(m), 7000);
+  CHECK(req.counters().wrong_qp == 1);
+  CHECK(req.retransmit_deadline_ns() == 6000 + 2 * T);
+  ack(req, pool.get(), 9, 8000);
+  CHECK(req.done());
+  CHECK_FALSE(req.retransmit_timer_armed());
+  CHECK(pool.whole());
+}
+
+TEST_CASE("requester rxe: the default window is rxe's, 129 PSNs (RXE_MAX_UNACKED_PSNS 128)") {
+  TestPool pool(1023);
+  RcRequesterConfig cfg;
+  cfg.message_bytes = 300 * 1024;
+  cfg.messages = 1;
+  REQUIRE(cfg.max_in_flight == 129);
+  RcRequester req(cfg, requester_address(), pool.get());
+  std::vector<rte_mbuf*> out;
+  // rxe_requester sends while psn_compare(req.psn, comp.psn + 128) <= 0: PSNs 0..128.
+  CHECK(req.poll(0, out, 1000) == 129);
+  CHECK(psns_of(out) == psn_range(0, 129));
+  CHECK(req.in_flight() == 129);
+  CHECK(req.poll(1, out, 1000) == 0);  // not the 130th
+  free_all(out);
+  ack(req, pool.get(), 0, 2);
+  REQUIRE(req.poll(3, out, 1000) == 1);
+  CHECK(parse_ok(out[0]).psn == 129);
+  free_all(out);
+  CHECK(pool.whole());
+}
+
+TEST_CASE("requester rxe: a NAK invalid request fails the QP; everything outstanding is flushed") {
+  for (const uint8_t syndrome : {aeth::kNakInvalidRequest, aeth::kNakRemoteAccessError,
+                                 aeth::kNakRemoteOperationalError, uint8_t{0x7F}}) {
+    TestPool pool;
+    RcRequesterConfig cfg;
+    cfg.posted = true;
+    cfg.record_completions = true;
+    RcRequester req(cfg, requester_address(), pool.get());
+    for (int i = 0; i < 4; ++i) req.post(2048, 0);  // PSNs 0-1, 2-3, 4-5, 6-7
+    std::vector<rte_mbuf*> out;
+    REQUIRE(req.poll(0, out, 6) == 6);  // the fourth message not yet started
+    free_all(out);
+    ack(req, pool.get(), 1, 10);  // message 0 completes
+    // A fatal NAK for a PSN already acknowledged is stale (check_psn -> COMPST_DONE).
+    respond(req, pool.get(), 0, syndrome, 11);
+    CHECK(req.counters().stale_responses == 1);
+    CHECK_FALSE(req.in_error());
+
+    respond(req, pool.get(), 2, syndrome, 20);  // message 1: COMPST_ERROR -> rxe_qp_error
+    CHECK(req.in_error());
+    CHECK(req.counters().fatal_naks == 1);
+    CHECK(req.counters().qp_errors == 1);
+    CHECK(req.counters().messages_flushed == 3);  // 1 and 2 in flight, 3 posted
+    CHECK(req.counters().messages_completed == 1);
+    CHECK(req.messages_outstanding() == 0);
+    CHECK(req.done());
+    CHECK_FALSE(req.retransmit_timer_armed());
+    CHECK(req.next_event_ns() == RcRequester::kNever);
+    std::vector<MessageCompletion> done;
+    CHECK(req.take_completions(done) == 1);  // successes only
+    // Nothing more is sent, not even after a timeout; responses are dropped; posts flushed.
+    CHECK(req.poll(cfg.retransmit_timeout_ns * 2, out, 100) == 0);
+    ack(req, pool.get(), 5, 30);
+    CHECK(req.counters().responses_in_error == 1);
+    CHECK(req.counters().acks_received == 1);
+    req.post(100, 40);
+    CHECK(req.counters().messages_flushed == 4);
+    CHECK(req.poll(50, out, 100) == 0);
+    CHECK(req.done());
+    CHECK(req.counters().other_naks == 0);
+    CHECK(pool.whole());
+  }
+}
+
+TEST_CASE("requester rxe: an RNR NAK does not fail the QP") {
+  TestPool pool;
+  RcRequesterConfig cfg;
+  cfg.message_bytes = 1024;
+  cfg.messages = 1;
+  RcRequester req(cfg, requester_address(), pool.get());
+  std::vector<rte_mbuf*> out;
+  REQUIRE(req.poll(0, out, 10) == 1);
+  free_all(out);
+  respond(req, pool.get(), 0, 0x20 | 14, 10);
+  CHECK(req.counters().other_naks == 1);
+  CHECK_FALSE(req.in_error());
+  ack(req, pool.get(), 0, 20);
+  CHECK(req.done());
+  CHECK(req.counters().messages_flushed == 0);
+  CHECK(pool.whole());
+}
+
+TEST_CASE("requester rxe: the responder's NAK invalid request fails the requester's QP") {
+  // A responder set up to expect PSN 1 first (a misconfigured peer): the requester's WRITE
+  // MIDDLE 1 arrives in PSN sequence but without its FIRST (check_op_seq ->
+  // RESPST_ERR_MISSING_OPCODE_FIRST). rxe's responder NAKs it "invalid request" and fails its QP;
+  // the requester's completer fails its own (check_ack -> COMPST_ERROR).
+  TestPool pool;
+  RcRequesterConfig cfg;
+  cfg.message_bytes = 3 * 1024;
+  cfg.messages = 2;
+  RcRequester req(cfg, requester_address(), pool.get());
+  RcResponderConfig rcfg = responder_for(cfg);
+  rcfg.first_psn = 1;
+  RcResponder resp(rcfg, responder_side(req.address()), pool.get());
+  std::vector<rte_mbuf*> pkts, acks;
+  REQUIRE(req.poll(0, pkts, 100) == 6);
+  rte_pktmbuf_free(pkts[0]);
+  pkts.erase(pkts.begin());
+  deliver_all(resp, pkts, 1, acks);
+  CHECK(resp.in_error());
+  CHECK(resp.counters().dropped_in_error == 4);
+  REQUIRE(acks.size() == 1);
+  const ParsedPacket n = parse_ok(acks[0]);
+  CHECK(n.psn == 1);
+  receive_all(req, acks, 2);
+  CHECK(req.in_error());
+  CHECK(req.counters().fatal_naks == 1);
+  CHECK(req.counters().messages_flushed == 2);
+  CHECK(req.done());
+  CHECK(req.poll(cfg.retransmit_timeout_ns, pkts, 100) == 0);
   CHECK(pool.whole());
 }
