@@ -89,9 +89,10 @@ struct RcEngineSettings {
   RcOp op = RcOp::kWrite;           // of every requester
   uint32_t message_bytes = 65536;
   uint32_t mtu = 1024;  // 1024 | 4096
-  // Unacknowledged packets per QP. rxe's RXE_MAX_UNACKED_PSNS; at least 66 because the RC
-  // requester asks for an ACK every 64 packets (see RcRequesterConfig::max_in_flight).
-  uint32_t max_in_flight = 128;
+  // Unacknowledged packets per QP, exactly: 129 is rxe's (RXE_MAX_UNACKED_PSNS 128 admits 129, see
+  // RcRequesterConfig::max_in_flight); at least 66 because the RC requester asks for an ACK every
+  // 64 packets.
+  uint32_t max_in_flight = 129;
   uint64_t messages = 100;  // per QP; 0 = unlimited
   // 4.096 us x 2^14 (perftest's default timeout 14); the file says retransmit_timeout_us.
   uint64_t retransmit_timeout_ns = 67'108'864;

@@ -74,7 +74,7 @@ struct RcTrafficEngineConfig {
   uint32_t message_bytes = 65536;
   RcOp op = RcOp::kWrite;  // of every requester without qp_specs
   uint32_t mtu = 1024;
-  uint32_t max_in_flight = 128;  // per QP; see RcRequesterConfig
+  uint32_t max_in_flight = 129;  // per QP; rxe's, see RcRequesterConfig
   uint32_t max_pkt_per_ack = 64;
   uint64_t messages_per_qp = 0;  // 0: unlimited
   uint64_t message_gap_ns = 0;

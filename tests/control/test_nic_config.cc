@@ -84,7 +84,7 @@ TEST_CASE("defaults") {
   CHECK(e.role == RcQpRole::kBoth);
   CHECK(e.message_bytes == 65536);
   CHECK(e.mtu == 1024);
-  CHECK(e.max_in_flight == 128);
+  CHECK(e.max_in_flight == 129);
   CHECK(e.messages == 100);
   CHECK(e.retransmit_timeout_ns == 67'108'864);
   CHECK(e.local_ip == 0x0A000001);
@@ -464,7 +464,7 @@ TEST_CASE("receive: the three models, their blocks, and what each refuses") {
   CHECK(e.requester_config(0).selective_retransmit);
   // window 0: the requester's max_in_flight, which it can never overflow.
   const NicConfig ooo_auto = parse(one_uplink("  receive: ooo-placement\n"));
-  CHECK(rc_engine_config(ooo_auto).placement_config().window == 128);
+  CHECK(rc_engine_config(ooo_auto).placement_config().window == 129);
   // The reorder engine's limits do not apply without it.
   CHECK(parse(one_uplink("  receive: ooo-placement\n  rc_engine: {qps: 5000}\n")).rc_engine);
 
@@ -553,7 +553,7 @@ TEST_CASE("the help names every key with its default") {
         "ts-high | path-high", "window: 256", "1..16384", "hold_timeout_us: 100 ",
         "max_qps: 4096", "max_buffered: 65536", "period_ms: 200", "qps: 4", "role: both",
         "requester | responder | both", "op: write", "write | read", "path_mtu: 0", "mtu: 1024",
-        "1024 | 4096", "max_in_flight: 128", "66..8388607", "messages: 100",
+        "1024 | 4096", "max_in_flight: 129", "66..8388607", "messages: 100",
         "retransmit_timeout_us: 67108.864", "local_ip: 10.0.0.1", "peer_ip: 10.0.0.2",
         "local_mac: 02:53:50:00:0a:01", "peer_mac: 02:53:50:00:0b:01", "first_qp: 0x11",
         "first_psn: 0", "dscp: 26", "mbuf_data_room: 4480", "seed: 1", "rate_gbps: 100",
