@@ -514,6 +514,8 @@ RunResult Fabric::collect(double wall_s) {
   r.retx_rate = req.packets_sent == 0 ? 0 : static_cast<double>(req.packets_retransmitted) / req.packets_sent;
   r.naks = req.naks_received;
   r.timeouts = req.timeouts;
+  r.retransmitted_acked = req.retransmitted_acked;
+  r.qp_errors = req.qp_errors;
   r.placed_out_of_order = place.placed_out_of_order;
   r.holes_naked = place.holes_naked;
   r.window_overflows = place.window_overflows;

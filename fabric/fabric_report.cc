@@ -121,6 +121,8 @@ nlohmann::json to_json(const RunResult& r) {
   j["retx_rate"] = r.retx_rate;
   j["naks"] = r.naks;
   j["retransmit_timeouts"] = r.timeouts;
+  j["retransmitted_acked"] = r.retransmitted_acked;
+  j["qp_errors"] = r.qp_errors;
   j["receive"] = r.receive;
   j["placement"] = {{"placed_out_of_order", r.placed_out_of_order},
                     {"holes_naked", r.holes_naked},

@@ -55,6 +55,8 @@ struct RunResult {
   double retx_rate = 0;
   uint64_t naks = 0;
   uint64_t timeouts = 0;
+  uint64_t retransmitted_acked = 0;  // resent although an ACK had overtaken the go-back
+  uint64_t qp_errors = 0;            // requester QPs failed by a fatal NAK (rxe's error state)
   std::string receive;  // the NICs' receive model in this run (FabricConfig::effective_receive)
   // ooo-placement (0 otherwise): what the placement responders and selective requesters did.
   uint64_t placed_out_of_order = 0;
