@@ -19,11 +19,12 @@
 //    older than the oldest unacknowledged PSN is ignored (check_psn returns COMPST_DONE) and
 //    counted stale_responses, also while a retry is under way.
 //  - An ACK that overtakes a go-back (req_retry has rewound req.psn to comp.psn and the responder
-//    had more than the requester knew): rxe's requester does not skip what it acknowledges, it
-//    resends every PSN from the rewind point (req.psn stays behind comp.psn), and the responder
-//    re-ACKs each as a duplicate (counted retransmitted_acked). req_retry puts every WQE back in
-//    wqe_state_posted, and check_psn takes a response only up to the first message not resent to
-//    its end since (get_wqe: posted -> COMPST_DONE; past a WQE still processing -> COMPST_DONE):
+//    had more than the requester knew): rxe's requester does not skip what the completer has
+//    acknowledged since, it resends every PSN from the rewind point (req.psn stays behind
+//    comp.psn), and the responder re-ACKs each as a duplicate (counted retransmitted_acked).
+//    req_retry puts every WQE back in wqe_state_posted, and check_psn takes a response only up to
+//    the first message not resent to its end since (get_wqe: posted -> COMPST_DONE; past a WQE
+//    still processing -> COMPST_DONE):
 //    the rest of it is ignored (responses_ahead_of_resend), so completions wait for the resend
 //    and the duplicates' re-ACKs. (Two corners of rxe are not followed: a go-back while a message
 //    is wholly acknowledged but not completed completes it, where req_retry would restart at it
