@@ -690,7 +690,9 @@ void RcRequester::handle_read_response(uint8_t op, uint8_t syndrome, uint32_t ps
   }
   const Message& msg = messages_.front();
   if (msg.op != RcOp::kRead) {
-    ++counters_.read_response_errors;  // a READ response for a WRITE's PSN (COMPST_ERROR)
+    // A READ response for a WRITE's PSN: check_ack -> IB_WC_FATAL_ERR, COMPST_ERROR.
+    ++counters_.read_response_errors;
+    enter_error();
     return;
   }
   // seq == una_: rxe check_ack, opcode sequence first.
@@ -711,7 +713,9 @@ void RcRequester::handle_read_response(uint8_t op, uint8_t syndrome, uint32_t ps
   const uint32_t want = payload_of(msg, index);
   if (payload != want || ends != (index + 1 == msg.packets)) ok = false;
   if (!ok) {
+    // check_ack / do_read -> COMPST_ERROR -> rxe_qp_error.
     ++counters_.read_response_errors;
+    enter_error();
     return;
   }
   retry_started_ = false;  // check_ack: READ response -> reset_retry_counters()

@@ -50,12 +50,12 @@
 //    (perftest's retry_cnt 7 means "infinite" in rxe).
 //  - The error state (rxe_comp.c check_ack -> COMPST_ERROR -> rxe_qp_error): a NAK "invalid
 //    request" (0x61), "remote access error" (0x62), "remote operational error" (0x63) or any
-//    other NAK code, at a PSN check_psn passes on, fails the QP: counted fatal_naks and
-//    qp_errors, every outstanding message completes in error (messages_flushed, no
-//    MessageCompletion: those record successes only), nothing more is sent, the timer stops,
-//    later responses are dropped (responses_in_error), a later post() is flushed at once, and
-//    done() is true. RNR NAKs are counted other_naks and left to the timer (rxe waits the RNR
-//    timer and retries; no responder of ours sends one).
+//    other NAK code, at a PSN check_psn passes on, fails the QP (counted fatal_naks; a bad READ
+//    response, below, too): counted qp_errors, every outstanding message completes in error
+//    (messages_flushed, no MessageCompletion: those record successes only), nothing more is sent,
+//    the timer stops, later responses are dropped (responses_in_error), a later post() is flushed
+//    at once, and done() is true. RNR NAKs are counted other_naks and left to the timer (rxe waits
+//    the RNR timer and retries; no responder of ours sends one).
 //  - UDP source port: rxe_qp.c, 0xC000 + hash_32(qpn, 14) (see rxe_udp_source_port).
 //  - RDMA READ (rxe_req.c, rxe_comp.c): one READ REQUEST packet (RETH: VA, rkey, DMA length,
 //    AckReq set as on every last packet) consumes N = max(1, ceil(length / MTU)) PSNs, one per
@@ -71,9 +71,10 @@
 //    completes on its last response (do_read: resid 0 and END). An ACK past an unfinished READ
 //    also retries (check_psn). The retry re-issues the READ from the first missing response
 //    (req_retry: iova += done bytes, RETH length = resid, PSN = comp.psn).
-//    (rxe's COMPST_ERROR cases for READ responses, out of opcode sequence, a NAK syndrome or a
-//    wrong length, also move the QP to the error state; here they are counted
-//    read_response_errors and dropped, the QP lives on: no responder of ours sends them.)
+//    A response at the expected PSN that fails check_ack (out of opcode sequence, a NAK syndrome,
+//    for a WRITE) is COMPST_ERROR: counted read_response_errors, and the QP enters the error
+//    state below. So is a payload other than this packet's share of the READ or an END on
+//    the wrong packet (rxe's do_read fails an overlong one and never completes on a short one).
 //    Not modelled: max_rd_atomic (outstanding READs are bounded only by the PSN window), fences.
 //
 // Selective retransmission (RcRequesterConfig::selective_retransmit), for a responder that
@@ -239,7 +240,7 @@ struct RcRequesterCounters {
   uint64_t read_responses_accepted = 0;      // in PSN order: their payload taken
   uint64_t read_responses_out_of_order = 0;  // after the expected PSN: dropped (COMPST_DONE)
   uint64_t read_response_errors = 0;  // out of opcode sequence, NAK AETH, wrong length, or for a
-                                      // WRITE: dropped (rxe would fail the QP)
+                                      // WRITE: the QP fails (rxe COMPST_ERROR)
   uint64_t read_retries = 0;  // retries started by a response or ACK past an unfinished READ
   uint64_t read_retries_ignored = 0;  // such a response while a retry was under way
   uint64_t read_bytes_received = 0;   // READ response payload accepted

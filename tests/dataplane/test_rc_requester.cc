@@ -65,6 +65,28 @@ rte_mbuf* make_response(rte_mempool* pool, const RcQpAddress& a, uint32_t psn, u
   return m;
 }
 
+// A READ RESPONSE of `payload` bytes to `req` (the AETH, where the opcode has one, says
+// `syndrome`).
+void read_response(RcRequester& req, rte_mempool* pool, uint8_t op, uint32_t psn, uint32_t payload,
+                   uint64_t now, uint8_t syndrome = 0x1F) {
+  const RcQpAddress& a = req.address();
+  std::vector<uint8_t> bytes(payload, 0x33);
+  FrameSpec f;
+  f.eth.src = a.peer_mac;
+  f.eth.dst = a.local_mac;
+  f.ip.src = a.peer_ip;
+  f.ip.dst = a.local_ip;
+  f.payload = bytes;
+  RoceSpec r;
+  r.opcode = op;
+  r.dest_qp = a.local_qp;
+  r.psn = psn;
+  r.syndrome = syndrome;
+  rte_mbuf* m = build_roce_mbuf(pool, f, r);
+  REQUIRE(m != nullptr);
+  req.receive(m, parse_ok(m), now);
+}
+
 void respond(RcRequester& req, rte_mempool* pool, uint32_t psn, uint8_t syndrome, uint64_t now) {
   rte_mbuf* m = make_response(pool, req.address(), psn, syndrome);
   req.receive(m, parse_ok(m), now);
@@ -1176,37 +1198,75 @@ TEST_CASE("requester READ: an ACK past an unfinished READ retries; responses out
   CHECK(psns_of(out) == std::vector<uint32_t>{0, 2});
   free_all(out);
 
-  const RcQpAddress& a = req.address();
-  auto response = [&](uint8_t op, uint32_t psn, uint32_t payload, uint64_t now) {
-    std::vector<uint8_t> bytes(payload, 0x33);
-    FrameSpec f;
-    f.eth.src = a.peer_mac;
-    f.eth.dst = a.local_mac;
-    f.ip.src = a.peer_ip;
-    f.ip.dst = a.local_ip;
-    f.payload = bytes;
-    RoceSpec r;
-    r.opcode = op;
-    r.dest_qp = a.local_qp;
-    r.psn = psn;
-    r.syndrome = 0x1F;
-    rte_mbuf* m = build_roce_mbuf(pool.get(), f, r);
-    REQUIRE(m != nullptr);
-    req.receive(m, parse_ok(m), now);
-  };
-  // check_ack: a READ must start with FIRST/ONLY, and each packet carry what it should.
-  response(opcode::kRcReadResponseMiddle, 0, 1024, 30);
-  response(opcode::kRcReadResponseFirst, 0, 1000, 30);
-  CHECK(req.counters().read_response_errors == 2);
-  response(opcode::kRcReadResponseFirst, 0, 1024, 31);
-  response(opcode::kRcReadResponseFirst, 1, 1024, 31);  // LAST expected
-  CHECK(req.counters().read_response_errors == 3);
-  response(opcode::kRcReadResponseLast, 1, 1024, 32);
+  // check_ack: FIRST then LAST, each an MTU.
+  read_response(req, pool.get(), opcode::kRcReadResponseFirst, 0, 1024, 31);
+  read_response(req, pool.get(), opcode::kRcReadResponseLast, 1, 1024, 32);
   CHECK(req.counters().read_responses_accepted == 2);
+  CHECK(req.counters().read_response_errors == 0);
   CHECK(req.messages_outstanding() == 1);  // the READ completed on its last response
   ack(req, pool.get(), 2, 33);
   CHECK(req.done());
+  CHECK_FALSE(req.in_error());
   CHECK(pool.whole());
+}
+
+TEST_CASE("requester READ: a response out of sequence or of the wrong size fails the QP, as rxe") {
+  // rxe check_ack / do_read -> COMPST_ERROR -> rxe_qp_error: the READ and the WRITE behind it
+  // complete in error and nothing more is sent.
+  struct Case {
+    const char* what;
+    bool first_ok;  // FIRST 0 accepted before the bad response
+    uint8_t op;
+    uint32_t psn;
+    uint32_t payload;
+    uint8_t syndrome;
+  };
+  const Case cases[] = {
+      {"MIDDLE where the READ starts", false, opcode::kRcReadResponseMiddle, 0, 1024, 0x1F},
+      {"FIRST short of an MTU", false, opcode::kRcReadResponseFirst, 0, 1000, 0x1F},
+      {"FIRST with a NAK AETH", false, opcode::kRcReadResponseFirst, 0, 1024, 0x61},
+      {"FIRST where LAST is expected", true, opcode::kRcReadResponseFirst, 1, 1024, 0x1F},
+      {"ONLY for a two-packet READ", false, opcode::kRcReadResponseOnly, 0, 1024, 0x1F},
+  };
+  for (const Case& c : cases) {
+    INFO(c.what);
+    TestPool pool(1023, kBigRoom);
+    RcRequesterConfig cfg;
+    cfg.posted = true;
+    RcRequester req(cfg, requester_address(), pool.get());
+    req.post(2048, 0, RcOp::kRead);  // PSNs 0, 1
+    req.post(100, 0, RcOp::kWrite);  // PSN 2
+    std::vector<rte_mbuf*> out;
+    REQUIRE(req.poll(0, out, 10) == 2);
+    free_all(out);
+    if (c.first_ok) read_response(req, pool.get(), opcode::kRcReadResponseFirst, 0, 1024, 10);
+    read_response(req, pool.get(), c.op, c.psn, c.payload, 20, c.syndrome);
+    CHECK(req.counters().read_response_errors == 1);
+    CHECK(req.counters().read_responses_accepted == (c.first_ok ? 1u : 0u));
+    CHECK(req.in_error());
+    CHECK(req.counters().qp_errors == 1);
+    CHECK(req.counters().fatal_naks == 0);
+    CHECK(req.counters().messages_flushed == 2);
+    CHECK(req.done());
+    CHECK(req.poll(cfg.retransmit_timeout_ns, out, 10) == 0);
+    CHECK(pool.whole());
+  }
+  {
+    // A READ response for a WRITE's PSN (check_ack: not a READ WQE, IB_WC_FATAL_ERR).
+    TestPool pool(1023, kBigRoom);
+    RcRequesterConfig cfg;
+    cfg.posted = true;
+    RcRequester req(cfg, requester_address(), pool.get());
+    req.post(100, 0, RcOp::kWrite);  // PSN 0
+    std::vector<rte_mbuf*> out;
+    REQUIRE(req.poll(0, out, 10) == 1);
+    free_all(out);
+    read_response(req, pool.get(), opcode::kRcReadResponseOnly, 0, 100, 10);
+    CHECK(req.counters().read_response_errors == 1);
+    CHECK(req.in_error());
+    CHECK(req.counters().messages_flushed == 1);
+    CHECK(pool.whole());
+  }
 }
 
 // ---- rxe's smaller divergences (issue 11) ----------------------------------------------------
