@@ -431,6 +431,12 @@ void NicNode::set_link_up(uint16_t uplink, bool up, uint64_t now_ns) {
   refresh_loads(now_ns);
 }
 
+void NicNode::set_link_rate_gbps(uint16_t uplink, double rate_gbps, uint64_t now_ns) {
+  if (uplink >= uplinks_) throw std::out_of_range("nic: no uplink " + std::to_string(uplink));
+  egress_[uplink]->set_link_rate_gbps(rate_gbps, now_ns);
+  refresh_loads(now_ns);
+}
+
 uint64_t NicNode::total_drops() const {
   uint64_t t = drops_.no_uplink + drops_.egress_refused + drops_.no_host + drops_.bad_port +
                drops_.mac_control_not_pfc + drops_.pfc_malformed;
