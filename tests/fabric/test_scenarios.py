@@ -91,6 +91,14 @@ class Scenarios(unittest.TestCase):
             else:
                 self.assertNotIn("buckets", run)
 
+    def test_stale_link_state_direction(self):
+        rep = scenario("stale-link-state")
+        # A stale period leaves the split further from where the capacity is.
+        self.assertGreater(m(rep, "stale_err"), m(rep, "fixed_err"))
+        for run in rep["runs"]["fixed"]["runs"]:
+            self.assertGreater(run["nic_split"]["intervals"], 0)
+            self.assertEqual(run["nic_split"]["hosts_measured"], 4)
+
     def test_tcam_overflow_direction(self):
         rep = scenario("tcam-overflow")
         # Refused QPs are counted as ECMP fallback; a TCAM that holds the partition refuses none,
