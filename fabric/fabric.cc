@@ -127,7 +127,7 @@ Fabric::Fabric(const FabricConfig& config, FabricMode mode, uint64_t seed, rte_m
   // A toggling background is its square wave written out: on at at_ns, off toggle_ns later,
   // on again, ... up to the end of the run.
   const uint64_t run_end = config_.workload == Workload::kCdf ? config_.duration_ns * 5 + 1'000'000
-                                                               : config_.duration_ns;
+                                                              : config_.duration_ns;
   for (const FabricEvent& e : config.events) {
     if (e.toggle_ns == 0) {
       events_.push_back(e);
@@ -147,8 +147,8 @@ Fabric::Fabric(const FabricConfig& config, FabricMode mode, uint64_t seed, rte_m
     // Refuse a name that matches nothing before running, not halfway through.
     if (e.kind == FabricEvent::Kind::kBackground) {
       if (!topology_.find_switch(e.target) && topology_.find_cables(e.target).empty()) {
-        throw std::invalid_argument("event '" + e.text + "': no switch or link named '" +
-                                    e.target + "' (a switch like spine2 or p1.leaf0, a link " +
+        throw std::invalid_argument("event '" + e.text + "': no switch or link named '" + e.target +
+                                    "' (a switch like spine2 or p1.leaf0, a link " +
                                     "like leaf0-spine3 or h0-p1.leaf0)");
       }
     } else if (topology_.find_cables(e.target).empty()) {
@@ -201,8 +201,8 @@ void Fabric::set_background(uint32_t node, uint16_t port, double fraction) {
 double Fabric::background_wire_bytes(uint32_t node, uint16_t port, uint64_t now_ns) const {
   const Background& b = background_[node][port];
   if (b.line_gbps <= 0) return 0;
-  return b.wire_bytes +
-         b.fraction * b.line_gbps / 8.0 * static_cast<double>(now_ns - std::min(now_ns, b.since_ns));
+  return b.wire_bytes + b.fraction * b.line_gbps / 8.0 *
+                            static_cast<double>(now_ns - std::min(now_ns, b.since_ns));
 }
 
 void Fabric::add_background(uint32_t node, uint16_t port, uint64_t now_ns,
@@ -217,7 +217,8 @@ void Fabric::add_background(uint32_t node, uint16_t port, uint64_t now_ns,
   if (b.line_gbps <= 0) return;
   const double wire = background_wire_bytes(node, port, now_ns);
   const uint64_t frame = roce_frame_bytes(config_.mtu, false);
-  const auto frames = static_cast<uint64_t>(wire / static_cast<double>(frame + LinkEmulator::kWireOverheadBytes));
+  const auto frames =
+      static_cast<uint64_t>(wire / static_cast<double>(frame + LinkEmulator::kWireOverheadBytes));
   sample.tx_packets += frames;
   sample.tx_bytes += frames * frame;
   if (b.fraction > 0 && b.fraction < 1) sample.rate_gbps /= 1.0 - b.fraction;

@@ -319,7 +319,8 @@ void apply_yaml(FabricConfig& c, const control::ConfigNode& root) {
                 "load", "message_gap_us", "op", "mode", "spray_policy", "hash_seed", "udp_sport",
                 "ppcid_layout", "receive", "reorder_hold_us", "reorder_window",
                 "placement_nak_delay_us", "max_in_flight", "retransmit_timeout_us", "dlb_gap_us",
-                "control_period_us", "nic_control_period_us", "tcam_spray_rules", "tcam_capacity", "tcam_roce_partition",
+                "control_period_us", "nic_control_period_us", "tcam_spray_rules", "tcam_capacity",
+                "tcam_roce_partition",
                 "event", "duration", "warmup", "seeds", "sample_us"});
   c.source = n.file();
   c.leaves = static_cast<uint32_t>(n.uint_or("leaves", c.leaves, 1, 255));

@@ -195,7 +195,8 @@ std::vector<Flag> make_flags() {
   micros("control-period-us", &FabricConfig::control_period_ns,
       "weighted: control loop period (200000)");
   micros("nic-control-period-us", &FabricConfig::nic_control_period_ns,
-      "spray with spray-policy weighted: the NICs' link-state period, how often they reweight their uplinks (200000)");
+         "spray with spray-policy weighted: the NICs' link-state period, how often they reweight "
+         "their uplinks (200000)");
   u32("tcam-spray-rules", &FabricConfig::tcam_spray_rules,
       "spray: a leaf's TCAM spray_rule_limit; QPs beyond it fall back to ECMP (16384)");
   u32("tcam-capacity", &FabricConfig::tcam_capacity,

@@ -375,7 +375,8 @@ size_t NicNode::tx_budget(uint64_t now_ns) const {
   // So a share that does not fit an uplink's capacity costs throughput, as on a NIC whose
   // per-port TX ring backpressures the scheduler.
   const SprayMode mode = spray_.mode();
-  const bool by_turn = uplinks_ > 1 && (mode == SprayMode::kRoundRobin || mode == SprayMode::kWeighted);
+  const bool by_turn =
+      uplinks_ > 1 && (mode == SprayMode::kRoundRobin || mode == SprayMode::kWeighted);
   const SprayWeights& weights = spray_.weights();
   bool any_weight = false;
   if (mode == SprayMode::kWeighted) {

@@ -119,7 +119,7 @@ TEST_CASE("link state: BER never reads as perfect, and a new error is not dilute
   CHECK(t.at(0).ber == 1e-12);
 }
 
-TEST_CASE("link state: health from loss, pause and load; 0 when down, not for a class in watchdog drop") {
+TEST_CASE("link state: health from loss, pause and load; 0 when down, not in watchdog drop") {
   CHECK(link_health(true, false, 0.0, 0.0, 0.0) == 255);
   CHECK(link_health(true, false, 0.0, 0.0, 0.85) == 147);
   CHECK(link_health(true, false, 0.0, 1.0, 0.85) == 73);

@@ -472,7 +472,7 @@ pfc: {priorities: [3], watchdog: {enabled: true, detect_ms: 200, restore_ms: 200
   CHECK(pool.whole());
 }
 
-TEST_CASE("PFC watchdog, weighted: a stormed class loses the link, lossy traffic keeps its buckets") {
+TEST_CASE("PFC watchdog, weighted: a stormed class loses the link, lossy keeps its buckets") {
   // Issue 11. The control loop's link-state table used to mark the whole link unusable when any
   // class was in drop mode, so the reweighter gave it 0 buckets and every class, lossy traffic
   // included, left it. The watchdog is per (port, class): now the link keeps its buckets and only
@@ -512,8 +512,8 @@ pfc: {priorities: [3], watchdog: {enabled: true, detect_ms: 200, restore_ms: 200
   std::array<int, 3> lossy{}, lossless{};
   for (uint32_t i = 0; i < 2000; ++i) {
     for (const uint8_t dscp : {uint8_t{0}, uint8_t{26}}) {
-      rte_mbuf* m = udp(pool, {0x0A000001 + i, 0x0A000002, static_cast<uint16_t>(1000 + i), 6000},
-                        dscp, 64);
+      rte_mbuf* m =
+          udp(pool, {0x0A000001 + i, 0x0A000002, static_cast<uint16_t>(1000 + i), 6000}, dscp, 64);
       node.receive(0, &m, 1, now);
       now += 1000;
       for (const auto& [port, pp] : drain(node, now + 100'000)) {
