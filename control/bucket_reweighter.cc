@@ -33,7 +33,8 @@ BucketReweighter::BucketReweighter(const ReweightConfig& config) : config_(confi
 }
 
 uint32_t BucketReweighter::buckets(const LinkState& link) const {
-  return reweighted_buckets(link.utilisation, link.up && !link.watchdog_dropping, config_);
+  // Watchdog drop mode is per class and excluded at selection (see the header).
+  return reweighted_buckets(link.utilisation, link.up, config_);
 }
 
 std::vector<uint32_t> BucketReweighter::weights(std::span<const LinkState> links,

@@ -4,7 +4,12 @@
 //     round(B * min(1, (1 - u) / (1 - u_target)))      u_target = 0.6
 //
 // so a path at 85% keeps 12 of 32, one at or below the target keeps all 32, and one at 100%
-// keeps none. Down or PFC-watchdog-dropped paths keep 0. The counts are weights handed to
+// keeps none. Down paths keep 0. A path with a class in PFC-watchdog drop mode keeps its
+// buckets: the watchdog is per (port, class), and the table is shared by every class, so the
+// stormed class is kept off the link at selection instead (SwitchNode gives each lossless class
+// its own eligibility view: the bucket's member is ineligible for that class only and its
+// packets are rehashed over the members it may use), while lossy traffic and the other classes
+// keep the link's share. The counts are weights handed to
 // PathSelector::set_weights, which lays them out in a power-of-two BucketTable: what matters is
 // each path's share of the group's total, not the absolute number.
 //
@@ -33,7 +38,7 @@ struct ReweightConfig {
 
 // The formula, pure. u is clamped to [0, 1] first (a counter glitch can read slightly above 1 or,
 // after a rate change, below 0); NaN counts as 1, so an unreadable path takes no new flows.
-// `usable` false (down or watchdog dropping) gives 0.
+// `usable` false (down) gives 0.
 uint32_t reweighted_buckets(double utilisation, bool usable, const ReweightConfig& config);
 
 class BucketReweighter {
@@ -41,7 +46,8 @@ class BucketReweighter {
   // Throws std::invalid_argument with config.check()'s reason when the config is invalid.
   explicit BucketReweighter(const ReweightConfig& config = {});
 
-  // The buckets one link keeps: its utilisation EWMA, 0 when down or watchdog dropping.
+  // The buckets one link keeps: its utilisation EWMA, 0 when down (not for watchdog drop mode,
+  // which is per class: see above).
   uint32_t buckets(const LinkState& link) const;
   // One weight per member of a group, in member order; `member_ports` index `links`. A member
   // port beyond the table gets 0 (it cannot be measured, so it is not trusted with flows).

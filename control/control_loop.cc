@@ -124,6 +124,11 @@ void ControlLoop::sample(uint64_t now_ns) {
   std::unique_lock<std::mutex> lock;
   if (target_.node_lock != nullptr) lock = std::unique_lock<std::mutex>(*target_.node_lock);
   sample_ports(target_.ports, target_.pfc, now_ns, samples_);
+  if (target_.adjust_sample) {
+    for (size_t p = 0; p < samples_.size(); ++p) {
+      target_.adjust_sample(static_cast<uint16_t>(p), now_ns, samples_[p]);
+    }
+  }
 }
 
 void ControlLoop::publish(std::shared_ptr<const ControlSnapshot> snapshot) {

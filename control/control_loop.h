@@ -72,6 +72,11 @@ struct ControlTarget {
   // Called on the loop's thread after every publication, for what is not a PathSelector (the
   // NIC's spray weights): it publishes its own table and waits out its own grace period.
   std::function<void(const ControlSnapshot&)> on_publish;
+  // Called on every port's fresh sample, before the table reads it, for traffic the port carries
+  // that the dataplane does not model as frames (fabric_emu's background load): it adds that
+  // traffic to the sample the way the port's own counters would count it on real hardware, so
+  // that the table sees what the node could really observe. Empty: the samples as read.
+  std::function<void(uint16_t port, uint64_t now_ns, PortSample& sample)> adjust_sample;
 };
 
 // From any node with SwitchNode's accessors (config(), port_count(), egress(p), pfc(),

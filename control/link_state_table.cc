@@ -70,6 +70,9 @@ PortSample sample_port(const EgressPort& egress, uint8_t lossless_classes, uint6
   s.rate_gbps = egress.link().rate_gbps();
   s.queued_bytes = egress.queued_bytes();
   s.watchdog_dropping = egress.any_drop_mode();
+  for (uint8_t tc = 0; tc < EgressPort::kClasses; ++tc) {
+    if (egress.drop_mode(tc)) s.watchdog_classes |= static_cast<uint8_t>(1u << tc);
+  }
   s.paused = egress.any_paused(now_ns, lossless_classes);
   auto add = [&s](const EgressClassCounters& c) {
     s.tx_bytes += c.transmitted_bytes;
@@ -185,6 +188,7 @@ void LinkStateTable::update(std::span<const PortSample> samples, uint64_t now_ns
     l.queued_bytes = s.queued_bytes;
     l.paused = s.paused;
     l.watchdog_dropping = s.watchdog_dropping;
+    l.watchdog_classes = s.watchdog_classes;
     l.updated_ns = now_ns;
     if (interval) {
       const uint64_t packets = since(s.tx_packets, w.last.tx_packets);
@@ -212,8 +216,8 @@ void LinkStateTable::update(std::span<const PortSample> samples, uint64_t now_ns
       l.ber = std::max(config_.ber_floor, w.bits > 0.0 ? w.bit_errors / w.bits : 0.0);
       l.frame_loss_ratio = w.frames > 0.0 ? std::min(1.0, w.frames_lost / w.frames) : 0.0;
     }
-    l.health = link_health(l.up, l.watchdog_dropping, l.frame_loss_ratio, l.paused_fraction,
-                           l.utilisation);
+    // Drop mode is per class: it does not take the link's health from the other classes.
+    l.health = link_health(l.up, false, l.frame_loss_ratio, l.paused_fraction, l.utilisation);
     w.last = s;
   }
   if (now_ns > last_ns_ || !have_baseline_) last_ns_ = now_ns;

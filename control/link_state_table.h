@@ -3,7 +3,8 @@
 //
 // Per link:
 //   up / watchdog_dropping / paused / queued_bytes   as sampled at the update (paused: any
-//            lossless class held by PFC at that instant);
+//            lossless class held by PFC at that instant; watchdog_dropping: any class in PFC
+//            watchdog drop mode, watchdog_classes says which);
 //   utilisation   EWMA of the wire utilisation of each interval between updates: bytes of the
 //            frames that started transmission plus 24 B of wire overhead each (preamble, SFD,
 //            FCS, inter-frame gap; frames shorter than 60 B are taken at their mbuf length),
@@ -17,12 +18,16 @@
 //            The window keeps loss_memory (0.9) of the past per update (about 2 s at 200 ms):
 //            without it years of clean traffic would dilute a new burst of errors to nothing,
 //            and without the floor a link that never lost a frame would read as perfect;
-//   health   0..255: 0 when down or watchdog dropping, else round(255 * L * P * U) with
+//   health   0..255: 0 when down, else round(255 * L * P * U) with
 //            L = max(0, 1 - 10 * frame loss ratio)   (bit errors and plain loss, same window:
 //                                                     10% loss is a dead link for RoCE),
 //            P = 1 - 0.5 * fraction of the last interval a lossless class was paused,
 //            U = 1 - 0.5 * min(1, utilisation EWMA).
-//            An idle clean link is 255, one at 85% is 147, one paused all period at 85% is 73;
+//            An idle clean link is 255, one at 85% is 147, one paused all period at 85% is 73.
+//            A class in watchdog drop mode does not make the link unhealthy: the watchdog is per
+//            (port, class), and lossy traffic and the other classes still use the link; the
+//            stormed class is kept off it at path selection (the switch's per-class eligibility,
+//            SwitchNode), not by taking the link's buckets from every class;
 //   path id  the PPCID path id, from the link's fingerprint (see below).
 //
 // Link fingerprint. A path id must name the physical link, not the local port index, so that it
@@ -85,7 +90,8 @@ struct PortSample {
   uint64_t queued_bytes = 0;
   bool paused = false;     // a lossless class is paused now
   uint64_t paused_ns = 0;  // summed over lossless classes
-  bool watchdog_dropping = false;
+  bool watchdog_dropping = false;  // some class is in PFC-watchdog drop mode
+  uint8_t watchdog_classes = 0;    // which: bit tc set for class tc
 };
 
 // A sample of one egress port. `lossless_classes` is the PFC priority mask (PfcState's
@@ -117,14 +123,16 @@ struct LinkState {
   uint64_t queued_bytes = 0;
   bool paused = false;
   double paused_fraction = 0.0;  // of the latest interval
-  bool watchdog_dropping = false;
+  bool watchdog_dropping = false;  // some class in watchdog drop mode (only that class avoids it)
+  uint8_t watchdog_classes = 0;    // bit tc: class tc in drop mode
   double ber = 0.0;
   double frame_loss_ratio = 0.0;
   uint8_t health = 255;
   uint64_t updated_ns = 0;
 };
 
-// The health formula above, pure.
+// The health formula above, pure. `watchdog_dropping` true gives 0: for a caller whose link
+// carries only the class in drop mode; the table passes false (see health above).
 uint8_t link_health(bool up, bool watchdog_dropping, double frame_loss_ratio,
                     double paused_fraction, double utilisation);
 

@@ -65,16 +65,27 @@ Fabric::Fabric(const FabricConfig& config, FabricMode mode, uint64_t seed, rte_m
     engine.placement_nak_delay_ns = spec.nic.placement.nak_delay_ns;
     nodes_[h].nic = std::make_unique<nic_emu::NicNode>(spec.nic, engine, pool, macs);
     nodes_[h].peers.resize(nodes_[h].nic->port_count());
+    background_.resize(topology_.node_count());  // before any control loop samples
+    background_[h].resize(nodes_[h].nic->port_count());
   }
   for (uint32_t s = 0; s < topology_.switches().size(); ++s) {
     Node& n = nodes_[topology_.switch_node(s)];
     n.sw = std::make_unique<switch_emu::SwitchNode>(topology_.switches()[s].config, pool);
     n.peers.resize(n.sw->port_count());
+    background_[topology_.switch_node(s)].resize(n.sw->port_count());
     if (mode == FabricMode::kWeighted) {
       control::ControlLoopConfig cc;
       cc.period_ns = config.control_period_ns;
-      n.control = std::make_unique<control::ControlLoop>(control::control_target_of(*n.sw), 0, cc);
+      control::ControlTarget target = control::control_target_of(*n.sw);
+      const uint32_t id = topology_.switch_node(s);
+      target.adjust_sample = [this, id](uint16_t port, uint64_t now_ns, control::PortSample& ps) {
+        add_background(id, port, now_ns, ps);
+      };
+      n.control = std::make_unique<control::ControlLoop>(std::move(target), 0, cc);
     }
+  }
+  if (is_spray(mode) && config.spray_policy == "weighted") {
+    for (uint32_t h = 0; h < hosts; ++h) add_nic_control(h);
   }
   // TCAM spray rules that did not fit: those QPs fall back to ECMP (one path for the QP).
   if (is_spray(mode)) {
@@ -113,14 +124,32 @@ Fabric::Fabric(const FabricConfig& config, FabricMode mode, uint64_t seed, rte_m
   }
   for (const Post& p : plan_.initial_posts()) post(p);
 
-  events_ = config.events;
+  // A toggling background is its square wave written out: on at at_ns, off toggle_ns later,
+  // on again, ... up to the end of the run.
+  const uint64_t run_end = config_.workload == Workload::kCdf ? config_.duration_ns * 5 + 1'000'000
+                                                              : config_.duration_ns;
+  for (const FabricEvent& e : config.events) {
+    if (e.toggle_ns == 0) {
+      events_.push_back(e);
+      continue;
+    }
+    for (uint64_t k = 0, t = e.at_ns; t <= run_end; ++k, t += e.toggle_ns) {
+      FabricEvent step = e;
+      step.at_ns = t;
+      step.toggle_ns = 0;
+      if (k % 2 == 1) step.value = 0;
+      events_.push_back(step);
+    }
+  }
   std::stable_sort(events_.begin(), events_.end(),
                    [](const FabricEvent& a, const FabricEvent& b) { return a.at_ns < b.at_ns; });
   for (const FabricEvent& e : events_) {
     // Refuse a name that matches nothing before running, not halfway through.
     if (e.kind == FabricEvent::Kind::kBackground) {
-      if (!topology_.find_switch(e.target)) {
-        throw std::invalid_argument("event '" + e.text + "': no switch named '" + e.target + "'");
+      if (!topology_.find_switch(e.target) && topology_.find_cables(e.target).empty()) {
+        throw std::invalid_argument("event '" + e.text + "': no switch or link named '" + e.target +
+                                    "' (a switch like spine2 or p1.leaf0, a link " +
+                                    "like leaf0-spine3 or h0-p1.leaf0)");
       }
     } else if (topology_.find_cables(e.target).empty()) {
       throw std::invalid_argument("event '" + e.text + "': no link named '" + e.target +
@@ -128,6 +157,71 @@ Fabric::Fabric(const FabricConfig& config, FabricMode mode, uint64_t seed, rte_m
     }
   }
   for (uint32_t id = 0; id < nodes_.size(); ++id) schedule(id, false);
+}
+
+void Fabric::add_nic_control(uint32_t host) {
+  // The NIC's control loop, as nic_emu runs it: its uplinks' link-state table every
+  // nic_control_period, and spray weights from the bucket formula over it (the NIC has one
+  // "group": its uplinks). The weights reach the spray engine at once (virtual time: no grace
+  // period), and stay in force until the next period, however stale they are by then.
+  nic_emu::NicNode& nic = *nodes_[host].nic;
+  const control::NicConfig& nc = nic.config();
+  control::ControlTarget target;
+  target.links = control::uplink_identities(nc);
+  for (size_t u = 0; u < nc.uplinks.size(); ++u) target.links[u].path_id = nc.uplinks[u].path_id;
+  target.path_id_bits = control::path_id_bits(nc);
+  for (uint16_t u = 0; u < nc.uplinks.size(); ++u) target.ports.push_back(&nic.egress(u));
+  target.adjust_sample = [this, host](uint16_t port, uint64_t now_ns, control::PortSample& ps) {
+    add_background(host, port, now_ns, ps);
+  };
+  target.on_publish = [this, host](const control::ControlSnapshot& snap) {
+    nic_emu::NicNode& n = *nodes_[host].nic;
+    std::vector<uint16_t> members(n.uplink_count());
+    for (uint16_t u = 0; u < members.size(); ++u) members[u] = u;
+    auto w = std::make_unique<SprayWeights>();
+    w->weights = control::BucketReweighter().weights(snap.links, members);
+    w->updated_ns = snap.computed_ns;
+    n.spray().publish_weights(std::move(w));  // the old table: nobody else reads it
+  };
+  control::ControlLoopConfig cc;
+  cc.period_ns = config_.nic_control_period_ns;
+  nodes_[host].control = std::make_unique<control::ControlLoop>(std::move(target), 0, cc);
+}
+
+void Fabric::set_background(uint32_t node, uint16_t port, double fraction) {
+  Background& b = background_[node][port];
+  if (b.line_gbps > 0) {
+    b.wire_bytes += b.fraction * b.line_gbps / 8.0 * static_cast<double>(now_ - b.since_ns);
+  }
+  b.line_gbps = config_.link_gbps;
+  b.fraction = fraction;
+  b.since_ns = now_;
+}
+
+double Fabric::background_wire_bytes(uint32_t node, uint16_t port, uint64_t now_ns) const {
+  const Background& b = background_[node][port];
+  if (b.line_gbps <= 0) return 0;
+  return b.wire_bytes + b.fraction * b.line_gbps / 8.0 *
+                            static_cast<double>(now_ns - std::min(now_ns, b.since_ns));
+}
+
+void Fabric::add_background(uint32_t node, uint16_t port, uint64_t now_ns,
+                            control::PortSample& sample) const {
+  // On real hardware the background traffic is frames through this very port: its counters
+  // count them and its line rate is the whole link's. The emulated port only carries the
+  // experiment's frames at the rate the background leaves, so its sample is completed here:
+  // background bytes as MTU-sized RoCE frames (whole frames, so the wire overhead per frame the
+  // table adds comes out right), and the rate back at the line rate. A link 85% taken by
+  // background then reads 85% utilised plus the experiment's own share, as the leaf would see.
+  const Background& b = background_[node][port];
+  if (b.line_gbps <= 0) return;
+  const double wire = background_wire_bytes(node, port, now_ns);
+  const uint64_t frame = roce_frame_bytes(config_.mtu, false);
+  const auto frames =
+      static_cast<uint64_t>(wire / static_cast<double>(frame + LinkEmulator::kWireOverheadBytes));
+  sample.tx_packets += frames;
+  sample.tx_bytes += frames * frame;
+  if (b.fraction > 0 && b.fraction < 1) sample.rate_gbps /= 1.0 - b.fraction;
 }
 
 Fabric::~Fabric() {
@@ -180,7 +274,8 @@ uint64_t Fabric::node_next(uint32_t id) const {
     if (n.control) t = std::min(t, n.control->next_event_ns());
     return t;
   }
-  return n.nic->next_event_ns(now_);
+  const uint64_t t = n.nic->next_event_ns(now_);
+  return n.control ? std::min(t, n.control->next_event_ns()) : t;
 }
 
 void Fabric::schedule(uint32_t id, bool served) {
@@ -226,7 +321,22 @@ void Fabric::serve(uint32_t id) {
   rte_mbuf* buf[kBurst];
   if (n.sw) {
     switch_emu::SwitchNode& sw = *n.sw;
-    if (n.control && n.control->next_event_ns() <= now_) n.control->tick(now_);
+    if (n.control && n.control->next_event_ns() <= now_ && n.control->tick(now_) &&
+        window_started_) {
+      const auto& weights = n.control->current()->group_weights;
+      n.weight_sums.resize(weights.size());
+      n.util_sums.resize(weights.size());
+      for (size_t g = 0; g < weights.size(); ++g) {
+        const auto members = sw.group(g).member_ports();
+        n.weight_sums[g].resize(weights[g].size(), 0.0);
+        n.util_sums[g].resize(weights[g].size(), 0.0);
+        for (size_t m = 0; m < weights[g].size(); ++m) {
+          n.weight_sums[g][m] += weights[g][m];
+          n.util_sums[g][m] += n.control->table().at(members[m]).utilisation;
+        }
+      }
+      ++n.weight_ticks;
+    }
     sw.poll(now_);
     const auto ports = static_cast<uint16_t>(sw.port_count());
     for (uint16_t p = 0; p < ports; ++p) {
@@ -235,6 +345,7 @@ void Fabric::serve(uint32_t id) {
     }
   } else {
     nic_emu::NicNode& nic = *n.nic;
+    if (n.control && n.control->next_event_ns() <= now_) n.control->tick(now_);
     const auto ports = static_cast<uint16_t>(nic.port_count());
     for (uint16_t p = 0; p < ports; ++p) {
       if (nic.egress(p).next_event_ns() > now_) continue;
@@ -310,15 +421,31 @@ void Fabric::apply_event(const FabricEvent& e) {
   if (e.kind == FabricEvent::Kind::kBackground) {
     // Traffic outside the experiment takes `value` of each of the switch's links, both ways:
     // what is left for the fabric's own traffic is the rest of the line rate.
-    const uint32_t s = *topology_.find_switch(e.target);
-    const uint32_t node = topology_.switch_node(s);
+    // A switch: both directions of every link of it (a host's NIC uplink too). A link
+    // (h0-p1.leaf0, leaf0-spine2): one direction, from its first-named end, so that a host's
+    // other traffic loads its uplink and not what it receives. The background's bytes count in
+    // the ports' link state (add_background), as they would in real port counters.
     const double rate = config_.link_gbps * (1.0 - e.value);
-    for (const Cable& cable : topology_.cables()) {
-      if (cable.a_node != node && cable.b_node != node) continue;
-      for (const auto& [nid, port] : cable.ends()) {
-        if (nodes_[nid].sw) nodes_[nid].sw->set_link_rate_gbps(port, rate, now_);
+    const auto take = [&](uint32_t nid, uint16_t port) {
+      if (nodes_[nid].sw) {
+        nodes_[nid].sw->set_link_rate_gbps(port, rate, now_);
+      } else {
+        nodes_[nid].nic->set_link_rate_gbps(port, rate, now_);
+      }
+      set_background(nid, port, e.value);
+    };
+    if (const auto s = topology_.find_switch(e.target)) {
+      const uint32_t node = topology_.switch_node(*s);
+      for (const Cable& cable : topology_.cables()) {
+        if (cable.a_node != node && cable.b_node != node) continue;
+        for (const auto& [nid, port] : cable.ends()) take(nid, port);
+      }
+    } else {
+      for (const uint32_t c : topology_.find_cables(e.target)) {
+        take(topology_.cables()[c].a_node, topology_.cables()[c].a_port);
       }
     }
+    for (uint32_t id = 0; id < nodes_.size(); ++id) schedule(id, false);
     return;
   }
   const std::vector<uint32_t> cables = topology_.find_cables(e.target);
@@ -381,6 +508,7 @@ void Fabric::sample() {
     }
   }
   pfc_timeline_.emplace_back(static_cast<double>(now_) / 1000.0, paused);
+  sample_nic_split(static_cast<double>(config_.sample_ns));
   uint64_t acked = 0;
   for (const Node& n : nodes_) {
     if (n.nic) acked += n.nic->rc_engine()->requester_totals().bytes_acked;
@@ -391,6 +519,137 @@ void Fabric::sample() {
   last_sample_acked_bytes_ = acked;
 }
 
+void Fabric::sample_nic_split(double dt_ns) {
+  // Per host with two or more uplinks, per sample interval: the share of its bytes each uplink
+  // carried against the ideal split, each uplink's share of the capacity the background left
+  // (the average over the interval). The tracking error is half the summed |share - ideal|
+  // (for two uplinks, |share0 - ideal0|), averaged over the window's intervals in which the
+  // host sent a frame's worth.
+  if (config_.planes < 2) return;
+  const uint32_t hosts = static_cast<uint32_t>(topology_.hosts().size());
+  nic_tx_last_.resize(hosts);
+  nic_bg_last_.resize(hosts);
+  const double line_bytes = config_.link_gbps / 8.0 * dt_ns;
+  for (uint32_t h = 0; h < hosts; ++h) {
+    const nic_emu::NicNode& nic = *nodes_[h].nic;
+    const size_t U = nic.uplink_count();
+    nic_tx_last_[h].resize(U, 0);
+    nic_bg_last_[h].resize(U, 0.0);
+    std::vector<double> sent(U), avail(U);
+    double sent_sum = 0, avail_sum = 0;
+    for (uint16_t u = 0; u < U; ++u) {
+      const uint64_t tx = nic.port_counters(u).tx_bytes;
+      const double bg = background_wire_bytes(h, u, now_);
+      sent[u] = static_cast<double>(tx - nic_tx_last_[h][u]);
+      avail[u] = std::max(0.0, 1.0 - (bg - nic_bg_last_[h][u]) / line_bytes);
+      if (!nic.egress(u).link_up()) avail[u] = 0;
+      nic_tx_last_[h][u] = tx;
+      nic_bg_last_[h][u] = bg;
+      sent_sum += sent[u];
+      avail_sum += avail[u];
+    }
+    if (!window_started_ || sent_sum < config_.mtu || avail_sum <= 0) continue;
+    double err = 0;
+    for (size_t u = 0; u < U; ++u) err += std::abs(sent[u] / sent_sum - avail[u] / avail_sum);
+    split_error_sum_ += err / 2;
+    ++split_error_n_;
+  }
+}
+
+nlohmann::json Fabric::nic_split_report() const {
+  // Over the window, per host: each uplink's share of the bytes the host sent; its deviation
+  // from the even split, max over uplinks of |share - 1/U| / (1/U) (7:3 reads 0.4, 5:5 0).
+  // Hosts that sent nothing are left out.
+  if (config_.planes < 2) return nullptr;
+  nlohmann::json hosts = nlohmann::json::object();
+  double dev_sum = 0, dev_max = 0, share_sum = 0;
+  uint32_t n = 0;
+  for (uint32_t h = 0; h < topology_.hosts().size(); ++h) {
+    const nic_emu::NicNode& nic = *nodes_[h].nic;
+    const size_t U = nic.uplink_count();
+    std::vector<double> bytes(U);
+    double total = 0;
+    for (uint16_t u = 0; u < U; ++u) {
+      const uint64_t start = h < nic_tx_window_.size() ? nic_tx_window_[h][u] : 0;
+      bytes[u] = static_cast<double>(nic.port_counters(u).tx_bytes - start);
+      total += bytes[u];
+    }
+    if (total <= 0) continue;
+    nlohmann::json shares = nlohmann::json::array();
+    double dev = 0, top = 0;
+    for (size_t u = 0; u < U; ++u) {
+      const double share = bytes[u] / total;
+      shares.push_back(share);
+      dev = std::max(dev, std::abs(share - 1.0 / static_cast<double>(U)) * static_cast<double>(U));
+      top = std::max(top, share);
+    }
+    hosts[topology_.hosts()[h].name] = shares;
+    dev_sum += dev;
+    dev_max = std::max(dev_max, dev);
+    share_sum += top;
+    ++n;
+  }
+  if (n == 0) return nullptr;
+  return {{"hosts_measured", n},
+          {"deviation", dev_sum / n},
+          {"deviation_max", dev_max},
+          {"top_share", share_sum / n},
+          {"tracking_error",
+           split_error_n_ > 0 ? split_error_sum_ / static_cast<double>(split_error_n_) : 0.0},
+          {"intervals", split_error_n_},
+          {"shares", hosts}};
+}
+
+nlohmann::json Fabric::bucket_report() const {
+  // Weighted mode, per leaf: the buckets its first uplink group (towards the next leaf; every
+  // uplink group of a leaf reads the same link state) gives each uplink, as the control loop
+  // computed them (B = idle_buckets per idle path, the DESIGN.md formula) averaged over the
+  // ticks in the window, and at the last tick; the slots each holds in the power-of-two table
+  // the dataplane laid out from them, and the link-state utilisation the formula read (at the
+  // last tick, and its mean over the same ticks).
+  if (mode_ != FabricMode::kWeighted) return nullptr;
+  nlohmann::json out = nlohmann::json::object();
+  for (uint32_t si = 0; si < topology_.switches().size(); ++si) {
+    const SwitchSpec& spec = topology_.switches()[si];
+    if (!spec.leaf) continue;
+    const Node& n = nodes_[topology_.switch_node(si)];
+    int32_t g = -1;
+    for (const int32_t lg : spec.leaf_group) {
+      if (lg >= 0) {
+        g = lg;
+        break;
+      }
+    }
+    if (g < 0 || !n.control || !n.control->current()) continue;
+    const auto gi = static_cast<size_t>(g);
+    const PathSelector& sel = n.sw->group(gi);
+    const auto members = sel.member_ports();
+    const std::vector<uint32_t>& last = n.control->current()->group_weights.at(gi);
+    nlohmann::json paths = nlohmann::json::object();
+    double total = 0;
+    for (size_t m = 0; m < members.size(); ++m) {
+      const bool ticked = n.weight_ticks > 0 && gi < n.weight_sums.size();
+      const double ticks = static_cast<double>(n.weight_ticks);
+      const double mean = ticked ? n.weight_sums[gi][m] / ticks : last[m];
+      const double util = n.control->table().at(members[m]).utilisation;
+      total += mean;
+      paths[spec.config.ports[members[m]].name] = {
+          {"buckets", mean},
+          {"last", last[m]},
+          {"table_slots", sel.bucket_table().buckets_of(static_cast<uint16_t>(m))},
+          {"utilisation", util},
+          {"utilisation_mean", ticked ? n.util_sums[gi][m] / ticks : util}};
+    }
+    out[spec.name] = {{"group", spec.config.groups[gi].name},
+                      {"idle_buckets", n.control->config().reweight.idle_buckets},
+                      {"table_size", sel.bucket_table().size()},
+                      {"ticks", n.weight_ticks},
+                      {"total", total},
+                      {"paths", paths}};
+  }
+  return out;
+}
+
 void Fabric::snapshot_window_start() {
   window_started_ = true;
   window_start_ns_ = now_;
@@ -399,6 +658,13 @@ void Fabric::snapshot_window_start() {
     if (n.nic) window_acked_bytes_ += n.nic->rc_engine()->requester_totals().bytes_acked;
   }
   for (Watched& w : watched_) w.window_tx_bytes = nodes_[w.node].sw->port_counters(w.port).tx_bytes;
+  nic_tx_window_.assign(topology_.hosts().size(), {});
+  for (uint32_t h = 0; h < topology_.hosts().size(); ++h) {
+    const nic_emu::NicNode& nic = *nodes_[h].nic;
+    for (uint16_t u = 0; u < nic.uplink_count(); ++u) {
+      nic_tx_window_[h].push_back(nic.port_counters(u).tx_bytes);
+    }
+  }
 }
 
 RunResult Fabric::run(const std::function<void(uint64_t, uint64_t)>& progress) {
@@ -716,6 +982,8 @@ RunResult Fabric::collect(double wall_s) {
              {"nic_parse", nic_parse},
              {"responder_out_of_order", resp.out_of_order_dropped}};
   r.tcam_fallback_qps = tcam_fallback_qps_;
+  r.buckets = bucket_report();
+  r.nic_split = nic_split_report();
 
   // Completion times.
   std::vector<double> sorted;

@@ -74,7 +74,11 @@ class Fabric {
   struct Node {
     std::unique_ptr<switch_emu::SwitchNode> sw;
     std::unique_ptr<nic_emu::NicNode> nic;
-    std::unique_ptr<control::ControlLoop> control;  // weighted mode
+    std::unique_ptr<control::ControlLoop> control;  // weighted mode; NICs: weighted spraying
+    // Weighted mode: every group's weights summed over the ticks in the throughput window.
+    std::vector<std::vector<double>> weight_sums;
+    std::vector<std::vector<double>> util_sums;  // the link-state utilisation each member read
+    uint64_t weight_ticks = 0;
     std::vector<Peer> peers;                        // by port
     uint64_t scheduled = UINT64_MAX;
     bool dirty = false;
@@ -93,6 +97,20 @@ class Fabric {
     uint64_t window_tx_bytes = 0;  // at the window start
     bool uplink = false;           // leaf -> spine
   };
+
+  // Background load on one port: the share of its line rate taken by traffic outside the
+  // experiment since since_ns, and the wire bytes that traffic carried before (cumulative).
+  struct Background {
+    double fraction = 0;
+    double line_gbps = 0;  // 0: the port never had background load
+    uint64_t since_ns = 0;
+    double wire_bytes = 0;
+  };
+  void set_background(uint32_t node, uint16_t port, double fraction);
+  // What a port's counters show on real hardware, where background traffic crosses them too.
+  void add_background(uint32_t node, uint16_t port, uint64_t now_ns,
+                      control::PortSample& sample) const;
+  void add_nic_control(uint32_t host);
 
   void serve(uint32_t id);
   void deliver(uint32_t from, uint16_t port, rte_mbuf** frames, uint16_t n);
@@ -133,6 +151,17 @@ class Fabric {
   std::vector<std::pair<double, double>> goodput_timeline_;
   uint64_t last_sample_acked_bytes_ = 0;
   std::vector<uint64_t> down_since_ns_;  // per cable: when it went down (UINT64_MAX: up)
+  std::vector<std::vector<Background>> background_;  // per node, per port
+  double background_wire_bytes(uint32_t node, uint16_t port, uint64_t now_ns) const;
+  // Hosts with more than one uplink: the split of their bytes between them (nic_split).
+  std::vector<std::vector<uint64_t>> nic_tx_last_;    // per host, per uplink: at the last sample
+  std::vector<std::vector<uint64_t>> nic_tx_window_;  // at the window start
+  std::vector<std::vector<double>> nic_bg_last_;      // background wire bytes at the last sample
+  double split_error_sum_ = 0;
+  uint64_t split_error_n_ = 0;
+  void sample_nic_split(double dt_ns);
+  nlohmann::json bucket_report() const;
+  nlohmann::json nic_split_report() const;
 
   // Completions and what they are worth.
   std::vector<MessageCompletion> completions_;  // scratch

@@ -12,7 +12,8 @@ namespace {
 
 constexpr const char* kEventForms =
     "link-down:LINK@T, link-up:LINK@T, ber:LINK=RATE@T, rate:LINK=GBPS@T, "
-    "background:SWITCH=FRACTION[@T] (LINK like leaf0-spine3 or leaf0-spine3#1; T like 500us)";
+    "background:SWITCH|LINK=FRACTION[@T[~P]] (LINK like leaf0-spine3, leaf0-spine3#1 or "
+    "h0-p1.leaf0; T like 500us; ~P: on for P, off for P, repeating)";
 
 double parse_number(std::string_view s, std::string_view what) {
   double v = 0;
@@ -142,11 +143,19 @@ FabricEvent parse_fabric_event(std::string_view text) {
   if (at.empty()) {
     if (e.kind != FabricEvent::Kind::kBackground) return fail("no time (@T)");
   } else {
+    std::string_view toggle;
+    if (const size_t t = at.find('~'); t != std::string_view::npos) {
+      toggle = at.substr(t + 1);
+      at = at.substr(0, t);
+      if (e.kind != FabricEvent::Kind::kBackground) return fail("only background takes ~P");
+    }
     try {
       e.at_ns = parse_duration_ns(at);
+      if (!toggle.empty()) e.toggle_ns = parse_duration_ns(toggle);
     } catch (const std::invalid_argument& ex) {
       return fail(ex.what());
     }
+    if (!toggle.empty() && e.toggle_ns < 1000) return fail("~P: at least 1us");
   }
   return e;
 }
@@ -271,6 +280,7 @@ std::string FabricConfig::check() const {
     return "tcam-roce-partition: 0 (none) .. tcam-capacity (" + std::to_string(tcam_capacity) + ")";
   }
   if (control_period_ns < 1000) return "control-period-us: at least 1";
+  if (nic_control_period_ns < 1000) return "nic-control-period-us: at least 1";
   if (duration_ns < 1000) return "duration: at least 1us";
   if (warmup() >= duration_ns) return "warmup: below duration";
   if (sample_ns < 1000) return "sample-us: at least 1";
@@ -309,7 +319,8 @@ void apply_yaml(FabricConfig& c, const control::ConfigNode& root) {
                 "load", "message_gap_us", "op", "mode", "spray_policy", "hash_seed", "udp_sport",
                 "ppcid_layout", "receive", "reorder_hold_us", "reorder_window",
                 "placement_nak_delay_us", "max_in_flight", "retransmit_timeout_us", "dlb_gap_us",
-                "control_period_us", "tcam_spray_rules", "tcam_capacity", "tcam_roce_partition",
+                "control_period_us", "nic_control_period_us", "tcam_spray_rules", "tcam_capacity",
+                "tcam_roce_partition",
                 "event", "duration", "warmup", "seeds", "sample_us"});
   c.source = n.file();
   c.leaves = static_cast<uint32_t>(n.uint_or("leaves", c.leaves, 1, 255));
@@ -391,6 +402,8 @@ void apply_yaml(FabricConfig& c, const control::ConfigNode& root) {
   c.dlb_gap_ns = static_cast<uint64_t>(n.number_or("dlb_gap_us", c.dlb_gap_ns / 1000.0, 0.001, 1e6) * 1000);
   c.control_period_ns = static_cast<uint64_t>(
       n.number_or("control_period_us", c.control_period_ns / 1000.0, 1, 1e7) * 1000);
+  c.nic_control_period_ns = static_cast<uint64_t>(
+      n.number_or("nic_control_period_us", c.nic_control_period_ns / 1000.0, 1, 1e7) * 1000);
   c.tcam_spray_rules = static_cast<uint32_t>(n.uint_or("tcam_spray_rules", c.tcam_spray_rules, 0, 1 << 20));
   c.tcam_capacity = static_cast<uint32_t>(n.uint_or("tcam_capacity", c.tcam_capacity, 16, 1 << 20));
   c.tcam_roce_partition = static_cast<uint32_t>(n.uint_or("tcam_roce_partition", c.tcam_roce_partition, 0, 1 << 20));

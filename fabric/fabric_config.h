@@ -40,11 +40,14 @@ struct FabricEvent {
                        // for background, a switch ("spine2")
   double value = 0;    // BER, Gbit/s, or background load fraction
   uint64_t at_ns = 0;
+  // Background only: > 0 makes it a square wave, on for toggle_ns from at_ns, off for toggle_ns,
+  // and so on to the end of the run ("=0.8@1ms~500us"): congestion that comes and goes.
+  uint64_t toggle_ns = 0;
   std::string text;  // as given, for reports
 };
 // "link-down:LINK@T", "link-up:LINK@T", "ber:LINK=1e-6@T", "rate:LINK=50@T",
-// "background:SWITCH=0.85[@T]"; T like 500us, 1.5ms, 2000ns, 1s. Throws std::invalid_argument
-// with the reason and the accepted forms.
+// "background:SWITCH|LINK=0.85[@T[~P]]"; T and P like 500us, 1.5ms, 2000ns, 1s. Throws
+// std::invalid_argument with the reason and the accepted forms.
 FabricEvent parse_fabric_event(std::string_view text);
 // "500us" -> 500000. Throws std::invalid_argument.
 uint64_t parse_duration_ns(std::string_view text);
@@ -127,6 +130,9 @@ struct FabricConfig {
   uint64_t retransmit_timeout_ns = 67'108'864;
   uint64_t dlb_gap_ns = 100'000;  // 0 is not allowed by the flowlet table
   uint64_t control_period_ns = 200'000'000;
+  // The NICs' own control loop (spray modes with spray_policy weighted): how often each NIC
+  // reads its uplinks' link state and republishes its spray weights.
+  uint64_t nic_control_period_ns = 200'000'000;
   uint32_t tcam_spray_rules = 16384;  // a leaf's spray_rule_limit
   uint32_t tcam_capacity = 16384;     // the rules a leaf's TCAM holds in all (the hardware's size)
   // A TCAM partition of this many rules for the sprayed QPs' rules (0: none, they share the

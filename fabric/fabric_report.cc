@@ -157,6 +157,8 @@ nlohmann::json to_json(const RunResult& r) {
   j["dead_link_frames_after_1ms"] = r.dead_link_tx_after_1ms;
   j["packet_hops"] = r.packet_hops;
   j["node_events"] = r.node_events;
+  if (!r.buckets.is_null()) j["buckets"] = r.buckets;
+  if (!r.nic_split.is_null()) j["nic_split"] = r.nic_split;
   j["mbufs_in_use_at_end"] = r.mbufs_in_use_at_end;
   j["mempool_whole"] = r.mbufs_in_use_at_end == 0;
   return j;
@@ -220,6 +222,8 @@ nlohmann::json config_json(const FabricConfig& c) {
           {"udp_sport", c.udp_sport_fixed ? "fixed" : "per-qp"},
           {"ppcid_layout", c.ppcid_layout},
           {"receive", c.receive},
+          {"control_period_us", static_cast<double>(c.control_period_ns) / 1000.0},
+          {"nic_control_period_us", static_cast<double>(c.nic_control_period_ns) / 1000.0},
           {"tcam_spray_rules", c.tcam_spray_rules},
           {"tcam_capacity", c.tcam_capacity},
           {"tcam_roce_partition", c.tcam_roce_partition},

@@ -99,6 +99,10 @@ struct RunResult {
   uint64_t tcam_fallback_qps = 0;
   uint64_t flowlets_started = 0;
   uint64_t control_publications = 0;  // weighted: bucket tables published, all switches
+  // Weighted mode: per leaf, the buckets each uplink holds (null otherwise). Hosts with two or
+  // more uplinks: how their bytes split between them (null otherwise). See fabric.cc.
+  nlohmann::json buckets;
+  nlohmann::json nic_split;
   uint64_t dead_link_frames = 0;        // frames that crossed a cable after it failed
   uint64_t dead_link_tx_after_1ms = 0;  // of which more than 1 ms after
   uint64_t packet_hops = 0;

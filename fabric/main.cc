@@ -194,6 +194,9 @@ std::vector<Flag> make_flags() {
       "dlb: flowlet gap (100)");
   micros("control-period-us", &FabricConfig::control_period_ns,
       "weighted: control loop period (200000)");
+  micros("nic-control-period-us", &FabricConfig::nic_control_period_ns,
+         "spray with spray-policy weighted: the NICs' link-state period, how often they reweight "
+         "their uplinks (200000)");
   u32("tcam-spray-rules", &FabricConfig::tcam_spray_rules,
       "spray: a leaf's TCAM spray_rule_limit; QPs beyond it fall back to ECMP (16384)");
   u32("tcam-capacity", &FabricConfig::tcam_capacity,
@@ -255,8 +258,11 @@ int main(int argc, char** argv) {
       "EAL --no-huge, no ports) in virtual time. Every mode runs on every seed; stdout gets one "
       "row per mode (means over seeds, ±stddev), --json the full report.\n\n"
       "Events (--event, repeatable): link-down:leaf0-spine3@500us, link-up:LINK@T, "
-      "ber:LINK=1e-6@T, rate:LINK=50@T (Gbit/s), background:spine2=0.85 (that share of the "
-      "switch's links taken by traffic outside the experiment: their rate is cut to the rest). "
+      "ber:LINK=1e-6@T, rate:LINK=50@T (Gbit/s), background:spine2=0.85[@T] (that share of the "
+      "switch's links taken by traffic outside the experiment: their rate is cut to the rest, and "
+      "the link state counts it as the port counters would), background:h0-p1.leaf0=0.8@T (one "
+      "link, from its first-named end: h0's plane-1 uplink; =0 ends it; @T~P: on for P, off for P, "
+      "repeating). "
       "LINK: LEAF-SPINE (every parallel link), LEAF-SPINE#k, hN-LEAF; plane p>0: p1.leaf0-spine3."};
   std::string config_file, json_file, timeseries_file, plots_dir, log_level = "warn";
   std::vector<std::string> events;

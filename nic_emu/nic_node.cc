@@ -367,13 +367,35 @@ void NicNode::poll(uint64_t now_ns) {
 }
 
 size_t NicNode::tx_budget(uint64_t now_ns) const {
-  // The least queued eligible uplink is where spraying (or the flow hash) can put more.
-  uint64_t least = UINT64_MAX;
+  // The least queued eligible uplink is where adaptive spraying (or the flow hash) can put more.
+  // rr and weighted give every uplink its turn whatever its queue, so they may take more only
+  // while the fullest uplink they will give packets to has room: otherwise an uplink slower
+  // than its share (its rate cut by other traffic, or a weight from stale link state) would
+  // queue without bound while the faster one drained, and the NIC would drop its own packets.
+  // So a share that does not fit an uplink's capacity costs throughput, as on a NIC whose
+  // per-port TX ring backpressures the scheduler.
+  const SprayMode mode = spray_.mode();
+  const bool by_turn =
+      uplinks_ > 1 && (mode == SprayMode::kRoundRobin || mode == SprayMode::kWeighted);
+  const SprayWeights& weights = spray_.weights();
+  bool any_weight = false;
+  if (mode == SprayMode::kWeighted) {
+    for (size_t u = 0; u < uplinks_ && u < weights.weights.size(); ++u) {
+      const EgressPort& e = *egress_[u];
+      any_weight = any_weight || (weights.weights[u] > 0 && e.link_up() && !e.any_paused(now_ns));
+    }
+  }
+  uint64_t least = UINT64_MAX, fullest = 0;
+  bool any = false;
   for (size_t u = 0; u < uplinks_; ++u) {
     const EgressPort& e = *egress_[u];
     if (!e.link_up() || e.any_paused(now_ns)) continue;
+    any = true;
     least = std::min(least, e.queued_bytes());
+    const bool picked = !any_weight || (u < weights.weights.size() && weights.weights[u] > 0);
+    if (picked) fullest = std::max(fullest, e.queued_bytes());
   }
+  if (by_turn && any) least = fullest;
   const uint64_t low_water = kTxLowWaterFrames * tx_frame_bytes_;
   if (least == UINT64_MAX || least >= low_water) return 0;
   return static_cast<size_t>((low_water - least) / tx_frame_bytes_) + 1;
@@ -428,6 +450,12 @@ void NicNode::free_all() {
 void NicNode::set_link_up(uint16_t uplink, bool up, uint64_t now_ns) {
   if (uplink >= uplinks_) throw std::out_of_range("nic: no uplink " + std::to_string(uplink));
   egress_[uplink]->set_link_up(up, now_ns);
+  refresh_loads(now_ns);
+}
+
+void NicNode::set_link_rate_gbps(uint16_t uplink, double rate_gbps, uint64_t now_ns) {
+  if (uplink >= uplinks_) throw std::out_of_range("nic: no uplink " + std::to_string(uplink));
+  egress_[uplink]->set_link_rate_gbps(rate_gbps, now_ns);
   refresh_loads(now_ns);
 }
 

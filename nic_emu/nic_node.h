@@ -130,6 +130,8 @@ class NicNode {
 
   // Run-time control (uplinks only).
   void set_link_up(uint16_t uplink, bool up, uint64_t now_ns);
+  // The uplink's emulated line rate (fabric_emu's background load takes a share of it).
+  void set_link_rate_gbps(uint16_t uplink, double rate_gbps, uint64_t now_ns);
 
   const control::NicConfig& config() const { return config_; }
   SprayEngine& spray() { return spray_; }

@@ -45,16 +45,19 @@ TEST_CASE("reweight: table of points with B = 32, u_target = 0.6") {
   CHECK(reweighted_buckets(std::numeric_limits<double>::infinity(), true, c) == 0);
 }
 
-TEST_CASE("reweight: down or watchdog-dropping paths keep 0, whatever their load") {
+TEST_CASE("reweight: down paths keep 0, whatever their load; watchdog drop mode is per class") {
   BucketReweighter r;
   LinkState idle;
   CHECK(r.buckets(idle) == 32);
   LinkState down = idle;
   down.up = false;
   CHECK(r.buckets(down) == 0);
+  // A class in drop mode: the link keeps its buckets for the other classes (the stormed class
+  // is excluded at selection, by its own eligibility view).
   LinkState dropping = idle;
   dropping.watchdog_dropping = true;
-  CHECK(r.buckets(dropping) == 0);
+  dropping.watchdog_classes = 1u << 3;
+  CHECK(r.buckets(dropping) == 32);
   CHECK(reweighted_buckets(0.0, false, ReweightConfig{}) == 0);
 }
 

@@ -330,6 +330,32 @@ TEST_CASE("control loop: queued bytes reach the table") {
   rig.finish();
 }
 
+TEST_CASE("control loop: adjust_sample adds traffic the dataplane does not carry") {
+  // fabric_emu's background load: the port carries only the experiment's frames, at the rate
+  // the background leaves, and the hook completes the sample as the real port counters would.
+  // Here p0 is idle in the dataplane and the hook says 85% of its 100 Mbit/s went by.
+  Rig rig;
+  ControlTarget t = control_target_of(rig.node);
+  t.adjust_sample = [](uint16_t port, uint64_t now_ns, PortSample& s) {
+    if (port != kP0) return;
+    // 85% of 0.1 Gbit/s since 0, as whole 1000-byte frames with their wire overhead.
+    const uint64_t frames = static_cast<uint64_t>(0.85 * 0.1 * static_cast<double>(now_ns) /
+                                                  static_cast<double>(kWireBits));
+    s.tx_packets += frames;
+    s.tx_bytes += frames * kFrameBytes;
+  };
+  ControlLoopConfig cc;
+  cc.links.utilisation_weight = 1.0;  // the latest period alone
+  ControlLoop loop(t, 0, cc);
+  rig.drain(kPeriod);
+  REQUIRE(loop.tick(kPeriod));
+  CHECK(loop.table().at(kP0).utilisation == Approx(0.85).margin(0.001));
+  CHECK(loop.table().at(kP0 + 1).utilisation == 0.0);
+  // The formula: 12 of 32 buckets at 85%, the idle members keep 32.
+  CHECK(loop.current()->group_weights[0] == std::vector<uint32_t>{12, 32, 32, 32});
+  rig.finish();
+}
+
 TEST_CASE("control loop: configured weights stay in force, scaled by the link state") {
   // Before: weights [1, 1, 2, 4] were replaced by [32, 32, 32, 32] at the first tick.
   std::string yaml = kYaml;

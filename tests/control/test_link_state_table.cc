@@ -119,7 +119,7 @@ TEST_CASE("link state: BER never reads as perfect, and a new error is not dilute
   CHECK(t.at(0).ber == 1e-12);
 }
 
-TEST_CASE("link state: health from loss, pause and load; 0 when down or watchdog dropping") {
+TEST_CASE("link state: health from loss, pause and load; 0 when down, not in watchdog drop") {
   CHECK(link_health(true, false, 0.0, 0.0, 0.0) == 255);
   CHECK(link_health(true, false, 0.0, 0.0, 0.85) == 147);
   CHECK(link_health(true, false, 0.0, 1.0, 0.85) == 73);
@@ -141,6 +141,7 @@ TEST_CASE("link state: health from loss, pause and load; 0 when down or watchdog
   add_load(s[1], 0.5);
   s[1].lost_frames += s[1].tx_packets / 20;  // 5% plain loss
   s[2].watchdog_dropping = true;
+  s[2].watchdog_classes = 1u << 3;
   s[2].queued_bytes = 4096;
   t.update(s, kPeriod);
   CHECK(t.at(0).paused);
@@ -152,8 +153,10 @@ TEST_CASE("link state: health from loss, pause and load; 0 when down or watchdog
         link_health(true, false, t.at(1).frame_loss_ratio, 0.0, t.at(1).utilisation));
   CHECK(t.at(1).health < 100);
   CHECK(t.at(2).watchdog_dropping);
+  CHECK(t.at(2).watchdog_classes == 0x08);
   CHECK(t.at(2).queued_bytes == 4096);
-  CHECK(t.at(2).health == 0);
+  // The watchdog is per (port, class): the link stays healthy for the other classes.
+  CHECK(t.at(2).health == 255);
 }
 
 TEST_CASE("link state: mark_down is an event; the next sample decides again") {

@@ -46,6 +46,33 @@ TEST_CASE("durations, seeds, modes and events parse; bad ones say what is accept
   CHECK_THROWS_WITH(parse_fabric_event("rate:leaf0-spine3@1us"), Catch::Contains("=VALUE"));
   CHECK_THROWS_WITH(parse_fabric_event("flap:leaf0-spine3@1us"), Catch::Contains("accepted"));
   CHECK_THROWS_AS(parse_fabric_event("background:spine2=1.5"), std::invalid_argument);
+  // Background on a link, timed, and as a square wave.
+  const FabricEvent wave = parse_fabric_event("background:h0-p1.leaf0=0.8@1ms~500us");
+  CHECK(wave.kind == FabricEvent::Kind::kBackground);
+  CHECK(wave.target == "h0-p1.leaf0");
+  CHECK(wave.value == Approx(0.8));
+  CHECK(wave.at_ns == 1'000'000);
+  CHECK(wave.toggle_ns == 500'000);
+  CHECK(parse_fabric_event("background:spine2=0.5@2ms").toggle_ns == 0);
+  CHECK_THROWS_WITH(parse_fabric_event("rate:leaf0-spine3=50@1us~1us"),
+                    Catch::Contains("only background takes ~P"));
+  CHECK_THROWS_WITH(parse_fabric_event("background:spine2=0.5@1ms~0us"), Catch::Contains("~P"));
+  CHECK_THROWS_WITH(parse_fabric_event("background:spine2=0.5@1ms~soon"),
+                    Catch::Contains("background:SWITCH|LINK"));
+}
+
+TEST_CASE("YAML: nic_control_period_us, and its bad values") {
+  CHECK(FabricConfig{}.nic_control_period_ns == 200'000'000);
+  const FabricConfig c =
+      parse_fabric_config_yaml("fabric:\n  nic_control_period_us: 200\n", "f.yaml");
+  CHECK(c.nic_control_period_ns == 200'000);
+  CHECK_THROWS_WITH(parse_fabric_config_yaml("fabric:\n  nic_control_period_us: 0\n", "f.yaml"),
+                    Catch::Contains("f.yaml") && Catch::Contains("nic_control_period_us"));
+  CHECK_THROWS_WITH(parse_fabric_config_yaml("fabric:\n  nic_control_period_us: fast\n", "f.yaml"),
+                    Catch::Contains("nic_control_period_us"));
+  FabricConfig d;
+  d.nic_control_period_ns = 10;
+  CHECK(d.check() == "nic-control-period-us: at least 1");
 }
 
 TEST_CASE("YAML: every key read, unknown keys and bad values name the file and the key") {

@@ -77,6 +77,28 @@ class Scenarios(unittest.TestCase):
         self.assertAlmostEqual(m(rep, "same_down"), m(rep, "same_up"), delta=0.1)
         self.assertAlmostEqual(m(rep, "same_tput"), m(rep, "per_tput"), delta=0.05)
 
+    def test_reweight_direction(self):
+        rep = scenario("reweight")
+        # The leaf's link state counts the background: the loaded path reads above 85% and
+        # holds fewer buckets than an unloaded one, which keeps (close to) all 32.
+        self.assertGreater(m(rep, "loaded_umean"), 0.8)
+        self.assertLess(m(rep, "idle_umean"), m(rep, "loaded_umean"))
+        self.assertLess(m(rep, "loaded"), m(rep, "idle"))
+        self.assertLess(m(rep, "slots") / m(rep, "table"), 1 / 8)
+        for run in rep["runs"]["base"]["runs"]:
+            if run["mode"] == "weighted":
+                self.assertEqual(run["buckets"]["leaf0"]["idle_buckets"], 32)
+            else:
+                self.assertNotIn("buckets", run)
+
+    def test_stale_link_state_direction(self):
+        rep = scenario("stale-link-state")
+        # A stale period leaves the split further from where the capacity is.
+        self.assertGreater(m(rep, "stale_err"), m(rep, "fixed_err"))
+        for run in rep["runs"]["fixed"]["runs"]:
+            self.assertGreater(run["nic_split"]["intervals"], 0)
+            self.assertEqual(run["nic_split"]["hosts_measured"], 4)
+
     def test_tcam_overflow_direction(self):
         rep = scenario("tcam-overflow")
         # Refused QPs are counted as ECMP fallback; a TCAM that holds the partition refuses none,

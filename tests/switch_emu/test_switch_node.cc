@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "control/control_loop.h"
 #include "control/switch_config.h"
 #include "dataplane/flow_key.h"
 #include "dataplane/pfc_frame.h"
@@ -464,6 +465,68 @@ pfc: {priorities: [3], watchdog: {enabled: true, detect_ms: 200, restore_ms: 200
   CHECK(lossy[1] > 800);  // p0 still carries its share of the lossy flows
   CHECK(lossy[2] > 800);
   CHECK(lossless[1] == 0);  // the storming class's traffic goes around p0
+  CHECK(lossless[2] > 1900);
+  CHECK(node.drops().no_eligible_port == 0);
+  drain(node, now + 1'000'000);
+  node.free_all();
+  CHECK(pool.whole());
+}
+
+TEST_CASE("PFC watchdog, weighted: a stormed class loses the link, lossy keeps its buckets") {
+  // Issue 11. The control loop's link-state table used to mark the whole link unusable when any
+  // class was in drop mode, so the reweighter gave it 0 buckets and every class, lossy traffic
+  // included, left it. The watchdog is per (port, class): now the link keeps its buckets and only
+  // the stormed class avoids it, through its own eligibility view at selection.
+  TestPool pool(8191);
+  auto cfg = config_of(fanout_yaml(2, "weighted", R"(
+pfc: {priorities: [3], watchdog: {enabled: true, detect_ms: 200, restore_ms: 200}}
+)"));
+  SwitchNode node(cfg, pool.get());
+  control::ControlLoopConfig cc;
+  cc.period_ns = 10'000'000;  // 10 ms: several ticks during the storm
+  control::ControlLoop loop(control::control_target_of(node), 0, cc);
+  uint64_t now = 0;
+  // A storm on p0 (node port 1), class 3, for 300 ms; the loop ticks as it goes.
+  for (int i = 0; i < 1000; ++i) {
+    storm_pause(node, pool, 1, now);
+    node.poll(now);
+    drain(node, now);
+    if (loop.next_event_ns() <= now) loop.tick(now);
+    now += 300'000;
+  }
+  REQUIRE(node.pfc()->watchdog_dropping(1, 3));
+  now = loop.next_event_ns();
+  node.poll(now);
+  REQUIRE(loop.tick(now));
+  const control::LinkState& p0 = loop.table().at(1);
+  CHECK(p0.watchdog_dropping);
+  CHECK(p0.watchdog_classes == (1u << 3));
+  CHECK(p0.health > 0);
+  // Both members keep their buckets: the published weights and the dataplane's table.
+  REQUIRE(loop.current() != nullptr);
+  const std::vector<uint32_t>& w = loop.current()->group_weights.at(0);
+  INFO("weights p0 " << w[0] << " p1 " << w[1]);
+  CHECK(w[0] > 0);
+  CHECK(w[0] == w[1]);
+  CHECK(node.group(0).bucket_table().buckets_of(0) > 0);
+  std::array<int, 3> lossy{}, lossless{};
+  for (uint32_t i = 0; i < 2000; ++i) {
+    for (const uint8_t dscp : {uint8_t{0}, uint8_t{26}}) {
+      rte_mbuf* m =
+          udp(pool, {0x0A000001 + i, 0x0A000002, static_cast<uint16_t>(1000 + i), 6000}, dscp, 64);
+      node.receive(0, &m, 1, now);
+      now += 1000;
+      for (const auto& [port, pp] : drain(node, now + 100'000)) {
+        if (pp.kind == PacketKind::kMacControl) continue;
+        (dscp == 0 ? lossy : lossless)[port]++;
+      }
+    }
+  }
+  INFO("lossy p0 " << lossy[1] << " p1 " << lossy[2] << "; lossless p0 " << lossless[1] << " p1 "
+                   << lossless[2]);
+  CHECK(lossy[1] > 800);  // lossy flows still hash to p0's buckets
+  CHECK(lossy[2] > 800);
+  CHECK(lossless[1] == 0);  // the stormed class goes around p0
   CHECK(lossless[2] > 1900);
   CHECK(node.drops().no_eligible_port == 0);
   drain(node, now + 1'000'000);
