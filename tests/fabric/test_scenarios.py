@@ -85,6 +85,18 @@ class Scenarios(unittest.TestCase):
         self.assertEqual(m(rep, "fallback_fix32"), 0)
         self.assertEqual(m(rep, "fallback_fix16"), m(rep, "fallback"))
 
+    def test_reorder_retx_direction(self):
+        rep = scenario("reorder-retx")
+        # Reordering at the receiver removes the retransmissions spraying causes without it, and
+        # the rate without it grows with how far the paths' delays differ.
+        self.assertGreater(m(rep, "noreorder"), m(rep, "reorder"))
+        self.assertGreater(m(rep, "noreorder"), m(rep, "ooo"))
+        self.assertLess(m(rep, "noreorder_0"), m(rep, "noreorder_2000"))
+        self.assertLess(m(rep, "tput_noreorder"), m(rep, "tput_reorder"))
+        # A hold shorter than the delay spread gives gaps up, and retransmits; a longer one not.
+        self.assertGreater(m(rep, "hold_1"), m(rep, "hold_5"))
+        self.assertGreater(m(rep, "hold_1_timeouts"), m(rep, "hold_5_timeouts"))
+
     def test_flags_apply_over_a_scenarios_runs(self):
         rep = scenario("ecmp-vs-spray", "--spines", "4", "--seeds", "5")
         cfg = rep["runs"]["base"]["config"]
