@@ -97,6 +97,25 @@ class Scenarios(unittest.TestCase):
         self.assertGreater(m(rep, "hold_1"), m(rep, "hold_5"))
         self.assertGreater(m(rep, "hold_1_timeouts"), m(rep, "hold_5_timeouts"))
 
+    def test_checksum_filter_direction(self):
+        rep = scenario("checksum-filter")
+        # On the fabric side the filter drops sprayed packets (PPCID in the checksum) and cuts
+        # QPs off; ECMP's packets carry checksum 0 and pass.
+        self.assertGreater(m(rep, "spray_fabric_drops"), 0)
+        self.assertEqual(m(rep, "ecmp_fabric_drops"), 0)
+        self.assertGreater(m(rep, "spray_cut"), m(rep, "spray_none_cut"))
+        self.assertLess(m(rep, "spray_fabric_tput"), m(rep, "spray_tput"))
+        # Between NIC and host it drops nothing while the NIC restores the checksum to 0, and
+        # cuts the host off when it does not.
+        self.assertEqual(m(rep, "spray_host_drops"), 0)
+        self.assertEqual(m(rep, "spray_host_cut"), m(rep, "spray_none_cut"))
+        self.assertGreater(m(rep, "spray_norestore_drops"), 0)
+        self.assertGreater(m(rep, "spray_norestore_cut"), m(rep, "spray_none_cut"))
+        for run in rep["runs"].values():
+            for r in run["runs"]:
+                self.assertIn("checksum_filter", r["drops"])
+                self.assertIn("host_checksum_filter", r["drops"])
+
     def test_flags_apply_over_a_scenarios_runs(self):
         rep = scenario("ecmp-vs-spray", "--spines", "4", "--seeds", "5")
         cfg = rep["runs"]["base"]["config"]
