@@ -116,6 +116,25 @@ class Scenarios(unittest.TestCase):
                 self.assertIn("checksum_filter", r["drops"])
                 self.assertIn("host_checksum_filter", r["drops"])
 
+    def test_layout_mismatch_direction(self):
+        rep = scenario("layout-mismatch")
+        # Where the fabric leaves path ids unused, the mismatch is counted and logged; nothing
+        # the NICs take in vanishes uncounted, and no QP is cut off.
+        self.assertGreater(m(rep, "mismatch"), 0)
+        self.assertGreater(m(rep, "log"), 0)
+        self.assertEqual(m(rep, "matched_mismatch"), 0)
+        self.assertEqual(m(rep, "matched_log"), 0)
+        self.assertEqual(m(rep, "unaccounted") + m(rep, "overcounted"), 0)
+        self.assertEqual(m(rep, "all_unaccounted"), 0)
+        self.assertEqual(m(rep, "cut"), 0)
+        self.assertGreater(m(rep, "delivered"), 0)
+        for r in rep["runs"]["mismatch-8-ids"]["runs"]:
+            # h3's own NIC logs the layout its peers likely use, and one of them h3's.
+            self.assertTrue(any(line.startswith("h3: ") and "likely uses ppcid_layout ts-high" in line
+                                for line in r["nic_log"]), r["nic_log"])
+            self.assertTrue(any("likely uses ppcid_layout path-high" in line for line in r["nic_log"]))
+            self.assertEqual(r["nic_log_lines"], len(r["nic_log"]))
+
     def test_flags_apply_over_a_scenarios_runs(self):
         rep = scenario("ecmp-vs-spray", "--spines", "4", "--seeds", "5")
         cfg = rep["runs"]["base"]["config"]
