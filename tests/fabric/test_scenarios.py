@@ -135,6 +135,25 @@ class Scenarios(unittest.TestCase):
             self.assertTrue(any("likely uses ppcid_layout path-high" in line for line in r["nic_log"]))
             self.assertEqual(r["nic_log_lines"], len(r["nic_log"]))
 
+    def test_pfc_storm_direction(self):
+        rep = scenario("pfc-storm")
+        # Fast feedback (with the lower threshold) shortens the pauses, holds the hosts back for
+        # less time and keeps more goodput; the storm spreads to the hosts without it.
+        self.assertLess(m(rep, "longest_fix"), m(rep, "longest"))
+        self.assertLess(m(rep, "mean_fix"), m(rep, "mean"))
+        self.assertLess(m(rep, "nic_paused_fix"), m(rep, "nic_paused"))
+        self.assertLess(m(rep, "paused_fix"), m(rep, "paused"))
+        self.assertGreater(m(rep, "tput_fix"), m(rep, "tput"))
+        self.assertGreater(m(rep, "ports"), 1)
+        self.assertGreater(m(rep, "storm"), 0)
+        for run in rep["runs"].values():
+            for r in run["runs"]:
+                p = r["pfc"]
+                self.assertLessEqual(p["first_pause_us"], p["last_pause_end_us"])
+                self.assertLessEqual(p["nic_paused_us"], p["paused_us"])
+                self.assertLessEqual(p["nic_uplinks_paused"], p["ports_paused"])
+                self.assertEqual(r["drops"]["headroom_overflow"], 0)
+
     def test_flags_apply_over_a_scenarios_runs(self):
         rep = scenario("ecmp-vs-spray", "--spines", "4", "--seeds", "5")
         cfg = rep["runs"]["base"]["config"]
