@@ -137,11 +137,12 @@ Fabric::Fabric(const FabricConfig& config, FabricMode mode, uint64_t seed, rte_m
       // A host: the filter sits between its NIC and the host.
     } else if (e.target.find('>') != std::string::npos ? topology_.find_link_ends(e.target).empty()
                                                        : topology_.find_cables(e.target).empty()) {
-      throw std::invalid_argument("event '" + e.text + "': no link named '" + e.target +
-                                  "' (links are LEAF-SPINE[#k] or hN-LEAF, e.g. leaf0-spine3" +
-                                  (e.kind == FabricEvent::Kind::kFilter
-                                       ? "; a filter may also name a host, e.g. h3)"
-                                       : ")"));
+      throw std::invalid_argument(
+          "event '" + e.text + "': no link named '" + e.target +
+          "' (links are LEAF-SPINE[#k] or hN-LEAF, e.g. leaf0-spine3" +
+          (e.kind == FabricEvent::Kind::kFilter      ? "; a filter may also name a host, e.g. h3)"
+           : e.target.find('>') != std::string::npos ? "; one direction: A>B, e.g. spine3>leaf1)"
+                                                     : ")"));
     }
   }
   for (uint32_t id = 0; id < nodes_.size(); ++id) schedule(id, false);
