@@ -156,7 +156,9 @@ def plot_panels(name, s, panels, path):
         ax.barh(ys, [a for a, _ in stats], xerr=[b for _, b in stats], color="#4C72B0", capsize=3, height=0.6)
         ax.set_yticks(ys)
         ax.set_yticklabels([label for _, label in bars], fontsize=7)
-        top = max([a + b for a, b in stats] + [ref or 0, 1e-9])
+        top = max([a + b for a, b in stats] + [ref or 0])
+        if top <= 0:
+            top = 1.0  # every bar 0: a plain axis, not one scaled to nothing
         if ref is not None:
             ax.axvline(ref, color="#C44E52", lw=2)
         ax.set_xlim(0, top * 1.2)
