@@ -103,6 +103,11 @@ PANELS = {
         ("goodput (fraction of line rate)", None, [
             ("tput", "XOFF 80%, no fast feedback"), ("tput_65", "XOFF 65%"),
             ("tput_ff", "fast feedback"), ("tput_fix", "XOFF 65% + fast feedback")]),
+        ("incast alone (8 to 1): storm and hosts' NICs paused [us]", None, [
+            ("incast_storm", "storm, XOFF 80%, no fast feedback"),
+            ("incast_storm_fix", "storm, XOFF 65% + fast feedback"),
+            ("incast_nic_paused", "NICs paused, XOFF 80%, no fast feedback"),
+            ("incast_nic_paused_fix", "NICs paused, XOFF 65% + fast feedback")]),
     ],
     "layout-mismatch": [
         ("layout mismatches counted", None, [

@@ -146,6 +146,9 @@ class Scenarios(unittest.TestCase):
         self.assertGreater(m(rep, "tput_fix"), m(rep, "tput"))
         self.assertGreater(m(rep, "ports"), 1)
         self.assertGreater(m(rep, "storm"), 0)
+        # A pure incast pauses spines too: the storm spreads beyond the receiver's leaf.
+        self.assertGreater(m(rep, "incast_spines"), 0)
+        self.assertGreater(m(rep, "incast_storm"), 0)
         for run in rep["runs"].values():
             for r in run["runs"]:
                 p = r["pfc"]
