@@ -247,6 +247,8 @@ void EgressPort::pause(uint8_t tc, uint64_t until_ns, uint64_t now_ns) {
   if (!p.open) {
     p.open = true;
     p.since_ns = now_ns;
+    ++p.intervals;
+    p.first_since_ns = std::min(p.first_since_ns, now_ns);
   }
   p.until_ns = until_ns;
 }
@@ -420,8 +422,12 @@ EgressClassCounters EgressPort::counters(uint8_t tc, uint64_t now_ns) const {
   const PauseTimer& p = pause_[tc];
   c.paused_ns = p.closed_total_ns;
   c.longest_pause_ns = p.longest_ns;
+  c.pause_intervals = p.intervals;
+  c.first_pause_ns = p.first_since_ns;
+  if (p.intervals > 0) c.last_pause_end_ns = p.released_ns;
   if (p.open) {
     const uint64_t end = std::min(now_ns, p.until_ns);
+    c.last_pause_end_ns = std::max(c.last_pause_end_ns, std::max(end, p.since_ns));
     if (end > p.since_ns) {
       c.paused_ns += end - p.since_ns;
       c.longest_pause_ns = std::max(c.longest_pause_ns, end - p.since_ns);

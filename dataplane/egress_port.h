@@ -81,6 +81,12 @@ struct EgressClassCounters {
   uint64_t drops_loss = 0;       // lost on the wire to the plain loss rate
   uint64_t paused_ns = 0;        // total time the class was held by PFC
   uint64_t longest_pause_ns = 0;  // the longest single pause (refreshes extend one pause)
+  // How a PFC storm spreads and lasts: pause intervals opened (a refresh extends one, it does
+  // not open another), when the first began (UINT64_MAX: never paused) and when the latest
+  // ended (now, for one still open; 0: never paused).
+  uint64_t pause_intervals = 0;
+  uint64_t first_pause_ns = UINT64_MAX;
+  uint64_t last_pause_end_ns = 0;
 };
 
 struct EgressPortConfig {
@@ -210,6 +216,8 @@ class EgressPort {
     uint64_t closed_total_ns = 0;  // paused time of intervals already closed
     uint64_t longest_ns = 0;       // the longest interval closed
     uint64_t released_ns = 0;      // when the last interval closed: nothing starts before it
+    uint64_t intervals = 0;        // intervals opened
+    uint64_t first_since_ns = UINT64_MAX;
   };
 
   // next_event_ns() is asked far more often than the port changes (an event loop asks every

@@ -1,6 +1,7 @@
 #include "fabric/fabric.h"
 
 #include <rte_mempool.h>
+#include <spdlog/spdlog.h>
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -55,6 +56,10 @@ Fabric::Fabric(const FabricConfig& config, FabricMode mode, uint64_t seed, rte_m
     r.max_buffered = std::clamp<uint32_t>(r.window * (incoming[h] + 1), 1024, 65536);
   }
   nodes_.resize(topology_.node_count());
+  // One sink for every NIC's logger, each named by its host: what they log lands in the report
+  // (a NIC logs a layout mismatch or a failed PPCID check once, so a few lines per host at most).
+  nic_log_ = std::make_shared<spdlog::sinks::ringbuffer_sink_st>(2 * hosts + 16);
+  nic_log_->set_pattern("%n: %v");
   for (uint32_t h = 0; h < hosts; ++h) {
     const HostSpec& spec = topology_.hosts()[h];
     std::vector<MacAddress> macs(spec.nic.uplinks.size(), spec.mac);
@@ -63,7 +68,12 @@ Fabric::Fabric(const FabricConfig& config, FabricMode mode, uint64_t seed, rte_m
     engine.ooo_placement = spec.nic.receive == control::ReceiveModel::kOooPlacement;
     engine.placement_window = spec.nic.placement.window;
     engine.placement_nak_delay_ns = spec.nic.placement.nak_delay_ns;
-    nodes_[h].nic = std::make_unique<nic_emu::NicNode>(spec.nic, engine, pool, macs);
+    auto logger = std::make_shared<spdlog::logger>(spec.name, nic_log_);
+    logger->set_level(spdlog::level::info);
+    nodes_[h].nic = std::make_unique<nic_emu::NicNode>(spec.nic, engine, pool, macs, logger);
+    // A fabric that sprays nothing has NICs that write no PPCID: its RoCEv2 packets cross it
+    // with the UDP checksum 0, as plain RoCE NICs send them.
+    nodes_[h].nic->set_host_side({is_spray(mode), config.nic_restore_checksum, false});
     nodes_[h].peers.resize(nodes_[h].nic->port_count());
     background_.resize(topology_.node_count());  // before any control loop samples
     background_[h].resize(nodes_[h].nic->port_count());
@@ -115,6 +125,7 @@ Fabric::Fabric(const FabricConfig& config, FabricMode mode, uint64_t seed, rte_m
     }
   }
   down_since_ns_.assign(topology_.cables().size(), kNever);
+  cable_filter_.assign(topology_.cables().size(), 0);
 
   // The receiving NICs own their QPs' contexts: their reorder engines know the first PSNs.
   for (const QpFlow& f : plan_.flows()) {
@@ -151,9 +162,16 @@ Fabric::Fabric(const FabricConfig& config, FabricMode mode, uint64_t seed, rte_m
                                     "' (a switch like spine2 or p1.leaf0, a link " +
                                     "like leaf0-spine3 or h0-p1.leaf0)");
       }
-    } else if (topology_.find_cables(e.target).empty()) {
-      throw std::invalid_argument("event '" + e.text + "': no link named '" + e.target +
-                                  "' (links are LEAF-SPINE[#k] or hN-LEAF, e.g. leaf0-spine3)");
+    } else if (e.kind == FabricEvent::Kind::kFilter && topology_.find_host(e.target)) {
+      // A host: the filter sits between its NIC and the host.
+    } else if (e.target.find('>') != std::string::npos ? topology_.find_link_ends(e.target).empty()
+                                                       : topology_.find_cables(e.target).empty()) {
+      throw std::invalid_argument(
+          "event '" + e.text + "': no link named '" + e.target +
+          "' (links are LEAF-SPINE[#k] or hN-LEAF, e.g. leaf0-spine3" +
+          (e.kind == FabricEvent::Kind::kFilter      ? "; a filter may also name a host, e.g. h3)"
+           : e.target.find('>') != std::string::npos ? "; one direction: A>B, e.g. spine3>leaf1)"
+                                                     : ")"));
     }
   }
   for (uint32_t id = 0; id < nodes_.size(); ++id) schedule(id, false);
@@ -297,6 +315,10 @@ void Fabric::deliver(uint32_t from, uint16_t port, rte_mbuf** frames, uint16_t n
     rte_pktmbuf_free_bulk(frames, n);
     return;
   }
+  if (cable_filter_[peer.cable]) {
+    n = filter_frames(frames, n);
+    if (n == 0) return;
+  }
   hops_ += n;
   if (const uint64_t down = down_since_ns_[peer.cable]; down != kNever) {
     // A frame that crossed a cable after it failed: what the dead-link check counts.
@@ -313,6 +335,33 @@ void Fabric::deliver(uint32_t from, uint16_t port, rte_mbuf** frames, uint16_t n
     to.dirty = true;
     touched_.push_back(peer.node);
   }
+}
+
+uint16_t Fabric::filter_frames(rte_mbuf** frames, uint16_t n) {
+  // What the security group of pitfall 5 does: a UDP packet to port 4791 (RoCEv2) whose
+  // checksum is not 0 looks malformed to it and is dropped. PFC frames and other traffic pass.
+  uint16_t kept = 0;
+  for (uint16_t i = 0; i < n; ++i) {
+    rte_mbuf* m = frames[i];
+    const uint8_t* f = rte_pktmbuf_mtod(m, const uint8_t*);
+    const uint32_t len = rte_pktmbuf_data_len(m);
+    bool drop = false;
+    if (len >= 14 + 20 + 8 && f[12] == 0x08 && f[13] == 0x00 && f[14 + 9] == 17) {
+      const uint32_t l4 = 14 + 4u * (f[14] & 0xF);
+      if (l4 + 8 <= len) {
+        const uint16_t dport = static_cast<uint16_t>(f[l4 + 2] << 8 | f[l4 + 3]);
+        const uint16_t csum = static_cast<uint16_t>(f[l4 + 6] << 8 | f[l4 + 7]);
+        drop = dport == 4791 && csum != 0;
+      }
+    }
+    if (drop) {
+      ++checksum_filter_drops_;
+      rte_pktmbuf_free(m);
+    } else {
+      frames[kept++] = m;
+    }
+  }
+  return kept;
 }
 
 void Fabric::serve(uint32_t id) {
@@ -418,6 +467,17 @@ void Fabric::withdraw(uint32_t plane, uint32_t leaf, uint32_t spine, bool withdr
 }
 
 void Fabric::apply_event(const FabricEvent& e) {
+  if (e.kind == FabricEvent::Kind::kFilter) {
+    const bool on = e.value != 0;
+    if (const auto h = topology_.find_host(e.target)) {
+      nic_emu::NicHostSide side = nodes_[*h].nic->host_side();
+      side.filter_nonzero_udp_checksum = on;
+      nodes_[*h].nic->set_host_side(side);
+    } else {
+      for (const uint32_t c : topology_.find_cables(e.target)) cable_filter_[c] = on;
+    }
+    return;
+  }
   if (e.kind == FabricEvent::Kind::kBackground) {
     // Traffic outside the experiment takes `value` of each of the switch's links, both ways:
     // what is left for the fabric's own traffic is the rest of the line rate.
@@ -448,15 +508,16 @@ void Fabric::apply_event(const FabricEvent& e) {
     for (uint32_t id = 0; id < nodes_.size(); ++id) schedule(id, false);
     return;
   }
-  const std::vector<uint32_t> cables = topology_.find_cables(e.target);
-  for (const uint32_t c : cables) {
-    const Cable& cable = topology_.cables()[c];
-    for (const auto& [nid, port] : cable.ends()) {
+  if (e.kind == FabricEvent::Kind::kBer || e.kind == FabricEvent::Kind::kRate) {
+    // Both directions of a link, or one ("spine3>leaf1": what spine3 sends to leaf1).
+    for (const auto& [nid, port] : topology_.find_link_ends(e.target)) {
       Node& n = nodes_[nid];
       if (!n.sw) continue;  // a NIC's side of a host cable keeps its settings
       if (e.kind == FabricEvent::Kind::kBer) n.sw->set_link_ber(port, e.value, now_);
       if (e.kind == FabricEvent::Kind::kRate) n.sw->set_link_rate_gbps(port, e.value, now_);
     }
+  }
+  for (const uint32_t c : topology_.find_cables(e.target)) {
     if (e.kind == FabricEvent::Kind::kLinkDown) set_cable_up(c, false);
     if (e.kind == FabricEvent::Kind::kLinkUp) set_cable_up(c, true);
   }
@@ -745,10 +806,36 @@ RunResult Fabric::collect(double wall_s) {
   RcResponderCounters resp;
   RcPlacementResponderCounters place;
   std::array<uint64_t, ReorderEngine::kDepthBins> depth{};
-  uint64_t nic_no_uplink = 0, nic_parse = 0;
+  uint64_t nic_no_uplink = 0, nic_parse = 0, host_filter = 0;
+  nic_emu::PpcidCounters ppcid;
+  uint64_t rx = 0, delivered = 0, pfc_in = 0, mac_control = 0, dup_freed = 0, held = 0;
   for (const Node& n : nodes_) {
     if (!n.nic) continue;
+    const nic_emu::PpcidCounters& pc = n.nic->ppcid_counters();
+    ppcid.absent += pc.absent;
+    ppcid.ok += pc.ok;
+    ppcid.bad_check += pc.bad_check;
+    ppcid.layout_mismatch += pc.layout_mismatch;
+    ppcid.unknown_path += pc.unknown_path;
+    ppcid.wrong_uplink += pc.wrong_uplink;
+    r.ppcid_mismatch_hosts += pc.layout_mismatch > 0;
+    for (uint16_t u = 0; u < n.nic->uplink_count(); ++u) rx += n.nic->port_counters(u).rx_packets;
+    delivered += n.nic->counters().delivered;
+    pfc_in += n.nic->counters().pfc_received;
+    mac_control += n.nic->drops().mac_control_not_pfc + n.nic->drops().pfc_malformed;
+    host_filter += n.nic->drops().host_checksum_filter;
+    if (const ReorderEngine* re = n.nic->reorder()) {
+      dup_freed += re->counters().duplicates_of_held;
+      held += re->buffered();
+    }
     req += n.nic->rc_engine()->requester_totals();
+    for (uint32_t q = 0; q < n.nic->rc_engine()->qps(); ++q) {
+      // A QP that sent and never had a byte acknowledged: cut off (a filter, a dead path).
+      const RcRequester* rq = n.nic->rc_engine()->requester(q);
+      if (rq != nullptr && rq->counters().packets_sent > 0 && rq->counters().bytes_acked == 0) {
+        ++r.qps_never_acked;
+      }
+    }
     resp += n.nic->rc_engine()->responder_totals();
     place += n.nic->rc_engine()->placement_totals();
     if (const ReorderEngine* re = n.nic->reorder()) {
@@ -761,6 +848,31 @@ RunResult Fabric::collect(double wall_s) {
     nic_no_uplink += n.nic->drops().no_uplink;
     for (uint64_t v : n.nic->drops().parse) nic_parse += v;
   }
+  r.ppcid = {{"absent", ppcid.absent},
+             {"ok", ppcid.ok},
+             {"bad_check", ppcid.bad_check},
+             {"layout_mismatch", ppcid.layout_mismatch},
+             {"unknown_path", ppcid.unknown_path},
+             {"wrong_uplink", ppcid.wrong_uplink}};
+  for (std::string line : nic_log_->last_formatted()) {
+    while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.pop_back();
+    r.nic_log.push_back(line);
+  }
+  // Every packet in from an uplink: a PFC frame honoured, another MAC control frame dropped, a
+  // parse drop (the RC engine's packets always parse, so these are RX's), delivered, dropped by
+  // a host-side filter, a duplicate of a held PSN freed, or still held by the reorder engine.
+  const uint64_t accounted =
+      pfc_in + mac_control + nic_parse + delivered + host_filter + dup_freed + held;
+  r.nic_rx = {{"received", rx},
+              {"delivered", delivered},
+              {"pfc_frames", pfc_in},
+              {"mac_control_dropped", mac_control},
+              {"parse_dropped", nic_parse},
+              {"host_checksum_filter", host_filter},
+              {"reorder_duplicates_freed", dup_freed},
+              {"reorder_held_at_end", held},
+              {"unaccounted", rx >= accounted ? rx - accounted : 0},
+              {"overcounted", accounted > rx ? accounted - rx : 0}};
   const double acked = static_cast<double>(req.bytes_acked - window_acked_bytes_);
   if (window_s > 0 && plan_.senders() > 0) {
     r.throughput_fraction = acked * 8.0 / (window_s * host_bps * plan_.senders());
@@ -857,7 +969,11 @@ RunResult Fabric::collect(double wall_s) {
   uint64_t paused_ns = 0, longest_ns = 0;
   uint64_t no_route = 0, no_eligible = 0, ttl = 0, sw_parse = 0, tcam_drop = 0;
   uint64_t watchdog_ingress = 0;
+  uint64_t first_pause = kNever, last_pause_end = 0;
+  uint64_t nic_paused_ns = 0;  // of paused_ns, the hosts' NIC uplinks: the storm reaching hosts
+  // Returns whether the port was ever paused.
   const auto add_egress = [&](const EgressPort& e) {
+    bool ever = false;
     for (uint8_t tc = 0; tc < EgressPort::kClasses; ++tc) {
       const EgressClassCounters c = e.counters(tc, now_);
       queue_full += c.drops_queue_full;
@@ -868,12 +984,27 @@ RunResult Fabric::collect(double wall_s) {
       loss += c.drops_loss;
       paused_ns += c.paused_ns;
       longest_ns = std::max(longest_ns, c.longest_pause_ns);
+      r.pfc_pause_intervals += c.pause_intervals;
+      if (c.pause_intervals > 0) {
+        ever = true;
+        first_pause = std::min(first_pause, c.first_pause_ns);
+        last_pause_end = std::max(last_pause_end, c.last_pause_end_ns);
+      }
     }
+    return ever;
   };
   for (const Node& n : nodes_) {
     if (n.sw) {
       const switch_emu::SwitchNode& sw = *n.sw;
-      for (uint16_t p = 0; p < sw.port_count(); ++p) add_egress(sw.egress(p));
+      bool sw_paused = false;
+      for (uint16_t p = 0; p < sw.port_count(); ++p) {
+        const bool ever = add_egress(sw.egress(p));
+        r.pfc_ports_paused += ever;
+        sw_paused = sw_paused || ever;
+      }
+      const size_t si = static_cast<size_t>(&n - nodes_.data()) - topology_.hosts().size();
+      if (sw_paused) ++(topology_.switches()[si].leaf ? r.pfc_leaves_paused : r.pfc_spines_paused);
+      r.pfc_switches_pausing += sw.counters().pfc_frames_sent > 0;
       r.pfc_pause_frames += sw.counters().pfc_frames_sent;
       if (const PfcState* pfc = sw.pfc()) {
         // The fullest switch, and the fullest headroom against its size: "never over" at a look.
@@ -910,8 +1041,22 @@ RunResult Fabric::collect(double wall_s) {
         r.flowlets_started += sw.group(g).flowlet_table().counters().flowlets_started;
       }
     } else {
-      for (uint16_t p = 0; p < n.nic->uplink_count(); ++p) add_egress(n.nic->egress(p));
+      for (uint16_t p = 0; p < n.nic->uplink_count(); ++p) {
+        const uint64_t before = paused_ns;
+        const bool ever = add_egress(n.nic->egress(p));
+        nic_paused_ns += paused_ns - before;
+        r.pfc_ports_paused += ever;
+        r.pfc_nic_uplinks_paused += ever;
+      }
     }
+  }
+  r.pfc_nic_paused_us = static_cast<double>(nic_paused_ns) / 1000.0;
+  if (r.pfc_pause_intervals > 0) {
+    r.pfc_mean_pause_us =
+        static_cast<double>(paused_ns) / 1000.0 / static_cast<double>(r.pfc_pause_intervals);
+    r.pfc_first_pause_us = static_cast<double>(first_pause) / 1000.0;
+    r.pfc_last_pause_end_us = static_cast<double>(last_pause_end) / 1000.0;
+    r.pfc_storm_us = r.pfc_last_pause_end_us - r.pfc_first_pause_us;
   }
   r.pfc_paused_us = static_cast<double>(paused_ns) / 1000.0;
   r.pfc_longest_pause_us = static_cast<double>(longest_ns) / 1000.0;
@@ -980,7 +1125,9 @@ RunResult Fabric::collect(double wall_s) {
              {"switch_parse", sw_parse},
              {"nic_no_uplink", nic_no_uplink},
              {"nic_parse", nic_parse},
-             {"responder_out_of_order", resp.out_of_order_dropped}};
+             {"responder_out_of_order", resp.out_of_order_dropped},
+             {"checksum_filter", checksum_filter_drops_},
+             {"host_checksum_filter", host_filter}};
   r.tcam_fallback_qps = tcam_fallback_qps_;
   r.buckets = bucket_report();
   r.nic_split = nic_split_report();

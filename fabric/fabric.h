@@ -16,6 +16,7 @@
 #pragma once
 
 #include <rte_mbuf.h>
+#include <spdlog/sinks/ringbuffer_sink.h>
 
 #include <cstdint>
 #include <functional>
@@ -117,6 +118,8 @@ class Fabric {
   void schedule(uint32_t id, bool served);
   uint64_t node_next(uint32_t id) const;
   void apply_event(const FabricEvent& e);
+  // Frees the frames a filtered cable drops; returns how many are left (compacted in place).
+  uint16_t filter_frames(rte_mbuf** frames, uint16_t n);
   void set_cable_up(uint32_t cable, bool up);
   void withdraw(uint32_t plane, uint32_t leaf, uint32_t spine, bool withdrawn);
   void sample();
@@ -162,6 +165,12 @@ class Fabric {
   void sample_nic_split(double dt_ns);
   nlohmann::json bucket_report() const;
   nlohmann::json nic_split_report() const;
+  // Per cable: a filter drops RoCEv2 packets with a non-zero UDP checksum crossing it (pitfall
+  // 5's security group), counted in checksum_filter_drops_.
+  std::vector<uint8_t> cable_filter_;
+  uint64_t checksum_filter_drops_ = 0;
+  // What the NICs log (a layout mismatch, a bad PPCID check), "hN: message", for the report.
+  std::shared_ptr<spdlog::sinks::ringbuffer_sink_st> nic_log_;
 
   // Completions and what they are worth.
   std::vector<MessageCompletion> completions_;  // scratch

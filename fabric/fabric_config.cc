@@ -12,8 +12,10 @@ namespace {
 
 constexpr const char* kEventForms =
     "link-down:LINK@T, link-up:LINK@T, ber:LINK=RATE@T, rate:LINK=GBPS@T, "
-    "background:SWITCH|LINK=FRACTION[@T[~P]] (LINK like leaf0-spine3, leaf0-spine3#1 or "
-    "h0-p1.leaf0; T like 500us; ~P: on for P, off for P, repeating)";
+    "background:SWITCH|LINK=FRACTION[@T[~P]], filter:LINK|HOST=udp4791-nonzero-csum|off[@T] "
+    "(LINK like leaf0-spine3, leaf0-spine3#1 or h3-leaf0; for ber and rate also one direction, "
+    "spine3>leaf0; for background one direction from its first-named end, h0-p1.leaf0; HOST like "
+    "h3; T like 500us; ~P: on for P, off for P, repeating)";
 
 double parse_number(std::string_view s, std::string_view what) {
   double v = 0;
@@ -117,6 +119,9 @@ FabricEvent parse_fabric_event(std::string_view text) {
   }
   e.target = std::string(rest);
   if (e.target.empty()) return fail("no link or switch named");
+  if (e.target.find('>') != std::string::npos && kind != "ber" && kind != "rate") {
+    return fail("only ber and rate take one direction of a link (A>B)");
+  }
   if (kind == "link-down" || kind == "link-up") {
     e.kind = kind == "link-down" ? FabricEvent::Kind::kLinkDown : FabricEvent::Kind::kLinkUp;
     if (!value.empty()) return fail(std::string(kind) + " takes no value");
@@ -137,11 +142,25 @@ FabricEvent parse_fabric_event(std::string_view text) {
     if (e.kind == FabricEvent::Kind::kBackground && (e.value < 0 || e.value >= 1)) {
       return fail("background load is a fraction of the line rate in [0, 1)");
     }
+  } else if (kind == "filter") {
+    e.kind = FabricEvent::Kind::kFilter;
+    if (value == "udp4791-nonzero-csum") {
+      e.value = 1;
+    } else if (value == "off") {
+      e.value = 0;
+    } else {
+      return fail(
+          "filter takes =udp4791-nonzero-csum (drop RoCEv2 packets whose UDP checksum is "
+          "not 0) or =off");
+    }
   } else {
     return fail("unknown kind '" + std::string(kind) + "'");
   }
   if (at.empty()) {
-    if (e.kind != FabricEvent::Kind::kBackground) return fail("no time (@T)");
+    // Background load and filters are properties of the fabric from the start unless timed.
+    if (e.kind != FabricEvent::Kind::kBackground && e.kind != FabricEvent::Kind::kFilter) {
+      return fail("no time (@T)");
+    }
   } else {
     std::string_view toggle;
     if (const size_t t = at.find('~'); t != std::string_view::npos) {
@@ -209,6 +228,35 @@ std::vector<FabricMode> parse_mode_list(std::string_view text) {
   return out;
 }
 
+std::pair<std::string, std::string> parse_ppcid_layout_host(std::string_view text) {
+  const size_t eq = text.find('=');
+  const std::string_view host = text.substr(0, eq);
+  const std::string_view layout = eq == std::string_view::npos ? "" : text.substr(eq + 1);
+  const bool host_ok = host.size() > 1 && host[0] == 'h' &&
+                       host.find_first_not_of("0123456789", 1) == std::string_view::npos;
+  if (!host_ok || (layout != "ts-high" && layout != "path-high")) {
+    throw std::invalid_argument("ppcid-layout-host '" + std::string(text) +
+                                "': HOST=LAYOUT with HOST like h3 and LAYOUT ts-high | path-high");
+  }
+  return {std::string(host), std::string(layout)};
+}
+
+uint32_t parse_fabric_paths(std::string_view text) {
+  if (text == "auto") return 0;
+  const auto v = control::parse_uint(text);
+  if (!v || *v < 1 || *v > 256) {
+    throw std::invalid_argument("fabric-paths '" + std::string(text) + "': auto or 1..256");
+  }
+  return static_cast<uint32_t>(*v);
+}
+
+std::string FabricConfig::host_ppcid_layout(const std::string& name) const {
+  for (const auto& [host, layout] : ppcid_layout_hosts) {
+    if (host == name) return layout;
+  }
+  return effective_ppcid_layout();
+}
+
 std::string FabricConfig::effective_receive(FabricMode mode) const {
   if (mode == FabricMode::kSprayNoReorder) return "none";
   if (receive == "reorder-buffer") return mode == FabricMode::kSpray ? receive : "none";
@@ -254,6 +302,29 @@ std::string FabricConfig::check() const {
   }
   if (ppcid_layout != "auto" && ppcid_layout != "ts-high" && ppcid_layout != "path-high") {
     return "ppcid-layout: auto | ts-high | path-high";
+  }
+  for (size_t i = 0; i < ppcid_layout_hosts.size(); ++i) {
+    const auto& [host, layout] = ppcid_layout_hosts[i];
+    const auto n = control::parse_uint(std::string_view(host).substr(1));
+    if (!n || *n >= hosts()) {
+      return "ppcid-layout-host: " + host + " is not a host (h0..h" + std::to_string(hosts() - 1) +
+             " here)";
+    }
+    for (size_t k = 0; k < i; ++k) {
+      if (ppcid_layout_hosts[k].first == host) return "ppcid-layout-host: " + host + " given twice";
+    }
+    if (layout != "ts-high" && layout != "path-high") {
+      return "ppcid-layout-host: " + host + "=" + layout + ": the layout is ts-high | path-high";
+    }
+  }
+  if (fabric_paths > 256) return "fabric-paths: auto or 1..256";
+  if (fabric_paths > 16) {
+    // ts-high carries 4 bits of path id: every NIC on it must fit the count.
+    bool ts_high = effective_ppcid_layout() == "ts-high";
+    for (const auto& hl : ppcid_layout_hosts) ts_high = ts_high || hl.second == "ts-high";
+    if (ts_high) {
+      return "fabric-paths: at most 16 where a NIC uses ppcid-layout ts-high (4 bits of path id)";
+    }
   }
   if (receive != "reorder-buffer" && receive != "ooo-placement" && receive != "none") {
     return "receive: reorder-buffer | ooo-placement | none";
@@ -317,7 +388,8 @@ void apply_yaml(FabricConfig& c, const control::ConfigNode& root) {
                 "pfc_watchdog_us", "pfc_watchdog_action", "workload",
                 "qps_per_host", "msg_bytes", "bytes", "channels", "incast_senders", "cdf",
                 "load", "message_gap_us", "op", "mode", "spray_policy", "hash_seed", "udp_sport",
-                "ppcid_layout", "receive", "reorder_hold_us", "reorder_window",
+                "ppcid_layout", "ppcid_layout_host", "fabric_paths", "nic_restore_checksum",
+                "receive", "reorder_hold_us", "reorder_window",
                 "placement_nak_delay_us", "max_in_flight", "retransmit_timeout_us", "dlb_gap_us",
                 "control_period_us", "nic_control_period_us", "tcam_spray_rules", "tcam_capacity",
                 "tcam_roce_partition",
@@ -389,6 +461,21 @@ void apply_yaml(FabricConfig& c, const control::ConfigNode& root) {
   c.udp_sport_fixed =
       n.choice_or("udp_sport", c.udp_sport_fixed ? "fixed" : "per-qp", {"per-qp", "fixed"}) == "fixed";
   c.ppcid_layout = n.choice_or("ppcid_layout", c.ppcid_layout, {"auto", "ts-high", "path-high"});
+  for (const std::string& text : n.string_list("ppcid_layout_host")) {
+    try {
+      c.ppcid_layout_hosts.push_back(parse_ppcid_layout_host(text));
+    } catch (const std::invalid_argument& e) {
+      n.fail("ppcid_layout_host", e.what());
+    }
+  }
+  if (n.has("fabric_paths")) {
+    try {
+      c.fabric_paths = parse_fabric_paths(n.string("fabric_paths"));
+    } catch (const std::invalid_argument& e) {
+      n.fail("fabric_paths", e.what());
+    }
+  }
+  c.nic_restore_checksum = n.boolean_or("nic_restore_checksum", c.nic_restore_checksum);
   c.receive = n.choice_or("receive", c.receive, {"reorder-buffer", "ooo-placement", "none"});
   c.placement_nak_delay_ns = static_cast<uint64_t>(
       n.number_or("placement_nak_delay_us", c.placement_nak_delay_ns / 1000.0, 0, 1'000'000) *

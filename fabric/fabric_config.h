@@ -34,11 +34,13 @@ inline constexpr const char* kWorkloadNames = "permutation | allreduce | alltoal
 
 // One timed change to the fabric.
 struct FabricEvent {
-  enum class Kind : uint8_t { kLinkDown, kLinkUp, kBer, kRate, kBackground };
+  enum class Kind : uint8_t { kLinkDown, kLinkUp, kBer, kRate, kBackground, kFilter };
   Kind kind = Kind::kLinkDown;
-  std::string target;  // a link ("leaf0-spine3", "leaf0-spine3#1", "p1.leaf0-p1.spine3") or,
-                       // for background, a switch ("spine2")
-  double value = 0;    // BER, Gbit/s, or background load fraction
+  // A link ("leaf0-spine3", "leaf0-spine3#1", "p1.leaf0-p1.spine3", "h3-leaf0"; for ber and
+  // rate also one direction, "spine3>leaf1"), for background a switch ("spine2"), and for a
+  // filter a link or a host ("h3": between that host's NIC and the host).
+  std::string target;
+  double value = 0;  // BER, Gbit/s, background load fraction, or filter on (1) / off (0)
   uint64_t at_ns = 0;
   // Background only: > 0 makes it a square wave, on for toggle_ns from at_ns, off for toggle_ns,
   // and so on to the end of the run ("=0.8@1ms~500us"): congestion that comes and goes.
@@ -46,8 +48,11 @@ struct FabricEvent {
   std::string text;  // as given, for reports
 };
 // "link-down:LINK@T", "link-up:LINK@T", "ber:LINK=1e-6@T", "rate:LINK=50@T",
-// "background:SWITCH|LINK=0.85[@T[~P]]"; T and P like 500us, 1.5ms, 2000ns, 1s. Throws
-// std::invalid_argument with the reason and the accepted forms.
+// "background:SWITCH|LINK=0.85[@T[~P]]", "filter:LINK|HOST=udp4791-nonzero-csum|off[@T]"; T and P
+// like 500us, 1.5ms, 2000ns, 1s. A filter is a middlebox (a security group) that drops RoCEv2
+// packets (UDP 4791) whose UDP checksum is not 0: on a link, both ways across it; on a host,
+// between its NIC and the host. Throws std::invalid_argument with the reason and the accepted
+// forms.
 FabricEvent parse_fabric_event(std::string_view text);
 // "500us" -> 500000. Throws std::invalid_argument.
 uint64_t parse_duration_ns(std::string_view text);
@@ -107,6 +112,15 @@ struct FabricConfig {
   // auto: ts-high (16 path ids) up to 16 uplinks per leaf, path-high (256) beyond, so that a
   // sprayed QP can use every uplink.
   std::string ppcid_layout = "auto";
+  // Hosts whose NIC uses another layout than the fabric's (ppcid_layout): the mismatch of
+  // pitfall 2, one NIC on a firmware that reads the PPCID the other way. (host name, layout).
+  std::vector<std::pair<std::string, std::string>> ppcid_layout_hosts;
+  // Path ids the NICs rotate through and recognise on receipt; 0 (auto): every id the layout
+  // holds (16 in ts-high, 256 in path-high). With fewer than the layout holds, an id a receiver
+  // does not know tells it something is wrong: that is how it can see a layout mismatch.
+  uint32_t fabric_paths = 0;
+  // The receiving NIC sets the UDP checksum back to 0 before the host (DESIGN.md): off shows why.
+  bool nic_restore_checksum = true;
   // The receiving NICs' model (nic_emu's `receive`): reorder-buffer (today's default: the
   // reorder engine in spray mode, rxe's responder alone in the others, where nothing reorders)
   // | ooo-placement (every mode: placement responder, selective retransmission) | none (rxe's
@@ -149,6 +163,8 @@ struct FabricConfig {
   uint64_t sample_ns = 100'000;  // timeseries and PFC timeline interval
 
   uint32_t hosts() const { return leaves * hosts_per_leaf; }
+  // The layout host `name`'s NIC uses (ppcid_layout_hosts, else the fabric's).
+  std::string host_ppcid_layout(const std::string& name) const;
   std::string effective_ppcid_layout() const {
     if (ppcid_layout != "auto") return ppcid_layout;
     return spines * links_per_spine > 16 ? "path-high" : "ts-high";
@@ -170,5 +186,9 @@ uint64_t parse_headroom_bytes(std::string_view text);
 // "1-20" or "7" -> [first, last]. Throws std::invalid_argument.
 std::pair<uint64_t, uint64_t> parse_seed_range(std::string_view text);
 std::vector<FabricMode> parse_mode_list(std::string_view text);  // "ecmp,spray"
+// "h3=path-high" -> {"h3", "path-high"}. Throws std::invalid_argument.
+std::pair<std::string, std::string> parse_ppcid_layout_host(std::string_view text);
+// "auto" -> 0, or a count in [1, 256]. Throws std::invalid_argument.
+uint32_t parse_fabric_paths(std::string_view text);
 
 }  // namespace spraynet::fabric

@@ -123,6 +123,7 @@ nlohmann::json to_json(const RunResult& r) {
   j["retransmit_timeouts"] = r.timeouts;
   j["retransmitted_acked"] = r.retransmitted_acked;
   j["qp_errors"] = r.qp_errors;
+  j["qps_never_acked"] = r.qps_never_acked;
   j["receive"] = r.receive;
   j["placement"] = {{"placed_out_of_order", r.placed_out_of_order},
                     {"holes_naked", r.holes_naked},
@@ -148,7 +149,23 @@ nlohmann::json to_json(const RunResult& r) {
               {"pool_peak_bytes", r.pfc_pool_peak_bytes},
               {"headroom_peak_bytes", r.pfc_headroom_peak_bytes},
               {"headroom_peak_fraction", r.pfc_headroom_peak_fraction},
+              {"pause_intervals", r.pfc_pause_intervals},
+              {"mean_pause_us", r.pfc_mean_pause_us},
+              {"ports_paused", r.pfc_ports_paused},
+              {"nic_uplinks_paused", r.pfc_nic_uplinks_paused},
+              {"nic_paused_us", r.pfc_nic_paused_us},
+              {"leaves_paused", r.pfc_leaves_paused},
+              {"spines_paused", r.pfc_spines_paused},
+              {"switches_pausing", r.pfc_switches_pausing},
+              {"first_pause_us", r.pfc_first_pause_us},
+              {"last_pause_end_us", r.pfc_last_pause_end_us},
+              {"storm_us", r.pfc_storm_us},
               {"timeline", timeline}};
+  j["ppcid"] = r.ppcid;
+  j["ppcid_mismatch_hosts"] = r.ppcid_mismatch_hosts;
+  j["nic_log"] = r.nic_log;
+  j["nic_log_lines"] = r.nic_log.size();
+  j["nic_rx"] = r.nic_rx;
   j["drops"] = r.drops;
   j["tcam_fallback_qps"] = r.tcam_fallback_qps;
   j["flowlets_started"] = r.flowlets_started;
@@ -187,6 +204,9 @@ nlohmann::json config_json(const FabricConfig& c) {
   for (FabricMode m : c.modes) modes += (modes.empty() ? "" : ",") + std::string(to_string(m));
   nlohmann::json events = nlohmann::json::array();
   for (const FabricEvent& e : c.events) events.push_back(e.text);
+  nlohmann::json layout_hosts = nlohmann::json::array();
+  for (const auto& [host, layout] : c.ppcid_layout_hosts)
+    layout_hosts.push_back(host + "=" + layout);
   return {{"leaves", c.leaves},
           {"spines", c.spines},
           {"hosts_per_leaf", c.hosts_per_leaf},
@@ -221,9 +241,15 @@ nlohmann::json config_json(const FabricConfig& c) {
           {"hash_seed", c.same_hash_seed ? "same" : "per-switch"},
           {"udp_sport", c.udp_sport_fixed ? "fixed" : "per-qp"},
           {"ppcid_layout", c.ppcid_layout},
+          {"ppcid_layout_host", layout_hosts},
+          {"fabric_paths",
+           c.fabric_paths == 0 ? nlohmann::json("auto") : nlohmann::json(c.fabric_paths)},
+          {"nic_restore_checksum", c.nic_restore_checksum},
           {"receive", c.receive},
           {"control_period_us", static_cast<double>(c.control_period_ns) / 1000.0},
           {"nic_control_period_us", static_cast<double>(c.nic_control_period_ns) / 1000.0},
+          {"reorder_hold_us", static_cast<double>(c.reorder_hold_ns) / 1000.0},
+          {"reorder_window", c.reorder_window},
           {"tcam_spray_rules", c.tcam_spray_rules},
           {"tcam_capacity", c.tcam_capacity},
           {"tcam_roce_partition", c.tcam_roce_partition},

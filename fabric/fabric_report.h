@@ -57,6 +57,7 @@ struct RunResult {
   uint64_t timeouts = 0;
   uint64_t retransmitted_acked = 0;  // resent although an ACK had overtaken the go-back
   uint64_t qp_errors = 0;            // requester QPs failed by a fatal NAK (rxe's error state)
+  uint64_t qps_never_acked = 0;  // QPs that sent and never had a byte acknowledged
   std::string receive;  // the NICs' receive model in this run (FabricConfig::effective_receive)
   // ooo-placement (0 otherwise): what the placement responders and selective requesters did.
   uint64_t placed_out_of_order = 0;
@@ -76,6 +77,30 @@ struct RunResult {
   double pfc_paused_us = 0;
   double pfc_longest_pause_us = 0;
   std::vector<std::pair<double, uint64_t>> pfc_timeline;  // (t_us, paused ports)
+  // How a PFC storm spreads and lasts, from every egress class of every switch port and NIC
+  // uplink (EgressClassCounters): pause intervals, the ports and nodes ever paused, the
+  // switches that sent a pause, and the storm from the first pause to the end of the last.
+  uint64_t pfc_pause_intervals = 0;
+  double pfc_mean_pause_us = 0;
+  uint32_t pfc_ports_paused = 0;  // switch egress ports and NIC uplinks
+  uint32_t pfc_nic_uplinks_paused = 0;
+  double pfc_nic_paused_us = 0;    // of pfc_paused_us, the NIC uplinks' (hosts held back)
+  uint32_t pfc_leaves_paused = 0;  // with at least one egress port paused
+  uint32_t pfc_spines_paused = 0;
+  uint32_t pfc_switches_pausing = 0;  // that sent at least one pause frame
+  double pfc_first_pause_us = 0;
+  double pfc_last_pause_end_us = 0;
+  double pfc_storm_us = 0;  // last end - first start; 0 without a pause
+  // The receiving NICs' PPCID readings, summed (absent, ok, bad_check, layout_mismatch,
+  // unknown_path, wrong_uplink), the hosts that counted a layout mismatch, and every line the
+  // NICs logged ("h3: ..."), in the order they logged them.
+  std::map<std::string, uint64_t> ppcid;
+  uint32_t ppcid_mismatch_hosts = 0;
+  std::vector<std::string> nic_log;
+  // Every packet the NICs took in from their uplinks, by what became of it: delivered to the
+  // host, dropped under a named cause, held by the reorder engine at the end; `unaccounted` is
+  // what is left and must be 0 (nothing vanishes silently).
+  std::map<std::string, uint64_t> nic_rx;
   // Bytes acknowledged fabric-wide per sample interval, as a fraction of every host's line rate.
   std::vector<std::pair<double, double>> goodput_timeline;  // (t_us at the interval's end, fraction)
   // With a link-down event: the aggregate goodput over the samples before it (after warm-up),

@@ -177,6 +177,15 @@ std::vector<Flag> make_flags() {
   f.push_back({"ppcid-layout", "auto | ts-high (16 path ids) | path-high (256); auto: path-high above 16 uplinks per leaf (auto)", "", [](FabricConfig& c, const std::string& v) {
                  c.ppcid_layout = one_of("ppcid-layout", v, {"auto", "ts-high", "path-high"});
                }});
+  f.push_back(
+      {"fabric-paths",
+       "spray: path ids the NICs rotate through and recognise on receipt: auto (every id the "
+       "layout holds: 16 in ts-high, 256 in path-high) | 1..256; fewer than the layout holds lets "
+       "a receiver see a layout mismatch (auto)",
+       "", [](FabricConfig& c, const std::string& v) { c.fabric_paths = parse_fabric_paths(v); }});
+  boolean("nic-restore-checksum", &FabricConfig::nic_restore_checksum,
+          "the receiving NIC sets the UDP checksum (the PPCID on the fabric side) back to 0 before "
+          "the host: on | off (on)");
   f.push_back({"receive", "receiving NICs: reorder-buffer (reorder engine + rxe responder in spray mode, rxe alone elsewhere) | ooo-placement (every mode: out-of-order placement, selective retransmission) | none (rxe alone); spray-noreorder = spray with none (reorder-buffer)", "", [](FabricConfig& c, const std::string& v) {
                  c.receive = one_of("receive", v, {"reorder-buffer", "ooo-placement", "none"});
                }});
@@ -262,10 +271,15 @@ int main(int argc, char** argv) {
       "switch's links taken by traffic outside the experiment: their rate is cut to the rest, and "
       "the link state counts it as the port counters would), background:h0-p1.leaf0=0.8@T (one "
       "link, from its first-named end: h0's plane-1 uplink; =0 ends it; @T~P: on for P, off for P, "
-      "repeating). "
+      "repeating), "
+      "filter:LINK=udp4791-nonzero-csum[@T] (a middlebox dropping RoCEv2 packets whose UDP "
+      "checksum is not 0, both ways across the link; filter:hN=... puts it between host hN's NIC "
+      "and the host; =off removes it; counted in drops.checksum_filter and "
+      "drops.host_checksum_filter). "
       "LINK: LEAF-SPINE (every parallel link), LEAF-SPINE#k, hN-LEAF; plane p>0: p1.leaf0-spine3."};
   std::string config_file, json_file, timeseries_file, plots_dir, log_level = "warn";
   std::vector<std::string> events;
+  std::vector<std::string> layout_hosts;
   bool quiet = false;
   bool reproducible = false;
   app.add_option("--config", config_file, "YAML file with a `fabric:` map (keys as the flags, '_' for '-')");
@@ -278,6 +292,9 @@ int main(int argc, char** argv) {
   std::vector<Flag> flags = make_flags();
   for (Flag& flag : flags) app.add_option("--" + flag.name, flag.value, flag.help);
   app.add_option("--event", events, "a timed change to the fabric (see above); repeatable");
+  app.add_option("--ppcid-layout-host", layout_hosts,
+                 "HOST=ts-high|path-high: that host's NIC uses this PPCID layout whatever the "
+                 "fabric's (pitfall 2: one NIC on other firmware); repeatable");
   app.add_option("--json", json_file, "write the report (config, runs, summary) here");
   app.add_option("--timeseries", timeseries_file, "per-link utilisation and queue every sample-us, CSV");
   app.add_option("--plots", plots_dir, "write PNGs here (with report.json and timeseries.csv) via scripts/fabric_plots.py");
@@ -319,6 +336,9 @@ int main(int argc, char** argv) {
         if (app.count("--" + flag.name) > 0) flag.apply(e.config, flag.value);
       }
       for (const std::string& text : events) e.config.events.push_back(parse_fabric_event(text));
+      for (const std::string& text : layout_hosts) {
+        e.config.ppcid_layout_hosts.push_back(parse_ppcid_layout_host(text));
+      }
       if (const std::string why = e.config.check(); !why.empty()) {
         throw std::invalid_argument("--" + why);
       }

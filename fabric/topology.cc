@@ -103,10 +103,12 @@ Topology::Topology(const FabricConfig& c, FabricMode mode, uint64_t seed)
         u.link = link_settings(c);
         n.uplinks.push_back(u);
       }
-      n.spray.ppcid_layout = *parse_ppcid_layout(c.effective_ppcid_layout());
+      // Pitfall 2: a host may be given the other layout (a NIC on other firmware).
+      n.spray.ppcid_layout = *parse_ppcid_layout(c.host_ppcid_layout(h.name));
       if (is_spray(mode)) {
         n.spray.mode = *parse_spray_mode(c.spray_policy);
-        n.spray.fabric_paths = static_cast<uint16_t>(max_path_id(n.spray.ppcid_layout) + 1);
+        n.spray.fabric_paths = static_cast<uint16_t>(
+            c.fabric_paths != 0 ? c.fabric_paths : max_path_id(n.spray.ppcid_layout) + 1);
       } else {
         n.spray.mode = SprayMode::kFlow;  // one flow, one plane: the ECMP baseline at the NIC
       }
@@ -274,9 +276,48 @@ std::vector<uint32_t> Topology::find_cables(const std::string& link) const {
   return out;
 }
 
+std::vector<std::pair<uint32_t, uint16_t>> Topology::find_link_ends(const std::string& link) const {
+  std::vector<std::pair<uint32_t, uint16_t>> out;
+  const size_t gt = link.find('>');
+  if (gt == std::string::npos) {
+    for (const uint32_t c : find_cables(link)) {
+      for (const auto& end : cables_[c].ends()) out.push_back(end);
+    }
+    return out;
+  }
+  // "A>B[#k]": cables are named with the leaf (or host) first, so try both orders.
+  const std::string from = link.substr(0, gt);
+  std::string to = link.substr(gt + 1), suffix;
+  if (const size_t hash = to.find('#'); hash != std::string::npos) {
+    suffix = to.substr(hash);
+    to = to.substr(0, hash);
+  }
+  if (from.empty() || to.empty() || from.find('#') != std::string::npos) return out;
+  std::vector<uint32_t> cables = find_cables(from + "-" + to + suffix);
+  if (cables.empty()) cables = find_cables(to + "-" + from + suffix);
+  for (const uint32_t c : cables) {
+    for (const auto& [node, port] : cables_[c].ends()) {
+      // The plane prefix may have been left out of B ("p1.spine3>leaf1"): match A by the
+      // cable's name of that end.
+      const std::string name = node_name(node);
+      if (name == from || (from.find('.') == std::string::npos && name.ends_with("." + from))) {
+        out.emplace_back(node, port);
+      }
+    }
+  }
+  return out;
+}
+
 std::optional<uint32_t> Topology::find_switch(const std::string& name) const {
   for (uint32_t i = 0; i < switches_.size(); ++i) {
     if (switches_[i].name == name) return i;
+  }
+  return std::nullopt;
+}
+
+std::optional<uint32_t> Topology::find_host(const std::string& name) const {
+  for (uint32_t i = 0; i < hosts_.size(); ++i) {
+    if (hosts_[i].name == name) return i;
   }
   return std::nullopt;
 }

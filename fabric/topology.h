@@ -79,8 +79,14 @@ class Topology {
   // The cables an event's link name means ("leaf0-spine3": every parallel link; "#k": one).
   // Empty when the name matches none.
   std::vector<uint32_t> find_cables(const std::string& link) const;
+  // The sending ends (node, port) a rate or BER event acts on: both ends of every cable
+  // find_cables() names, or with "A>B" (spine3>leaf1, spine3>leaf1#0) only A's end of the cables
+  // between A and B: one direction. Empty when the name matches none.
+  std::vector<std::pair<uint32_t, uint16_t>> find_link_ends(const std::string& link) const;
   // The switch named (background events); nullopt when none.
   std::optional<uint32_t> find_switch(const std::string& name) const;
+  // The host named ("h3"; filter events); nullopt when none.
+  std::optional<uint32_t> find_host(const std::string& name) const;
   std::string node_name(uint32_t node) const;
   static uint32_t host_ip(uint32_t leaf, uint32_t index) {
     return 0x0A000000u | (leaf << 8) | (index + 1);

@@ -173,7 +173,7 @@ void NicNode::from_host(rte_mbuf* m, uint64_t now_ns) {
     const uint32_t hash = hasher_.hash(make_flow_key(p, true));
     uplink = spray_.pick(hash, now_ns, loads_);
     if (uplink != SprayEngine::kNoUplink) {
-      spray_.write_ppcid(m, p, uplink, hash, now_ns);
+      if (host_side_.write_ppcid) spray_.write_ppcid(m, p, uplink, hash, now_ns);
       ++counters_.sprayed;
     }
     tc = classes_.classify(p);
@@ -304,7 +304,7 @@ void NicNode::from_uplink(uint16_t uplink, rte_mbuf* m, uint64_t now_ns) {
   }
   read_ppcid(uplink, p);
   count_arrival(uplink, p);
-  if (p.udp_checksum != 0) {
+  if (p.udp_checksum != 0 && host_side_.restore_checksum) {
     // The UDP checksum field is masked by the ICRC: zeroing it keeps the ICRC valid and stops
     // the host kernel from checking a PPCID as a checksum.
     auto* udp = rte_pktmbuf_mtod_offset(m, rte_udp_hdr*, p.l4_offset);
@@ -321,6 +321,15 @@ void NicNode::from_uplink(uint16_t uplink, rte_mbuf* m, uint64_t now_ns) {
 }
 
 void NicNode::deliver(rte_mbuf* m, uint64_t now_ns) {
+  if (host_side_.filter_nonzero_udp_checksum) {
+    ParsedPacket p;
+    if (parser_.parse(m, p) == ParseStatus::kOk && p.kind == PacketKind::kRoce &&
+        p.udp_checksum != 0) {
+      ++drops_.host_checksum_filter;
+      rte_pktmbuf_free(m);
+      return;
+    }
+  }
   ++counters_.delivered;
   if (config_.host) {
     // One class: what the reorder engine put in order stays in order.
@@ -461,7 +470,7 @@ void NicNode::set_link_rate_gbps(uint16_t uplink, double rate_gbps, uint64_t now
 
 uint64_t NicNode::total_drops() const {
   uint64_t t = drops_.no_uplink + drops_.egress_refused + drops_.no_host + drops_.bad_port +
-               drops_.mac_control_not_pfc + drops_.pfc_malformed;
+               drops_.mac_control_not_pfc + drops_.pfc_malformed + drops_.host_checksum_filter;
   for (uint64_t v : drops_.parse) t += v;
   return t;
 }

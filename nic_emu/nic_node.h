@@ -54,6 +54,22 @@ struct NicDropCounters {
   uint64_t bad_port = 0;             // receive() on a port the node does not have
   uint64_t mac_control_not_pfc = 0;  // 802.3x PAUSE and other MAC control frames: consumed
   uint64_t pfc_malformed = 0;        // EtherType 0x8808, opcode PFC, but not a valid frame
+  // RoCEv2 packets with a non-zero UDP checksum that a host-side filter dropped on their way
+  // from the NIC to the host (NicHostSide::filter_nonzero_udp_checksum).
+  uint64_t host_checksum_filter = 0;
+};
+
+// What the NIC does with the UDP checksum, for experiments on it (DESIGN.md: the PPCID travels
+// in it on the fabric side, and a host kernel checks a non-zero one, so the last NIC restores it
+// to 0), and what stands between the NIC's RX and the host. Not part of control::NicConfig: a
+// spraying NIC always writes and restores it; fabric_emu turns these off to show why they matter
+// (and a fabric that sprays nothing has NICs that write no PPCID).
+struct NicHostSide {
+  bool write_ppcid = true;  // TX: the PPCID into RoCEv2 packets' UDP checksum
+  bool restore_checksum = true;
+  // Drop RoCEv2 packets whose UDP checksum is not 0 before the host (a host kernel or a
+  // middlebox that checks it), counted in NicDropCounters::host_checksum_filter.
+  bool filter_nonzero_udp_checksum = false;
 };
 
 struct NicPortCounters {
@@ -132,6 +148,8 @@ class NicNode {
   void set_link_up(uint16_t uplink, bool up, uint64_t now_ns);
   // The uplink's emulated line rate (fabric_emu's background load takes a share of it).
   void set_link_rate_gbps(uint16_t uplink, double rate_gbps, uint64_t now_ns);
+  void set_host_side(const NicHostSide& h) { host_side_ = h; }
+  const NicHostSide& host_side() const { return host_side_; }
 
   const control::NicConfig& config() const { return config_; }
   SprayEngine& spray() { return spray_; }
@@ -195,6 +213,7 @@ class NicNode {
   std::unordered_map<uint64_t, uint32_t> heat_index_;  // (src_ip << 24 | dest_qp) -> heat_
   std::vector<QpArrivals> heat_;
   std::array<uint64_t, 256> path_arrivals_{};
+  NicHostSide host_side_;
   bool mismatch_logged_ = false;
   bool bad_check_logged_ = false;
 

@@ -44,6 +44,7 @@ json drops_json(const NicNode& node) {
   j["bad_port"] = d.bad_port;
   j["mac_control_not_pfc"] = d.mac_control_not_pfc;
   j["pfc_malformed"] = d.pfc_malformed;
+  j["host_checksum_filter"] = d.host_checksum_filter;
   j["total"] = node.total_drops();
   return j;
 }

@@ -267,17 +267,31 @@ void SwitchNode::forward(uint16_t in_port, rte_mbuf* m, const ParsedPacket& p,
     // Each lossless class sees PFC's view of its own class (watchdog drop mode, fast feedback);
     // the others only the links: a storm on one class leaves the port to every other class.
     const std::span<const PathLoad> loads = views_[view_of_tc_[tc]];
-    if (match.matched && match.action == TcamAction::kSpray) {
-      if (p.kind == PacketKind::kRoce && p.udp_checksum != 0) {
-        counters_.sprayed++;
-        const uint8_t path = ppcid_decode(p.udp_checksum, ppcid_layout_).path_id;
-        out_port = sel.select_sprayed(hash, path, now_ns, loads);
-      } else {
-        counters_.spray_without_ppcid++;
-        out_port = sel.select(hash, now_ns, loads);
+    const bool sprayed = match.matched && match.action == TcamAction::kSpray &&
+                         p.kind == PacketKind::kRoce && p.udp_checksum != 0;
+    const uint8_t path = sprayed ? ppcid_decode(p.udp_checksum, ppcid_layout_).path_id : 0;
+    const auto choose = [&](std::span<const PathLoad> view) {
+      return sprayed ? sel.select_sprayed(hash, path, now_ns, view)
+                     : sel.select(hash, now_ns, view);
+    };
+    if (sprayed) {
+      counters_.sprayed++;
+    } else if (match.matched && match.action == TcamAction::kSpray) {
+      counters_.spray_without_ppcid++;
+    }
+    out_port = choose(loads);
+    if (out_port == PathSelector::kNoPort && view_of_tc_[tc] != 0 && pfc_ &&
+        pfc_->config().fast_feedback) {
+      // Fast feedback steers lossless traffic around paused ports; with every member paused
+      // there is nowhere to steer, and dropping a lossless packet is what PFC exists to avoid:
+      // queue behind the pause, as a switch without fast feedback does (ports in watchdog drop
+      // mode stay out).
+      fallback_view_.resize(egress_.size());
+      for (size_t i = 0; i < egress_.size(); ++i) {
+        fallback_view_[i] = PathLoad{egress_[i]->queued_bytes(),
+                                     egress_[i]->link_up() && !egress_[i]->drop_mode(tc)};
       }
-    } else {
-      out_port = sel.select(hash, now_ns, loads);
+      out_port = choose(fallback_view_);
     }
     if (out_port == PathSelector::kNoPort) {
       drops_.no_eligible_port++;

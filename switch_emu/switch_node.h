@@ -152,6 +152,7 @@ class SwitchNode {
   // or, with fast feedback, a pause on one class leaves the port to the others). Queued bytes are
   // the port's, the same in every view. view_of_tc_ maps a class to its view.
   std::vector<std::vector<PathLoad>> views_;
+  std::vector<PathLoad> fallback_view_;  // fast feedback with every member paused (scratch)
   std::array<uint8_t, 8> view_of_tc_{};
   std::array<uint8_t, 8> lossless_tc_{};
   std::vector<uint64_t> port_next_;  // each egress port's next event (EgressPort keeps it)

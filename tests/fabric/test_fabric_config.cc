@@ -132,6 +132,77 @@ TEST_CASE("receive: the NICs' model per mode, and the pairs that contradict each
                     Catch::Contains("fabric.reorder") && Catch::Contains("replaced by receive"));
 }
 
+TEST_CASE("filters, one-way link events, per-host PPCID layouts, fabric paths, checksum restore") {
+  const FabricEvent f = parse_fabric_event("filter:h8-leaf1=udp4791-nonzero-csum");
+  CHECK(f.kind == FabricEvent::Kind::kFilter);
+  CHECK(f.target == "h8-leaf1");
+  CHECK(f.value == 1);
+  CHECK(f.at_ns == 0);
+  const FabricEvent off = parse_fabric_event("filter:h8=off@2ms");
+  CHECK(off.value == 0);
+  CHECK(off.at_ns == 2'000'000);
+  CHECK_THROWS_WITH(parse_fabric_event("filter:h8=tcp"),
+                    Catch::Contains("udp4791-nonzero-csum") && Catch::Contains("=off"));
+  const FabricEvent oneway = parse_fabric_event("rate:spine3>leaf1=10@500us");
+  CHECK(oneway.target == "spine3>leaf1");
+  CHECK_THROWS_WITH(parse_fabric_event("link-down:spine3>leaf1@1us"),
+                    Catch::Contains("only ber and rate"));
+
+  CHECK(parse_ppcid_layout_host("h3=path-high") ==
+        std::pair<std::string, std::string>{"h3", "path-high"});
+  CHECK_THROWS_WITH(parse_ppcid_layout_host("h3=sideways"),
+                    Catch::Contains("ppcid-layout-host") && Catch::Contains("ts-high | path-high"));
+  CHECK_THROWS_WITH(parse_ppcid_layout_host("leaf0=ts-high"), Catch::Contains("HOST like h3"));
+  CHECK(parse_fabric_paths("auto") == 0);
+  CHECK(parse_fabric_paths("8") == 8);
+  CHECK_THROWS_WITH(parse_fabric_paths("0"), Catch::Contains("auto or 1..256"));
+
+  const FabricConfig c = parse_fabric_config_yaml(
+      "fabric:\n  ppcid_layout_host: [h3=path-high]\n  fabric_paths: 8\n"
+      "  nic_restore_checksum: false\n  event: ['filter:h3=udp4791-nonzero-csum']\n",
+      "f.yaml");
+  CHECK(c.host_ppcid_layout("h3") == "path-high");
+  CHECK(c.host_ppcid_layout("h4") == "ts-high");
+  CHECK(c.fabric_paths == 8);
+  CHECK_FALSE(c.nic_restore_checksum);
+  CHECK_THROWS_WITH(
+      parse_fabric_config_yaml("fabric:\n  ppcid_layout_host: [h99=ts-high]\n", "f.yaml"),
+      Catch::Contains("fabric.ppcid_layout_host") && Catch::Contains("h0..h15"));
+  CHECK_THROWS_WITH(parse_fabric_config_yaml(
+                        "fabric:\n  ppcid_layout_host: [h1=ts-high, h1=path-high]\n", "f.yaml"),
+                    Catch::Contains("given twice"));
+  CHECK_THROWS_WITH(
+      parse_fabric_config_yaml("fabric:\n  ppcid_layout_host: [h1=diagonal]\n", "f.yaml"),
+      Catch::Contains("fabric.ppcid_layout_host") && Catch::Contains("ts-high | path-high"));
+  CHECK_THROWS_WITH(parse_fabric_config_yaml("fabric:\n  fabric_paths: 32\n", "f.yaml"),
+                    Catch::Contains("fabric.fabric_paths") && Catch::Contains("at most 16"));
+  CHECK(
+      parse_fabric_config_yaml("fabric:\n  fabric_paths: 32\n  ppcid_layout: path-high\n", "f.yaml")
+          .fabric_paths == 32);
+  CHECK_THROWS_WITH(parse_fabric_config_yaml("fabric:\n  fabric_paths: many\n", "f.yaml"),
+                    Catch::Contains("fabric.fabric_paths") && Catch::Contains("auto or 1..256"));
+  CHECK_THROWS_WITH(
+      parse_fabric_config_yaml("fabric:\n  nic_restore_checksum: maybe\n", "f.yaml"),
+      Catch::Contains("fabric.nic_restore_checksum") && Catch::Contains("true|false"));
+  CHECK_THROWS_WITH(
+      parse_fabric_config_yaml("fabric:\n  event: ['filter:h1=drop-all']\n", "f.yaml"),
+      Catch::Contains("fabric.event") && Catch::Contains("udp4791-nonzero-csum"));
+
+  // The topology gives the one host its layout and every spraying NIC the path count.
+  const Topology t(c, FabricMode::kSpray, 1);
+  CHECK(t.hosts()[3].nic.spray.ppcid_layout == PpcidLayout::kPathHigh);
+  CHECK(t.hosts()[4].nic.spray.ppcid_layout == PpcidLayout::kTsHigh);
+  CHECK(t.hosts()[4].nic.spray.fabric_paths == 8);
+  // One direction of a link: only the sending end.
+  const auto ends = t.find_link_ends("spine3>leaf1");
+  REQUIRE(ends.size() == 1);
+  CHECK(t.node_name(ends[0].first) == "spine3");
+  CHECK(t.find_link_ends("leaf1-spine3").size() == 2);
+  CHECK(t.find_link_ends("spine3>leaf9").empty());
+  CHECK(t.find_host("h3") == 3u);
+  CHECK_FALSE(t.find_host("h99"));
+}
+
 TEST_CASE("every fabric-*.yaml in configs/ loads") {
   int loaded = 0;
   for (const auto& e : std::filesystem::directory_iterator(SPRAYNET_SOURCE_DIR "/configs")) {

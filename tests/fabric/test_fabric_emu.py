@@ -239,6 +239,34 @@ class FabricEmu(unittest.TestCase):
         finally:
             os.unlink(f.name)
 
+    def test_filters_layouts_and_one_way_events(self):
+        # A filter on h8's cable drops its sprayed packets (named cause), every mbuf comes back,
+        # and the one-way rate event, the odd layout and the restore flag are taken and echoed.
+        rep = run("--mode", "spray", "--duration", "300us", "--event",
+                  "filter:h8-leaf1=udp4791-nonzero-csum", "--event", "rate:spine3>leaf1=50@100us",
+                  "--ppcid-layout-host", "h3=path-high", "--fabric-paths", "8",
+                  "--nic-restore-checksum", "on")
+        self.check_whole(rep)
+        r = rep["runs"][0]
+        self.assertGreater(r["drops"]["checksum_filter"], 0)
+        self.assertGreater(r["qps_never_acked"], 0)
+        self.assertEqual(r["nic_rx"]["unaccounted"], 0)
+        self.assertGreater(r["ppcid"]["layout_mismatch"], 0)
+        self.assertEqual(r["nic_log_lines"], len(r["nic_log"]))
+        cfg = rep["config"]
+        self.assertEqual(cfg["ppcid_layout_host"], ["h3=path-high"])
+        self.assertEqual(cfg["fabric_paths"], 8)
+        self.assertTrue(cfg["nic_restore_checksum"])
+        for args, text in ((("--ppcid-layout-host", "h3=sideways"), "ts-high | path-high"),
+                           (("--ppcid-layout-host", "h99=ts-high"), "h0..h15"),
+                           (("--fabric-paths", "0"), "auto or 1..256"),
+                           (("--nic-restore-checksum", "maybe"), "on | off"),
+                           (("--event", "filter:h3=tcp"), "udp4791-nonzero-csum"),
+                           (("--event", "filter:h99=off"), "a filter may also name a host"),
+                           (("--event", "link-up:spine3>leaf1@1us"), "only ber and rate")):
+            p = run("--duration", "50us", *args, expect=2)
+            self.assertIn(text, p.stderr, args)
+
     def test_yaml_config(self):
         src = os.environ.get("SPRAYNET_SOURCE_DIR", ".")
         rep = run("--config", os.path.join(src, "configs/fabric-small.yaml"), "--duration", "300us")

@@ -107,6 +107,78 @@ class Scenarios(unittest.TestCase):
         self.assertEqual(m(rep, "fallback_fix32"), 0)
         self.assertEqual(m(rep, "fallback_fix16"), m(rep, "fallback"))
 
+    def test_reorder_retx_direction(self):
+        rep = scenario("reorder-retx")
+        # Reordering at the receiver removes the retransmissions spraying causes without it, and
+        # the rate without it grows with how far the paths' delays differ.
+        self.assertGreater(m(rep, "noreorder"), m(rep, "reorder"))
+        self.assertGreater(m(rep, "noreorder"), m(rep, "ooo"))
+        self.assertLess(m(rep, "noreorder_0"), m(rep, "noreorder_2000"))
+        self.assertLess(m(rep, "tput_noreorder"), m(rep, "tput_reorder"))
+        # A hold shorter than the delay spread gives gaps up, and retransmits; a longer one not.
+        self.assertGreater(m(rep, "hold_1"), m(rep, "hold_5"))
+        self.assertGreater(m(rep, "hold_1_timeouts"), m(rep, "hold_5_timeouts"))
+
+    def test_checksum_filter_direction(self):
+        rep = scenario("checksum-filter")
+        # On the fabric side the filter drops sprayed packets (PPCID in the checksum) and cuts
+        # QPs off; ECMP's packets carry checksum 0 and pass.
+        self.assertGreater(m(rep, "spray_fabric_drops"), 0)
+        self.assertEqual(m(rep, "ecmp_fabric_drops"), 0)
+        self.assertGreater(m(rep, "spray_cut"), m(rep, "spray_none_cut"))
+        self.assertLess(m(rep, "spray_fabric_tput"), m(rep, "spray_tput"))
+        # Between NIC and host it drops nothing while the NIC restores the checksum to 0, and
+        # cuts the host off when it does not.
+        self.assertEqual(m(rep, "spray_host_drops"), 0)
+        self.assertEqual(m(rep, "spray_host_cut"), m(rep, "spray_none_cut"))
+        self.assertGreater(m(rep, "spray_norestore_drops"), 0)
+        self.assertGreater(m(rep, "spray_norestore_cut"), m(rep, "spray_none_cut"))
+        for run in rep["runs"].values():
+            for r in run["runs"]:
+                self.assertIn("checksum_filter", r["drops"])
+                self.assertIn("host_checksum_filter", r["drops"])
+
+    def test_layout_mismatch_direction(self):
+        rep = scenario("layout-mismatch")
+        # Where the fabric leaves path ids unused, the mismatch is counted and logged; nothing
+        # the NICs take in vanishes uncounted, and no QP is cut off.
+        self.assertGreater(m(rep, "mismatch"), 0)
+        self.assertGreater(m(rep, "log"), 0)
+        self.assertEqual(m(rep, "matched_mismatch"), 0)
+        self.assertEqual(m(rep, "matched_log"), 0)
+        self.assertEqual(m(rep, "unaccounted") + m(rep, "overcounted"), 0)
+        self.assertEqual(m(rep, "all_unaccounted"), 0)
+        self.assertEqual(m(rep, "cut"), 0)
+        self.assertGreater(m(rep, "delivered"), 0)
+        for r in rep["runs"]["mismatch-8-ids"]["runs"]:
+            # h3's own NIC logs the layout its peers likely use, and one of them h3's.
+            self.assertTrue(any(line.startswith("h3: ") and "likely uses ppcid_layout ts-high" in line
+                                for line in r["nic_log"]), r["nic_log"])
+            self.assertTrue(any("likely uses ppcid_layout path-high" in line for line in r["nic_log"]))
+            self.assertEqual(r["nic_log_lines"], len(r["nic_log"]))
+
+    def test_pfc_storm_direction(self):
+        rep = scenario("pfc-storm")
+        # Fast feedback (with the lower threshold) shortens the pauses, holds the hosts back for
+        # less time and keeps more goodput; the storm spreads to the hosts without it.
+        self.assertLess(m(rep, "longest_fix"), m(rep, "longest"))
+        self.assertLess(m(rep, "mean_fix"), m(rep, "mean"))
+        self.assertLess(m(rep, "nic_paused_fix"), m(rep, "nic_paused"))
+        self.assertLess(m(rep, "paused_fix"), m(rep, "paused"))
+        self.assertGreater(m(rep, "tput_fix"), m(rep, "tput"))
+        self.assertGreater(m(rep, "ports"), 1)
+        self.assertGreater(m(rep, "storm"), 0)
+        # A pure incast pauses spines too: the storm spreads beyond the receiver's leaf.
+        self.assertGreater(m(rep, "incast_spines"), 0)
+        self.assertGreater(m(rep, "incast_storm"), 0)
+        for run in rep["runs"].values():
+            for r in run["runs"]:
+                p = r["pfc"]
+                self.assertLessEqual(p["first_pause_us"], p["last_pause_end_us"])
+                self.assertLessEqual(p["nic_paused_us"], p["paused_us"])
+                self.assertLessEqual(p["nic_uplinks_paused"], p["ports_paused"])
+                self.assertEqual(r["drops"]["headroom_overflow"], 0)
+
     def test_flags_apply_over_a_scenarios_runs(self):
         rep = scenario("ecmp-vs-spray", "--spines", "4", "--seeds", "5")
         cfg = rep["runs"]["base"]["config"]

@@ -396,6 +396,33 @@ void storm_pause(SwitchNode& node, const TestPool& pool, uint16_t port, uint64_t
 
 }  // namespace
 
+TEST_CASE("fast feedback: around a paused member; with every member paused, queued, not dropped") {
+  TestPool pool(4095);
+  auto cfg = config_of(fanout_yaml(2, "ecmp", R"(
+pfc: {priorities: [3], fast_feedback: true, watchdog: {enabled: false}}
+)"));
+  SwitchNode node(cfg, pool.get());
+  uint64_t now = 0;
+  storm_pause(node, pool, 1, now);  // p0 paused: lossless flows go to p1
+  for (uint16_t sport = 1000; sport < 1016; ++sport) {
+    rte_mbuf* m = udp(pool, {0x0A000001, 0x0A000002, sport, 6000}, 26, 100);
+    node.receive(0, &m, 1, now);
+  }
+  CHECK(node.egress(1).queued_bytes() == 0);
+  CHECK(node.egress(2).queued_bytes() > 0);
+  storm_pause(node, pool, 2, now);  // both paused: nowhere to steer
+  const uint64_t before = node.egress(1).queued_bytes() + node.egress(2).queued_bytes();
+  for (uint16_t sport = 2000; sport < 2016; ++sport) {
+    rte_mbuf* m = udp(pool, {0x0A000001, 0x0A000002, sport, 6000}, 26, 100);
+    node.receive(0, &m, 1, now);
+  }
+  CHECK(node.drops().no_eligible_port == 0);
+  CHECK(node.egress(1).queued_bytes() + node.egress(2).queued_bytes() >= before + 16 * 100);
+  drain(node, now + 10'000'000);
+  node.free_all();
+  CHECK(pool.whole());
+}
+
 TEST_CASE("PFC watchdog: a queue paused too long goes to drop mode, counted") {
   TestPool pool(4095);
   auto cfg = config_of(fanout_yaml(1, "ecmp", R"(
