@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstdio>
 #include <fstream>
@@ -50,7 +51,8 @@ double to_double(const std::string& flag, const std::string& v) {
   try {
     size_t used = 0;
     const double d = std::stod(v, &used);
-    if (used == v.size()) return d;
+    // nan and inf parse, but no range check could refuse them afterwards (nan compares false).
+    if (used == v.size() && std::isfinite(d)) return d;
   } catch (const std::exception&) {
   }
   throw std::invalid_argument("--" + flag + ": '" + v + "' is not a number");
@@ -73,7 +75,12 @@ std::vector<Flag> make_flags() {
   std::vector<Flag> f;
   const auto u32 = [&](const char* name, uint32_t FabricConfig::*m, const char* help) {
     f.push_back({name, help, "", [name, m](FabricConfig& c, const std::string& v) {
-                   c.*m = static_cast<uint32_t>(to_u64(name, v));
+                   const uint64_t x = to_u64(name, v);
+                   if (x > UINT32_MAX) {
+                     throw std::invalid_argument(std::string("--") + name + ": at most " +
+                                                 std::to_string(UINT32_MAX) + ", got '" + v + "'");
+                   }
+                   c.*m = static_cast<uint32_t>(x);
                  }});
   };
   const auto u64 = [&](const char* name, uint64_t FabricConfig::*m, const char* help) {
@@ -90,7 +97,14 @@ std::vector<Flag> make_flags() {
   };
   const auto micros = [&](const char* name, uint64_t FabricConfig::*m, const char* help) {
     f.push_back({name, help, "", [name, m](FabricConfig& c, const std::string& v) {
-                   c.*m = static_cast<uint64_t>(to_double(name, v) * 1000.0);
+                   const double us = to_double(name, v);
+                   // A negative or huge value would wrap in the cast: refuse it here, and leave
+                   // each flag's own range to FabricConfig::check.
+                   if (!(us >= 0 && us <= 1e9)) {
+                     throw std::invalid_argument(std::string("--") + name +
+                                                 ": microseconds in [0, 1e9], got '" + v + "'");
+                   }
+                   c.*m = static_cast<uint64_t>(us * 1000.0);
                  }});
   };
   u32("leaves", &FabricConfig::leaves,

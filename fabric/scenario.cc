@@ -355,7 +355,16 @@ std::vector<std::string> list_scenarios(const std::string& dir) {
 
 std::string scenario_path(const std::string& dir, const std::string& name_or_path) {
   if (name_or_path.find('/') != std::string::npos || name_or_path.ends_with(".yaml")) return name_or_path;
-  return dir + "/" + name_or_path + ".yaml";
+  const std::string path = dir + "/" + name_or_path + ".yaml";
+  if (!std::filesystem::exists(path)) {
+    // A mistyped name deserves the list, not "cannot open file".
+    std::string known;
+    for (const std::string& n : list_scenarios(dir)) known += (known.empty() ? "" : ", ") + n;
+    throw std::invalid_argument("--scenario: no scenario named '" + name_or_path + "' in " + dir +
+                                " (known: " + (known.empty() ? "none" : known) +
+                                "; or give a path to a scenario file)");
+  }
+  return path;
 }
 
 // ---- evaluation ----

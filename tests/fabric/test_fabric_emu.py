@@ -230,6 +230,13 @@ class FabricEmu(unittest.TestCase):
         self.assertIn("no link named", p.stderr)
         p = run("--mtu", "1500", expect=2)
         self.assertIn("mtu", p.stderr)
+        # Values a cast would wrap or no range check could catch are refused by name.
+        p = run("--nic-control-period-us", "-5", expect=2)
+        self.assertIn("--nic-control-period-us: microseconds in [0, 1e9]", p.stderr)
+        p = run("--link-gbps", "nan", expect=2)
+        self.assertIn("--link-gbps: 'nan' is not a number", p.stderr)
+        p = run("--leaves", "4294967298", expect=2)
+        self.assertIn("--leaves: at most 4294967295", p.stderr)
         with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
             f.write("fabric:\n  spines: 4\n  spinez: 3\n")
         try:

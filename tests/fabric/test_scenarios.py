@@ -188,7 +188,8 @@ class Scenarios(unittest.TestCase):
     def test_errors(self):
         p = subprocess.run([EMU, "--scenario", "no-such-claim"], capture_output=True, text=True)
         self.assertEqual(p.returncode, 2)
-        self.assertIn("no-such-claim", p.stderr)
+        self.assertIn("no scenario named 'no-such-claim'", p.stderr)
+        self.assertIn("ecmp-vs-spray", p.stderr)  # the names it knows
         p = subprocess.run([EMU, "--quick"], capture_output=True, text=True)
         self.assertEqual(p.returncode, 2)
         self.assertIn("--quick: only with --scenario", p.stderr)
