@@ -223,7 +223,7 @@ LatencyReport LatencyProbe::report() const {
 }
 
 std::string LatencyReport::to_json() const {
-  char buf[768];
+  char buf[1024];  // the longest report (every number at 20 digits) is under 700
   std::snprintf(buf, sizeof buf,
                 "{\"sent\": %" PRIu64 ", \"count\": %" PRIu64 ", \"lost\": %" PRIu64
                 ", \"out_of_order\": %" PRIu64 ", \"duplicates\": %" PRIu64

@@ -408,6 +408,17 @@ TEST_CASE("other packets untouched and uncounted; malformed ones on the probe po
     CHECK(r.malformed >= 5 + 1);  // the five above, and prefixes that still show the port
     CHECK(probe.on_receive(frame.data(), frame.size(), 100));  // the whole one is a probe
     CHECK(probe.report().count == 1);
+
+    // A chained mbuf whose first segment is a probe: not taken (single segments only), counted.
+    const uint64_t malformed = probe.report().malformed;
+    rte_mbuf* head = probe.make_probe(pool.get(), 0);
+    rte_mbuf* tail = pool.make(std::vector<uint8_t>(16, 0));
+    REQUIRE(head != nullptr);
+    REQUIRE(rte_pktmbuf_chain(head, tail) == 0);
+    CHECK_FALSE(probe.on_receive(head, 100));
+    CHECK(probe.report().malformed == malformed + 1);
+    CHECK(probe.report().count == 1);
+    rte_pktmbuf_free(head);
   }
   CHECK(pool.whole());
 }
