@@ -168,7 +168,11 @@ bool LatencyProbe::record(uint64_t seq, uint64_t sent_ns, uint64_t now_ns) {
   } else {
     min_ = std::min(min_, latency);
     max_ = std::max(max_, latency);
-    const double d = static_cast<double>(transit - last_transit_);
+    // Modular, as int64_t: the same as transit - last_transit_ without its overflow on a
+    // timestamp from some other clock.
+    const auto diff =
+        static_cast<int64_t>(static_cast<uint64_t>(transit) - static_cast<uint64_t>(last_transit_));
+    const double d = static_cast<double>(diff);
     jitter_ += (std::fabs(d) - jitter_) / 16.0;
     const uint64_t change =
         latency > last_latency_ ? latency - last_latency_ : last_latency_ - latency;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <random>
 #include <stdexcept>
@@ -451,6 +452,20 @@ TEST_CASE("sample cap, clock going back, config errors, JSON") {
     CHECK(r.min_ns == 0);
     CHECK(r.jitter_ns == 200.0 / 16);
     free_all(v);
+
+    // A send time from some other clock, far off: no overflow (UBSan), latency clamped.
+    LatencyProbe wild(LatencyProbeConfig{});
+    rte_mbuf* w0 = wild.make_probe(pool.get(), 0);
+    rte_mbuf* w1 = wild.make_probe(pool.get(), 100);
+    REQUIRE(w0 != nullptr);
+    REQUIRE(w1 != nullptr);
+    CHECK(wild.on_receive(w0, uint64_t{INT64_MAX}));  // transit 2^63 - 1
+    CHECK(wild.on_receive(w1, 98));                   // transit -2: D = -2^63 - 1 overflows
+    CHECK(wild.report().clock_backwards == 1);
+    CHECK(wild.report().min_ns == 0);
+    CHECK(std::isfinite(wild.jitter_ns()));
+    rte_pktmbuf_free(w0);
+    rte_pktmbuf_free(w1);
 
     const std::string json = r.to_json();
     for (const char* key : {"\"count\": 2", "\"lost\": 0", "\"out_of_order\": 0", "\"p50_ns\"",
