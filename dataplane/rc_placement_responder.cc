@@ -134,21 +134,7 @@ void RcPlacementResponder::queue_nak(uint32_t psn) {
 }
 
 bool RcPlacementResponder::send(const Control& c, std::vector<rte_mbuf*>& out) {
-  FrameSpec f;
-  f.eth.dst = address_.peer_mac;
-  f.eth.src = address_.local_mac;
-  f.ip.src = address_.local_ip;
-  f.ip.dst = address_.peer_ip;
-  f.ip.tos = static_cast<uint8_t>(address_.dscp << 2);
-  f.ip.id = ip_id_;
-  f.udp.src_port = address_.udp_src_port;
-  RoceSpec r;
-  r.opcode = opcode::kRcAck;
-  r.dest_qp = address_.peer_qp;
-  r.psn = c.psn;
-  r.syndrome = c.syndrome;
-  r.msn = c.msn & kPsnMask;
-  rte_mbuf* m = build_roce_mbuf(pool_, f, r);
+  rte_mbuf* m = build_rc_ack(pool_, address_, ip_id_, c.psn, c.syndrome, c.msn);
   if (m == nullptr) {
     ++counters_.pool_empty;
     return false;

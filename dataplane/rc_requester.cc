@@ -29,6 +29,29 @@ std::string RcQpAddress::check() const {
   return {};
 }
 
+FrameSpec RcQpAddress::frame(uint16_t ip_id) const {
+  FrameSpec f;
+  f.eth.dst = peer_mac;
+  f.eth.src = local_mac;
+  f.ip.src = local_ip;
+  f.ip.dst = peer_ip;
+  f.ip.tos = static_cast<uint8_t>(dscp << 2);
+  f.ip.id = ip_id;
+  f.udp.src_port = udp_src_port;
+  return f;
+}
+
+rte_mbuf* build_rc_ack(rte_mempool* pool, const RcQpAddress& a, uint16_t ip_id, uint32_t psn,
+                       uint8_t syndrome, uint32_t msn) {
+  RoceSpec r;
+  r.opcode = opcode::kRcAck;
+  r.dest_qp = a.peer_qp;
+  r.psn = psn;
+  r.syndrome = syndrome;
+  r.msn = msn & kPsnMask;
+  return build_roce_mbuf(pool, a.frame(ip_id), r);
+}
+
 // ---- DurationSummary / CompletionTimeStats ---------------------------------------------------
 
 void DurationSummary::add(uint64_t ns) {
@@ -307,14 +330,7 @@ rte_mbuf* RcRequester::build(const Message& msg, uint32_t index, bool ack_req) {
   const RcWriteSegmenter seg(msg.bytes, config_.mtu);
   const RcWritePacket w = seg.packet(index, psn_of(msg.first_seq));
 
-  FrameSpec f;
-  f.eth.dst = address_.peer_mac;
-  f.eth.src = address_.local_mac;
-  f.ip.src = address_.local_ip;
-  f.ip.dst = address_.peer_ip;
-  f.ip.tos = static_cast<uint8_t>(address_.dscp << 2);
-  f.ip.id = ip_id_;
-  f.udp.src_port = address_.udp_src_port;
+  FrameSpec f = address_.frame(ip_id_);
   f.payload = std::span<const uint8_t>(payload_.data(), w.length);
   RoceSpec r;
   r.opcode = w.opcode;
@@ -335,14 +351,7 @@ rte_mbuf* RcRequester::build_read(const Message& msg, uint32_t index) {
   // rxe req_retry: a re-issued READ starts at the first response not received, its VA moved on
   // by what was received (whole MTUs) and its length the rest (init_req_packet: dma.resid).
   const uint32_t done = index * config_.mtu;
-  FrameSpec f;
-  f.eth.dst = address_.peer_mac;
-  f.eth.src = address_.local_mac;
-  f.ip.src = address_.local_ip;
-  f.ip.dst = address_.peer_ip;
-  f.ip.tos = static_cast<uint8_t>(address_.dscp << 2);
-  f.ip.id = ip_id_;
-  f.udp.src_port = address_.udp_src_port;
+  FrameSpec f = address_.frame(ip_id_);
   RoceSpec r;
   r.opcode = opcode::kRcReadRequest;
   r.dest_qp = address_.peer_qp;

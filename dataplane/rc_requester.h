@@ -144,7 +144,14 @@ struct RcQpAddress {
 
   // Empty when valid, else "key: reason".
   std::string check() const;
+  // The Ethernet/IPv4/UDP part of a packet from this side to the peer (no payload).
+  FrameSpec frame(uint16_t ip_id) const;
 };
+
+// An RC ACK or NAK (AETH `syndrome`, `msn`) for `psn`, from `a`'s side to its peer; nullptr
+// when the pool is empty. Shared by the responders, which differ only in when they answer.
+rte_mbuf* build_rc_ack(rte_mempool* pool, const RcQpAddress& a, uint16_t ip_id, uint32_t psn,
+                       uint8_t syndrome, uint32_t msn);
 
 // Count, min, max and sum of durations.
 struct DurationSummary {

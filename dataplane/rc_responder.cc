@@ -123,21 +123,7 @@ void RcResponder::queue_nak(uint32_t psn) {
 }
 
 bool RcResponder::send(const Control& c, std::vector<rte_mbuf*>& out) {
-  FrameSpec f;
-  f.eth.dst = address_.peer_mac;
-  f.eth.src = address_.local_mac;
-  f.ip.src = address_.local_ip;
-  f.ip.dst = address_.peer_ip;
-  f.ip.tos = static_cast<uint8_t>(address_.dscp << 2);
-  f.ip.id = ip_id_;
-  f.udp.src_port = address_.udp_src_port;
-  RoceSpec r;
-  r.opcode = opcode::kRcAck;
-  r.dest_qp = address_.peer_qp;
-  r.psn = c.psn;
-  r.syndrome = c.syndrome;
-  r.msn = c.msn & kPsnMask;
-  rte_mbuf* m = build_roce_mbuf(pool_, f, r);
+  rte_mbuf* m = build_rc_ack(pool_, address_, ip_id_, c.psn, c.syndrome, c.msn);
   if (m == nullptr) {
     ++counters_.pool_empty;
     return false;
@@ -202,14 +188,7 @@ bool RcResponder::send_read_response(std::vector<rte_mbuf*>& out) {
     op = r.resid > mtu ? opcode::kRcReadResponseMiddle : opcode::kRcReadResponseLast;
   }
   const uint32_t payload = std::min(r.resid, mtu);
-  FrameSpec f;
-  f.eth.dst = address_.peer_mac;
-  f.eth.src = address_.local_mac;
-  f.ip.src = address_.local_ip;
-  f.ip.dst = address_.peer_ip;
-  f.ip.tos = static_cast<uint8_t>(address_.dscp << 2);
-  f.ip.id = ip_id_;
-  f.udp.src_port = address_.udp_src_port;
+  FrameSpec f = address_.frame(ip_id_);
   f.payload = std::span<const uint8_t>(payload_.data(), payload);
   RoceSpec rs;
   rs.opcode = op;
