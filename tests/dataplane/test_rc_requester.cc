@@ -17,34 +17,17 @@
 #include "dataplane/rc_write_segmenter.h"
 #include "dataplane/roce_headers.h"
 #include "tests/support/dpdk_test.h"
+#include "tests/support/rc_test.h"
 
 using namespace spraynet;
 using spraynet::test::TestPool;
+using spraynet::test::parse_ok;
+using spraynet::test::requester_address;
 
 namespace {
 
 // Room for a full 4096-byte-MTU frame in one mbuf.
 constexpr uint16_t kBigRoom = RTE_PKTMBUF_HEADROOM + 4096 + 256;
-
-RcQpAddress requester_address() {
-  RcQpAddress a;
-  a.local_mac = {0x02, 0, 0, 0, 0, 0x0A};
-  a.peer_mac = {0x02, 0, 0, 0, 0, 0x0B};
-  a.local_ip = 0x0A000001;
-  a.peer_ip = 0x0A000002;
-  a.local_qp = 0x11;
-  a.peer_qp = 0x22;
-  a.dscp = 26;
-  return a;
-}
-
-ParsedPacket parse_ok(const rte_mbuf* m) {
-  const PacketParser parser(ParseOptions{true, true});  // IP checksum and ICRC
-  ParsedPacket p;
-  REQUIRE(parser.parse(m, p) == ParseStatus::kOk);
-  REQUIRE(p.kind == PacketKind::kRoce);
-  return p;
-}
 
 // The responder's answer to `a`'s requester: an RC ACKNOWLEDGE to a.local_qp.
 rte_mbuf* make_response(rte_mempool* pool, const RcQpAddress& a, uint32_t psn, uint8_t syndrome,

@@ -9,58 +9,21 @@
 #include "dataplane/packet_parser.h"
 #include "dataplane/roce_headers.h"
 #include "tests/support/dpdk_test.h"
+#include "tests/support/rc_test.h"
 
 using namespace spraynet;
+using spraynet::test::parse_ok;
+using spraynet::test::responder_address;
 using spraynet::test::TestPool;
 
 namespace {
 
 constexpr uint32_t kMtu = 1024;
 
-// The responder's QP 0x22 answers the requester's QP 0x11.
-RcQpAddress responder_address() {
-  RcQpAddress a;
-  a.local_mac = {0x02, 0, 0, 0, 0, 0x0B};
-  a.peer_mac = {0x02, 0, 0, 0, 0, 0x0A};
-  a.local_ip = 0x0A000002;
-  a.peer_ip = 0x0A000001;
-  a.local_qp = 0x22;
-  a.peer_qp = 0x11;
-  a.dscp = 26;
-  return a;
-}
-
-ParsedPacket parse_ok(const rte_mbuf* m) {
-  const PacketParser parser(ParseOptions{true, true});
-  ParsedPacket p;
-  REQUIRE(parser.parse(m, p) == ParseStatus::kOk);
-  REQUIRE(p.kind == PacketKind::kRoce);
-  return p;
-}
-
 // A WRITE request from the requester to the responder's QP.
 rte_mbuf* make_write(rte_mempool* pool, uint8_t op, uint32_t psn, uint32_t payload, bool ack_req,
                      uint32_t dest_qp = 0x22) {
-  const RcQpAddress a = responder_address();
-  std::vector<uint8_t> bytes(payload, 0x5A);
-  FrameSpec f;
-  f.eth.src = a.peer_mac;
-  f.eth.dst = a.local_mac;
-  f.ip.src = a.peer_ip;
-  f.ip.dst = a.local_ip;
-  f.udp.src_port = rxe_udp_source_port(a.peer_qp);
-  f.payload = bytes;
-  RoceSpec r;
-  r.opcode = op;
-  r.dest_qp = dest_qp;
-  r.psn = psn;
-  r.ack_req = ack_req;
-  r.virtual_address = 0x1000;
-  r.rkey = 0x42;
-  r.dma_length = 3 * kMtu;
-  rte_mbuf* m = build_roce_mbuf(pool, f, r);
-  REQUIRE(m != nullptr);
-  return m;
+  return test::make_rc_write(pool, op, psn, payload, ack_req, dest_qp, 3 * kMtu);
 }
 
 size_t deliver(RcResponder& resp, rte_mbuf* m, uint64_t now, std::vector<rte_mbuf*>& out) {
