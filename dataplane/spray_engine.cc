@@ -110,8 +110,10 @@ std::unique_ptr<const SprayWeights> SprayEngine::publish_weights(
   }
   // Release: the lcore's acquire load sees the table fully built. The old table goes back to the
   // caller, not to delete: the lcore may be in the middle of reading it.
-  return std::unique_ptr<const SprayWeights>(
+  std::unique_ptr<const SprayWeights> old(
       weights_.exchange(next.release(), std::memory_order_acq_rel));
+  generation_.fetch_add(1, std::memory_order_release);
+  return old;
 }
 
 uint32_t SprayEngine::eligible_mask(std::span<const PathLoad> loads) {
@@ -145,6 +147,9 @@ uint16_t SprayEngine::round_robin(uint32_t mask, uint32_t& cursor) {
 }
 
 uint16_t SprayEngine::weighted(uint32_t mask, size_t slot) {
+  // The generation before the table: a table published in between restarts the state at the
+  // next packet rather than never.
+  const uint64_t generation = generation_.load(std::memory_order_acquire);
   const SprayWeights* table = weights_.load(std::memory_order_acquire);
   const std::vector<uint32_t>& w = table->weights;
   uint32_t candidates = 0;
@@ -162,13 +167,13 @@ uint16_t SprayEngine::weighted(uint32_t mask, size_t slot) {
     return round_robin(mask, flow_rr_[slot]);  // slot < kWrrSlots <= kRrSlots
   }
   WrrState& st = wrr_[slot];
-  if (table != st.table || candidates != st.mask) {
+  if (generation != st.generation || candidates != st.mask) {
     // Smooth WRR keeps each prefix of the sequence close to the exact shares only from a zero
     // state over a fixed set. Carrying the current weights across a change would let an uplink
     // that was away come back owed a burst; restarting costs at most one packet of error per
-    // uplink. (A new table at a freed table's address is missed: harmless, just no restart.)
+    // uplink.
     st.current.fill(0);
-    st.table = table;
+    st.generation = generation;
     st.mask = candidates;
     ++counters_.weighted_restarts;
   }

@@ -163,6 +163,9 @@ class SprayEngine {
   uint32_t salt_;
   std::atomic<SprayMode> mode_;
   std::atomic<const SprayWeights*> weights_;  // owned: deleted by the destructor
+  // Counts publications: a new table is told from the old by this, not by its address, which
+  // the allocator may well reuse (results would then depend on the heap's history).
+  std::atomic<uint64_t> generation_{1};
 
   // Lcore state.
   uint32_t all_mask_;     // every uplink
@@ -172,7 +175,7 @@ class SprayEngine {
   // Smooth WRR per flow slot: each candidate's current weight, and what it was computed for.
   struct WrrState {
     std::array<int64_t, kMaxUplinks> current{};
-    const SprayWeights* table = nullptr;
+    uint64_t generation = 0;  // of the table the state was built for
     uint32_t mask = 0;
   };
   std::array<WrrState, kWrrSlots> wrr_{};
