@@ -3,6 +3,7 @@
 #include <rte_mbuf.h>
 
 #include <algorithm>
+#include <bit>
 #include <stdexcept>
 
 namespace spraynet {
@@ -69,6 +70,8 @@ EgressEnqueueResult EgressPort::enqueue(rte_mbuf* m, uint8_t tc, uint16_t ingres
   }
   queues_[tc].push_back(Queued{m, now_ns, bytes, ingress_port, priority});
   queued_bytes_[tc] += bytes;
+  total_queued_bytes_ += bytes;
+  nonempty_ |= 1u << tc;
   ++class_counters_[tc].enqueued;
   if (listener_ != nullptr) listener_->on_enqueue(ingress_port, priority, bytes, now_ns);
   advance(now_ns);  // an idle link starts it at once
@@ -93,29 +96,34 @@ EgressEnqueueResult EgressPort::enqueue_control(rte_mbuf* m, uint64_t now_ns) {
   }
   queues_[kControl].push_back(Queued{m, now_ns, bytes, kNoIngressPort, 0});
   queued_bytes_[kControl] += bytes;
+  total_queued_bytes_ += bytes;
+  nonempty_ |= 1u << kControl;
   ++control_counters_.enqueued;
   advance(now_ns);
   return EgressEnqueueResult::kQueued;
 }
 
-uint16_t EgressPort::dequeue(uint64_t now_ns, rte_mbuf** out, uint16_t max) {
+uint16_t EgressPort::dequeue(uint64_t now_ns, rte_mbuf** out, uint16_t max, uint64_t* bytes) {
   const NextEventRefresh refresh(*this);
   advance(now_ns);
   uint16_t n = 0;
+  uint64_t sum = 0;
   while (n < max && !in_flight_.empty() && in_flight_.front().arrival_ns <= now_ns) {
     out[n++] = in_flight_.front().mbuf;
+    sum += in_flight_.front().bytes;
     in_flight_.pop_front();
   }
+  if (bytes != nullptr) *bytes += sum;
   return n;
 }
 
 uint64_t EgressPort::compute_next_event() const {
   uint64_t next = in_flight_.empty() ? kNever : in_flight_.front().arrival_ns;
+  if (nonempty_ == 0) return next;
   const uint64_t free_ns = link_.next_start_ns();
   if (free_ns == kNever) return next;
-  for (int q = 0; q <= kControl; ++q) {
-    const uint64_t ready = head_ready_ns(q);
-    if (ready != kNever) next = std::min(next, std::max(free_ns, ready));
+  for (uint32_t mask = nonempty_; mask != 0; mask &= mask - 1) {
+    next = std::min(next, std::max(free_ns, head_ready_ns(std::countr_zero(mask))));
   }
   return next;
 }
@@ -132,17 +140,18 @@ uint64_t EgressPort::head_ready_ns(int q) const {
 
 void EgressPort::advance(uint64_t now_ns) {
   latest_now_ns_ = std::max(latest_now_ns_, now_ns);
-  for (;;) {
+  while (nonempty_ != 0) {
     const uint64_t free_ns = link_.next_start_ns();  // kNever while down
     if (free_ns > now_ns) return;
     // The frame that starts next is the one that could start first; among equals the control
-    // queue, then the highest class (strict priority).
+    // queue, then the highest class (strict priority): the non-empty queues from the top.
     int best = -1;
     uint64_t best_start = kNever;
     uint64_t best_ready = kNever;
-    for (int q = kControl; q >= 0; --q) {
+    for (uint32_t mask = nonempty_; mask != 0;) {
+      const int q = 31 - std::countl_zero(mask);
+      mask &= ~(1u << q);
       const uint64_t ready = head_ready_ns(q);
-      if (ready == kNever) continue;
       const uint64_t start = std::max(free_ns, ready);
       if (start < best_start) {
         best = q;
@@ -159,6 +168,8 @@ void EgressPort::start_head(int q, uint64_t ready_ns) {
   const Queued e = queues_[q].front();
   queues_[q].pop_front();
   queued_bytes_[q] -= e.bytes;
+  total_queued_bytes_ -= e.bytes;
+  if (queues_[q].empty()) nonempty_ &= ~(1u << q);
   const LinkTransmission t = link_.transmit(e.bytes, ready_ns);
   EgressClassCounters& c = counters_of(q);
   if (t.fate != LinkFrameFate::kLinkDown) {
@@ -173,7 +184,7 @@ void EgressPort::start_head(int q, uint64_t ready_ns) {
   }
   switch (t.fate) {
     case LinkFrameFate::kDelivered:
-      in_flight_.push_back(InFlight{e.mbuf, t.arrival_ns, static_cast<uint8_t>(q)});
+      in_flight_.push_back(InFlight{e.mbuf, t.arrival_ns, e.bytes, static_cast<uint8_t>(q)});
       return;
     case LinkFrameFate::kBitError:
       ++c.drops_bit_error;
@@ -186,12 +197,6 @@ void EgressPort::start_head(int q, uint64_t ready_ns) {
       break;
   }
   rte_pktmbuf_free(e.mbuf);
-}
-
-uint64_t EgressPort::queued_bytes() const {
-  uint64_t total = 0;
-  for (uint64_t b : queued_bytes_) total += b;
-  return total;
 }
 
 uint64_t EgressPort::queued_bytes(uint8_t tc) const {
@@ -210,6 +215,7 @@ void EgressPort::close_expired_pause(int tc, uint64_t now_ns) {
     p.longest_ns = std::max(p.longest_ns, length);
     p.released_ns = p.until_ns;
     p.open = false;
+    open_pauses_ &= static_cast<uint8_t>(~(1u << tc));
   }
 }
 
@@ -222,6 +228,7 @@ void EgressPort::end_pause(int tc, uint64_t now_ns) {
     p.longest_ns = std::max(p.longest_ns, length);
     p.released_ns = now_ns;
     p.open = false;
+    open_pauses_ &= static_cast<uint8_t>(~(1u << tc));
   }
 }
 
@@ -246,6 +253,7 @@ void EgressPort::pause(uint8_t tc, uint64_t until_ns, uint64_t now_ns) {
   PauseTimer& p = pause_[tc];
   if (!p.open) {
     p.open = true;
+    open_pauses_ |= static_cast<uint8_t>(1u << tc);
     p.since_ns = now_ns;
     ++p.intervals;
     p.first_since_ns = std::min(p.first_since_ns, now_ns);
@@ -282,8 +290,8 @@ bool EgressPort::paused(uint8_t tc, uint64_t now_ns) const {
 }
 
 bool EgressPort::any_paused(uint64_t now_ns, uint8_t class_mask) const {
-  for (uint8_t tc = 0; tc < kClasses; ++tc) {
-    if (((class_mask >> tc) & 1) && paused(tc, now_ns)) return true;
+  for (uint32_t m = open_pauses_ & class_mask; m != 0; m &= m - 1) {
+    if (now_ns < pause_[std::countr_zero(m)].until_ns) return true;
   }
   return false;
 }
@@ -345,7 +353,9 @@ void EgressPort::flush_class(int tc, uint64_t EgressClassCounters::*counter, uin
     if (listener_ != nullptr) listener_->on_release(e.ingress_port, e.priority, e.bytes, now_ns);
   }
   queues_[tc].clear();
+  total_queued_bytes_ -= queued_bytes_[tc];
   queued_bytes_[tc] = 0;
+  nonempty_ &= ~(1u << tc);
 }
 
 void EgressPort::flush_control(uint64_t EgressClassCounters::*counter) {
@@ -354,7 +364,9 @@ void EgressPort::flush_control(uint64_t EgressClassCounters::*counter) {
     if (counter != nullptr) ++(control_counters_.*counter);
   }
   queues_[kControl].clear();
+  total_queued_bytes_ -= queued_bytes_[kControl];
   queued_bytes_[kControl] = 0;
+  nonempty_ &= ~(1u << kControl);
 }
 
 void EgressPort::flush_in_flight(uint64_t EgressClassCounters::*counter, uint64_t now_ns) {

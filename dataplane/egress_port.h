@@ -126,7 +126,9 @@ class EgressPort {
   EgressEnqueueResult enqueue_control(rte_mbuf* m, uint64_t now_ns);
   // Up to max frames whose last bit has reached the far end by now_ns, in arrival order. The
   // caller owns them. Frames the link lost are freed and counted, never returned.
-  uint16_t dequeue(uint64_t now_ns, rte_mbuf** out, uint16_t max);
+  // `bytes` (may be null) gets the frames' bytes added, so that a caller counting them need
+  // not touch each mbuf again.
+  uint16_t dequeue(uint64_t now_ns, rte_mbuf** out, uint16_t max, uint64_t* bytes = nullptr);
   // Earliest time at which dequeue could return a frame or a queue could start one (it may be in
   // the past when a dequeue was cut short by max); kNever when nothing is queued or in flight.
   uint64_t next_event_ns() const { return next_event_; }
@@ -137,7 +139,8 @@ class EgressPort {
     if (slot != nullptr) *slot = next_event_;
   }
 
-  uint64_t queued_bytes() const;  // all classes and the control queue; not in flight
+  // All classes and the control queue; not in flight.
+  uint64_t queued_bytes() const { return total_queued_bytes_; }
   uint64_t queued_bytes(uint8_t tc) const;
   size_t queued_packets(uint8_t tc) const;
   size_t in_flight() const { return in_flight_.size(); }
@@ -205,6 +208,7 @@ class EgressPort {
   struct InFlight {
     rte_mbuf* mbuf;
     uint64_t arrival_ns;
+    uint32_t bytes;
     uint8_t queue;  // class, or kControl
   };
   // One class's PFC timer. The pause interval [since_ns, until_ns) is "open" from the pause that
@@ -258,6 +262,10 @@ class EgressPort {
 
   std::array<std::deque<Queued>, kClasses + 1> queues_;  // classes 0..7, then control
   std::array<uint64_t, kClasses + 1> queued_bytes_{};
+  uint64_t total_queued_bytes_ = 0;
+  // Bit q set: queues_[q] is not empty. advance() and compute_next_event() look at those only,
+  // which is one or two queues on a fabric's port rather than nine.
+  uint32_t nonempty_ = 0;
   std::deque<InFlight> in_flight_;
 
   std::array<PauseTimer, kClasses> pause_{};
@@ -265,6 +273,7 @@ class EgressPort {
   // is made of.
   std::array<uint64_t, kClasses> last_start_ns_{};
   uint8_t drop_mode_mask_ = 0;
+  uint8_t open_pauses_ = 0;  // bit tc: pause_[tc].open (any_paused looks at those only)
   uint8_t pauses_ignored_mask_ = 0;  // drop or forward mode
   uint64_t latest_now_ns_ = 0;  // the latest now_ns seen, for free_all's listener calls
   uint64_t next_event_ = kNever;  // compute_next_event() as of the last mutation

@@ -412,12 +412,9 @@ size_t NicNode::tx_budget(uint64_t now_ns) const {
 
 uint16_t NicNode::transmit(uint16_t port, uint64_t now_ns, rte_mbuf** out, uint16_t max) {
   if (port >= egress_.size()) return 0;
-  const uint16_t n = egress_[port]->dequeue(now_ns, out, max);
   auto& pc = ports_[port];
-  for (uint16_t i = 0; i < n; ++i) {
-    pc.tx_packets++;
-    pc.tx_bytes += rte_pktmbuf_pkt_len(out[i]);
-  }
+  const uint16_t n = egress_[port]->dequeue(now_ns, out, max, &pc.tx_bytes);
+  pc.tx_packets += n;
   return n;
 }
 

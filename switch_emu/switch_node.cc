@@ -354,10 +354,9 @@ void SwitchNode::poll(uint64_t now_ns) {
 
 uint16_t SwitchNode::transmit(uint16_t port, uint64_t now_ns, rte_mbuf** out, uint16_t max) {
   if (port >= egress_.size()) return 0;
-  const uint16_t n = egress_[port]->dequeue(now_ns, out, max);
+  const uint16_t n = egress_[port]->dequeue(now_ns, out, max, &ports_[port].tx_bytes);
   set_queued_bytes(port, egress_[port]->queued_bytes());
   ports_[port].tx_packets += n;
-  for (uint16_t i = 0; i < n; ++i) ports_[port].tx_bytes += rte_pktmbuf_pkt_len(out[i]);
   return n;
 }
 
