@@ -8,7 +8,11 @@
 #include <cstddef>
 #include <cstdint>
 
+struct rte_mbuf;
+
 namespace spraynet {
+
+class PayloadStore;
 
 // `ip` points at the IPv4 header; `len` counts the bytes from there up to, not including, the
 // ICRC. The caller guarantees len >= IHL*4 + 8 + 12 (PacketParser does).
@@ -19,6 +23,14 @@ bool verify_icrc(const uint8_t* ip, size_t len);
 
 // Writes the ICRC of the `len` bytes at `ip` into the four bytes that follow them.
 void write_icrc(uint8_t* ip, size_t len);
+
+// The same over a packet that may be chained: the `len` bytes from `l3_offset` of `m`, whose
+// IPv4, UDP and BTH headers lie in its first segment (PacketParser makes sure they do). A
+// segment whose bytes lie in `store` (may be null) is folded in by its known CRC.
+uint32_t compute_icrc(const rte_mbuf* m, size_t l3_offset, size_t len, const PayloadStore* store);
+
+// `len` includes the trailing ICRC; false when the packet holds fewer bytes.
+bool verify_icrc(const rte_mbuf* m, size_t l3_offset, size_t len, const PayloadStore* store);
 
 // The ICRC as carried in the packet (little-endian on the wire).
 uint32_t load_icrc(const uint8_t* icrc_bytes);

@@ -8,6 +8,7 @@
 
 #include "dataplane/byte_order.h"
 #include "dataplane/icrc.h"
+#include "dataplane/payload_store.h"
 
 namespace spraynet {
 
@@ -98,15 +99,12 @@ size_t roce_frame_length(const FrameSpec& f, const RoceSpec& r) {
   return std::max(kMinFrameLength, l2_length(f.eth) + 20 + 8 + udp_payload);
 }
 
-size_t build_roce_frame(std::span<uint8_t> out, const FrameSpec& f, const RoceSpec& r) {
-  const size_t len = roce_frame_length(f, r);
-  if (len == 0 || out.size() < len) return 0;
+namespace {
+// Writes everything of a RoCE frame before its payload into `p` (room for
+// roce_header_length); returns the offset of the payload.
+size_t write_roce_headers(uint8_t* p, const FrameSpec& f, const RoceSpec& r, size_t udp_payload,
+                          uint8_t pad) {
   const size_t ext = static_cast<size_t>(roce_extension_length(r.opcode));
-  const uint8_t pad = pad_for(f.payload.size());
-  const size_t udp_payload = kBthSize + ext + f.payload.size() + pad + kIcrcSize;
-  if (20 + 8 + udp_payload > 0xFFFF) return 0;
-
-  uint8_t* p = out.data();
   const size_t bth_off = write_headers(p, f, kRoceV2UdpPort, udp_payload);
   BthView bth(p + bth_off);
   bth.set_opcode(r.opcode);
@@ -121,13 +119,25 @@ size_t build_roce_frame(std::span<uint8_t> out, const FrameSpec& f, const RoceSp
   if (has_reth(r.opcode)) RethView(x).set(r.virtual_address, r.rkey, r.dma_length);
   if (has_aeth(r.opcode)) AethView(x).set(r.syndrome, r.msn);
   if (has_immediate(r.opcode)) store_be32(x + ext - 4, r.immediate);
+  return bth_off + kBthSize + ext;
+}
+}  // namespace
 
-  uint8_t* payload = x + ext;
+size_t build_roce_frame(std::span<uint8_t> out, const FrameSpec& f, const RoceSpec& r) {
+  const size_t len = roce_frame_length(f, r);
+  if (len == 0 || out.size() < len) return 0;
+  const size_t ext = static_cast<size_t>(roce_extension_length(r.opcode));
+  const uint8_t pad = pad_for(f.payload.size());
+  const size_t udp_payload = kBthSize + ext + f.payload.size() + pad + kIcrcSize;
+  if (20 + 8 + udp_payload > 0xFFFF) return 0;
+
+  uint8_t* p = out.data();
+  uint8_t* payload = p + write_roce_headers(p, f, r, udp_payload, pad);
   std::copy(f.payload.begin(), f.payload.end(), payload);
   std::memset(payload + f.payload.size(), 0, pad);
 
   const size_t l3 = l2_length(f.eth);
-  const size_t icrc_off = bth_off + kBthSize + ext + f.payload.size() + pad;
+  const size_t icrc_off = static_cast<size_t>(payload - p) + f.payload.size() + pad;
   write_icrc(p + l3, icrc_off - l3);
   return padded_to_minimum(p, icrc_off + kIcrcSize);
 }
@@ -159,6 +169,54 @@ rte_mbuf* build_udp_mbuf(rte_mempool* pool, const FrameSpec& f) {
 rte_mbuf* build_roce_mbuf(rte_mempool* pool, const FrameSpec& f, const RoceSpec& r) {
   return build_into_mbuf(pool, roce_frame_length(f, r),
                          [&](std::span<uint8_t> out) { return build_roce_frame(out, f, r); });
+}
+
+}  // namespace spraynet
+
+namespace spraynet {
+
+rte_mbuf* build_roce_mbuf(rte_mempool* pool, const FrameSpec& f, const RoceSpec& r,
+                          PayloadStore* store) {
+  // Below this a copy costs less than the two more segments (and keeps small frames simple).
+  constexpr size_t kChainFrom = 256;
+  const size_t len = roce_frame_length(f, r);
+  if (store == nullptr || len == 0 || f.payload.empty() ||
+      (f.payload.size() < kChainFrom &&
+       len <= size_t{rte_pktmbuf_data_room_size(pool)} - RTE_PKTMBUF_HEADROOM) ||
+      !store->crc(f.payload.data(), f.payload.size())) {
+    return build_roce_mbuf(pool, f, r);
+  }
+  const size_t ext = static_cast<size_t>(roce_extension_length(r.opcode));
+  const uint8_t pad = pad_for(f.payload.size());
+  const size_t udp_payload = kBthSize + ext + f.payload.size() + pad + kIcrcSize;
+  if (20 + 8 + udp_payload > 0xFFFF) return nullptr;
+  const size_t head_len = l2_length(f.eth) + 20 + 8 + kBthSize + ext;
+
+  rte_mbuf* seg[3];
+  rte_mempool* segments = store->segment_pool() != nullptr ? store->segment_pool() : pool;
+  seg[0] = rte_pktmbuf_alloc(pool);
+  if (seg[0] == nullptr) return nullptr;
+  if (rte_pktmbuf_alloc_bulk(segments, seg + 1, 2) != 0) {
+    rte_pktmbuf_free(seg[0]);
+    return nullptr;
+  }
+  uint8_t* head =
+      reinterpret_cast<uint8_t*>(rte_pktmbuf_append(seg[0], static_cast<uint16_t>(head_len)));
+  uint8_t* tail = reinterpret_cast<uint8_t*>(
+      rte_pktmbuf_append(seg[2], static_cast<uint16_t>(pad + kIcrcSize)));
+  if (head == nullptr || tail == nullptr ||
+      !store->attach(seg[1], f.payload.data(), static_cast<uint16_t>(f.payload.size()))) {
+    rte_pktmbuf_free_bulk(seg, 3);
+    return nullptr;
+  }
+  write_roce_headers(head, f, r, udp_payload, pad);
+  std::memset(tail, 0, pad);
+  rte_pktmbuf_chain(seg[0], seg[1]);
+  rte_pktmbuf_chain(seg[0], seg[2]);
+  const size_t l3 = l2_length(f.eth);
+  const uint32_t icrc = compute_icrc(seg[0], l3, len - l3 - kIcrcSize, store);
+  for (int i = 0; i < 4; ++i) tail[pad + i] = static_cast<uint8_t>(icrc >> (8 * i));
+  return seg[0];
 }
 
 }  // namespace spraynet

@@ -15,6 +15,8 @@ struct rte_mempool;
 
 namespace spraynet {
 
+class PayloadStore;
+
 using MacAddress = std::array<uint8_t, 6>;
 
 struct EthernetSpec {
@@ -84,5 +86,12 @@ size_t build_roce_frame(std::span<uint8_t> out, const FrameSpec& f, const RoceSp
 // fit one segment.
 rte_mbuf* build_udp_mbuf(rte_mempool* pool, const FrameSpec& f);
 rte_mbuf* build_roce_mbuf(rte_mempool* pool, const FrameSpec& f, const RoceSpec& r);
+
+// The same frame, but when f.payload lies in `store` (may be null) and is not tiny, or does
+// not fit one segment, as a chain of three: the headers, the payload attached from the store
+// (no copy), and the pad and ICRC; the last two from the store's segment pool, if it has one.
+// nullptr when a pool is empty or the frame is impossible.
+rte_mbuf* build_roce_mbuf(rte_mempool* pool, const FrameSpec& f, const RoceSpec& r,
+                          PayloadStore* store);
 
 }  // namespace spraynet

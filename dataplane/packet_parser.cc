@@ -44,22 +44,47 @@ std::string_view to_string(ParseStatus s) {
   return "invalid";
 }
 
+namespace {
+// A read of the first `n` bytes: the packet is too short (`short_status`), or they are not all
+// in the first segment of a chain, or they can be read (kOk).
+ParseStatus readable(size_t n, size_t head, size_t total, ParseStatus short_status) {
+  if (n > total) return short_status;
+  return n > head ? ParseStatus::kMultiSegment : ParseStatus::kOk;
+}
+}  // namespace
+
 ParseStatus PacketParser::parse(const rte_mbuf* m, ParsedPacket& out) const {
   out = ParsedPacket{};
-  if (m->nb_segs != 1 || m->next != nullptr || m->pkt_len != m->data_len) {
-    return ParseStatus::kMultiSegment;
+  const uint8_t* frame = rte_pktmbuf_mtod(m, const uint8_t*);
+  if (m->next == nullptr) {
+    if (m->nb_segs != 1 || m->pkt_len != m->data_len) return ParseStatus::kMultiSegment;
+    return parse_frame(frame, m->data_len, m->data_len, nullptr, out);
   }
-  return parse(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len, out);
+  if (m->pkt_len < m->data_len) return ParseStatus::kMultiSegment;  // an inconsistent chain
+  const ParseStatus st = parse_frame(frame, m->data_len, m->pkt_len, m, out);
+  if (st == ParseStatus::kMultiSegment) out = ParsedPacket{};  // nothing half-read is kept
+  return st;
 }
 
 ParseStatus PacketParser::parse(const uint8_t* frame, size_t len, ParsedPacket& out) const {
+  return parse_frame(frame, len, len, nullptr, out);
+}
+
+ParseStatus PacketParser::parse_frame(const uint8_t* frame, size_t head, size_t total,
+                                      const rte_mbuf* m, ParsedPacket& out) const {
   out = ParsedPacket{};
-  if (len < kEthHeader) return ParseStatus::kTruncatedEthernet;
+  if (auto st = readable(kEthHeader, head, total, ParseStatus::kTruncatedEthernet);
+      st != ParseStatus::kOk) {
+    return st;
+  }
   size_t off = 12;
   uint16_t type = load_be16(frame + off);
   // Up to two tags (802.1ad outer + 802.1Q inner); the outer tag's PCP is the packet's priority.
   while ((type == kEtherVlan || type == kEtherQinQ) && out.vlan_tags < 2) {
-    if (len < off + 2 + 4 + 2) return ParseStatus::kTruncatedVlan;
+    if (auto st = readable(off + 2 + 4 + 2, head, total, ParseStatus::kTruncatedVlan);
+        st != ParseStatus::kOk) {
+      return st;
+    }
     const uint16_t tci = load_be16(frame + off + 2);
     if (out.vlan_tags == 0) {
       out.pcp = static_cast<uint8_t>(tci >> 13);
@@ -74,21 +99,30 @@ ParseStatus PacketParser::parse(const uint8_t* frame, size_t len, ParsedPacket& 
 
   if (type == kEtherMacControl) {
     // opcode (2) + PFC class-enable vector (2) + 8 pause times (16)
-    if (len < out.l3_offset + 2u) return ParseStatus::kTruncatedMacControl;
+    if (auto st = readable(out.l3_offset + 2u, head, total, ParseStatus::kTruncatedMacControl);
+        st != ParseStatus::kOk) {
+      return st;
+    }
     out.kind = PacketKind::kMacControl;
     return ParseStatus::kOk;
   }
   if (type != kEtherIpv4) return ParseStatus::kNotIpv4;
-  return parse_ipv4(frame, len, out);
+  return parse_ipv4(frame, head, total, m, out);
 }
 
-ParseStatus PacketParser::parse_ipv4(const uint8_t* frame, size_t len, ParsedPacket& out) const {
+ParseStatus PacketParser::parse_ipv4(const uint8_t* frame, size_t head, size_t len,
+                                     const rte_mbuf* m, ParsedPacket& out) const {
   const size_t l3 = out.l3_offset;
-  if (len < l3 + 20) return ParseStatus::kTruncatedIpv4;
+  if (auto st = readable(l3 + 20, head, len, ParseStatus::kTruncatedIpv4); st != ParseStatus::kOk) {
+    return st;
+  }
   const uint8_t* ip = frame + l3;
   if ((ip[0] >> 4) != 4) return ParseStatus::kBadIpVersion;
   const size_t ihl = size_t{ip[0] & 0x0Fu} * 4;
-  if (ihl < 20 || len < l3 + ihl) return ParseStatus::kBadIhl;
+  if (ihl < 20) return ParseStatus::kBadIhl;
+  if (auto st = readable(l3 + ihl, head, len, ParseStatus::kBadIhl); st != ParseStatus::kOk) {
+    return st;
+  }
   const uint16_t total = load_be16(ip + 2);
   // Ethernet may pad the frame past the datagram (60-byte minimum); it may never cut it short.
   if (total < ihl || l3 + total > len) return ParseStatus::kBadTotalLength;
@@ -111,6 +145,7 @@ ParseStatus PacketParser::parse_ipv4(const uint8_t* frame, size_t len, ParsedPac
   const size_t l4 = l3 + ihl;
   if (out.ip_proto == kIpProtoTcp) {
     if (total < ihl + 20) return ParseStatus::kTruncatedTcp;
+    if (l4 + 4 > head) return ParseStatus::kMultiSegment;
     out.l4_offset = static_cast<uint16_t>(l4);
     out.src_port = load_be16(frame + l4);
     out.dst_port = load_be16(frame + l4 + 2);
@@ -119,6 +154,7 @@ ParseStatus PacketParser::parse_ipv4(const uint8_t* frame, size_t len, ParsedPac
   }
   if (out.ip_proto != kIpProtoUdp) return ParseStatus::kOk;
   if (total < ihl + 8) return ParseStatus::kTruncatedUdp;
+  if (l4 + 8 > head) return ParseStatus::kMultiSegment;
   out.l4_offset = static_cast<uint16_t>(l4);
   out.src_port = load_be16(frame + l4);
   out.dst_port = load_be16(frame + l4 + 2);
@@ -127,20 +163,24 @@ ParseStatus PacketParser::parse_ipv4(const uint8_t* frame, size_t len, ParsedPac
   if (out.udp_length != total - ihl) return ParseStatus::kUdpLengthMismatch;
   out.kind = PacketKind::kUdp;
   if (out.dst_port != kRoceV2UdpPort) return ParseStatus::kOk;
-  return parse_roce(frame, out);
+  return parse_roce(frame, head, m, out);
 }
 
-ParseStatus PacketParser::parse_roce(const uint8_t* frame, ParsedPacket& out) const {
+ParseStatus PacketParser::parse_roce(const uint8_t* frame, size_t head, const rte_mbuf* m,
+                                     ParsedPacket& out) const {
   const size_t bth = out.l4_offset + 8u;
   const size_t udp_payload = out.udp_length - 8u;
   if (udp_payload < kBthSize + kIcrcSize) return ParseStatus::kTruncatedBth;
+  if (bth + kBthSize > head) return ParseStatus::kMultiSegment;
   BthView view(const_cast<uint8_t*>(frame + bth));
   const int ext = roce_extension_length(view.opcode());
   if (ext < 0) return ParseStatus::kUnknownRoceOpcode;
   const size_t fixed = kBthSize + static_cast<size_t>(ext) + view.pad_count() + kIcrcSize;
   if (udp_payload < fixed) return ParseStatus::kTruncatedRoce;
+  if (bth + kBthSize + static_cast<size_t>(ext) > head) return ParseStatus::kMultiSegment;
   if (options_.verify_icrc &&
-      !verify_icrc(frame + out.l3_offset, out.ip_total_length)) {
+      !(m != nullptr ? verify_icrc(m, out.l3_offset, out.ip_total_length, nullptr)
+                     : verify_icrc(frame + out.l3_offset, out.ip_total_length))) {
     return ParseStatus::kBadIcrc;
   }
   out.bth_offset = static_cast<uint16_t>(bth);

@@ -13,7 +13,8 @@ namespace spraynet {
 
 enum class ParseStatus : uint8_t {
   kOk = 0,
-  kMultiSegment,       // chained mbuf: the pipeline handles single-segment packets only
+  kMultiSegment,       // chained mbuf whose headers (up to RoCE's extension headers) are not
+                       // all in its first segment
   kTruncatedEthernet,  // shorter than an Ethernet header
   kTruncatedVlan,      // 802.1Q/802.1ad tag cut short
   kNotIpv4,            // EtherType neither IPv4 nor MAC control (IPv6, ARP, ...)
@@ -89,11 +90,18 @@ class PacketParser {
   explicit PacketParser(ParseOptions options = {}) : options_(options) {}
 
   ParseStatus parse(const uint8_t* frame, size_t len, ParsedPacket& out) const;
+  // A chained mbuf is parsed from its first segment, where its headers must be; the lengths
+  // are checked against the whole packet.
   ParseStatus parse(const rte_mbuf* m, ParsedPacket& out) const;
 
  private:
-  ParseStatus parse_ipv4(const uint8_t* frame, size_t len, ParsedPacket& out) const;
-  ParseStatus parse_roce(const uint8_t* frame, ParsedPacket& out) const;
+  // `head` bytes at `frame` can be read; the packet has `total` (>= head; more when chained).
+  ParseStatus parse_frame(const uint8_t* frame, size_t head, size_t total, const rte_mbuf* m,
+                          ParsedPacket& out) const;
+  ParseStatus parse_ipv4(const uint8_t* frame, size_t head, size_t total, const rte_mbuf* m,
+                         ParsedPacket& out) const;
+  ParseStatus parse_roce(const uint8_t* frame, size_t head, const rte_mbuf* m,
+                         ParsedPacket& out) const;
 
   ParseOptions options_;
 };

@@ -46,9 +46,10 @@ bool length_ok(uint8_t op, uint32_t payload, uint32_t mtu) {
 }
 
 bool roce_headers_in_mbuf(const rte_mbuf* m, const ParsedPacket& p) {
-  if (p.kind != PacketKind::kRoce || m->nb_segs != 1 || m->next != nullptr) return false;
+  if (p.kind != PacketKind::kRoce) return false;
+  // Headers in the first segment; the datagram (payload and ICRC) may go on in a chain.
   const size_t end = size_t{p.l3_offset} + p.ip_total_length;
-  return end <= m->data_len && p.bth_offset != 0 &&
+  return end <= m->pkt_len && p.payload_offset <= m->data_len && p.bth_offset != 0 &&
          size_t{p.payload_offset} + p.payload_length + kIcrcSize <= end;
 }
 
@@ -216,7 +217,7 @@ size_t RcPlacementResponder::receive(rte_mbuf* m, const ParsedPacket& p, uint64_
     ++counters_.malformed;
   } else if (p.dest_qp != address_.local_qp) {
     ++counters_.wrong_qp;
-  } else if (!verify_icrc(rte_pktmbuf_mtod(m, const uint8_t*) + p.l3_offset, p.ip_total_length)) {
+  } else if (!verify_icrc(m, p.l3_offset, p.ip_total_length, config_.payload_store)) {
     ++counters_.icrc_errors;
   } else if (!is_write_request(p.bth_opcode)) {
     ++counters_.bad_opcode;

@@ -60,6 +60,8 @@ struct rte_mempool;
 
 namespace spraynet {
 
+class PayloadStore;
+
 struct ParsedPacket;
 
 struct RcPlacementResponderConfig {
@@ -68,6 +70,9 @@ struct RcPlacementResponderConfig {
   uint32_t mtu = 1024;     // path MTU: 256, 512, 1024, 2048 or 4096
   uint32_t first_psn = 0;  // the PSN of the first request expected (the requester's first)
   uint64_t alloc_retry_ns = 1'000;
+  // Not owned; outlives the endpoint and every packet it builds. Set: payloads are attached
+  // from it (chained, no copy) and ICRCs of segments in it fold their known CRC; null: copied.
+  PayloadStore* payload_store = nullptr;
   // PSNs tracked from the cumulative point: expected .. expected + window - 1. A requester never
   // has a PSN more than max_in_flight - 1 after its oldest unacknowledged one, which is at or
   // before expected, so window >= the requester's max_in_flight never overflows. 1..kMaxWindow.

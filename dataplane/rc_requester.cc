@@ -9,6 +9,7 @@
 
 #include "dataplane/icrc.h"
 #include "dataplane/packet_parser.h"
+#include "dataplane/payload_store.h"
 #include "dataplane/roce_headers.h"
 
 namespace spraynet {
@@ -182,10 +183,11 @@ namespace {
 // Shared by receive(): the ParsedPacket must describe bytes that the mbuf really holds, so that
 // a caller's mistake reads no memory past the packet.
 bool roce_headers_in_mbuf(const rte_mbuf* m, const ParsedPacket& p, size_t ext_bytes) {
-  if (p.kind != PacketKind::kRoce || m->nb_segs != 1 || m->next != nullptr) return false;
+  if (p.kind != PacketKind::kRoce) return false;
+  // Headers in the first segment; the datagram (payload and ICRC) may go on in a chain.
   const size_t end = size_t{p.l3_offset} + p.ip_total_length;
-  return end <= m->data_len && p.bth_offset != 0 &&
-         size_t{p.bth_offset} + kBthSize + ext_bytes + kIcrcSize <= end;
+  return end <= m->pkt_len && size_t{p.bth_offset} + kBthSize + ext_bytes <= m->data_len &&
+         p.bth_offset != 0 && size_t{p.bth_offset} + kBthSize + ext_bytes + kIcrcSize <= end;
 }
 
 uint32_t packets_for(uint32_t bytes, uint32_t mtu) {
@@ -216,11 +218,14 @@ RcRequester::RcRequester(const RcRequesterConfig& config, const RcQpAddress& add
   // may have any size, so there it is always a full MTU.
   payload_.resize(config_.posted ? config_.mtu : std::min(config_.mtu, config_.message_bytes));
   for (size_t i = 0; i < payload_.size(); ++i) payload_[i] = static_cast<uint8_t>(i);
+  payload_bytes_ = payload_;
+  if (config_.payload_store != nullptr) payload_bytes_ = config_.payload_store->add(payload_);
   FrameSpec f;
-  f.payload = payload_;
+  f.payload = config_.payload_store != nullptr ? std::span<const uint8_t>() : payload_bytes_;
   RoceSpec r;
   r.opcode = opcode::kRcWriteFirst;
-  const size_t frame = roce_frame_length(f, r);
+  // With a store the mbufs hold the headers (and payloads under 256 bytes) only.
+  const size_t frame = roce_frame_length(f, r) + (config_.payload_store != nullptr ? 256 : 0);
   const uint32_t room = rte_pktmbuf_data_room_size(pool_);
   if (room < RTE_PKTMBUF_HEADROOM || frame > room - RTE_PKTMBUF_HEADROOM) {
     throw std::invalid_argument("pool: mbufs too small for a " + std::to_string(frame) +
@@ -331,7 +336,7 @@ rte_mbuf* RcRequester::build(const Message& msg, uint32_t index, bool ack_req) {
   const RcWritePacket w = seg.packet(index, psn_of(msg.first_seq));
 
   FrameSpec f = address_.frame(ip_id_);
-  f.payload = std::span<const uint8_t>(payload_.data(), w.length);
+  f.payload = payload_bytes_.first(w.length);
   RoceSpec r;
   r.opcode = w.opcode;
   r.dest_qp = address_.peer_qp;
@@ -342,7 +347,7 @@ rte_mbuf* RcRequester::build(const Message& msg, uint32_t index, bool ack_req) {
     r.rkey = config_.rkey;
     r.dma_length = msg.bytes;
   }
-  rte_mbuf* m = build_roce_mbuf(pool_, f, r);
+  rte_mbuf* m = build_roce_mbuf(pool_, f, r, config_.payload_store);
   if (m != nullptr) ++ip_id_;
   return m;
 }
@@ -869,7 +874,7 @@ void RcRequester::receive(rte_mbuf* m, const ParsedPacket& p, uint64_t now_ns) {
     ++counters_.wrong_qp;
   } else if (p.bth_opcode != opcode::kRcAck && !read_response) {
     ++counters_.bad_opcode;
-  } else if (!verify_icrc(rte_pktmbuf_mtod(m, const uint8_t*) + p.l3_offset, p.ip_total_length)) {
+  } else if (!verify_icrc(m, p.l3_offset, p.ip_total_length, config_.payload_store)) {
     ++counters_.icrc_errors;
   } else if (read_response) {
     completer = true;

@@ -121,6 +121,8 @@ struct rte_mempool;
 
 namespace spraynet {
 
+class PayloadStore;
+
 struct ParsedPacket;
 
 // rxe's UDP source port for a QP: 0xC000 + hash_32(qpn, 14), the kernel's multiplicative hash
@@ -217,6 +219,9 @@ struct RcRequesterConfig {
   // Resend only the PSN a NAK names, or the oldest one on a timeout (see the top); false: rxe's
   // go-back-N.
   bool selective_retransmit = false;
+  // Not owned; outlives the endpoint and every packet it builds. Set: payloads are attached
+  // from it (chained, no copy) and ICRCs of segments in it fold their known CRC; null: copied.
+  PayloadStore* payload_store = nullptr;
 
   // Empty when valid, else "key: reason".
   std::string check() const;
@@ -410,6 +415,7 @@ class RcRequester {
   rte_mempool* pool_;
   RcWriteSegmenter segmenter_;  // of message_bytes (fixed mode)
   std::vector<uint8_t> payload_;
+  std::span<const uint8_t> payload_bytes_;  // payload_, or its copy in the payload store
   std::unique_ptr<CompletionTimeStats> own_stats_;
   CompletionTimeStats* stats_;
 

@@ -8,6 +8,7 @@
 
 #include "dataplane/icrc.h"
 #include "dataplane/packet_parser.h"
+#include "dataplane/payload_store.h"
 #include "dataplane/roce_headers.h"
 
 namespace spraynet {
@@ -42,9 +43,10 @@ bool ends_message(uint8_t op) {
 }
 
 bool roce_headers_in_mbuf(const rte_mbuf* m, const ParsedPacket& p) {
-  if (p.kind != PacketKind::kRoce || m->nb_segs != 1 || m->next != nullptr) return false;
+  if (p.kind != PacketKind::kRoce) return false;
+  // Headers in the first segment; the datagram (payload and ICRC) may go on in a chain.
   const size_t end = size_t{p.l3_offset} + p.ip_total_length;
-  return end <= m->data_len && p.bth_offset != 0 &&
+  return end <= m->pkt_len && p.payload_offset <= m->data_len && p.bth_offset != 0 &&
          size_t{p.payload_offset} + p.payload_length + kIcrcSize <= end;
 }
 
@@ -108,6 +110,8 @@ RcResponder::RcResponder(const RcResponderConfig& config, const RcQpAddress& add
       payload_(config_.mtu) {
   if (pool_ == nullptr) throw std::invalid_argument("pool: must not be null");
   for (size_t i = 0; i < payload_.size(); ++i) payload_[i] = static_cast<uint8_t>(i * 7);
+  payload_bytes_ = payload_;
+  if (config_.payload_store != nullptr) payload_bytes_ = config_.payload_store->add(payload_);
   if (address_.udp_src_port == 0) address_.udp_src_port = rxe_udp_source_port(address_.local_qp);
 }
 
@@ -189,14 +193,14 @@ bool RcResponder::send_read_response(std::vector<rte_mbuf*>& out) {
   }
   const uint32_t payload = std::min(r.resid, mtu);
   FrameSpec f = address_.frame(ip_id_);
-  f.payload = std::span<const uint8_t>(payload_.data(), payload);
+  f.payload = payload_bytes_.first(payload);
   RoceSpec rs;
   rs.opcode = op;
   rs.dest_qp = address_.peer_qp;
   rs.psn = r.psn;
   rs.syndrome = kAckUnlimited;  // the AETH of FIRST/LAST/ONLY (the builder omits it on MIDDLE)
   rs.msn = r.msn & kPsnMask;
-  rte_mbuf* m = build_roce_mbuf(pool_, f, rs);
+  rte_mbuf* m = build_roce_mbuf(pool_, f, rs, config_.payload_store);
   if (m == nullptr) {
     ++counters_.pool_empty;
     return false;
@@ -290,7 +294,7 @@ size_t RcResponder::receive(rte_mbuf* m, const ParsedPacket& p, uint64_t now_ns,
     ++counters_.malformed;
   } else if (p.dest_qp != address_.local_qp) {
     ++counters_.wrong_qp;
-  } else if (!verify_icrc(rte_pktmbuf_mtod(m, const uint8_t*) + p.l3_offset, p.ip_total_length)) {
+  } else if (!verify_icrc(m, p.l3_offset, p.ip_total_length, config_.payload_store)) {
     ++counters_.icrc_errors;
   } else if (!is_write_request(p.bth_opcode) && p.bth_opcode != opcode::kRcReadRequest) {
     ++counters_.bad_opcode;

@@ -63,6 +63,8 @@ struct rte_mempool;
 
 namespace spraynet {
 
+class PayloadStore;
+
 struct ParsedPacket;
 
 struct RcResponderConfig {
@@ -71,6 +73,9 @@ struct RcResponderConfig {
   uint64_t alloc_retry_ns = 1'000;
   // READ resources kept for duplicates (rxe: max_dest_rd_atomic of them). 1..4096.
   uint32_t max_read_resources = 128;
+  // Not owned; outlives the endpoint and every packet it builds. Set: payloads are attached
+  // from it (chained, no copy) and ICRCs of segments in it fold their known CRC; null: copied.
+  PayloadStore* payload_store = nullptr;
 
   // Empty when valid, else "key: reason".
   std::string check() const;
@@ -189,6 +194,7 @@ class RcResponder {
   uint32_t next_resource_ = 0;  // rxe's resp.res_head
   std::deque<ReadReply> replies_;
   std::vector<uint8_t> payload_;  // READ response payload bytes (one MTU)
+  std::span<const uint8_t> payload_bytes_;  // payload_, or its copy in the payload store
   uint64_t retry_at_ns_ = 0;
   uint16_t ip_id_ = 0;
   RcResponderCounters counters_;

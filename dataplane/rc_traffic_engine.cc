@@ -36,6 +36,7 @@ RcRequesterConfig base_requester_config(const RcTrafficEngineConfig& c) {
   r.record_completions = c.record_completions;
   r.selective_retransmit = c.ooo_placement;
   r.op = c.op;
+  r.payload_store = c.payload_store;
   return r;
 }
 
@@ -44,6 +45,7 @@ RcResponderConfig responder_config(const RcTrafficEngineConfig& c) {
   r.mtu = c.mtu;
   r.first_psn = c.first_psn;
   r.alloc_retry_ns = c.alloc_retry_ns;
+  r.payload_store = c.payload_store;
   return r;
 }
 
@@ -79,6 +81,7 @@ RcPlacementResponderConfig RcTrafficEngineConfig::placement_config() const {
   r.alloc_retry_ns = alloc_retry_ns;
   r.window = placement_window != 0 ? placement_window : max_in_flight;
   r.nak_delay_ns = placement_nak_delay_ns;
+  r.payload_store = payload_store;
   return r;
 }
 

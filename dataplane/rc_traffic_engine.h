@@ -36,6 +36,8 @@ struct rte_mempool;
 
 namespace spraynet {
 
+class PayloadStore;
+
 struct ParsedPacket;
 
 enum class RcQpRole : uint8_t {
@@ -87,6 +89,9 @@ struct RcTrafficEngineConfig {
   bool ooo_placement = false;
   uint32_t placement_window = 0;  // PSNs; 0: max_in_flight, which a peer like us never overflows
   uint64_t placement_nak_delay_ns = 100'000;  // see RcPlacementResponderConfig::nak_delay_ns
+  // Not owned; outlives the endpoint and every packet it builds. Set: payloads are attached
+  // from it (chained, no copy) and ICRCs of segments in it fold their known CRC; null: copied.
+  PayloadStore* payload_store = nullptr;
 
   uint32_t first_local_qp = 0x11;
   uint32_t first_peer_qp = 0x11;

@@ -36,14 +36,16 @@ double percentile(std::vector<double>& v, double q) {
 }  // namespace
 
 Fabric::Fabric(const FabricConfig& config, FabricMode mode, uint64_t seed, rte_mempool* pool,
-               const FlowSizeCdf* cdf)
+               const FlowSizeCdf* cdf, rte_mempool* segment_pool)
     : config_(config),
       mode_(mode),
       seed_(seed),
       pool_(pool),
+      segment_pool_(segment_pool),
       cdf_(cdf),
       topology_(config, mode, seed),
-      plan_(config, topology_, seed, cdf) {
+      plan_(config, topology_, seed, cdf),
+      payload_store_(segment_pool) {
   install_spray_rules();
   const uint32_t hosts = static_cast<uint32_t>(topology_.hosts().size());
   // Each NIC's reorder engine holds what its own QPs need, not nic_emu's 4096 QPs x 256 PSNs
@@ -68,6 +70,7 @@ Fabric::Fabric(const FabricConfig& config, FabricMode mode, uint64_t seed, rte_m
     engine.ooo_placement = spec.nic.receive == control::ReceiveModel::kOooPlacement;
     engine.placement_window = spec.nic.placement.window;
     engine.placement_nak_delay_ns = spec.nic.placement.nak_delay_ns;
+    if (config.payload == "shared") engine.payload_store = &payload_store_;
     auto logger = std::make_shared<spdlog::logger>(spec.name, nic_log_);
     logger->set_level(spdlog::level::info);
     nodes_[h].nic = std::make_unique<nic_emu::NicNode>(spec.nic, engine, pool, macs, logger);
@@ -780,6 +783,10 @@ RunResult Fabric::run(const std::function<void(uint64_t, uint64_t)>& progress) {
     if (n.nic) n.nic->free_all();
   }
   r.mbufs_in_use_at_end = rte_mempool_in_use_count(pool_);
+  if (segment_pool_ != nullptr) r.mbufs_in_use_at_end += rte_mempool_in_use_count(segment_pool_);
+  // A payload segment still referenced is an mbuf that was not freed (and the store must not
+  // go before it).
+  if (!payload_store_.unreferenced()) ++r.mbufs_in_use_at_end;
   return r;
 }
 

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "control/control_loop.h"
+#include "dataplane/payload_store.h"
 #include "fabric/fabric_config.h"
 #include "fabric/fabric_report.h"
 #include "fabric/topology.h"
@@ -49,8 +50,9 @@ struct LinkSample {
 class Fabric {
  public:
   // Builds every node. Throws std::invalid_argument for configs the nodes refuse.
+  // `segment_pool`: the small mbufs of shared payloads (config.payload "shared"); null: `pool`.
   Fabric(const FabricConfig& config, FabricMode mode, uint64_t seed, rte_mempool* pool,
-         const FlowSizeCdf* cdf);
+         const FlowSizeCdf* cdf, rte_mempool* segment_pool = nullptr);
   ~Fabric();
   Fabric(const Fabric&) = delete;
   Fabric& operator=(const Fabric&) = delete;
@@ -133,9 +135,12 @@ class Fabric {
   FabricMode mode_;
   uint64_t seed_;
   rte_mempool* pool_;
+  rte_mempool* segment_pool_;
   const FlowSizeCdf* cdf_;
   Topology topology_;
   WorkloadPlan plan_;
+  // Before nodes_: the payloads their packets carry outlive them (config_.payload "shared").
+  PayloadStore payload_store_;
   std::vector<Node> nodes_;
   std::priority_queue<Due, std::vector<Due>, std::greater<Due>> queue_;
   uint64_t seq_ = 0;

@@ -381,19 +381,63 @@ void apply_yaml(FabricConfig& c, const control::ConfigNode& root) {
            "replaced by receive: reorder-buffer (was auto) | ooo-placement | none "
            "(was off)");
   }
-  n.allow_only({"leaves", "spines", "hosts_per_leaf", "links_per_spine", "planes", "link_gbps",
-                "delay_ns", "cable_spread_ns", "mtu", "queue_bytes", "pfc", "pfc_pool_bytes",
-                "pfc_alpha", "pfc_static_threshold_bytes", "pfc_headroom_bytes",
-                "pfc_xoff_offset_bytes", "pfc_xon_offset_bytes", "fast_feedback", "pfc_watchdog",
-                "pfc_watchdog_us", "pfc_watchdog_action", "workload",
-                "qps_per_host", "msg_bytes", "bytes", "channels", "incast_senders", "cdf",
-                "load", "message_gap_us", "op", "mode", "spray_policy", "hash_seed", "udp_sport",
-                "ppcid_layout", "ppcid_layout_host", "fabric_paths", "nic_restore_checksum",
-                "receive", "reorder_hold_us", "reorder_window",
-                "placement_nak_delay_us", "max_in_flight", "retransmit_timeout_us", "dlb_gap_us",
-                "control_period_us", "nic_control_period_us", "tcam_spray_rules", "tcam_capacity",
+  n.allow_only({"leaves",
+                "spines",
+                "hosts_per_leaf",
+                "links_per_spine",
+                "planes",
+                "link_gbps",
+                "delay_ns",
+                "cable_spread_ns",
+                "mtu",
+                "queue_bytes",
+                "pfc",
+                "pfc_pool_bytes",
+                "pfc_alpha",
+                "pfc_static_threshold_bytes",
+                "pfc_headroom_bytes",
+                "pfc_xoff_offset_bytes",
+                "pfc_xon_offset_bytes",
+                "fast_feedback",
+                "pfc_watchdog",
+                "pfc_watchdog_us",
+                "pfc_watchdog_action",
+                "workload",
+                "qps_per_host",
+                "msg_bytes",
+                "bytes",
+                "channels",
+                "incast_senders",
+                "cdf",
+                "load",
+                "message_gap_us",
+                "op",
+                "mode",
+                "spray_policy",
+                "hash_seed",
+                "udp_sport",
+                "ppcid_layout",
+                "ppcid_layout_host",
+                "fabric_paths",
+                "nic_restore_checksum",
+                "payload",
+                "receive",
+                "reorder_hold_us",
+                "reorder_window",
+                "placement_nak_delay_us",
+                "max_in_flight",
+                "retransmit_timeout_us",
+                "dlb_gap_us",
+                "control_period_us",
+                "nic_control_period_us",
+                "tcam_spray_rules",
+                "tcam_capacity",
                 "tcam_roce_partition",
-                "event", "duration", "warmup", "seeds", "sample_us"});
+                "event",
+                "duration",
+                "warmup",
+                "seeds",
+                "sample_us"});
   c.source = n.file();
   c.leaves = static_cast<uint32_t>(n.uint_or("leaves", c.leaves, 1, 255));
   c.spines = static_cast<uint32_t>(n.uint_or("spines", c.spines, 1, 256));
@@ -477,6 +521,7 @@ void apply_yaml(FabricConfig& c, const control::ConfigNode& root) {
   }
   c.nic_restore_checksum = n.boolean_or("nic_restore_checksum", c.nic_restore_checksum);
   c.receive = n.choice_or("receive", c.receive, {"reorder-buffer", "ooo-placement", "none"});
+  c.payload = n.choice_or("payload", c.payload, {"shared", "copy"});
   c.placement_nak_delay_ns = static_cast<uint64_t>(
       n.number_or("placement_nak_delay_us", c.placement_nak_delay_ns / 1000.0, 0, 1'000'000) *
       1000);

@@ -121,6 +121,10 @@ struct FabricConfig {
   uint32_t fabric_paths = 0;
   // The receiving NIC sets the UDP checksum back to 0 before the host (DESIGN.md): off shows why.
   bool nic_restore_checksum = true;
+  // How the RC engines' packets carry their payload: "shared" (a chained segment attached from
+  // one read-only PayloadStore, no copy; the default) or "copy" (into every packet). The
+  // packets and every result are the same; shared is faster and its mbufs are small.
+  std::string payload = "shared";
   // The receiving NICs' model (nic_emu's `receive`): reorder-buffer (today's default: the
   // reorder engine in spray mode, rxe's responder alone in the others, where nothing reorders)
   // | ooo-placement (every mode: placement responder, selective retransmission) | none (rxe's

@@ -246,6 +246,7 @@ nlohmann::json config_json(const FabricConfig& c) {
            c.fabric_paths == 0 ? nlohmann::json("auto") : nlohmann::json(c.fabric_paths)},
           {"nic_restore_checksum", c.nic_restore_checksum},
           {"receive", c.receive},
+          {"payload", c.payload},
           {"control_period_us", static_cast<double>(c.control_period_ns) / 1000.0},
           {"nic_control_period_us", static_cast<double>(c.nic_control_period_ns) / 1000.0},
           {"reorder_hold_us", static_cast<double>(c.reorder_hold_ns) / 1000.0},

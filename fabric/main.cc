@@ -200,6 +200,13 @@ std::vector<Flag> make_flags() {
   boolean("nic-restore-checksum", &FabricConfig::nic_restore_checksum,
           "the receiving NIC sets the UDP checksum (the PPCID on the fabric side) back to 0 before "
           "the host: on | off (on)");
+  f.push_back({"payload",
+               "how the RC engines' packets carry their payload: shared (a chained segment from "
+               "one read-only store, no copy) | copy (into every packet); same packets, same "
+               "results (shared)",
+               "", [](FabricConfig& c, const std::string& v) {
+                 c.payload = one_of("payload", v, {"shared", "copy"});
+               }});
   f.push_back({"receive", "receiving NICs: reorder-buffer (reorder engine + rxe responder in spray mode, rxe alone elsewhere) | ooo-placement (every mode: out-of-order placement, selective retransmission) | none (rxe alone); spray-noreorder = spray with none (reorder-buffer)", "", [](FabricConfig& c, const std::string& v) {
                  c.receive = one_of("receive", v, {"reorder-buffer", "ooo-placement", "none"});
                }});
@@ -376,12 +383,22 @@ int main(int argc, char** argv) {
   // One pool for every experiment, sized for the largest.
   uint64_t n_mbufs = 0;
   uint32_t mtu = 0;
+  bool copied = false, shared = false;
   for (const ScenarioRun& e : experiments) {
     n_mbufs = std::max(n_mbufs, mbufs_for(e.config));
     mtu = std::max(mtu, e.config.mtu);
+    copied = copied || e.config.payload == "copy";
+    shared = shared || e.config.payload == "shared";
   }
-  const uint32_t room = mtu + 512 + RTE_PKTMBUF_HEADROOM;
-  const uint64_t pool_mb = n_mbufs * (room + 256) / (1 << 20);
+  // Copied payloads need a whole frame in one mbuf. Shared ones: the packet's mbuf holds its
+  // headers (and payloads under 256 bytes), and two small mbufs from a pool of their own carry
+  // the attached payload and the pad + ICRC; that pool never runs out first, so the packets'
+  // pool fills (and a requester finds it empty) exactly as with copied payloads.
+  const uint32_t room = (copied ? mtu + 512 : 512) + RTE_PKTMBUF_HEADROOM;
+  const uint32_t segment_room = RTE_PKTMBUF_HEADROOM + 64;
+  const uint64_t n_segments = shared ? 2 * n_mbufs + 1023 : 0;
+  const uint64_t pool_mb =
+      (n_mbufs * (room + 256) + n_segments * (segment_room + 256)) / (1 << 20);
   const std::string prefix = "fabric-" + std::to_string(getpid());
   std::unique_ptr<runtime::Eal> eal;
   try {
@@ -399,6 +416,17 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "fabric_emu: mempool of %llu mbufs: %s\n",
                  static_cast<unsigned long long>(n_mbufs), rte_strerror(rte_errno));
     return 3;
+  }
+  rte_mempool* segment_pool = nullptr;
+  if (shared) {
+    segment_pool = rte_pktmbuf_pool_create("fabric_segments", static_cast<unsigned>(n_segments),
+                                           256, 0, static_cast<uint16_t>(segment_room),
+                                           SOCKET_ID_ANY);
+    if (segment_pool == nullptr) {
+      std::fprintf(stderr, "fabric_emu: mempool of %llu payload segments: %s\n",
+                   static_cast<unsigned long long>(n_segments), rte_strerror(rte_errno));
+      return 3;
+    }
   }
 
   if (!plots_dir.empty()) {
@@ -437,7 +465,8 @@ int main(int argc, char** argv) {
         bool shown = false;
         const std::string what = (run_name.empty() ? "" : run_name + " ") + std::string(to_string(mode));
         try {
-          Fabric f(config, mode, seed, pool, cdfs[x].get());
+          Fabric f(config, mode, seed, pool, cdfs[x].get(),
+                   config.payload == "shared" ? segment_pool : nullptr);
           f.record_timeseries(ts.is_open());
           const auto start = std::chrono::steady_clock::now();
           r = f.run([&](uint64_t vt, uint64_t hops) {
@@ -460,6 +489,7 @@ int main(int argc, char** argv) {
         if (shown) std::fprintf(stderr, "\n");
         // The fabric is gone: whatever is still out of the pool leaked.
         r.mbufs_in_use_at_end = rte_mempool_in_use_count(pool);
+        if (segment_pool != nullptr) r.mbufs_in_use_at_end += rte_mempool_in_use_count(segment_pool);
         if (r.mbufs_in_use_at_end != 0) {
           std::fprintf(stderr, "fabric_emu: %s seed %llu: %llu mbufs not returned to the pool\n",
                        what.c_str(), static_cast<unsigned long long>(seed),
@@ -536,5 +566,6 @@ int main(int argc, char** argv) {
     }
   }
   rte_mempool_free(pool);
+  rte_mempool_free(segment_pool);
   return status;
 }

@@ -235,15 +235,41 @@ TEST_CASE("multi-segment and single-segment mbufs") {
   CHECK(PacketParser().parse(m, p) == ParseStatus::kOk);
   CHECK(p.kind == PacketKind::kRoce);
 
-  // Split the frame over two segments: the parser refuses rather than reading across them.
+  const ParsedPacket whole = p;
+
+  // Split inside the UDP header: the parser refuses rather than reading across segments.
   rte_mbuf* head = pool.make(std::vector<uint8_t>(f.begin(), f.begin() + 40));
   rte_mbuf* tail = pool.make(std::vector<uint8_t>(f.begin() + 40, f.end()));
   REQUIRE(rte_pktmbuf_chain(head, tail) == 0);
   CHECK(PacketParser().parse(head, p) == ParseStatus::kMultiSegment);
   CHECK(p.kind == PacketKind::kUnknown);
 
+  // Split after the headers (three segments, as a chained payload makes): parsed from the first,
+  // lengths checked against the whole chain, the ICRC verified across the segments.
+  const size_t cut = whole.payload_offset;
+  rte_mbuf* h = pool.make(std::vector<uint8_t>(f.begin(), f.begin() + static_cast<long>(cut)));
+  rte_mbuf* mid = pool.make(std::vector<uint8_t>(f.begin() + static_cast<long>(cut), f.end() - 3));
+  rte_mbuf* end = pool.make(std::vector<uint8_t>(f.end() - 3, f.end()));
+  REQUIRE(rte_pktmbuf_chain(h, mid) == 0);
+  REQUIRE(rte_pktmbuf_chain(h, end) == 0);
+  ParseOptions verify;
+  verify.verify_icrc = true;
+  REQUIRE(PacketParser(verify).parse(h, p) == ParseStatus::kOk);
+  CHECK(p.kind == PacketKind::kRoce);
+  CHECK(p.payload_offset == whole.payload_offset);
+  CHECK(p.payload_length == whole.payload_length);
+  CHECK(p.psn == whole.psn);
+  CHECK(p.ip_total_length == whole.ip_total_length);
+  // A bit flipped in the middle segment fails the ICRC; the datagram cut short fails its length.
+  rte_pktmbuf_mtod(mid, uint8_t*)[0] ^= 1;
+  CHECK(PacketParser(verify).parse(h, p) == ParseStatus::kBadIcrc);
+  rte_pktmbuf_mtod(mid, uint8_t*)[0] ^= 1;
+  rte_pktmbuf_trim(h, 2);
+  CHECK(PacketParser().parse(h, p) == ParseStatus::kBadTotalLength);
+
   rte_pktmbuf_free(m);
   rte_pktmbuf_free(head);
+  rte_pktmbuf_free(h);
   CHECK(pool.whole());
 }
 

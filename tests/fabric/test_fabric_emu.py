@@ -184,6 +184,25 @@ class FabricEmu(unittest.TestCase):
         c = run("--duration", "300us", "--mode", "ecmp", "--seeds", "4")
         self.assertNotEqual(a["runs"][0]["uplink_util_by_link"], c["runs"][0]["uplink_util_by_link"])
 
+    def test_shared_payload_changes_nothing(self):
+        # Payloads attached from the read-only store (the default) or copied into every packet:
+        # the same packets cross the fabric, so every figure is the same. READ (payloads sent
+        # by responders), a cdf workload (odd message sizes, small last packets copied) and a
+        # BER event (frames dropped) are in it too.
+        for args in (["--duration", "300us", "--mode", "ecmp,spray", "--seeds", "2"],
+                     ["--duration", "300us", "--mode", "spray", "--op", "read"],
+                     ["--workload", "cdf", "--duration", "200us", "--mode", "spray",
+                      "--event", "ber:leaf0-spine1=1e-6@50us"]):
+            shared = run(*args)
+            copied = run("--payload", "copy", *args)
+            self.check_whole(shared)
+            self.assertEqual(shared["config"].pop("payload"), "shared")
+            self.assertEqual(copied["config"].pop("payload"), "copy")
+            for k in ("_bytes", "_stdout"):
+                shared.pop(k)
+                copied.pop(k)
+            self.assertEqual(shared, copied, args)
+
     def test_allreduce_incast_cdf(self):
         rep = run("--workload", "allreduce", "--bytes", "4194304", "--hosts-per-leaf", "4",
                   "--mode", "ecmp,spray", "--channels", "2", "--duration", "20ms")
