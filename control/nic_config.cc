@@ -642,8 +642,9 @@ std::string nic_config_help() {
   line("    first_psn: " + std::to_string(e.first_psn), "0.." + hex(kPsnMask));
   line("    dscp: " + std::to_string(e.dscp), "0..63");
   const LatencyProbeConfig pr;
-  line("  probe:", "optional: the latency probe (Pktgen-style timestamped UDP probes on one "
-                   "uplink, recognised and consumed when they come back on any uplink)");
+  line("  probe:",
+       "optional: the latency probe (Pktgen-style timestamped UDP probes on one "
+       "uplink, recognised and consumed when they come back on any uplink)");
   line("    uplink: (the first)", "the uplink probes are sent on");
   line("    rate_pps: " + std::to_string(pr.rate_pps),
        "1.." + std::to_string(LatencyProbeConfig::kMaxRatePps) + " probes per second");
@@ -656,8 +657,8 @@ std::string nic_config_help() {
   line("    dscp: " + std::to_string(pr.dscp), "0..63 (46: EF)");
   line("    ttl: " + std::to_string(pr.ttl), "2..255");
   line("    frame_length: 0", "0 (the smallest probe, 66 bytes) | 66..9000 bytes without FCS");
-  line("    dst_mac: (peer_mac)", "MAC address; default: the uplink's peer_mac, else " +
-                                      format_mac(pr.eth.dst));
+  line("    dst_mac: (peer_mac)",
+       "MAC address; default: the uplink's peer_mac, else " + format_mac(pr.eth.dst));
   line("    change_threshold_us: " + number(pr.change_threshold_ns / 1000.0),
        "0.." + number(kMaxProbeThresholdUs) +
            "; probes whose latency moved more than this from the previous one are counted");

@@ -23,8 +23,8 @@ void NicLcore::on_poll(uint64_t now_ns, runtime::TxSink& tx) {
     idle = s_.node->idle();
     done = s_.node->rc_engine() != nullptr && s_.node->rc_engine()->done();
   }
-  const bool stop = (s_.stop_at_ns != 0 && now_ns >= s_.stop_at_ns) ||
-                    (s_.stop_when_done && done && idle);
+  const bool stop =
+      (s_.stop_at_ns != 0 && now_ns >= s_.stop_at_ns) || (s_.stop_when_done && done && idle);
   if (stop && !probes_in_flight(now_ns)) s_.stop->request();
   const uint64_t last_rx = s_.last_rx_ns.load(std::memory_order_relaxed);
   if (s_.idle_exit_ns != 0 && idle && now_ns > last_rx && now_ns - last_rx >= s_.idle_exit_ns) {
