@@ -170,8 +170,8 @@ int main(int argc, char** argv) {
       pcap_pkthdr h{};
       h.ts.tv_sec = static_cast<time_t>(t_ns / 1000000000ull);
       // The field holds nanoseconds in a nanosecond pcap, microseconds in a classic one.
-      h.ts.tv_usec = static_cast<suseconds_t>(nano ? t_ns % 1000000000ull
-                                                   : t_ns % 1000000000ull / 1000);
+      h.ts.tv_usec =
+          static_cast<suseconds_t>(nano ? t_ns % 1000000000ull : t_ns % 1000000000ull / 1000);
       h.caplen = h.len = static_cast<bpf_u_int32>(len);
       pcap_dump(reinterpret_cast<u_char*>(dumper), &h, frame.data());
       ++written;
