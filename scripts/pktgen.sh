@@ -7,7 +7,7 @@
 # repo, or SPRAYNET_PKTGEN_TARBALL) into SPRAYNET_PKTGEN_DIR (default ~/.cache/spraynet/pktgen;
 # a finished build is reused), cables two veth pairs between a generator namespace and a
 # switch namespace, runs switch_emu on af_packet ports, then
-#   1. Pktgen: port 0 replays a roce_pcap capture (RoCEv2 RC WRITEs) at PCT% of 10 Gbit/s with
+#   1. Pktgen: port 0 replays a roce_pcap capture (RoCEv2 RC WRITEs) at PCT% (2) of 10 Gbit/s with
 #      a latency packet every US us; port 1 measures them (latency page and sampler);
 #   2. nic_emu on the same two veth ends: RoCEv2 WRITEs from its RC engine at the same rate,
 #      with the built-in probe at the same rate and threshold.
@@ -29,7 +29,7 @@ die() {
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 TARBALL=${SPRAYNET_PKTGEN_TARBALL:-$ROOT/../shared/vendor/pktgen-dpdk-23.06.1.tar.gz}
-DURATION=5 RATE=10 LAT_US=200 THRESHOLD_US=10 OUT=$ROOT/out/pktgen
+DURATION=5 RATE=2 LAT_US=200 THRESHOLD_US=10 OUT=$ROOT/out/pktgen
 while [ $# -gt 0 ]; do
   case "$1" in
     --tarball) TARBALL=$2; shift 2 ;;
@@ -327,17 +327,30 @@ probe = {"count": p["count"], "lost": p["lost"], "out_of_order": p["out_of_order
          "duplicates": p["duplicates"], "min_us": p["min_ns"] / 1e3, "p50_us": p["p50_ns"] / 1e3,
          "p99_us": p["p99_ns"] / 1e3, "p999_us": p["p999_ns"] / 1e3, "max_us": p["max_ns"] / 1e3,
          "jitter_us": p["jitter_ns"] / 1e3, "changes_over_threshold": p["changes_over_threshold"]}
+
+
+def switch_of(name):
+    """What switch_emu forwarded from g0 to g1 during one run (load and probes)."""
+    sw = json.load(open(f"{out}/{name}.json"))
+    return {"p0_rx_packets": sw["ports"][0]["rx_packets"],
+            "p1_tx_packets": sw["ports"][1]["tx_packets"], "pipeline_drops": sw["drops"]["total"]}
+
+
+switches = {"pktgen": switch_of("switch-pktgen"), "builtin": switch_of("switch-probe")}
+page["switch_kpps"] = switches["pktgen"]["p1_tx_packets"] / duration / 1e3
+probe["switch_kpps"] = switches["builtin"]["p1_tx_packets"] / duration / 1e3
 result = {"path": "veth (af_packet) -> switch_emu -> veth", "duration_s": duration,
           "load_gbps": rate / 10, "probe_rate_pps": 1_000_000 // lat_us,
           "threshold_us": threshold_us, "pktgen_page": page, "pktgen_samples": stats_of(samples),
-          "builtin_probe": probe,
+          "builtin_probe": probe, "switch": switches,
           "builtin_load": {"rc_messages": nic["rc_engine"]["requester"]["messages_completed"],
                            "tx_packets": nic["ports"][0]["tx_packets"]}}
 json.dump(result, open(f"{out}/pktgen.json", "w"), indent=2)
 
 print(f"latency through switch_emu, veth (af_packet) both sides, {duration} s, RoCEv2 load at "
       f"{rate / 10:g} Gbit/s, a probe every {lat_us} us, threshold {threshold_us} us")
-rows = [("probes measured", "count", "{:d}"), ("lost", "lost", "{:d}"),
+rows = [("switch_emu g0->g1 kpps (load + probes)", "switch_kpps", "{:.1f}"),
+        ("probes measured", "count", "{:d}"), ("lost", "lost", "{:d}"),
         ("skipped (Pktgen: out of sequence)", "skipped", "{:d}"),
         ("out of order", "out_of_order", "{:d}"),
         ("min us", "min_us", "{:.1f}"), ("avg us", "avg_us", "{:.1f}"), ("p50 us", "p50_us", "{:.1f}"),
@@ -346,11 +359,12 @@ rows = [("probes measured", "count", "{:d}"), ("lost", "lost", "{:d}"),
         (f"changes > {threshold_us} us", "changes_over_threshold", "{:d}")]
 cols = [("Pktgen page", page), ("Pktgen samples", result["pktgen_samples"]),
         ("built-in probe", probe)]
-print(f"{'':36}" + "".join(f"{name:>16}" for name, _ in cols))
+print(f"{'':38}" + "".join(f"{name:>16}" for name, _ in cols))
 for label, key, fmt in rows:
     cells = [fmt.format(c[key]) if key in c else "-" for _, c in cols]
-    print(f"{label:36}" + "".join(f"{x:>16}" for x in cells))
-print(f"(Pktgen: roce_pcap replay on port 0, measured on port 1; samples = its latency sampler's "
-      f"raw values through the probe's statistics. Built-in: nic_emu's RC engine, "
-      f"{result['builtin_load']['tx_packets']} packets. JSON: {out}/pktgen.json)")
+    print(f"{label:38}" + "".join(f"{x:>16}" for x in cells))
+print("(Pktgen: a roce_pcap capture replayed open loop on port 0, latency measured on port 1; "
+      "'samples' are its latency sampler's raw values through the built-in probe's statistics. "
+      "Built-in: nic_emu's RC engine, RoCEv2 WRITEs closed loop (each QP's window) shaped to the "
+      f"same rate. JSON: {out}/pktgen.json)")
 PY
