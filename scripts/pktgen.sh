@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Latency and jitter through a running switch_emu, measured by Pktgen-DPDK's own latency mode
 # and by spraynet's built-in probe on the same path, printed side by side (root only).
-#   scripts/pktgen.sh [--tarball FILE] [--duration S] [--rate PCT] [--latency-us US]
-#                     [--threshold-us US] [--out DIR]
+#   scripts/pktgen.sh [--tarball FILE] [--duration S (5)] [--rate PCT (2)] [--latency-us US (200)]
+#                     [--threshold-us US (10)] [--out DIR (out/pktgen)]
 # Builds Pktgen-DPDK 23.06.1 from its source tarball (default ../shared/vendor/ beside the
 # repo, or SPRAYNET_PKTGEN_TARBALL) into SPRAYNET_PKTGEN_DIR (default ~/.cache/spraynet/pktgen;
 # a finished build is reused), cables two veth pairs between a generator namespace and a
 # switch namespace, runs switch_emu on af_packet ports, then
-#   1. Pktgen: port 0 replays a roce_pcap capture (RoCEv2 RC WRITEs) at PCT% (2) of 10 Gbit/s with
+#   1. Pktgen: port 0 replays a roce_pcap capture (RoCEv2 RC WRITEs) at PCT% of 10 Gbit/s with
 #      a latency packet every US us; port 1 measures them (latency page and sampler);
 #   2. nic_emu on the same two veth ends: RoCEv2 WRITEs from its RC engine at the same rate,
 #      with the built-in probe at the same rate and threshold.
