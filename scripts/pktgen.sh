@@ -66,7 +66,7 @@ for b in "$SWITCH_EMU" "$NIC_EMU" "$ROCE_PCAP"; do
 done
 
 # --- build Pktgen (once per tarball) ---------------------------------------------------------
-PGDIR=${SPRAYNET_PKTGEN_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/spraynet/pktgen}
+PGDIR=${SPRAYNET_PKTGEN_DIR:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/spraynet/pktgen}
 SUM=$(sha256sum "$TARBALL" | cut -c1-16)
 SRC=$PGDIR/src-$SUM
 PKTGEN=$SRC/build/app/pktgen
