@@ -84,7 +84,7 @@ if [ ! -x "$PKTGEN" ] || [ ! -f "$SRC/.spraynet-built" ]; then
 fi
 
 # --- the path: gen netns (g0, g1) == veth == dut netns (s0, s1), switch_emu on s0/s1 ----------
-P=spk$$
+P=sppg$$  # veth names stay within 15 characters: sppgPID-g0
 GEN=$P-gen DUT=$P-dut
 PIDS=()
 cleanup() {

@@ -10,6 +10,7 @@ Run by meson as root with SPRAYNET_BUILD_DIR set; Debian's /usr/bin/python3."""
 import glob
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -24,7 +25,8 @@ RUN = {}
 
 def namespaces():
     out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    return {line.split()[0] for line in out.splitlines() if line.startswith("spk")}
+    names = (line.split()[0] for line in out.splitlines() if line.strip())
+    return {n for n in names if re.fullmatch(r"sppg\d+-(gen|dut)", n)}  # pktgen.sh's own
 
 
 def run_script():
@@ -95,9 +97,10 @@ class PktgenScript(unittest.TestCase):
 
     def test_nothing_left_behind(self):
         self.assertEqual(namespaces(), RUN["netns_before"])
-        left = subprocess.run(["pgrep", "-f", "file-prefix spk"], capture_output=True, text=True)
+        left = subprocess.run(["pgrep", "-f", r"file-prefix sppg[0-9]+(sw|pg|nic)"],
+                              capture_output=True, text=True)
         self.assertEqual(left.stdout, "")
-        self.assertEqual(glob.glob("/var/run/dpdk/spk*"), [])
+        self.assertEqual(glob.glob("/var/run/dpdk/sppg*"), [])
 
 
 class WithoutTarball(unittest.TestCase):
