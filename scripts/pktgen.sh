@@ -2,7 +2,7 @@
 # Latency and jitter through a running switch_emu, measured by Pktgen-DPDK's own latency mode
 # and by spraynet's built-in probe on the same path, printed side by side (root only).
 #   scripts/pktgen.sh [--tarball FILE] [--duration S (5)] [--rate PCT (2)] [--latency-us US (200)]
-#                     [--threshold-us US (10)] [--out DIR (out/pktgen)]
+#                     [--threshold-us US (10)] [--out DIR (out/pktgen)] [--builtin-only]
 # Builds Pktgen-DPDK 23.06.1 from its source tarball (default ../shared/vendor/ beside the
 # repo, or SPRAYNET_PKTGEN_TARBALL) into SPRAYNET_PKTGEN_DIR (default ~/.cache/spraynet/pktgen;
 # a finished build is reused), cables two veth pairs between a generator namespace and a
@@ -13,9 +13,10 @@
 #      with the built-in probe at the same rate and threshold.
 # Writes DIR/pktgen.json (both sets of figures), the Pktgen log and both reports. Exits 77 with
 # one line saying why when Pktgen cannot be built or run here (no tarball, not root, no tools).
+# --builtin-only runs step 2 alone (no tarball needed).
 set -euo pipefail
 usage() {
-  sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 skip() {
@@ -29,7 +30,7 @@ die() {
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 TARBALL=${SPRAYNET_PKTGEN_TARBALL:-$ROOT/../shared/vendor/pktgen-dpdk-23.06.1.tar.gz}
-DURATION=5 RATE=2 LAT_US=200 THRESHOLD_US=10 OUT=$ROOT/out/pktgen
+DURATION=5 RATE=2 LAT_US=200 THRESHOLD_US=10 OUT=$ROOT/out/pktgen WITH_PKTGEN=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --tarball) TARBALL=$2; shift 2 ;;
@@ -38,6 +39,7 @@ while [ $# -gt 0 ]; do
     --latency-us) LAT_US=$2; shift 2 ;;
     --threshold-us) THRESHOLD_US=$2; shift 2 ;;
     --out) OUT=$2; shift 2 ;;
+    --builtin-only) WITH_PKTGEN=0; shift ;;
     -h|--help) usage ;;
     *) echo "pktgen.sh: unknown option $1" >&2; usage ;;
   esac
@@ -50,12 +52,17 @@ if [ "$RATE" -lt 1 ] || [ "$RATE" -gt 100 ]; then echo "pktgen.sh: --rate must b
 if [ "$LAT_US" -lt 1 ] || [ "$LAT_US" -gt 1000000 ]; then echo "pktgen.sh: --latency-us must be 1..1000000" >&2; exit 2; fi
 
 # What Pktgen needs: its source, root (namespaces, af_packet), a build chain, a terminal.
-[ -r "$TARBALL" ] || skip "no Pktgen-DPDK source tarball at $TARBALL (give --tarball FILE or SPRAYNET_PKTGEN_TARBALL)"
+if [ "$WITH_PKTGEN" = 1 ]; then
+  [ -r "$TARBALL" ] || skip "no Pktgen-DPDK source tarball at $TARBALL (give --tarball FILE or SPRAYNET_PKTGEN_TARBALL)"
+  for tool in meson ninja pkg-config script sha256sum tar; do
+    command -v "$tool" >/dev/null || skip "$tool is not installed"
+  done
+  pkg-config --exists libdpdk || skip "DPDK's development files (libdpdk-dev) are not installed"
+fi
 [ "$(id -u)" -eq 0 ] || skip "needs root (network namespaces, veth, af_packet)"
-for tool in meson ninja pkg-config script ip ethtool python3 sha256sum tar; do
+for tool in ip ethtool python3; do
   command -v "$tool" >/dev/null || skip "$tool is not installed"
 done
-pkg-config --exists libdpdk || skip "DPDK's development files (libdpdk-dev) are not installed"
 
 BUILD=${SPRAYNET_BUILD_DIR:-$ROOT/build}
 SWITCH_EMU=${SWITCH_EMU:-$BUILD/switch_emu/switch_emu}
@@ -66,21 +73,23 @@ for b in "$SWITCH_EMU" "$NIC_EMU" "$ROCE_PCAP"; do
 done
 
 # --- build Pktgen (once per tarball) ---------------------------------------------------------
-PGDIR=${SPRAYNET_PKTGEN_DIR:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/spraynet/pktgen}
-SUM=$(sha256sum "$TARBALL" | cut -c1-16)
-SRC=$PGDIR/src-$SUM
-PKTGEN=$SRC/build/app/pktgen
-mkdir -p "$PGDIR"
-if [ ! -x "$PKTGEN" ] || [ ! -f "$SRC/.spraynet-built" ]; then
-  echo "pktgen.sh: building Pktgen-DPDK from $TARBALL in $SRC" >&2
-  rm -rf "$SRC"
-  mkdir -p "$SRC"
-  tar -xzf "$TARBALL" -C "$SRC" --strip-components=1 || skip "cannot unpack $TARBALL"
-  if ! { meson setup "$SRC/build" "$SRC" && ninja -C "$SRC/build"; } >"$PGDIR/build.log" 2>&1; then
-    tail -n 5 "$PGDIR/build.log" >&2
-    skip "Pktgen-DPDK does not build against this DPDK ($(pkg-config --modversion libdpdk)); log: $PGDIR/build.log"
+if [ "$WITH_PKTGEN" = 1 ]; then
+  PGDIR=${SPRAYNET_PKTGEN_DIR:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/spraynet/pktgen}
+  SUM=$(sha256sum "$TARBALL" | cut -c1-16)
+  SRC=$PGDIR/src-$SUM
+  PKTGEN=$SRC/build/app/pktgen
+  mkdir -p "$PGDIR"
+  if [ ! -x "$PKTGEN" ] || [ ! -f "$SRC/.spraynet-built" ]; then
+    echo "pktgen.sh: building Pktgen-DPDK from $TARBALL in $SRC" >&2
+    rm -rf "$SRC"
+    mkdir -p "$SRC"
+    tar -xzf "$TARBALL" -C "$SRC" --strip-components=1 || skip "cannot unpack $TARBALL"
+    if ! { meson setup "$SRC/build" "$SRC" && ninja -C "$SRC/build"; } >"$PGDIR/build.log" 2>&1; then
+      tail -n 5 "$PGDIR/build.log" >&2
+      skip "Pktgen-DPDK does not build against this DPDK ($(pkg-config --modversion libdpdk)); log: $PGDIR/build.log"
+    fi
+    touch "$SRC/.spraynet-built"
   fi
-  touch "$SRC/.spraynet-built"
 fi
 
 # --- the path: gen netns (g0, g1) == veth == dut netns (s0, s1), switch_emu on s0/s1 ----------
@@ -152,6 +161,7 @@ stop_switch() {  # log
 }
 
 # --- 1. Pktgen --------------------------------------------------------------------------------
+run_pktgen() {
 # Pktgen's pcap reader opens only classic microsecond pcaps.
 "$ROCE_PCAP" --out "$OUT/roce.pcap" --timestamps us --qps 8 --messages 8 --msg-bytes 65536 \
   --mtu 1024 --src-ip 10.0.0.1 --dst-ip 10.0.1.1 --gbps 10 >/dev/null
@@ -200,11 +210,15 @@ stop_switch "$OUT/switch-pktgen"
   tr -d '\033' <"$OUT/pktgen.typescript" | grep -a -i -m 5 "error\|panic\|cannot" >&2 || true
   die "Pktgen measured no latency packet (no $OUT/pktgen-samples.txt), see $OUT/pktgen.typescript"
 }
+}
+if [ "$WITH_PKTGEN" = 1 ]; then run_pktgen; fi
 
 # --- 2. the built-in probe on the same two veth ends ----------------------------------------
 # nic_emu's RC engine sends RoCEv2 WRITEs on g0 at Pktgen's rate (its uplink's emulated line
 # rate); g1 is an uplink that only receives (link down: nothing is sprayed onto it). WRITEs, ACKs
 # and probes are all routed to p1, so everything crosses g0 -> switch -> g1 as Pktgen's did.
+# Two QPs of 66 packets in flight at most: where the path forwards less than the shaped rate
+# (a busy 2-core machine), a window is what queues in it, and a small one keeps that short.
 cat >"$OUT/nic.yaml" <<EOF
 nic:
   name: pktgen-probe
@@ -212,7 +226,8 @@ nic:
     - {name: g0, device: "net_af_packet0,iface=$P-g0,$AFP", link: {rate_gbps: $((RATE * 10))e-2}}
     - {name: g1, device: "net_af_packet1,iface=$P-g1,$AFP", link: {up: false}}
   spray: {mode: flow}
-  rc_engine: {qps: 8, messages: 0, message_bytes: 65536, local_ip: 10.0.1.1, peer_ip: 10.0.1.2}
+  rc_engine: {qps: 2, max_in_flight: 66, messages: 0, message_bytes: 65536, local_ip: 10.0.1.1,
+              peer_ip: 10.0.1.2}
   probe: {uplink: g0, rate_pps: $((1000000 / LAT_US)), dst_ip: 10.0.1.254, dscp: 0,
           change_threshold_us: $THRESHOLD_US, max_samples: 1000000}
 EOF
@@ -226,10 +241,10 @@ wait "$NIC_PID" || { cat "$OUT/nic.log" >&2; die "nic_emu failed, see $OUT/nic.l
 stop_switch "$OUT/switch-probe"
 
 # --- 3. side by side --------------------------------------------------------------------------
-python3 - "$OUT" "$DURATION" "$RATE" "$LAT_US" "$THRESHOLD_US" <<'PY'
+python3 - "$OUT" "$DURATION" "$RATE" "$LAT_US" "$THRESHOLD_US" "$WITH_PKTGEN" <<'PY'
 import json, re, sys
 
-out, duration, rate, lat_us, threshold_us = sys.argv[1], *map(int, sys.argv[2:])
+out, duration, rate, lat_us, threshold_us, with_pktgen = sys.argv[1], *map(int, sys.argv[2:])
 
 
 def screen(path):
@@ -319,8 +334,9 @@ def stats_of(lat_ns):
 
 
 # "Latency", then one latency in ns a line, in arrival order (one rx queue).
-samples = [int(x) for x in open(f"{out}/pktgen-samples.txt").read().split() if x.isdigit()]
-page = page_figures(screen(f"{out}/pktgen.typescript"))
+if with_pktgen:
+    samples = [int(x) for x in open(f"{out}/pktgen-samples.txt").read().split() if x.isdigit()]
+    page = page_figures(screen(f"{out}/pktgen.typescript"))
 nic = json.load(open(f"{out}/nic.json"))
 p = nic["probe"]
 probe = {"count": p["count"], "lost": p["lost"], "out_of_order": p["out_of_order"],
@@ -336,15 +352,19 @@ def switch_of(name):
             "p1_tx_packets": sw["ports"][1]["tx_packets"], "pipeline_drops": sw["drops"]["total"]}
 
 
-switches = {"pktgen": switch_of("switch-pktgen"), "builtin": switch_of("switch-probe")}
-page["switch_kpps"] = switches["pktgen"]["p1_tx_packets"] / duration / 1e3
+switches = {"builtin": switch_of("switch-probe")}
 probe["switch_kpps"] = switches["builtin"]["p1_tx_packets"] / duration / 1e3
+if with_pktgen:
+    switches["pktgen"] = switch_of("switch-pktgen")
+    page["switch_kpps"] = switches["pktgen"]["p1_tx_packets"] / duration / 1e3
 result = {"path": "veth (af_packet) -> switch_emu -> veth", "duration_s": duration,
           "load_gbps": rate / 10, "probe_rate_pps": 1_000_000 // lat_us,
-          "threshold_us": threshold_us, "pktgen_page": page, "pktgen_samples": stats_of(samples),
-          "builtin_probe": probe, "switch": switches,
+          "threshold_us": threshold_us, "builtin_probe": probe, "switch": switches,
           "builtin_load": {"rc_messages": nic["rc_engine"]["requester"]["messages_completed"],
                            "tx_packets": nic["ports"][0]["tx_packets"]}}
+if with_pktgen:
+    result["pktgen_page"] = page
+    result["pktgen_samples"] = stats_of(samples)
 json.dump(result, open(f"{out}/pktgen.json", "w"), indent=2)
 
 print(f"latency through switch_emu, veth (af_packet) both sides, {duration} s, RoCEv2 load at "
@@ -357,8 +377,8 @@ rows = [("switch_emu g0->g1 kpps (load + probes)", "switch_kpps", "{:.1f}"),
         ("p99 us", "p99_us", "{:.1f}"), ("p99.9 us", "p999_us", "{:.1f}"), ("max us", "max_us", "{:.1f}"),
         ("jitter us (RFC 3550)", "jitter_us", "{:.2f}"),
         (f"changes > {threshold_us} us", "changes_over_threshold", "{:d}")]
-cols = [("Pktgen page", page), ("Pktgen samples", result["pktgen_samples"]),
-        ("built-in probe", probe)]
+cols = [("Pktgen page", page), ("Pktgen samples", result["pktgen_samples"])] if with_pktgen else []
+cols.append(("built-in probe", probe))
 print(f"{'':38}" + "".join(f"{name:>16}" for name, _ in cols))
 for label, key, fmt in rows:
     cells = [fmt.format(c[key]) if key in c else "-" for _, c in cols]
