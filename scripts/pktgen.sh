@@ -54,7 +54,7 @@ if [ "$LAT_US" -lt 1 ] || [ "$LAT_US" -gt 1000000 ]; then echo "pktgen.sh: --lat
 # What Pktgen needs: its source, root (namespaces, af_packet), a build chain, a terminal.
 if [ "$WITH_PKTGEN" = 1 ]; then
   [ -r "$TARBALL" ] || skip "no Pktgen-DPDK source tarball at $TARBALL (give --tarball FILE or SPRAYNET_PKTGEN_TARBALL)"
-  for tool in meson ninja pkg-config script sha256sum tar; do
+  for tool in meson ninja pkg-config script sha256sum tar flock; do
     command -v "$tool" >/dev/null || skip "$tool is not installed"
   done
   pkg-config --exists libdpdk || skip "DPDK's development files (libdpdk-dev) are not installed"
@@ -79,6 +79,9 @@ if [ "$WITH_PKTGEN" = 1 ]; then
   SRC=$PGDIR/src-$SUM
   PKTGEN=$SRC/build/app/pktgen
   mkdir -p "$PGDIR"
+  # One build at a time per cache: a second run waits for the first and then reuses its build.
+  exec 9>"$PGDIR/.lock"
+  flock 9
   if [ ! -x "$PKTGEN" ] || [ ! -f "$SRC/.spraynet-built" ]; then
     echo "pktgen.sh: building Pktgen-DPDK from $TARBALL in $SRC" >&2
     rm -rf "$SRC"
@@ -90,6 +93,7 @@ if [ "$WITH_PKTGEN" = 1 ]; then
     fi
     touch "$SRC/.spraynet-built"
   fi
+  exec 9>&-
 fi
 
 # --- the path: gen netns (g0, g1) == veth == dut netns (s0, s1), switch_emu on s0/s1 ----------
