@@ -37,6 +37,7 @@ constexpr double kMinRtoUs = 1.0;
 constexpr double kMaxRtoUs = 10'000'000.0;  // 10 s
 // QP 0 (SMI) and QP 1 (GSI) are special: RC traffic never uses them.
 constexpr uint64_t kMinQp = 2;
+constexpr double kMaxProbeThresholdUs = 1e9;  // 1000 s: any latency change a probe can see
 // What a RoCE WRITE adds to an MTU of payload: Ethernet + 802.1Q + IPv4 + UDP + BTH + RETH +
 // ICRC. The frame plus the mbuf headroom must fit one segment: the pipeline refuses chains.
 constexpr uint32_t kRoceOverhead = 14 + 4 + 20 + 8 + 12 + 16 + 4;
@@ -263,6 +264,57 @@ RcEngineSettings parse_rc_engine(const ConfigNode& n) {
   return r;
 }
 
+void parse_probe(NicConfig& c, const ConfigNode& n) {
+  n.allow_only({"uplink", "rate_pps", "src_ip", "dst_ip", "src_port", "dst_port", "dscp", "ttl",
+                "frame_length", "dst_mac", "change_threshold_us", "max_samples",
+                "sequence_window"});
+  NicProbeSettings s;
+  LatencyProbeConfig& p = s.probe;
+  s.uplink = n.string_or("uplink", c.uplinks.front().name);
+  const int index = c.uplink_index(s.uplink);
+  if (index < 0) {
+    std::string names;
+    for (const auto& u : c.uplinks) names += (names.empty() ? "" : " | ") + u.name;
+    n.fail("uplink", "must name an uplink (" + names + "), got \"" + s.uplink + "\"");
+  }
+  s.uplink_index = static_cast<uint16_t>(index);
+  p.rate_pps = n.uint_or("rate_pps", p.rate_pps, 1, LatencyProbeConfig::kMaxRatePps);
+  p.src_ip = ipv4_address(n, "src_ip", p.src_ip);
+  p.dst_ip = ipv4_address(n, "dst_ip", p.dst_ip);
+  p.src_port = static_cast<uint16_t>(n.uint_or("src_port", p.src_port, 1, 65535));
+  p.dst_port = static_cast<uint16_t>(n.uint_or("dst_port", p.dst_port, 1, 65535));
+  if (p.dst_port == kRoceV2UdpPort) {
+    n.fail("dst_port", "must not be " + std::to_string(kRoceV2UdpPort) +
+                           " (RoCEv2's): probes are plain UDP the NIC recognises by port");
+  }
+  p.dscp = static_cast<uint8_t>(n.uint_or("dscp", p.dscp, 0, 63));
+  p.ttl = static_cast<uint8_t>(n.uint_or("ttl", p.ttl, 2, 255));
+  p.frame_length = static_cast<uint16_t>(n.uint_or("frame_length", p.frame_length, 0, 9000));
+  if (p.frame_length != 0 && p.frame_length < p.min_frame_length()) {
+    n.fail("frame_length", "must be 0 (the smallest probe) or " +
+                               std::to_string(p.min_frame_length()) + "..9000, got " +
+                               std::to_string(p.frame_length));
+  }
+  if (n.has("dst_mac")) {
+    p.eth.dst = mac(n, "dst_mac");
+  } else if (const auto& peer = c.uplinks[s.uplink_index].peer_mac) {
+    p.eth.dst = *peer;
+  }
+  p.change_threshold_ns =
+      micros_or(n, "change_threshold_us", p.change_threshold_ns, 0, kMaxProbeThresholdUs);
+  p.max_samples = static_cast<size_t>(
+      n.uint_or("max_samples", p.max_samples, 1, LatencyProbeConfig::kMaxSamples));
+  p.sequence_window = static_cast<uint32_t>(
+      n.uint_or("sequence_window", p.sequence_window, 1, LatencyProbeConfig::kMaxSequenceWindow));
+  if (std::string why = p.check(); !why.empty()) n.fail("probe", "refused by the probe: " + why);
+  if (c.mbuf_data_room < RTE_PKTMBUF_HEADROOM + std::max<size_t>(p.frame_length, 64)) {
+    n.fail("frame_length", "a probe of " + std::to_string(p.frame_length) +
+                               " bytes does not fit mbuf_data_room " +
+                               std::to_string(c.mbuf_data_room));
+  }
+  c.probe = s;
+}
+
 // What the dataplane says about the configs built from `c`. The parser's own checks should have
 // caught everything; this keeps "a config that loads constructs its engines" true even if an
 // engine grows a rule the parser does not know yet.
@@ -373,7 +425,7 @@ NicConfig parse_nic_config(const ConfigNode& root) {
   root.allow_only({"nic"});
   const ConfigNode nic = root.child("nic");
   nic.allow_only({"name", "seed", "mempool_mbufs", "mbuf_data_room", "host", "uplinks", "spray",
-                  "receive", "reorder", "placement", "control", "rc_engine"});
+                  "receive", "reorder", "placement", "control", "rc_engine", "probe"});
   NicConfig c;
   c.file = root.file();
   c.name = nic.string_or("name", c.name);
@@ -480,6 +532,7 @@ NicConfig parse_nic_config(const ConfigNode& root) {
                                      std::to_string(c.mbuf_data_room));
     }
   }
+  if (auto p = nic.optional_child("probe")) parse_probe(c, *p);
   check_engines(c, nic);
   return c;
 }
@@ -588,6 +641,33 @@ std::string nic_config_help() {
   line("    peer_first_qp: " + hex(e.peer_first_qp), "likewise, the peer's QPs");
   line("    first_psn: " + std::to_string(e.first_psn), "0.." + hex(kPsnMask));
   line("    dscp: " + std::to_string(e.dscp), "0..63");
+  const LatencyProbeConfig pr;
+  line("  probe:",
+       "optional: the latency probe (Pktgen-style timestamped UDP probes on one "
+       "uplink, recognised and consumed when they come back on any uplink)");
+  line("    uplink: (the first)", "the uplink probes are sent on");
+  line("    rate_pps: " + std::to_string(pr.rate_pps),
+       "1.." + std::to_string(LatencyProbeConfig::kMaxRatePps) + " probes per second");
+  line("    src_ip: " + format_ipv4(pr.src_ip), "IPv4 address");
+  line("    dst_ip: " + format_ipv4(pr.dst_ip),
+       "IPv4 address; the fabric must route it back to this NIC");
+  line("    src_port: " + std::to_string(pr.src_port), "1..65535");
+  line("    dst_port: " + std::to_string(pr.dst_port),
+       "1..65535, not 4791: what probes are recognised by (with their signature)");
+  line("    dscp: " + std::to_string(pr.dscp), "0..63 (46: EF)");
+  line("    ttl: " + std::to_string(pr.ttl), "2..255");
+  line("    frame_length: 0", "0 (the smallest probe, 66 bytes) | 66..9000 bytes without FCS");
+  line("    dst_mac: (peer_mac)",
+       "MAC address; default: the uplink's peer_mac, else " + format_mac(pr.eth.dst));
+  line("    change_threshold_us: " + number(pr.change_threshold_ns / 1000.0),
+       "0.." + number(kMaxProbeThresholdUs) +
+           "; probes whose latency moved more than this from the previous one are counted");
+  line("    max_samples: " + std::to_string(pr.max_samples),
+       "1.." + std::to_string(LatencyProbeConfig::kMaxSamples) +
+           " latencies kept for the percentiles (min and max see every probe)");
+  line("    sequence_window: " + std::to_string(pr.sequence_window),
+       "1.." + std::to_string(LatencyProbeConfig::kMaxSequenceWindow) +
+           " sequence numbers remembered for duplicate / out-of-order detection");
   return help.str();
 }
 

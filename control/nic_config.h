@@ -17,6 +17,7 @@
 #include "control/config_reader.h"
 #include "control/link_state_table.h"
 #include "control/switch_config.h"  // LinkSettings
+#include "dataplane/latency_probe.h"
 #include "dataplane/packet_builder.h"  // MacAddress
 #include "dataplane/ppcid.h"
 #include "dataplane/rc_traffic_engine.h"
@@ -106,6 +107,17 @@ struct RcEngineSettings {
   uint8_t dscp = 26;
 };
 
+// The latency probe (`nic: probe:`): Pktgen-style timestamped UDP probes sent on one uplink at
+// a set rate alongside the traffic, recognised when they come back on any uplink (through a
+// switch that routes probe.dst_ip back towards this NIC) and consumed there, never delivered to
+// the host. Sender and receiver are the same NIC, so one clock (the program's TSC) stamps and
+// reads every probe, as in Pktgen's latency mode.
+struct NicProbeSettings {
+  std::string uplink;         // the uplink probes leave on (default: the first)
+  uint16_t uplink_index = 0;  // its node port
+  LatencyProbeConfig probe;   // addresses, ports, DSCP, size, rate, threshold, sample store
+};
+
 struct NicConfig {
   std::string file;
   std::string name = "nic";
@@ -124,6 +136,7 @@ struct NicConfig {
   // Set exactly when `host` is not: the RC traffic engine plays the host (defaults when the
   // file has no rc_engine block).
   std::optional<RcEngineSettings> rc_engine;
+  std::optional<NicProbeSettings> probe;  // absent: no probe
 
   int uplink_index(const std::string& name) const;  // -1 when unknown
   bool reorder_enabled() const { return receive == ReceiveModel::kReorderBuffer; }

@@ -103,6 +103,13 @@ void register_telemetry(nic_emu::NicShared& s, control::ControlLoop& loop) {
                            json j = nic_emu::rc_engine_json(n);
                            return j.is_null() ? json{{"error", "no RC engine (a host is set)"}} : j;
                          }));
+  TelemetryCommands::add("/spraynet/probe",
+                         "Latency probe: percentiles (ns), RFC 3550 jitter, lost, out of order, "
+                         "duplicates. No parameters",
+                         locked([](const nic_emu::NicNode& n) {
+                           json j = nic_emu::probe_json(n);
+                           return j.is_null() ? json{{"error", "no probe (nic.probe not set)"}} : j;
+                         }));
   TelemetryCommands::add(
       "/spraynet/link_state", "Uplink link-state table. No parameters",
       [&s, &loop](std::string_view) {
@@ -275,6 +282,18 @@ int run(int argc, char** argv) {
           pl["placed"].get<uint64_t>(), pl["placed_out_of_order"].get<uint64_t>(),
           pl["holes_naked"].get<uint64_t>(), pl["window_overflows"].get<uint64_t>());
     }
+  }
+  if (const auto& pr = report["probe"]; !pr.is_null()) {
+    auto us = [&pr](const char* k) { return pr[k].get<uint64_t>() / 1000.0; };
+    std::printf(
+        "probe: sent %lu, received %lu, lost %lu, out of order %lu, duplicates %lu; latency us "
+        "min %.1f p50 %.1f p99 %.1f p99.9 %.1f max %.1f; jitter %.2f us; changes over %.1f us: "
+        "%lu\n",
+        pr["sent"].get<uint64_t>(), pr["count"].get<uint64_t>(), pr["lost"].get<uint64_t>(),
+        pr["out_of_order"].get<uint64_t>(), pr["duplicates"].get<uint64_t>(), us("min_ns"),
+        us("p50_ns"), us("p99_ns"), us("p999_ns"), us("max_ns"),
+        pr["jitter_ns"].get<double>() / 1000.0, us("change_threshold_ns"),
+        pr["changes_over_threshold"].get<uint64_t>());
   }
   std::printf("pipeline drops: %lu\nmempool: %u mbufs in use at exit\n",
               report["drops"]["total"].get<uint64_t>(), pool.in_use());

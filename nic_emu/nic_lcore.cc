@@ -23,12 +23,25 @@ void NicLcore::on_poll(uint64_t now_ns, runtime::TxSink& tx) {
     idle = s_.node->idle();
     done = s_.node->rc_engine() != nullptr && s_.node->rc_engine()->done();
   }
-  if (s_.stop_at_ns != 0 && now_ns >= s_.stop_at_ns) s_.stop->request();
-  if (s_.stop_when_done && done && idle) s_.stop->request();
+  const bool stop =
+      (s_.stop_at_ns != 0 && now_ns >= s_.stop_at_ns) || (s_.stop_when_done && done && idle);
+  if (stop && !probes_in_flight(now_ns)) s_.stop->request();
   const uint64_t last_rx = s_.last_rx_ns.load(std::memory_order_relaxed);
   if (s_.idle_exit_ns != 0 && idle && now_ns > last_rx && now_ns - last_rx >= s_.idle_exit_ns) {
     s_.stop->request();
   }
+}
+
+bool NicLcore::probes_in_flight(uint64_t now_ns) {
+  std::lock_guard<std::mutex> g(s_.lock);
+  if (s_.node->probe() == nullptr) return false;
+  if (s_.node->probes_sending()) {
+    s_.node->stop_probes();
+    probe_stop_ns_ = now_ns;
+    return true;
+  }
+  const auto& c = s_.node->counters();
+  return c.probes_received < c.probes_sent && now_ns - probe_stop_ns_ < kProbeDrainNs;
 }
 
 void NicLcore::on_stop(uint64_t now_ns, runtime::TxSink& tx) {

@@ -28,6 +28,11 @@ struct NicShared {
 
 class NicLcore : public runtime::BurstHandler {
  public:
+  // A stop the program decides on (--duration-ms, the RC engine done) first stops the latency
+  // probe and waits this long at most for the probes in flight, so that the report's `lost`
+  // counts probes the path lost, not probes cut off by the stop. (SIGINT/SIGTERM stop at once.)
+  static constexpr uint64_t kProbeDrainNs = 100'000'000;
+
   explicit NicLcore(NicShared& shared) : s_(shared) {}
 
   void on_rx(uint16_t port_id, uint16_t queue, rte_mbuf** pkts, uint16_t n, uint64_t now_ns,
@@ -37,8 +42,11 @@ class NicLcore : public runtime::BurstHandler {
 
  private:
   void release(uint64_t now_ns, runtime::TxSink& tx);
+  // True while probes may still come back (stops the probe the first time). Holds the lock.
+  bool probes_in_flight(uint64_t now_ns);
 
   NicShared& s_;
+  uint64_t probe_stop_ns_ = 0;
 };
 
 }  // namespace spraynet::nic_emu

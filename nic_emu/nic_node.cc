@@ -87,6 +87,11 @@ NicNode::NicNode(const control::NicConfig& config, const RcTrafficEngineConfig& 
   while (macs_.size() < egress_.size()) {
     macs_.push_back({0x02, 0x00, 0x00, 0x00, 0x01, static_cast<uint8_t>(macs_.size())});
   }
+  if (config_.probe) {
+    LatencyProbeConfig pc = config_.probe->probe;
+    pc.eth.src = macs_[config_.probe->uplink_index];
+    probe_ = std::make_unique<LatencyProbe>(pc);
+  }
   loads_.resize(uplinks_);
   ports_.resize(egress_.size());
   released_.reserve(1024);
@@ -282,7 +287,34 @@ void NicNode::count_arrival(uint16_t uplink, const ParsedPacket& p) {
   ++heat_[it->second].per_uplink[uplink];
 }
 
+void NicNode::send_probe(uint64_t now_ns) {
+  rte_mbuf* m = probe_->make_probe(pool_, now_ns);
+  if (m == nullptr) {
+    ++counters_.probe_pool_empty;
+    return;
+  }
+  const uint16_t uplink = config_.probe->uplink_index;
+  ParsedPacket p;
+  const uint8_t tc = parser_.parse(m, p) == ParseStatus::kOk ? classes_.classify(p) : 0;
+  const uint32_t bytes = rte_pktmbuf_pkt_len(m);
+  // Behind whatever the uplink already queues: the probe measures the path as the load sees it.
+  if (egress_[uplink]->enqueue(m, tc, EgressPort::kNoIngressPort, tc, now_ns) !=
+      EgressEnqueueResult::kQueued) {
+    ++drops_.egress_refused;  // EgressPort freed it and counted the cause
+    ++counters_.probe_egress_refused;
+    return;
+  }
+  ++counters_.probes_sent;
+  loads_[uplink].queued_bytes += bytes;
+}
+
 void NicNode::from_uplink(uint16_t uplink, rte_mbuf* m, uint64_t now_ns) {
+  // Probes first: they are this NIC's own, whatever else the fabric did to them.
+  if (probe_ && probe_->on_receive(m, now_ns)) {
+    ++counters_.probes_received;
+    rte_pktmbuf_free(m);
+    return;
+  }
   ParsedPacket p;
   const ParseStatus s = parser_.parse(m, p);
   if (s == ParseStatus::kOk && p.kind == PacketKind::kMacControl) {
@@ -363,6 +395,7 @@ void NicNode::send_to_uplinks(uint64_t now_ns) {
 }
 
 void NicNode::poll(uint64_t now_ns) {
+  if (probe_ && probe_sending_ && now_ns >= probe_->next_send_ns()) send_probe(now_ns);
   if (reorder_) {
     reorder_->poll(now_ns, released_);
     deliver_all(now_ns);
@@ -422,6 +455,7 @@ uint64_t NicNode::next_event_ns(uint64_t now_ns) const {
   uint64_t next = EgressPort::kNever;
   for (const auto& e : egress_) next = std::min(next, e->next_event_ns());
   if (reorder_) next = std::min(next, reorder_->next_event_ns());
+  if (probe_ && probe_sending_) next = std::min(next, std::max(probe_->next_send_ns(), now_ns));
   // A gated engine is woken by its uplinks draining (their events above), not by itself.
   if (rc_ && tx_budget(now_ns) > 0) next = std::min(next, std::max(rc_->next_event_ns(), now_ns));
   return next;

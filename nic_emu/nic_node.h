@@ -31,6 +31,7 @@
 #include "control/nic_config.h"
 #include "dataplane/egress_port.h"
 #include "dataplane/flow_hasher.h"
+#include "dataplane/latency_probe.h"
 #include "dataplane/packet_parser.h"
 #include "dataplane/path_load.h"
 #include "dataplane/ppcid.h"
@@ -98,6 +99,13 @@ struct NicCounters {
   uint64_t pfc_received = 0;       // PFC frames from the fabric, honoured on that uplink
   uint64_t read_ranges_noted = 0;  // RC engine READ requests sent: their response PSNs told to
                                    // the reorder engine
+  // The latency probe (config.probe): probes handed to the probe uplink's egress, probes
+  // recognised on arrival (duplicates included) and consumed, probes not made for want of an
+  // mbuf, probes the egress refused (counted in drops too, and lost to the probe's report).
+  uint64_t probes_sent = 0;
+  uint64_t probes_received = 0;
+  uint64_t probe_pool_empty = 0;
+  uint64_t probe_egress_refused = 0;
 };
 
 // One QP's arrivals per uplink: the spraying heat map.
@@ -144,6 +152,12 @@ class NicNode {
   // Frees every mbuf still held.
   void free_all();
 
+  // The latency probe, when config.probe is set (nullptr otherwise). It sends from poll() while
+  // sending is on (from construction until stop_probes()).
+  const LatencyProbe* probe() const { return probe_.get(); }
+  void stop_probes() { probe_sending_ = false; }
+  bool probes_sending() const { return probe_ != nullptr && probe_sending_; }
+
   // Run-time control (uplinks only).
   void set_link_up(uint16_t uplink, bool up, uint64_t now_ns);
   // The uplink's emulated line rate (fabric_emu's background load takes a share of it).
@@ -187,6 +201,7 @@ class NicNode {
   void count_arrival(uint16_t uplink, const ParsedPacket& p);
   void refresh_loads(uint64_t now_ns);
   void handle_mac_control(uint16_t uplink, rte_mbuf* m, uint64_t now_ns);
+  void send_probe(uint64_t now_ns);
   // How many packets the RC engine may add now (0: the eligible uplinks are full or none is).
   size_t tx_budget(uint64_t now_ns) const;
 
@@ -204,6 +219,8 @@ class NicNode {
   PathIdSet known_paths_;
   std::unique_ptr<ReorderEngine> reorder_;
   std::unique_ptr<RcTrafficEngine> rc_;
+  std::unique_ptr<LatencyProbe> probe_;
+  bool probe_sending_ = true;
   std::vector<std::unique_ptr<EgressPort>> egress_;
   std::vector<PathLoad> loads_;  // per uplink
 

@@ -201,6 +201,23 @@ json rc_engine_json(const NicNode& node) {
             {"max", ct.max_ns()}}}};
 }
 
+json probe_json(const NicNode& node) {
+  const LatencyProbe* probe = node.probe();
+  if (probe == nullptr) return nullptr;
+  const auto& settings = *node.config().probe;
+  json j = json::parse(probe->report().to_json());
+  const auto& c = node.counters();
+  j["uplink"] = settings.uplink;
+  j["rate_pps"] = settings.probe.rate_pps;
+  j["dst_ip"] = control::format_ipv4(settings.probe.dst_ip);
+  j["dst_port"] = settings.probe.dst_port;
+  j["sending"] = node.probes_sending();
+  j["arrivals"] = c.probes_received;  // recognised probes, duplicates included
+  j["pool_empty"] = c.probe_pool_empty;
+  j["egress_refused"] = c.probe_egress_refused;
+  return j;
+}
+
 json report_json(const NicNode& node) {
   return {{"name", node.config().name},
           {"ports", ports_json(node)},
@@ -210,6 +227,7 @@ json report_json(const NicNode& node) {
           {"reorder", reorder_json(node)},
           {"heat_map", heat_map_json(node)},
           {"rc_engine", rc_engine_json(node)},
+          {"probe", probe_json(node)},
           {"delivered", node.counters().delivered},
           {"pfc_received", node.counters().pfc_received}};
 }

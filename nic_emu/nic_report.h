@@ -15,6 +15,9 @@ nlohmann::json reorder_json(const NicNode& node);
 // Per QP: source IP, DestQP and arrivals per uplink (the spraying heat map).
 nlohmann::json heat_map_json(const NicNode& node);
 nlohmann::json rc_engine_json(const NicNode& node);  // null without an RC engine
+// The latency probe's report (LatencyReport's fields) with its uplink, rate and counters; null
+// without a probe. It sorts the stored latencies: O(n log n) in the samples kept.
+nlohmann::json probe_json(const NicNode& node);
 nlohmann::json report_json(const NicNode& node);
 
 }  // namespace spraynet::nic_emu

@@ -62,8 +62,9 @@ int main(int argc, char** argv) {
   unsigned tos = 0;
   double gbps = 100.0;
   uint32_t first_qpn = 0x11;
+  std::string timestamps = "ns";
 
-  app.add_option("--out", out, "output pcap file (nanosecond timestamps)")->required();
+  app.add_option("--out", out, "output pcap file")->required();
   app.add_option("--qps", qps, "number of queue pairs")
       ->check(CLI::Range(1u, 65536u))
       ->capture_default_str();
@@ -90,6 +91,12 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--gbps", gbps, "line rate used to space the timestamps")
       ->check(CLI::Range(0.001, 10000.0))
+      ->capture_default_str();
+  // Pktgen-DPDK's own pcap reader (-s P:FILE) knows only the microsecond format's magic.
+  app.add_option("--timestamps", timestamps,
+                 "pcap timestamp precision: ns (nanosecond pcap) or us (classic microsecond "
+                 "pcap, which Pktgen-DPDK reads)")
+      ->check(CLI::IsMember({"ns", "us"}))
       ->capture_default_str();
 
   uint32_t sip = 0, dip = 0;
@@ -121,8 +128,9 @@ int main(int argc, char** argv) {
   std::vector<uint8_t> payload(mtu);
   std::vector<uint8_t> frame(18 + 20 + 8 + kBthSize + kRethSize + 4096 + 4 + 4);
 
-  pcap_t* dead =
-      pcap_open_dead_with_tstamp_precision(DLT_EN10MB, 65535, PCAP_TSTAMP_PRECISION_NANO);
+  const bool nano = timestamps == "ns";
+  pcap_t* dead = pcap_open_dead_with_tstamp_precision(
+      DLT_EN10MB, 65535, nano ? PCAP_TSTAMP_PRECISION_NANO : PCAP_TSTAMP_PRECISION_MICRO);
   pcap_dumper_t* dumper = pcap_dump_open(dead, out.c_str());
   if (dumper == nullptr) {
     std::fprintf(stderr, "roce_pcap: --out %s: %s\n", out.c_str(), pcap_geterr(dead));
@@ -161,7 +169,9 @@ int main(int argc, char** argv) {
 
       pcap_pkthdr h{};
       h.ts.tv_sec = static_cast<time_t>(t_ns / 1000000000ull);
-      h.ts.tv_usec = static_cast<suseconds_t>(t_ns % 1000000000ull);  // nanoseconds here
+      // The field holds nanoseconds in a nanosecond pcap, microseconds in a classic one.
+      h.ts.tv_usec =
+          static_cast<suseconds_t>(nano ? t_ns % 1000000000ull : t_ns % 1000000000ull / 1000);
       h.caplen = h.len = static_cast<bpf_u_int32>(len);
       pcap_dump(reinterpret_cast<u_char*>(dumper), &h, frame.data());
       ++written;

@@ -164,6 +164,17 @@ void Port::release() noexcept {
   open_ = false;
   auto log = logger("port");
   if (started_) {
+    // What arrived after the last poll goes back to its pool: a loopback vdev (net_ring) holds
+    // the frames last sent on it in its ring, and neither stop nor close frees them. Bounded,
+    // since a source such as net_null never runs dry.
+    rte_mbuf* burst[32];
+    for (uint16_t q = 0; q < config_.rx_queues; ++q) {
+      for (unsigned round = 0; round < 1024; ++round) {
+        const uint16_t n = rte_eth_rx_burst(id_, q, burst, 32);
+        rte_pktmbuf_free_bulk(burst, n);
+        if (n == 0) break;
+      }
+    }
     const int ret = rte_eth_dev_stop(id_);
     if (ret != 0) log->warn("port \"{}\": rte_eth_dev_stop failed: {}", name_, rte_strerror(-ret));
     started_ = false;

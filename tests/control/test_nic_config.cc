@@ -319,7 +319,7 @@ TEST_CASE("errors name the file, the key and what is allowed") {
       {uplinks(17), "test.yaml: nic.uplinks: at most 16 uplinks, got 17"},
       {one_uplink("  hots: {device: x}\n"),
        "test.yaml: nic.hots: unknown key (allowed here: name|seed|mempool_mbufs|mbuf_data_room|"
-       "host|uplinks|spray|receive|reorder|placement|control|rc_engine)"},
+       "host|uplinks|spray|receive|reorder|placement|control|rc_engine|probe)"},
       {"nic:\n  uplinks: [{name: up0, device: a}, {name: up0, device: b}]",
        "test.yaml: nic.uplinks[1].name: uplink \"up0\" defined twice"},
       {"nic:\n  host: {device: h}\n  uplinks: [{name: host, device: a}]",
@@ -560,5 +560,62 @@ TEST_CASE("the help names every key with its default") {
         "delay_ns: 1000", "0..15 with ts-high, 0..255 with path-high", "1..16 uplinks"}) {
     INFO(text);
     CHECK(help.find(text) != std::string::npos);
+  }
+}
+
+TEST_CASE("nic probe: absent by default, defaults, the uplink's peer_mac, every key") {
+  CHECK_FALSE(parse(one_uplink()).probe.has_value());
+  const NicConfig d = parse(one_uplink("  probe: {}\n"));
+  REQUIRE(d.probe.has_value());
+  const LatencyProbeConfig defaults;
+  CHECK(d.probe->uplink == "up0");
+  CHECK(d.probe->uplink_index == 0);
+  CHECK(d.probe->probe.rate_pps == defaults.rate_pps);
+  CHECK(d.probe->probe.dst_ip == defaults.dst_ip);
+  CHECK(d.probe->probe.dst_port == defaults.dst_port);
+  CHECK(d.probe->probe.change_threshold_ns == defaults.change_threshold_ns);
+  CHECK(d.probe->probe.eth.dst == defaults.eth.dst);
+
+  const NicConfig c = parse(
+      "nic:\n  uplinks:\n    - {name: a, device: net_ring0}\n"
+      "    - {name: b, device: net_ring1, peer_mac: \"02:53:50:00:0b:fe\"}\n"
+      "  probe: {uplink: b, rate_pps: 25000, src_ip: 10.1.0.1, dst_ip: 10.2.0.1, src_port: 4000,\n"
+      "          dst_port: 9999, dscp: 10, ttl: 9, frame_length: 128, change_threshold_us: 2.5,\n"
+      "          max_samples: 1000, sequence_window: 512}\n");
+  const NicProbeSettings& p = *c.probe;
+  CHECK(p.uplink == "b");
+  CHECK(p.uplink_index == 1);
+  CHECK(p.probe.eth.dst == MacAddress{0x02, 0x53, 0x50, 0x00, 0x0b, 0xfe});  // b's peer_mac
+  CHECK(p.probe.rate_pps == 25000);
+  CHECK(p.probe.src_ip == 0x0A010001);
+  CHECK(p.probe.dst_ip == 0x0A020001);
+  CHECK(p.probe.src_port == 4000);
+  CHECK(p.probe.dst_port == 9999);
+  CHECK(p.probe.dscp == 10);
+  CHECK(p.probe.ttl == 9);
+  CHECK(p.probe.frame_length == 128);
+  CHECK(p.probe.change_threshold_ns == 2500);
+  CHECK(p.probe.max_samples == 1000);
+  CHECK(p.probe.sequence_window == 512);
+  CHECK(parse(one_uplink("  probe: {dst_mac: \"02:00:00:00:00:09\"}\n")).probe->probe.eth.dst ==
+        MacAddress{0x02, 0x00, 0x00, 0x00, 0x00, 0x09});
+}
+
+TEST_CASE("nic probe: errors name the key and what is allowed") {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {one_uplink("  probe: {uplink: up7}\n"),
+       "test.yaml: nic.probe.uplink: must name an uplink (up0), got \"up7\""},
+      {one_uplink("  probe: {dst_port: 4791}\n"),
+       "test.yaml: nic.probe.dst_port: must not be 4791 (RoCEv2's): probes are plain UDP the "
+       "NIC recognises by port"},
+      {one_uplink("  probe: {frame_length: 65}\n"),
+       "test.yaml: nic.probe.frame_length: must be 0 (the smallest probe) or 66..9000, got 65"},
+      {one_uplink("  probe: {rate_pps: 0}\n"), "test.yaml: nic.probe.rate_pps: "},
+      {one_uplink("  probe: {ttl: 1}\n"), "test.yaml: nic.probe.ttl: "},
+      {one_uplink("  probe: {mode: x}\n"), "test.yaml: nic.probe.mode: unknown key"},
+  };
+  for (const auto& [yaml, expected] : cases) {
+    INFO(yaml);
+    CHECK(error_of(yaml).rfind(expected, 0) == 0);
   }
 }
