@@ -31,8 +31,8 @@
 #include "dataplane/runtime/logging.h"
 #include "dataplane/runtime/packet_pool.h"
 #include "dataplane/runtime/poll_loop.h"
-#include "dataplane/runtime/program_args.h"
 #include "dataplane/runtime/port.h"
+#include "dataplane/runtime/program_args.h"
 #include "dataplane/runtime/rcu_domain.h"
 #include "dataplane/runtime/stop_signal.h"
 #include "dataplane/runtime/tsc_clock.h"
@@ -51,6 +51,7 @@ struct Options {
   std::string log_level = "info";
   uint64_t idle_exit_ms = 0;
   uint64_t duration_ms = 0;
+  runtime::IdleBackoffOptions backoff;
   bool run_until_signal = false;
 };
 
@@ -72,6 +73,7 @@ void describe(CLI::App& app, Options& o) {
       ->capture_default_str();
   app.add_option("--duration-ms", o.duration_ms, "stop after this long (0: no limit)")
       ->capture_default_str();
+  runtime::add_idle_backoff_options(app, o.backoff);
   app.add_flag("--run-until-signal", o.run_until_signal,
                "with the RC traffic engine: keep running after every message is acknowledged "
                "(default: stop then)");
@@ -186,7 +188,8 @@ int run(int argc, char** argv) {
   target.links = control::uplink_identities(config);
   // The config resolved every uplink's path id (given, or from its fingerprint): the table
   // keeps those, so its path ids are the ones the PPCIDs carry.
-  for (size_t u = 0; u < config.uplinks.size(); ++u) target.links[u].path_id = config.uplinks[u].path_id;
+  for (size_t u = 0; u < config.uplinks.size(); ++u)
+    target.links[u].path_id = config.uplinks[u].path_id;
   target.path_id_bits = control::path_id_bits(config);
   for (uint16_t u = 0; u < config.uplinks.size(); ++u) target.ports.push_back(&node->egress(u));
   target.rcu = &rcu;
@@ -217,6 +220,7 @@ int run(int argc, char** argv) {
   runtime::PollLoopConfig loop_cfg;
   loop_cfg.rcu = &rcu;
   loop_cfg.rcu_reader_id = 0;
+  loop_cfg.idle_backoff = opt.backoff.config();
   runtime::PollLoop loop(rx, tx, handler, clock, loop_cfg);
   log->info("running{}: {} uplinks, {}, spray {}, receive {}; stop with SIGINT/SIGTERM",
             config.name == control::NicConfig{}.name ? "" : " as \"" + config.name + "\"",
@@ -231,6 +235,10 @@ int run(int argc, char** argv) {
 
   json report = nic_emu::report_json(*node);
   report["tx_dropped"] = loop.counters().tx_dropped;
+  report["poll_loop"] = {{"loops", loop.counters().loops},
+                         {"idle_backoff_max_us", opt.backoff.max_sleep_us},
+                         {"idle_sleeps", loop.counters().idle_sleeps},
+                         {"idle_sleep_ns", loop.counters().idle_sleep_ns}};
   report["control"] = {{"ticks", control_loop.counters().ticks},
                        {"publications", control_loop.counters().publications},
                        {"grace_periods", rcu.grace_periods()}};

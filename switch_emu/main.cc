@@ -31,8 +31,8 @@
 #include "dataplane/runtime/logging.h"
 #include "dataplane/runtime/packet_pool.h"
 #include "dataplane/runtime/poll_loop.h"
-#include "dataplane/runtime/program_args.h"
 #include "dataplane/runtime/port.h"
+#include "dataplane/runtime/program_args.h"
 #include "dataplane/runtime/rcu_domain.h"
 #include "dataplane/runtime/stop_signal.h"
 #include "dataplane/runtime/tsc_clock.h"
@@ -52,6 +52,7 @@ struct Options {
   std::string log_level = "info";
   uint64_t idle_exit_ms = 0;
   uint64_t duration_ms = 0;
+  runtime::IdleBackoffOptions backoff;
 };
 
 void describe(CLI::App& app, Options& o) {
@@ -75,6 +76,7 @@ void describe(CLI::App& app, Options& o) {
       ->capture_default_str();
   app.add_option("--duration-ms", o.duration_ms, "stop after this long (0: no limit)")
       ->capture_default_str();
+  runtime::add_idle_backoff_options(app, o.backoff);
 }
 
 int run(int argc, char** argv) {
@@ -96,9 +98,10 @@ int run(int argc, char** argv) {
     for (const uint16_t p : g.ports) {
       const std::string& dev = config.ports[p].device;
       if (dev.rfind("net_null", 0) == 0 && dev.find("no-rx=1") == std::string::npos) {
-        log->warn("port {} ({}) is an output of group {} but net_null without no-rx=1 also "
-                  "generates packets on its rx side: add ,no-rx=1 to its device",
-                  config.ports[p].name, dev, g.name);
+        log->warn(
+            "port {} ({}) is an output of group {} but net_null without no-rx=1 also "
+            "generates packets on its rx side: add ,no-rx=1 to its device",
+            config.ports[p].name, dev, g.name);
       }
     }
   }
@@ -192,6 +195,7 @@ int run(int argc, char** argv) {
     runtime::PollLoopConfig loop_cfg;
     loop_cfg.rcu = &rcu;
     loop_cfg.rcu_reader_id = static_cast<unsigned>(loops.size());
+    loop_cfg.idle_backoff = opt.backoff.config();
     loops.push_back(std::make_unique<runtime::PollLoop>(rx, tx, *handlers.back(), clock, loop_cfg));
   }
   log->info("running{}: {} ports, {} lcore(s); stop with SIGINT/SIGTERM",
@@ -210,9 +214,20 @@ int run(int argc, char** argv) {
       {"period_ns", loop_config.period_ns},  {"ticks", cc.ticks},
       {"publications", cc.publications},     {"immediate_publications", cc.immediate_publications},
       {"missed_periods", cc.missed_periods}, {"grace_periods", rcu.grace_periods()}};
-  uint64_t tx_dropped = 0;
-  for (const auto& l : loops) tx_dropped += l->counters().tx_dropped;
+  uint64_t tx_dropped = 0, loop_count = 0, idle_sleeps = 0, idle_sleep_ns = 0;
+  for (const auto& l : loops) {
+    const runtime::PollLoopCounters c = l->counters();
+    tx_dropped += c.tx_dropped;
+    loop_count += c.loops;
+    idle_sleeps += c.idle_sleeps;
+    idle_sleep_ns += c.idle_sleep_ns;
+  }
   report["tx_dropped"] = tx_dropped;
+  // Summed over the lcores.
+  report["poll_loop"] = {{"loops", loop_count},
+                         {"idle_backoff_max_us", opt.backoff.max_sleep_us},
+                         {"idle_sleeps", idle_sleeps},
+                         {"idle_sleep_ns", idle_sleep_ns}};
   for (size_t i = 0; i < ports.size(); ++i) {
     report["ports"][i]["dpdk"] = switch_emu::ethdev_json(ports[i].id());
   }

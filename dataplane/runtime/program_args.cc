@@ -5,6 +5,19 @@
 
 namespace spraynet::runtime {
 
+void add_idle_backoff_options(CLI::App& app, IdleBackoffOptions& o) {
+  app.add_option("--idle-backoff-us", o.max_sleep_us,
+                 "adaptive idle back-off: after --idle-polls empty poll rounds the lcore sleeps "
+                 "1 us, doubling up to this many us, until a packet moves; lets several DPDK "
+                 "processes share cores. 0: busy polling (benchmarks, a core per lcore)")
+      ->check(CLI::Range(uint64_t{0}, uint64_t{1'000'000}))
+      ->capture_default_str();
+  app.add_option("--idle-polls", o.idle_polls,
+                 "empty poll rounds in a row before the idle back-off's first sleep")
+      ->check(CLI::Range(0U, 100'000'000U))
+      ->capture_default_str();
+}
+
 ProgramArgs split_program_args(int argc, char** argv) {
   ProgramArgs a;
   const std::string prog = argc > 0 ? argv[0] : "program";
@@ -31,7 +44,8 @@ std::string option_name(const std::string& arg) {
 
 }  // namespace
 
-std::optional<int> parse_program_args(CLI::App& app, const ProgramArgs& args, std::string_view name) {
+std::optional<int> parse_program_args(CLI::App& app, const ProgramArgs& args,
+                                      std::string_view name) {
   for (const auto* side : {&args.app, &args.eal}) {
     for (size_t i = 1; i < side->size(); ++i) {
       const std::string& a = (*side)[i];
