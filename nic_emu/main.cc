@@ -235,6 +235,16 @@ int run(int argc, char** argv) {
 
   json report = nic_emu::report_json(*node);
   report["tx_dropped"] = loop.counters().tx_dropped;
+  if (!report["rc_engine"].is_null()) {
+    // Bytes acknowledged over the time from the engine's start to its last completion (or to
+    // the stop, when it did not finish): the run's goodput.
+    const uint64_t end = shared.rc_done_ns != 0 ? shared.rc_done_ns : clock.now_ns();
+    const uint64_t elapsed = end > shared.rc_started_ns ? end - shared.rc_started_ns : 0;
+    const uint64_t acked = report["rc_engine"]["requester"]["bytes_acked"].get<uint64_t>();
+    report["rc_engine"]["elapsed_ns"] = elapsed;
+    report["rc_engine"]["goodput_gbps"] =
+        elapsed == 0 ? 0.0 : static_cast<double>(acked) * 8.0 / static_cast<double>(elapsed);
+  }
   report["poll_loop"] = {{"loops", loop.counters().loops},
                          {"idle_backoff_max_us", opt.backoff.max_sleep_us},
                          {"idle_sleeps", loop.counters().idle_sleeps},
@@ -273,10 +283,13 @@ int run(int argc, char** argv) {
   }
   if (!report["rc_engine"].is_null()) {
     const auto& q = report["rc_engine"]["requester"];
-    std::printf("rc: messages %lu, packets sent %lu, retransmitted %lu, naks %lu, timeouts %lu\n",
-                q["messages_completed"].get<uint64_t>(), q["packets_sent"].get<uint64_t>(),
-                q["packets_retransmitted"].get<uint64_t>(), q["naks_received"].get<uint64_t>(),
-                q["timeouts"].get<uint64_t>());
+    std::printf(
+        "rc: messages %lu, packets sent %lu, retransmitted %lu, naks %lu, timeouts %lu, goodput "
+        "%.3f Gbit/s over %.3f s\n",
+        q["messages_completed"].get<uint64_t>(), q["packets_sent"].get<uint64_t>(),
+        q["packets_retransmitted"].get<uint64_t>(), q["naks_received"].get<uint64_t>(),
+        q["timeouts"].get<uint64_t>(), report["rc_engine"]["goodput_gbps"].get<double>(),
+        static_cast<double>(report["rc_engine"]["elapsed_ns"].get<uint64_t>()) / 1e9);
     if (const auto& pl = report["rc_engine"]["placement"]; !pl.is_null()) {
       std::printf(
           "placement: placed %lu, out of order %lu, holes naked %lu, window overflows %lu\n",

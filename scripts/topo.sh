@@ -5,14 +5,15 @@
 #   scripts/topo.sh up     [--config FILE] [--set KEY=VALUE]...   create and start
 #   scripts/topo.sh down   [--config FILE] [--set KEY=VALUE]...   stop and remove everything
 #   scripts/topo.sh status [--config FILE] [--set KEY=VALUE]...   what is up; exit 0 if all is
+#   scripts/topo.sh start  [--config FILE] [--set KEY=VALUE]...   start what `hold` kept back
 # FILE has KEY = VALUE lines (# comments); configs/topo.conf lists every key with its default.
 # `down` leaves no namespace, veth, process, hugepage or DPDK runtime directory behind, also
 # after a failed or interrupted `up` (which runs it itself).
 #
-#   netns PREFIX-h0                         netns PREFIX-fab                        netns PREFIX-h1
-#   eth0 10.0.1.1 -- h0nic [nic_emu nic0] n0u0 -- s0p0 [spine0] s0p1 -- n1u0 [nic_emu nic1] h1nic -- eth0 10.0.2.1
-#                                         n0u1 -- s1p0 [spine1] s1p1 -- n1u1
-#                                         ...     (one switch_emu per uplink)
+#   PREFIX-h0         PREFIX-nic0             PREFIX-spineK          PREFIX-nic1        PREFIX-h1
+#   eth0 10.0.1.1 -- h0nic [nic_emu] n0u0 -- s0p0 [switch_emu] s0p1 -- n1u0 [nic_emu] h1nic -- eth0 10.0.2.1
+#                                    n0u1 -- s1p0 [switch_emu] s1p1 -- n1u1
+#                                    ...      (one spine per uplink; each name a network namespace)
 #
 # Every DPDK port is net_af_packet with qdisc_bypass on a veth end whose checksum offload is
 # off; every process has its own --file-prefix (PREFIX-spineK, PREFIX-nicI) and one lcore, on
@@ -29,7 +30,7 @@ NIC_EMU=${NIC_EMU:-$ROOT/build/nic_emu/nic_emu}
 
 die() { echo "$ME: $*" >&2; exit 2; }
 usage() {
-  sed -n '3,8p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '3,9p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 
@@ -38,7 +39,7 @@ declare -A CFG=(
   [prefix]=spn [uplinks]=4 [traffic]=rc [spray]=rr [receive]=reorder-buffer
   [reorder_hold_us]=5000 [rc_qps]=4 [rc_messages]=50 [rc_message_bytes]=65536 [rc_mtu]=1024
   [link_gbps]=10 [link_delay_ns]=2000 [idle_backoff_us]=100 [capture]=none [cores]=auto
-  [dir]=''
+  [hold]=none [dir]=''
 )
 # What each key allows, for the error message: KEY -> "regex@@description".
 declare -A RULE=(
@@ -57,6 +58,7 @@ declare -A RULE=(
   [idle_backoff_us]='^[0-9]{1,7}$@@0..1000000 (0: busy polling)'
   [capture]='^(none|spine[0-7])$@@none or spineK (that spine runs on hugepages for dpdk-dumpcap)'
   [cores]='^(auto|[0-9]+(,[0-9]+)*)$@@auto or a list of CPUs, e.g. 0,1'
+  [hold]='^(none|nic0)$@@none or nic0 (up leaves the requester to topo.sh start)'
   [dir]='^(/[^ ]*)?$@@an absolute path (default /run/spraynet/PREFIX)'
 )
 CONFIG_FILE=
@@ -105,8 +107,16 @@ fi
 
 P=${CFG[prefix]}
 U=${CFG[uplinks]}
-DIR=${CFG[dir]:-/run/spraynet/$P}
-FAB=$P-fab
+# The run directory of a topology that is up is remembered, so that down and status find it
+# without being told again.
+STATE_LINK=/run/spraynet/$P.dir
+if [ -n "${CFG[dir]}" ]; then
+  DIR=${CFG[dir]}
+elif [ "$CMD" != up ] && [ -f "$STATE_LINK" ]; then
+  DIR=$(cat "$STATE_LINK")
+else
+  DIR=/run/spraynet/$P
+fi
 HOSTNS=("$P-h0" "$P-h1")
 HUGE_PAGES=160  # 320 MiB: the captured spine's -m 256 and dpdk-dumpcap's ring and mempool
 
@@ -116,6 +126,12 @@ procs() {  # every process name, in start order
   echo nic1
   echo nic0
 }
+# Every process has a namespace of its own, as a box has its own interfaces. It also must:
+# net_af_packet joins each socket to a PACKET_FANOUT group numbered (pid ^ ifindex) & 0xffff,
+# and the kernel refuses (EINVAL) a group number already bound to another interface in the
+# same namespace: processes started in quick succession have close pids, and their uplinks
+# close ifindexes.
+namespaces() { echo "${HOSTNS[@]}"; for name in $(procs); do echo "$P-$name"; done; }
 # MACs are fixed so that configs can name the next hops.
 host_mac() { printf '02:53:50:0%d:00:01' "$1"; }
 nic_host_mac() { printf '02:53:50:0%d:00:fe' "$1"; }
@@ -149,7 +165,7 @@ do_down() {
     done
   fi
   # Anything else still running in our namespaces (a half-started process).
-  for ns in "$FAB" "${HOSTNS[@]}"; do
+  for ns in $(namespaces); do
     if ns_exists "$ns"; then
       for pid in $(ip netns pids "$ns"); do stop_pid "$pid"; done
       ip netns del "$ns" 2>/dev/null || true  # takes its veth ends with it
@@ -167,22 +183,29 @@ do_down() {
     rm -f "$DIR/huge.mounted"
     rmdir "$DIR/huge" 2>/dev/null || true
   fi
-  if [ -f "$DIR/nr_hugepages.saved" ]; then
-    cat "$DIR/nr_hugepages.saved" >/proc/sys/vm/nr_hugepages || true
-    rm -f "$DIR/nr_hugepages.saved"
+  if [ -f "$DIR/hugepages.added" ]; then
+    # Give back what up added (not a saved total: someone else may have reserved pages since).
+    local now added
+    now=$(cat /proc/sys/vm/nr_hugepages)
+    added=$(cat "$DIR/hugepages.added")
+    if [ "$now" -ge "$added" ]; then echo $((now - added)) >/proc/sys/vm/nr_hugepages || true; fi
+    rm -f "$DIR/hugepages.added"
   fi
   for name in $(procs); do rm -rf "/var/run/dpdk/$P-$name"; done
+  rm -f "$DIR/held" "$STATE_LINK"
 }
 
 # ---- status ------------------------------------------------------------------------------------
 do_status() {
   local ok=0 name ns
-  for ns in "$FAB" "${HOSTNS[@]}"; do
+  for ns in $(namespaces); do
     if ns_exists "$ns"; then echo "netns   $ns: up"; else echo "netns   $ns: absent"; ok=1; fi
   done
   for name in $(procs); do
     if alive "$name"; then
       echo "process $name: running, pid $(cat "$DIR/$name.pid"), --file-prefix $P-$name"
+    elif [ -f "$DIR/held" ] && [ "$(cut -d' ' -f1 "$DIR/held")" = "$name" ]; then
+      echo "process $name: held back (hold = $name): topo.sh start"; ok=1
     elif [ -f "$DIR/$name.rc" ]; then
       echo "process $name: exited with status $(cat "$DIR/$name.rc") (log $DIR/$name.log)"; ok=1
     else
@@ -280,7 +303,7 @@ start_proc() {  # name core binary config
   # the program's own pid.
   (
     trap - ERR INT TERM
-    ip netns exec "$FAB" "$bin" "${eal[@]}" -- --config "$config" --stats "$DIR/$name.json" \
+    ip netns exec "$P-$name" "$bin" "${eal[@]}" -- --config "$config" --stats "$DIR/$name.json" \
       --idle-backoff-us "${CFG[idle_backoff_us]}" "${extra[@]+"${extra[@]}"}" \
       >"$DIR/$name.log" 2>&1 </dev/null &
     echo $! >"$DIR/$name.pid"
@@ -313,35 +336,38 @@ do_up() {
   for b in "$SWITCH_EMU" "$NIC_EMU"; do
     [ -x "$b" ] || die "$b is not built (ninja -C build)"
   done
-  for ns in "$FAB" "${HOSTNS[@]}"; do
+  for ns in $(namespaces); do
     ! ns_exists "$ns" || die "netns $ns exists: the topology (prefix $P) is up; run $ME down first"
   done
-  mkdir -p "$DIR"
+  mkdir -p "$DIR" /run/spraynet
+  echo "$DIR" >"$STATE_LINK"
   for name in $(procs); do rm -f "$DIR/$name".{pid,rc,json,log,waiting}; done
+  rm -f "$DIR/held"
   trap 'echo "$ME: up failed; taking down what was made" >&2; do_down' ERR
   trap 'echo "$ME: interrupted; taking down what was made" >&2; do_down; exit 130' INT TERM
 
   # Namespaces: IPv6 off before any link exists, so nothing sends router solicitations or DAD.
-  for ns in "$FAB" "${HOSTNS[@]}"; do
+  for ns in $(namespaces); do
     ip netns add "$ns"
     in_ns "$ns" sysctl -qw net.ipv6.conf.default.disable_ipv6=1 net.ipv6.conf.all.disable_ipv6=1
     in_ns "$ns" ip link set lo up
   done
   for i in 0 1; do
-    veth "${HOSTNS[$i]}" eth0 "$(host_mac "$i")" "$FAB" "h${i}nic" "$(nic_host_mac "$i")"
+    veth "${HOSTNS[$i]}" eth0 "$(host_mac "$i")" "$P-nic$i" "h${i}nic" "$(nic_host_mac "$i")"
     in_ns "${HOSTNS[$i]}" ip addr add "10.0.$((i + 1)).1/24" dev eth0
     # switch_emu and nic_emu answer no ARP: a static neighbour for the gateway.
     in_ns "${HOSTNS[$i]}" ip neigh replace "10.0.$((i + 1)).254" lladdr "$(nic_host_mac "$i")" \
       dev eth0 nud permanent
     in_ns "${HOSTNS[$i]}" ip route add default via "10.0.$((i + 1)).254"
     for ((k = 0; k < U; k++)); do
-      veth "$FAB" "n${i}u$k" "$(nic_uplink_mac "$i" "$k")" "$FAB" "s${k}p$i" "$(spine_port_mac "$k" "$i")"
+      veth "$P-nic$i" "n${i}u$k" "$(nic_uplink_mac "$i" "$k")" "$P-spine$k" "s${k}p$i" \
+        "$(spine_port_mac "$k" "$i")"
     done
   done
 
   if [ "${CFG[capture]}" != none ]; then
-    cat /proc/sys/vm/nr_hugepages >"$DIR/nr_hugepages.saved"
-    echo $(($(cat "$DIR/nr_hugepages.saved") + HUGE_PAGES)) >/proc/sys/vm/nr_hugepages
+    echo "$HUGE_PAGES" >"$DIR/hugepages.added"
+    echo $(($(cat /proc/sys/vm/nr_hugepages) + HUGE_PAGES)) >/proc/sys/vm/nr_hugepages
     n=$(awk '/HugePages_Free/ {print $2}' /proc/meminfo)
     if [ "$n" -lt "$HUGE_PAGES" ]; then
       echo "$ME: capture needs $HUGE_PAGES free 2 MiB hugepages, the kernel gave $n" >&2
@@ -363,10 +389,14 @@ do_up() {
   IFS=, read -r -a CORES <<<"$cores"
   n=0
   for name in $(procs); do
-    local bin=$SWITCH_EMU
+    local bin=$SWITCH_EMU core=${CORES[$((n % ${#CORES[@]}))]}
     [[ $name == nic* ]] && bin=$NIC_EMU
-    start_proc "$name" "${CORES[$((n % ${#CORES[@]}))]}" "$bin" "$DIR/$name.yaml"
     n=$((n + 1))
+    if [ "${CFG[hold]}" = "$name" ]; then
+      echo "$name $core $bin" >"$DIR/held"
+      continue
+    fi
+    start_proc "$name" "$core" "$bin" "$DIR/$name.yaml"
     # The responder before the requester, the spines before both: the first packets find
     # every hop polling.
     wait_running "$name"
@@ -375,11 +405,24 @@ do_up() {
   echo "$ME: up: prefix $P, 2 hosts, $U uplinks/spines, traffic ${CFG[traffic]}, spray ${CFG[spray]}, receive ${CFG[receive]}, idle back-off ${CFG[idle_backoff_us]} us, run dir $DIR"
 }
 
+do_start() {
+  local name core bin
+  [ -f "$DIR/held" ] || die "nothing held back (hold = none, or already started): prefix $P"
+  read -r name core bin <"$DIR/held"
+  trap 'echo "$ME: start failed; taking everything down" >&2; do_down' ERR
+  start_proc "$name" "$core" "$bin" "$DIR/$name.yaml"
+  wait_running "$name"
+  trap - ERR
+  rm -f "$DIR/held"
+  echo "$ME: started $name"
+}
+
 [ "$(id -u)" = 0 ] || die "needs root (network namespaces, veth, hugepages)"
 case "$CMD" in
   up) do_up ;;
   down) do_down; echo "$ME: down: prefix $P" ;;
   status) do_status ;;
+  start) do_start ;;
   ""|-h|--help) usage ;;
-  *) die "unknown command '$CMD' (up, down or status)" ;;
+  *) die "unknown command '$CMD' (up, down, status or start)" ;;
 esac
