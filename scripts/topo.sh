@@ -6,6 +6,7 @@
 #   scripts/topo.sh down   [--config FILE] [--set KEY=VALUE]...   stop and remove everything
 #   scripts/topo.sh status [--config FILE] [--set KEY=VALUE]...   what is up; exit 0 if all is
 #   scripts/topo.sh start  [--config FILE] [--set KEY=VALUE]...   start what `hold` kept back
+#   scripts/topo.sh check  [--config FILE] [--set KEY=VALUE]...   print the configuration
 # FILE has KEY = VALUE lines (# comments); configs/topo.conf lists every key with its default.
 # `down` leaves no namespace, veth, process, hugepage or DPDK runtime directory behind, also
 # after a failed or interrupted `up` (which runs it itself).
@@ -30,7 +31,7 @@ NIC_EMU=${NIC_EMU:-$ROOT/build/nic_emu/nic_emu}
 
 die() { echo "$ME: $*" >&2; exit 2; }
 usage() {
-  sed -n '3,9p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '3,10p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 
@@ -417,6 +418,10 @@ do_start() {
   echo "$ME: started $name"
 }
 
+if [ "$CMD" = check ]; then  # no root needed: the configuration was checked as it was read
+  for k in $(printf '%s\n' "${!CFG[@]}" | sort); do echo "$k = ${CFG[$k]}"; done
+  exit 0
+fi
 [ "$(id -u)" = 0 ] || die "needs root (network namespaces, veth, hugepages)"
 case "$CMD" in
   up) do_up ;;
@@ -424,5 +429,5 @@ case "$CMD" in
   status) do_status ;;
   start) do_start ;;
   ""|-h|--help) usage ;;
-  *) die "unknown command '$CMD' (up, down, status or start)" ;;
+  *) die "unknown command '$CMD' (up, down, status, start or check)" ;;
 esac
