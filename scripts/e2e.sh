@@ -45,17 +45,23 @@ CHILD=   # the foreground step, run in the background so that a signal is handle
 DUMPCAP=
 UP=0
 topo() { "$TOPO" "$1" --config "$CONFIG" --set "prefix=$PREFIX" "${@:2}"; }
+stop_bg() {  # pid signal: signal it, wait up to 20 s for it to end, then SIGKILL
+  local pid=$1 sig=$2 i
+  kill "-$sig" "$pid" 2>/dev/null || return 0
+  for ((i = 0; i < 200; i++)); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  kill -KILL "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+}
+# shellcheck disable=SC2317  # run by the traps
 cleanup() {
   trap - EXIT INT TERM
   # A topo.sh up that is running takes down what it made when told to stop; then down.
-  if [ -n "$CHILD" ] && kill -0 "$CHILD" 2>/dev/null; then
-    kill -TERM "$CHILD" 2>/dev/null || true
-    wait "$CHILD" 2>/dev/null || true
-  fi
-  if [ -n "$DUMPCAP" ] && kill -0 "$DUMPCAP" 2>/dev/null; then
-    kill -INT "$DUMPCAP" 2>/dev/null || true
-    wait "$DUMPCAP" 2>/dev/null || true
-  fi
+  if [ -n "$CHILD" ]; then stop_bg "$CHILD" TERM; fi
+  # Before down: a secondary still mapping the hugepages would keep them from the kernel.
+  if [ -n "$DUMPCAP" ]; then stop_bg "$DUMPCAP" INT; fi
   if [ "$UP" = 1 ] || ip netns list | grep -q "^$PREFIX-"; then
     topo down >/dev/null 2>&1 || true
   fi
@@ -105,8 +111,7 @@ one_run() {  # mode (flow|rr)
   run python3 "$ROOT/scripts/rc_watch.py" "$PREFIX-nic0" --timeout 90 >"$dir/watch.json" ||
     watch_rc=$?
   if [ -n "$DUMPCAP" ]; then
-    kill -INT "$DUMPCAP" 2>/dev/null || true
-    wait "$DUMPCAP" || echo "  dpdk-dumpcap: exit status $? ($dir/dumpcap.log)"
+    stop_bg "$DUMPCAP" INT  # its capture file is checked below
     DUMPCAP=
   fi
   run topo down >/dev/null

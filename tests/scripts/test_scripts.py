@@ -137,12 +137,13 @@ class TopoConfig(unittest.TestCase):
 
     @unittest.skipUnless(IS_ROOT, "needs root")
     def test_a_failed_up_leaves_nothing_behind(self):
-        # nic0's config is refused by nic_emu (an uplink on an interface that does not exist is
-        # not possible to provoke from the config, so: a reorder hold above the RC timeout).
+        # nic1's config is refused by nic_emu (a reorder hold above the RC retransmit timeout),
+        # after both spines started, spine0 on hugepages of the hugetlbfs up mounted.
         prefix = f"spf{os.getpid() % 100}"
         left = LeftBehind(prefix, self.tmp)
         r = run([TOPO, "up", "--set", f"prefix={prefix}", "--set", f"dir={self.tmp}/run",
-                 "--set", "reorder_hold_us=999999", "--set", "uplinks=2"], timeout=180)
+                 "--set", "reorder_hold_us=999999", "--set", "uplinks=2",
+                 "--set", "capture=spine0"], timeout=180)
         self.assertNotEqual(r.returncode, 0)
         self.assertIn("up failed; taking down what was made", r.stderr)
         self.assertIn("nic1 exited with status 2 while starting", r.stderr)
