@@ -134,6 +134,8 @@ int run(int argc, char** argv) {
   if (const auto code = runtime::parse_program_args(app, args, "nic_emu")) return *code;
   runtime::set_level(opt.log_level);
   const control::NicConfig config = control::load_nic_config(opt.config);
+  runtime::resolve_idle_backoff(app, opt.backoff, config.idle_backoff.max_sleep_us,
+                                config.idle_backoff.idle_polls);
 
   runtime::Eal eal(args.eal);
   auto log = runtime::logger("nic_emu");

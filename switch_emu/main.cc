@@ -89,6 +89,8 @@ int run(int argc, char** argv) {
   if (const auto code = runtime::parse_program_args(app, args, "switch_emu")) return *code;
   runtime::set_level(opt.log_level);
   const control::SwitchConfig config = control::load_switch_config(opt.config);
+  runtime::resolve_idle_backoff(app, opt.backoff, config.idle_backoff.max_sleep_us,
+                                config.idle_backoff.idle_polls);
 
   runtime::Eal eal(args.eal);
   auto log = runtime::logger("switch_emu");

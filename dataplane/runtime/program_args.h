@@ -55,6 +55,9 @@ struct IdleBackoffOptions {
   }
 };
 void add_idle_backoff_options(CLI::App& app, IdleBackoffOptions& o);
+// After parsing: an option not given on the command line takes the config's value.
+void resolve_idle_backoff(const CLI::App& app, IdleBackoffOptions& o, uint64_t config_max_sleep_us,
+                          unsigned config_idle_polls);
 
 // For a program without EAL (roce_pcap, fabric_emu): every argument is the program's.
 inline ProgramArgs all_program_args(int argc, char** argv) {

@@ -150,6 +150,40 @@ class TopoConfig(unittest.TestCase):
         left.check(self)
 
 
+class IdleBackoff(unittest.TestCase):
+    """switch_emu's idle back-off from its config, and the flag over the config."""
+
+    def run_switch(self, tmp, *flags):
+        import json
+        cfg = os.path.join(tmp, "s.yaml")
+        with open(cfg, "w") as f:
+            f.write('ports:\n  - {name: a, device: "net_null0,no-rx=1"}\n'
+                    '  - {name: b, device: "net_null1,no-rx=1"}\n'
+                    "routes: [{prefix: 0.0.0.0/0, port: b}]\n"
+                    "idle_backoff: {max_sleep_us: 50, idle_polls: 8}\n")
+        stats = os.path.join(tmp, "s.json")
+        prefix = f"spb{os.getpid()}"
+        r = run([os.environ.get("SWITCH_EMU", os.path.join(ROOT, "build/switch_emu/switch_emu")),
+                 "--no-huge", "-m", "256", "--no-pci", "--file-prefix", prefix, "--log-level",
+                 "lib.eal:error", "--", "--config", cfg, "--stats", stats, "--duration-ms", "300",
+                 *flags])
+        shutil.rmtree(f"/var/run/dpdk/{prefix}", ignore_errors=True)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        with open(stats) as f:
+            return json.load(f)["poll_loop"]
+
+    def test_config_sets_it_and_the_flag_overrides(self):
+        with tempfile.TemporaryDirectory(prefix="backoff_") as tmp:
+            p = self.run_switch(tmp)
+            self.assertEqual(p["idle_backoff_max_us"], 50)
+            # 300 ms idle, sleeps of at most 50 us: hundreds of sleeps, few loops around them.
+            self.assertGreater(p["idle_sleeps"], 100)
+            self.assertLess(p["loops"], 20 * p["idle_sleeps"])
+            p = self.run_switch(tmp, "--idle-backoff-us", "0")
+            self.assertEqual(p["idle_backoff_max_us"], 0)
+            self.assertEqual(p["idle_sleeps"], 0)
+
+
 @unittest.skipUnless(IS_ROOT, "needs root: network namespaces, veth, hugepages")
 class E2e(unittest.TestCase):
     def test_e2e_passes_and_leaves_nothing_behind(self):
