@@ -31,8 +31,8 @@
 #include "dataplane/runtime/logging.h"
 #include "dataplane/runtime/packet_pool.h"
 #include "dataplane/runtime/poll_loop.h"
-#include "dataplane/runtime/port.h"
 #include "dataplane/runtime/program_args.h"
+#include "dataplane/runtime/port.h"
 #include "dataplane/runtime/rcu_domain.h"
 #include "dataplane/runtime/stop_signal.h"
 #include "dataplane/runtime/tsc_clock.h"
@@ -190,8 +190,7 @@ int run(int argc, char** argv) {
   target.links = control::uplink_identities(config);
   // The config resolved every uplink's path id (given, or from its fingerprint): the table
   // keeps those, so its path ids are the ones the PPCIDs carry.
-  for (size_t u = 0; u < config.uplinks.size(); ++u)
-    target.links[u].path_id = config.uplinks[u].path_id;
+  for (size_t u = 0; u < config.uplinks.size(); ++u) target.links[u].path_id = config.uplinks[u].path_id;
   target.path_id_bits = control::path_id_bits(config);
   for (uint16_t u = 0; u < config.uplinks.size(); ++u) target.ports.push_back(&node->egress(u));
   target.rcu = &rcu;

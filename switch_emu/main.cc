@@ -31,8 +31,8 @@
 #include "dataplane/runtime/logging.h"
 #include "dataplane/runtime/packet_pool.h"
 #include "dataplane/runtime/poll_loop.h"
-#include "dataplane/runtime/port.h"
 #include "dataplane/runtime/program_args.h"
+#include "dataplane/runtime/port.h"
 #include "dataplane/runtime/rcu_domain.h"
 #include "dataplane/runtime/stop_signal.h"
 #include "dataplane/runtime/tsc_clock.h"
@@ -100,10 +100,9 @@ int run(int argc, char** argv) {
     for (const uint16_t p : g.ports) {
       const std::string& dev = config.ports[p].device;
       if (dev.rfind("net_null", 0) == 0 && dev.find("no-rx=1") == std::string::npos) {
-        log->warn(
-            "port {} ({}) is an output of group {} but net_null without no-rx=1 also "
-            "generates packets on its rx side: add ,no-rx=1 to its device",
-            config.ports[p].name, dev, g.name);
+        log->warn("port {} ({}) is an output of group {} but net_null without no-rx=1 also "
+                  "generates packets on its rx side: add ,no-rx=1 to its device",
+                  config.ports[p].name, dev, g.name);
       }
     }
   }

@@ -52,8 +52,7 @@ std::string option_name(const std::string& arg) {
 
 }  // namespace
 
-std::optional<int> parse_program_args(CLI::App& app, const ProgramArgs& args,
-                                      std::string_view name) {
+std::optional<int> parse_program_args(CLI::App& app, const ProgramArgs& args, std::string_view name) {
   for (const auto* side : {&args.app, &args.eal}) {
     for (size_t i = 1; i < side->size(); ++i) {
       const std::string& a = (*side)[i];

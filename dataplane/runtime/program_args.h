@@ -36,8 +36,7 @@ ProgramArgs split_program_args(int argc, char** argv);
 // parse error (exit 2), unexpected arguments named in the order given; and, for one of the
 // program's options given before `--` (where EAL would take it and print its whole usage),
 // a line saying that program options follow `--`.
-std::optional<int> parse_program_args(CLI::App& app, const ProgramArgs& args,
-                                      std::string_view name);
+std::optional<int> parse_program_args(CLI::App& app, const ProgramArgs& args, std::string_view name);
 
 // The idle back-off's options, the same in every program on poll-mode lcores, with the defaults
 // for lcores that share cores (kProgramIdleBackoff): --idle-backoff-us (the longest sleep; 0:
