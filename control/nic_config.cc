@@ -425,7 +425,8 @@ NicConfig parse_nic_config(const ConfigNode& root) {
   root.allow_only({"nic"});
   const ConfigNode nic = root.child("nic");
   nic.allow_only({"name", "seed", "mempool_mbufs", "mbuf_data_room", "host", "uplinks", "spray",
-                  "receive", "reorder", "placement", "control", "rc_engine", "probe"});
+                  "receive", "reorder", "placement", "control", "rc_engine", "probe",
+                  "idle_backoff"});
   NicConfig c;
   c.file = root.file();
   c.name = nic.string_or("name", c.name);
@@ -472,6 +473,7 @@ NicConfig parse_nic_config(const ConfigNode& root) {
     }
     parse_placement(c, *p);
   }
+  if (auto b = nic.optional_child("idle_backoff")) parse_idle_backoff(c.idle_backoff, *b);
   if (auto k = nic.optional_child("control")) {
     k->allow_only({"period_ms"});
     c.control.period_ms = k->uint_or("period_ms", c.control.period_ms, 1, kMaxPeriodMs);
@@ -615,6 +617,12 @@ std::string nic_config_help() {
   line("  control:", "");
   line("    period_ms: " + std::to_string(d.control.period_ms),
        "1.." + std::to_string(kMaxPeriodMs) + "; link-state update and weight publication");
+  line("  idle_backoff:",
+       "the poll loop's idle back-off (--idle-backoff-us, --idle-polls override):");
+  line("    max_sleep_us: " + std::to_string(d.idle_backoff.max_sleep_us),
+       "0..1000000, the longest sleep of an idle lcore; 0: busy polling");
+  line("    idle_polls: " + std::to_string(d.idle_backoff.idle_polls),
+       "0..100000000, empty poll rounds before the first sleep");
   line("  rc_engine:", "only without host (an error with one); defaults apply when absent");
   line(
       "    qps: " + std::to_string(e.qps),

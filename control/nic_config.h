@@ -133,6 +133,7 @@ struct NicConfig {
   NicReorderSettings reorder;
   NicPlacementSettings placement;
   NicControlSettings control;
+  IdleBackoffSettings idle_backoff;
   // Set exactly when `host` is not: the RC traffic engine plays the host (defaults when the
   // file has no rc_engine block).
   std::optional<RcEngineSettings> rc_engine;

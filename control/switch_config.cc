@@ -283,9 +283,9 @@ int SwitchConfig::port_index(const std::string& n) const {
 }
 
 SwitchConfig parse_switch_config(const ConfigNode& root) {
-  root.allow_only({"name", "seed", "ppcid_layout", "mempool_mbufs", "mbuf_data_room",
-                   "route_table", "ports", "groups", "routes", "tcam", "hash", "qos", "pfc",
-                   "control", "lcores"});
+  root.allow_only({"name", "seed", "ppcid_layout", "mempool_mbufs", "mbuf_data_room", "route_table",
+                   "ports", "groups", "routes", "tcam", "hash", "qos", "pfc", "control", "lcores",
+                   "idle_backoff"});
   SwitchConfig c;
   c.file = root.file();
   c.name = root.string_or("name", c.name);
@@ -370,6 +370,7 @@ SwitchConfig parse_switch_config(const ConfigNode& root) {
 
   if (auto p = root.optional_child("pfc")) parse_pfc(c, *p);
   if (auto k = root.optional_child("control")) parse_control(c, *k);
+  if (auto b = root.optional_child("idle_backoff")) parse_idle_backoff(c.idle_backoff, *b);
 
   std::vector<int> polled(c.ports.size(), -1);
   std::set<unsigned> lcore_ids;
@@ -399,6 +400,13 @@ SwitchConfig parse_switch_config(const ConfigNode& root) {
 
 SwitchConfig load_switch_config(const std::string& path) {
   return parse_switch_config(ConfigNode::load_file(path));
+}
+
+void parse_idle_backoff(IdleBackoffSettings& s, const ConfigNode& n) {
+  n.allow_only({"max_sleep_us", "idle_polls"});
+  s.max_sleep_us = n.uint_or("max_sleep_us", s.max_sleep_us, 0, IdleBackoffSettings::kMaxSleepUs);
+  s.idle_polls = static_cast<uint32_t>(
+      n.uint_or("idle_polls", s.idle_polls, 0, IdleBackoffSettings::kMaxIdlePolls));
 }
 
 std::string switch_config_help() {
@@ -506,6 +514,12 @@ std::string switch_config_help() {
   h.line("  target_utilisation: " + n(k.target_utilisation), "0..0.99 (u_target)");
   h.line("  idle_buckets: " + std::to_string(k.idle_buckets), "1..4096 (B)");
   h.line("  utilisation_weight: " + n(k.utilisation_weight), "0.01..1, EWMA weight of the newest period");
+  h.line("idle_backoff:",
+         "the poll loops' idle back-off (--idle-backoff-us, --idle-polls override):");
+  h.line("  max_sleep_us: " + std::to_string(d.idle_backoff.max_sleep_us),
+         "0..1000000, the longest sleep of an idle lcore; 0: busy polling");
+  h.line("  idle_polls: " + std::to_string(d.idle_backoff.idle_polls),
+         "0..100000000, empty poll rounds before the first sleep");
   h.line("lcores:", "absent: the main lcore polls every port; else every port exactly once:");
   h.line("  - lcore: (required)", "0..1023, enabled by EAL's -l");
   h.line("    ports: (required)", "port names");

@@ -128,6 +128,18 @@ struct ControlSettings {
   double utilisation_weight = 0.5;  // EWMA weight of the newest period
 };
 
+// The poll loops' adaptive idle back-off (dataplane/runtime/poll_loop.h), `idle_backoff:` in
+// both programs' configs; --idle-backoff-us and --idle-polls override it. The defaults are the
+// programs' (runtime::kProgramIdleBackoff): on, for lcores that share cores.
+struct IdleBackoffSettings {
+  static constexpr uint64_t kMaxSleepUs = 1'000'000;
+  static constexpr uint32_t kMaxIdlePolls = 100'000'000;
+  uint64_t max_sleep_us = 100;  // the longest sleep; 0: busy polling (benchmarks)
+  uint32_t idle_polls = 256;    // empty rounds in a row before the first sleep
+};
+// Reads an `idle_backoff:` block ({max_sleep_us, idle_polls}) into `s`.
+void parse_idle_backoff(IdleBackoffSettings& s, const ConfigNode& n);
+
 struct LcoreSettings {
   unsigned lcore = 0;
   std::vector<uint16_t> ports;  // indices into SwitchConfig::ports polled by this lcore
@@ -154,6 +166,7 @@ struct SwitchConfig {
   QosSettings qos;
   PfcSettings pfc;
   ControlSettings control;
+  IdleBackoffSettings idle_backoff;
   std::vector<LcoreSettings> lcores;  // empty: the main lcore polls every port
 
   int port_index(const std::string& name) const;  // -1 when unknown

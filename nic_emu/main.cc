@@ -51,6 +51,7 @@ struct Options {
   std::string log_level = "info";
   uint64_t idle_exit_ms = 0;
   uint64_t duration_ms = 0;
+  runtime::IdleBackoffOptions backoff;
   bool run_until_signal = false;
 };
 
@@ -72,6 +73,7 @@ void describe(CLI::App& app, Options& o) {
       ->capture_default_str();
   app.add_option("--duration-ms", o.duration_ms, "stop after this long (0: no limit)")
       ->capture_default_str();
+  runtime::add_idle_backoff_options(app, o.backoff);
   app.add_flag("--run-until-signal", o.run_until_signal,
                "with the RC traffic engine: keep running after every message is acknowledged "
                "(default: stop then)");
@@ -139,6 +141,8 @@ int run(int argc, char** argv) {
   if (const auto code = runtime::parse_program_args(app, args, "nic_emu")) return *code;
   runtime::set_level(opt.log_level);
   const control::NicConfig config = control::load_nic_config(opt.config);
+  runtime::resolve_idle_backoff(app, opt.backoff, config.idle_backoff.max_sleep_us,
+                                config.idle_backoff.idle_polls);
 
   runtime::Eal eal(args.eal);
   auto log = runtime::logger("nic_emu");
@@ -224,6 +228,7 @@ int run(int argc, char** argv) {
   runtime::PollLoopConfig loop_cfg;
   loop_cfg.rcu = &rcu;
   loop_cfg.rcu_reader_id = 0;
+  loop_cfg.idle_backoff = opt.backoff.config();
   runtime::PollLoop loop(rx, tx, handler, clock, loop_cfg);
   log->info("running{}: {} uplinks, {}, spray {}, receive {}; stop with SIGINT/SIGTERM",
             config.name == control::NicConfig{}.name ? "" : " as \"" + config.name + "\"",
@@ -238,6 +243,20 @@ int run(int argc, char** argv) {
 
   json report = nic_emu::report_json(*node);
   report["tx_dropped"] = loop.counters().tx_dropped;
+  if (!report["rc_engine"].is_null()) {
+    // Bytes acknowledged over the time from the engine's start to its last completion (or to
+    // the stop, when it did not finish): the run's goodput.
+    const uint64_t end = shared.rc_done_ns != 0 ? shared.rc_done_ns : clock.now_ns();
+    const uint64_t elapsed = end > shared.rc_started_ns ? end - shared.rc_started_ns : 0;
+    const uint64_t acked = report["rc_engine"]["requester"]["bytes_acked"].get<uint64_t>();
+    report["rc_engine"]["elapsed_ns"] = elapsed;
+    report["rc_engine"]["goodput_gbps"] =
+        elapsed == 0 ? 0.0 : static_cast<double>(acked) * 8.0 / static_cast<double>(elapsed);
+  }
+  report["poll_loop"] = {{"loops", loop.counters().loops},
+                         {"idle_backoff_max_us", opt.backoff.max_sleep_us},
+                         {"idle_sleeps", loop.counters().idle_sleeps},
+                         {"idle_sleep_ns", loop.counters().idle_sleep_ns}};
   report["control"] = {{"ticks", control_loop.counters().ticks},
                        {"publications", control_loop.counters().publications},
                        {"grace_periods", rcu.grace_periods()}};
@@ -272,10 +291,13 @@ int run(int argc, char** argv) {
   }
   if (!report["rc_engine"].is_null()) {
     const auto& q = report["rc_engine"]["requester"];
-    std::printf("rc: messages %lu, packets sent %lu, retransmitted %lu, naks %lu, timeouts %lu\n",
-                q["messages_completed"].get<uint64_t>(), q["packets_sent"].get<uint64_t>(),
-                q["packets_retransmitted"].get<uint64_t>(), q["naks_received"].get<uint64_t>(),
-                q["timeouts"].get<uint64_t>());
+    std::printf(
+        "rc: messages %lu, packets sent %lu, retransmitted %lu, naks %lu, timeouts %lu, goodput "
+        "%.3f Gbit/s over %.3f s\n",
+        q["messages_completed"].get<uint64_t>(), q["packets_sent"].get<uint64_t>(),
+        q["packets_retransmitted"].get<uint64_t>(), q["naks_received"].get<uint64_t>(),
+        q["timeouts"].get<uint64_t>(), report["rc_engine"]["goodput_gbps"].get<double>(),
+        static_cast<double>(report["rc_engine"]["elapsed_ns"].get<uint64_t>()) / 1e9);
     if (const auto& pl = report["rc_engine"]["placement"]; !pl.is_null()) {
       std::printf(
           "placement: placed %lu, out of order %lu, holes naked %lu, window overflows %lu\n",

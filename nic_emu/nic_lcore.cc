@@ -22,6 +22,8 @@ void NicLcore::on_poll(uint64_t now_ns, runtime::TxSink& tx) {
     release(now_ns, tx);
     idle = s_.node->idle();
     done = s_.node->rc_engine() != nullptr && s_.node->rc_engine()->done();
+    if (s_.node->rc_engine() != nullptr && s_.rc_started_ns == 0) s_.rc_started_ns = now_ns;
+    if (done && s_.rc_done_ns == 0) s_.rc_done_ns = now_ns;
   }
   const bool stop =
       (s_.stop_at_ns != 0 && now_ns >= s_.stop_at_ns) || (s_.stop_when_done && done && idle);

@@ -24,6 +24,11 @@ struct NicShared {
   uint64_t idle_exit_ns = 0;    // stop once idle this long with nothing queued or held (0: never)
   uint64_t stop_at_ns = 0;      // stop at this TSC time (0: never)
   bool stop_when_done = false;  // stop once the RC engine has completed every message
+  // With the RC engine: the lcore's first poll (the engine starts sending) and the poll that
+  // saw every message done (0: not yet), on the loop's TSC time; under `lock`. Goodput from
+  // these is the program's own, not a telemetry poller's.
+  uint64_t rc_started_ns = 0;
+  uint64_t rc_done_ns = 0;
 };
 
 class NicLcore : public runtime::BurstHandler {

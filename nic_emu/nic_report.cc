@@ -88,7 +88,27 @@ json reorder_json(const NicNode& node) {
   const ReorderEngine* r = node.reorder();
   if (r == nullptr) return {{"enabled", false}};
   const auto& c = r->counters();
+  // Reorder depth, as fabric_emu reports it: how far ahead of the expected PSN packets came.
+  const auto& h = r->depth_histogram();
+  uint64_t sequenced = 0, max_depth = 0, p99_depth = 0, seen = 0;
+  json histogram = json::object();
+  for (size_t d = 0; d < h.size(); ++d) {
+    sequenced += h[d];
+    if (h[d] == 0) continue;
+    max_depth = d;
+    histogram[std::to_string(d)] = h[d];
+  }
+  for (size_t d = 0; d < h.size() && sequenced > 0; ++d) {
+    seen += h[d];
+    if (seen * 100 >= sequenced * 99) {
+      p99_depth = d;
+      break;
+    }
+  }
   return {{"enabled", true},
+          {"max_depth", max_depth},
+          {"p99_depth", p99_depth},
+          {"depth_histogram", histogram},
           {"window", r->config().window},
           {"hold_timeout_ns", r->config().hold_timeout_ns},
           {"qps", r->qp_count()},

@@ -13,6 +13,8 @@ PKGS=(
   libibverbs-dev libisal-dev
   # test and tool dependencies
   tshark python3 python3-scapy python3-matplotlib iproute2 ethtool iputils-ping
+  # the deployment scripts (e2e.sh reads the reports with jq; a test runs shellcheck)
+  jq shellcheck
 )
 
 missing=()

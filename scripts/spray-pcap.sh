@@ -27,7 +27,7 @@ while [ $# -gt 0 ]; do
 done
 [ -r "$IN" ] || { echo "spray-pcap.sh: cannot read $IN" >&2; exit 2; }
 case "$UPLINKS" in ''|*[!0-9]*) echo "spray-pcap.sh: --uplinks must be 1..15" >&2; exit 2 ;; esac
-[ "$UPLINKS" -ge 1 ] && [ "$UPLINKS" -le 15 ] || { echo "spray-pcap.sh: --uplinks must be 1..15" >&2; exit 2; }
+if [ "$UPLINKS" -lt 1 ] || [ "$UPLINKS" -gt 15 ]; then echo "spray-pcap.sh: --uplinks must be 1..15" >&2; exit 2; fi
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${NIC_EMU:-$ROOT/build/nic_emu/nic_emu}

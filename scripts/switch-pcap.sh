@@ -29,7 +29,7 @@ while [ $# -gt 0 ]; do
 done
 [ -r "$IN" ] || { echo "switch-pcap.sh: cannot read $IN" >&2; exit 2; }
 case "$PORTS" in ''|*[!0-9]*) echo "switch-pcap.sh: --ports must be 1..63" >&2; exit 2 ;; esac
-[ "$PORTS" -ge 1 ] && [ "$PORTS" -le 63 ] || { echo "switch-pcap.sh: --ports must be 1..63" >&2; exit 2; }
+if [ "$PORTS" -lt 1 ] || [ "$PORTS" -gt 63 ]; then echo "switch-pcap.sh: --ports must be 1..63" >&2; exit 2; fi
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${SWITCH_EMU:-$ROOT/build/switch_emu/switch_emu}

@@ -3,7 +3,7 @@
 # the unit suite again under AddressSanitizer + UndefinedBehaviorSanitizer.
 # Last line: "tests: N passed, M failed" (one per meson test); non-zero exit on any failure.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
 JOBS=${JOBS:-$(nproc)}
 passed=0
 failed=0

@@ -52,6 +52,7 @@ struct Options {
   std::string log_level = "info";
   uint64_t idle_exit_ms = 0;
   uint64_t duration_ms = 0;
+  runtime::IdleBackoffOptions backoff;
 };
 
 void describe(CLI::App& app, Options& o) {
@@ -75,6 +76,7 @@ void describe(CLI::App& app, Options& o) {
       ->capture_default_str();
   app.add_option("--duration-ms", o.duration_ms, "stop after this long (0: no limit)")
       ->capture_default_str();
+  runtime::add_idle_backoff_options(app, o.backoff);
 }
 
 int run(int argc, char** argv) {
@@ -87,6 +89,8 @@ int run(int argc, char** argv) {
   if (const auto code = runtime::parse_program_args(app, args, "switch_emu")) return *code;
   runtime::set_level(opt.log_level);
   const control::SwitchConfig config = control::load_switch_config(opt.config);
+  runtime::resolve_idle_backoff(app, opt.backoff, config.idle_backoff.max_sleep_us,
+                                config.idle_backoff.idle_polls);
 
   runtime::Eal eal(args.eal);
   auto log = runtime::logger("switch_emu");
@@ -192,6 +196,7 @@ int run(int argc, char** argv) {
     runtime::PollLoopConfig loop_cfg;
     loop_cfg.rcu = &rcu;
     loop_cfg.rcu_reader_id = static_cast<unsigned>(loops.size());
+    loop_cfg.idle_backoff = opt.backoff.config();
     loops.push_back(std::make_unique<runtime::PollLoop>(rx, tx, *handlers.back(), clock, loop_cfg));
   }
   log->info("running{}: {} ports, {} lcore(s); stop with SIGINT/SIGTERM",
@@ -210,9 +215,20 @@ int run(int argc, char** argv) {
       {"period_ns", loop_config.period_ns},  {"ticks", cc.ticks},
       {"publications", cc.publications},     {"immediate_publications", cc.immediate_publications},
       {"missed_periods", cc.missed_periods}, {"grace_periods", rcu.grace_periods()}};
-  uint64_t tx_dropped = 0;
-  for (const auto& l : loops) tx_dropped += l->counters().tx_dropped;
+  uint64_t tx_dropped = 0, loop_count = 0, idle_sleeps = 0, idle_sleep_ns = 0;
+  for (const auto& l : loops) {
+    const runtime::PollLoopCounters c = l->counters();
+    tx_dropped += c.tx_dropped;
+    loop_count += c.loops;
+    idle_sleeps += c.idle_sleeps;
+    idle_sleep_ns += c.idle_sleep_ns;
+  }
   report["tx_dropped"] = tx_dropped;
+  // Summed over the lcores.
+  report["poll_loop"] = {{"loops", loop_count},
+                         {"idle_backoff_max_us", opt.backoff.max_sleep_us},
+                         {"idle_sleeps", idle_sleeps},
+                         {"idle_sleep_ns", idle_sleep_ns}};
   for (size_t i = 0; i < ports.size(); ++i) {
     report["ports"][i]["dpdk"] = switch_emu::ethdev_json(ports[i].id());
   }

@@ -1,5 +1,9 @@
 #include "dataplane/runtime/poll_loop.h"
 
+#include <sys/prctl.h>
+#include <time.h>
+
+#include <algorithm>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -9,7 +13,18 @@ namespace spraynet::runtime {
 
 PollLoop::PollLoop(std::vector<RxQueue> rx, std::vector<TxQueue> tx, BurstHandler& handler,
                    const TscClock& clock, PollLoopConfig config)
-    : rx_(std::move(rx)), handler_(handler), clock_(clock), config_(config) {
+    : rx_(std::move(rx)),
+      handler_(handler),
+      clock_(clock),
+      config_(config),
+      backoff_(config.idle_backoff) {
+  if (config_.idle_backoff.max_sleep_ns != 0 &&
+      config_.idle_backoff.min_sleep_ns > config_.idle_backoff.max_sleep_ns) {
+    throw std::invalid_argument("PollLoop: idle back-off min_sleep_ns " +
+                                std::to_string(config_.idle_backoff.min_sleep_ns) +
+                                " above max_sleep_ns " +
+                                std::to_string(config_.idle_backoff.max_sleep_ns));
+  }
   tx_buffers_.reserve(tx.size());  // the sink points into it
   for (const TxQueue& q : tx) {
     const uint16_t pid = q.port->id();
@@ -42,9 +57,22 @@ void PollLoop::flush_all() {
   for (TxBuffer& b : tx_buffers_) sink_.sent_ += b.flush();
 }
 
+void PollLoop::sleep_idle(uint64_t ns) {
+  // Nothing may wait in a tx buffer while the lcore sleeps: the drain tick would come late.
+  flush_all();
+  const uint64_t before = clock_.now_ns();
+  const timespec ts{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
+  clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, nullptr);  // a signal cutting it short is fine
+  ++counters_.idle_sleeps;
+  counters_.idle_sleep_ns += clock_.now_ns() - before;
+}
+
 void PollLoop::run(const StopSignal& stop) {
   std::optional<RcuReader> reader;
   if (config_.rcu != nullptr) reader.emplace(*config_.rcu, config_.rcu_reader_id);
+  // Linux lets a normal thread's sleep overrun by its timer slack, 50 us by default: more than
+  // the back-off's shortest sleeps. 1 us keeps the schedule the configured one.
+  if (backoff_.enabled()) prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);
   uint64_t now = clock_.now_ns();
   uint64_t last_flush = now;
   while (!stop.requested()) {
@@ -53,10 +81,23 @@ void PollLoop::run(const StopSignal& stop) {
       flush_all();
       last_flush = now;
     }
-    poll_rx(now);
+    const uint64_t sent_before = sink_.sent_ + sink_.unrouted_;
+    bool worked = poll_rx(now);
     handler_.on_poll(now, sink_);
     if (reader) reader->quiescent();
     ++counters_.loops;
+    if (!backoff_.enabled()) continue;
+    // Work is what moved a packet: received, or handed to a tx buffer (a handler's own timers,
+    // an RC engine sending, a delay line releasing). A control thread's synchronize() may wait
+    // one sleep longer (the reader reports quiescent states between iterations): at most
+    // max_sleep_ns, against a control period of 200 ms.
+    worked = worked || sink_.sent_ + sink_.unrouted_ != sent_before ||
+             std::any_of(tx_buffers_.begin(), tx_buffers_.end(),
+                         [](const TxBuffer& b) { return b.pending() != 0; });
+    if (const uint64_t ns = backoff_.after_iteration(worked); ns != 0) {
+      sleep_idle(ns);
+      last_flush = clock_.now_ns();
+    }
   }
   // What already arrived belongs to the handler too: hand it over before on_stop, so that a
   // stopped program neither leaks those mbufs nor loses packets it could have forwarded.

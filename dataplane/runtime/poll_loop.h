@@ -65,6 +65,49 @@ struct TxQueue {
   uint16_t queue;
 };
 
+// Adaptive idle back-off. A poll-mode lcore that spins on empty queues takes its core whole:
+// several DPDK processes on fewer cores than lcores (a one-machine veth fabric, CI) then only
+// run when the scheduler preempts the spinner, every few milliseconds, and a packet waits that
+// long at every hop. After `idle_polls` empty iterations in a row the loop sleeps, first
+// `min_sleep_ns`, doubling at each further empty iteration up to `max_sleep_ns`; any packet
+// received or sent ends it. So a loaded lcore never sleeps and an idle one gives its core back,
+// at the price of up to max_sleep_ns more latency for the first packet after a quiet spell.
+// max_sleep_ns 0 turns it off: pure busy polling, for benchmarks and lcores with a core each.
+struct IdleBackoffConfig {
+  uint64_t max_sleep_ns = 0;
+  uint64_t min_sleep_ns = 1'000;
+  unsigned idle_polls = 256;
+};
+
+// The back-off's state machine, apart from the loop so that its schedule is testable without
+// a clock: after each iteration, say whether it did any work; the answer is how long to sleep.
+class IdleBackoff {
+ public:
+  explicit IdleBackoff(IdleBackoffConfig c) : config_(c) {}
+
+  bool enabled() const { return config_.max_sleep_ns != 0; }
+
+  uint64_t after_iteration(bool worked) {
+    if (worked || !enabled()) {
+      idle_ = 0;
+      next_sleep_ns_ = 0;
+      return 0;
+    }
+    if (idle_ < config_.idle_polls) {
+      ++idle_;
+      return 0;
+    }
+    next_sleep_ns_ = next_sleep_ns_ == 0 ? config_.min_sleep_ns : next_sleep_ns_ * 2;
+    if (next_sleep_ns_ > config_.max_sleep_ns) next_sleep_ns_ = config_.max_sleep_ns;
+    return next_sleep_ns_;
+  }
+
+ private:
+  IdleBackoffConfig config_;
+  unsigned idle_ = 0;
+  uint64_t next_sleep_ns_ = 0;
+};
+
 struct PollLoopConfig {
   // Like DPDK's l3fwd: a partly filled tx buffer waits at most this long.
   uint64_t drain_interval_ns = 100'000;
@@ -77,6 +120,8 @@ struct PollLoopConfig {
   // table), so a control thread's synchronize() waits at most one iteration.
   RcuDomain* rcu = nullptr;
   unsigned rcu_reader_id = 0;
+  // Off by default (busy polling); the programs turn it on (--idle-backoff-us).
+  IdleBackoffConfig idle_backoff{};
 };
 
 struct PollLoopCounters {
@@ -85,6 +130,8 @@ struct PollLoopCounters {
   uint64_t tx_dropped = 0;  // refused by a full tx queue, plus unrouted
   uint64_t unrouted = 0;    // sent to a (port, queue) this loop does not own
   uint64_t loops = 0;
+  uint64_t idle_sleeps = 0;    // times the idle back-off slept
+  uint64_t idle_sleep_ns = 0;  // and for how long in all, as measured on the loop's clock
 };
 
 // One lcore's loop over its (port, rx queue) list and its (port, tx queue) list, with one
@@ -109,6 +156,7 @@ class PollLoop {
  private:
   bool poll_rx(uint64_t now_ns);
   void flush_all();
+  void sleep_idle(uint64_t ns);
 
   std::vector<RxQueue> rx_;
   std::vector<TxBuffer> tx_buffers_;
@@ -116,6 +164,7 @@ class PollLoop {
   BurstHandler& handler_;
   const TscClock& clock_;
   PollLoopConfig config_;
+  IdleBackoff backoff_;
   PollLoopCounters counters_;
 };
 

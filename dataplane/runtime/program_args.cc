@@ -5,6 +5,27 @@
 
 namespace spraynet::runtime {
 
+void add_idle_backoff_options(CLI::App& app, IdleBackoffOptions& o) {
+  app.add_option("--idle-backoff-us", o.max_sleep_us,
+                 "adaptive idle back-off: after --idle-polls empty poll rounds the lcore sleeps "
+                 "1 us, doubling up to this many us, until a packet moves; lets several DPDK "
+                 "processes share cores. 0: busy polling (benchmarks, a core per lcore). "
+                 "Overrides the config's idle_backoff.max_sleep_us")
+      ->check(CLI::Range(uint64_t{0}, uint64_t{1'000'000}))
+      ->capture_default_str();
+  app.add_option("--idle-polls", o.idle_polls,
+                 "empty poll rounds in a row before the idle back-off's first sleep; overrides "
+                 "the config's idle_backoff.idle_polls")
+      ->check(CLI::Range(0U, 100'000'000U))
+      ->capture_default_str();
+}
+
+void resolve_idle_backoff(const CLI::App& app, IdleBackoffOptions& o, uint64_t config_max_sleep_us,
+                          unsigned config_idle_polls) {
+  if (app.count("--idle-backoff-us") == 0) o.max_sleep_us = config_max_sleep_us;
+  if (app.count("--idle-polls") == 0) o.idle_polls = config_idle_polls;
+}
+
 ProgramArgs split_program_args(int argc, char** argv) {
   ProgramArgs a;
   const std::string prog = argc > 0 ? argv[0] : "program";

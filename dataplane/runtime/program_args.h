@@ -12,6 +12,8 @@
 #include <string_view>
 #include <vector>
 
+#include "dataplane/runtime/poll_loop.h"
+
 namespace spraynet::runtime {
 
 // Exit codes of every program (README "Exit codes").
@@ -35,6 +37,26 @@ ProgramArgs split_program_args(int argc, char** argv);
 // program's options given before `--` (where EAL would take it and print its whole usage),
 // a line saying that program options follow `--`.
 std::optional<int> parse_program_args(CLI::App& app, const ProgramArgs& args, std::string_view name);
+
+// The idle back-off's options, the same in every program on poll-mode lcores, with the defaults
+// for lcores that share cores (kProgramIdleBackoff): --idle-backoff-us (the longest sleep; 0:
+// busy polling, for benchmarks) and --idle-polls.
+inline constexpr IdleBackoffConfig kProgramIdleBackoff{
+    .max_sleep_ns = 100'000, .min_sleep_ns = 1'000, .idle_polls = 256};
+struct IdleBackoffOptions {
+  uint64_t max_sleep_us = kProgramIdleBackoff.max_sleep_ns / 1000;
+  unsigned idle_polls = kProgramIdleBackoff.idle_polls;
+  IdleBackoffConfig config() const {
+    IdleBackoffConfig c = kProgramIdleBackoff;
+    c.max_sleep_ns = max_sleep_us * 1000;
+    c.idle_polls = idle_polls;
+    return c;
+  }
+};
+void add_idle_backoff_options(CLI::App& app, IdleBackoffOptions& o);
+// After parsing: an option not given on the command line takes the config's value.
+void resolve_idle_backoff(const CLI::App& app, IdleBackoffOptions& o, uint64_t config_max_sleep_us,
+                          unsigned config_idle_polls);
 
 // For a program without EAL (roce_pcap, fabric_emu): every argument is the program's.
 inline ProgramArgs all_program_args(int argc, char** argv) {

@@ -319,7 +319,7 @@ TEST_CASE("errors name the file, the key and what is allowed") {
       {uplinks(17), "test.yaml: nic.uplinks: at most 16 uplinks, got 17"},
       {one_uplink("  hots: {device: x}\n"),
        "test.yaml: nic.hots: unknown key (allowed here: name|seed|mempool_mbufs|mbuf_data_room|"
-       "host|uplinks|spray|receive|reorder|placement|control|rc_engine|probe)"},
+       "host|uplinks|spray|receive|reorder|placement|control|rc_engine|probe|idle_backoff)"},
       {"nic:\n  uplinks: [{name: up0, device: a}, {name: up0, device: b}]",
        "test.yaml: nic.uplinks[1].name: uplink \"up0\" defined twice"},
       {"nic:\n  host: {device: h}\n  uplinks: [{name: host, device: a}]",
@@ -618,4 +618,15 @@ TEST_CASE("nic probe: errors name the key and what is allowed") {
     INFO(yaml);
     CHECK(error_of(yaml).rfind(expected, 0) == 0);
   }
+}
+
+TEST_CASE("idle_backoff: the programs' default, read, and bounded") {
+  const NicConfig d = parse(one_uplink());
+  CHECK(d.idle_backoff.max_sleep_us == 100);
+  CHECK(d.idle_backoff.idle_polls == 256);
+  const NicConfig c = parse(one_uplink("  idle_backoff: {max_sleep_us: 20, idle_polls: 0}\n"));
+  CHECK(c.idle_backoff.max_sleep_us == 20);
+  CHECK(c.idle_backoff.idle_polls == 0);
+  CHECK(error_of(one_uplink("  idle_backoff: {idle_polls: -1}\n")) ==
+        "test.yaml: nic.idle_backoff.idle_polls: must be an integer in [0, 100000000], got \"-1\"");
 }

@@ -267,6 +267,7 @@ TEST_CASE("switch_emu --help lists exactly the keys the loader accepts, at every
       {"pfc.", p + "pfc: {zzz: 1}\n"},
       {"pfc.watchdog.", p + "pfc: {watchdog: {zzz: 1}}\n"},
       {"control.", p + "control: {zzz: 1}\n"},
+      {"idle_backoff.", p + "idle_backoff: {zzz: 1}\n"},
       {"lcores[].", p + "lcores: [{lcore: 0, ports: [a], zzz: 1}]\n"},
   };
   std::set<std::string> covered;
@@ -294,4 +295,18 @@ TEST_CASE("switch_emu --help lists exactly the keys the loader accepts, at every
     INFO(k);
     CHECK_FALSE(flat.empty());
   }
+}
+
+TEST_CASE("idle_backoff: the programs' default, read, and bounded") {
+  const SwitchConfig d = parse(kPorts);
+  CHECK(d.idle_backoff.max_sleep_us == 100);
+  CHECK(d.idle_backoff.idle_polls == 256);
+  const SwitchConfig c = parse(kPorts + "idle_backoff: {max_sleep_us: 0, idle_polls: 10}");
+  CHECK(c.idle_backoff.max_sleep_us == 0);  // busy polling
+  CHECK(c.idle_backoff.idle_polls == 10);
+  CHECK(error_of(kPorts + "idle_backoff: {max_sleep_us: 2000000}") ==
+        "test.yaml: idle_backoff.max_sleep_us: must be an integer in [0, 1000000], got "
+        "\"2000000\"");
+  CHECK(error_of(kPorts + "idle_backoff: {sleep: 1}") ==
+        "test.yaml: idle_backoff.sleep: unknown key (allowed here: max_sleep_us|idle_polls)");
 }

@@ -361,3 +361,118 @@ TEST_CASE("two lcores run a loop each on their own queues and stop together", "[
   }
   CHECK(pool.whole());
 }
+
+TEST_CASE("the idle back-off sleeps after idle_polls empty rounds, doubling up to the cap",
+          "[poll_loop][idle_backoff]") {
+  using spraynet::runtime::IdleBackoff;
+  IdleBackoff b({.max_sleep_ns = 5'000, .min_sleep_ns = 1'000, .idle_polls = 3});
+  CHECK(b.enabled());
+  std::vector<uint64_t> sleeps;
+  for (int i = 0; i < 8; ++i) sleeps.push_back(b.after_iteration(false));
+  CHECK(sleeps == std::vector<uint64_t>{0, 0, 0, 1'000, 2'000, 4'000, 5'000, 5'000});
+  // Any work ends the back-off: the schedule starts over.
+  CHECK(b.after_iteration(true) == 0);
+  sleeps.clear();
+  for (int i = 0; i < 4; ++i) sleeps.push_back(b.after_iteration(false));
+  CHECK(sleeps == std::vector<uint64_t>{0, 0, 0, 1'000});
+
+  IdleBackoff off({.max_sleep_ns = 0});
+  CHECK_FALSE(off.enabled());
+  for (int i = 0; i < 1000; ++i) REQUIRE(off.after_iteration(false) == 0);
+}
+
+TEST_CASE("a minimum sleep above the maximum is refused", "[poll_loop][idle_backoff]") {
+  PacketPool pool({.name = "loop_bad_backoff"});
+  TscClock clock;
+  StopSignal stop;
+  Forwarder fwd(stop, 0, 1);
+  spraynet::runtime::PollLoopConfig cfg;
+  cfg.idle_backoff = {.max_sleep_ns = 1'000, .min_sleep_ns = 2'000};
+  CHECK_THROWS_WITH(PollLoop({}, {}, fwd, clock, cfg),
+                    "PollLoop: idle back-off min_sleep_ns 2000 above max_sleep_ns 1000");
+}
+
+namespace {
+
+// Waits, from inside the loop, until the loop has slept `sleeps` times, then puts one packet on
+// a net_ring port's rx side and stops once it came through: the sleeping loop still receives.
+class Napper : public BurstHandler {
+ public:
+  Napper(StopSignal& stop, Port& ring, PacketPool& pool, uint64_t sleeps)
+      : stop_(stop), ring_(ring), pool_(pool), sleeps_(sleeps) {}
+  void attach(const PollLoop& loop) { loop_ = &loop; }
+
+  void on_rx(uint16_t, uint16_t, rte_mbuf** pkts, uint16_t n, uint64_t, TxSink&) override {
+    rte_pktmbuf_free_bulk(pkts, n);
+    received += n;
+    stop_.request();
+  }
+  void on_poll(uint64_t, TxSink&) override {
+    if (++polls_ == kMaxLoops) stop_.request();
+    if (injected || loop_->counters().idle_sleeps < sleeps_) return;
+    injected = true;
+    sleeps_at_inject = loop_->counters().idle_sleeps;
+    std::vector<rte_mbuf*> pkts(1);
+    REQUIRE(rte_pktmbuf_alloc_bulk(pool_.get(), pkts.data(), 1) == 0);
+    REQUIRE(rte_pktmbuf_append(pkts[0], 60) != nullptr);
+    REQUIRE(ring_.tx_burst(0, pkts.data(), 1) == 1);
+  }
+
+  bool injected = false;
+  uint64_t received = 0, sleeps_at_inject = 0;
+
+ private:
+  StopSignal& stop_;
+  Port& ring_;
+  PacketPool& pool_;
+  uint64_t sleeps_;
+  const PollLoop* loop_ = nullptr;
+  uint64_t polls_ = 0;
+};
+
+}  // namespace
+
+TEST_CASE("an idle loop with the back-off sleeps, and still receives",
+          "[poll_loop][idle_backoff]") {
+  PacketPool pool({.name = "loop_backoff"});
+  {
+    Port ring({.device = "net_ring_backoff0"}, pool.get());
+    TscClock clock;
+    StopSignal stop;
+    Napper napper(stop, ring, pool, 20);
+    spraynet::runtime::PollLoopConfig cfg;
+    cfg.idle_backoff = {.max_sleep_ns = 50'000, .min_sleep_ns = 1'000, .idle_polls = 16};
+    PollLoop loop({{&ring, 0}}, {}, napper, clock, cfg);
+    napper.attach(loop);
+    loop.run(stop);
+
+    CHECK(napper.injected);
+    CHECK(napper.sleeps_at_inject >= 20);
+    CHECK(napper.received == 1);
+    const auto c = loop.counters();
+    CHECK(c.idle_sleeps >= 20);
+    CHECK(c.idle_sleep_ns > 0);
+    // 16 empty rounds before each run of sleeps: far fewer iterations than a busy loop's.
+    CHECK(c.loops < 16 + c.idle_sleeps + 10);
+  }
+  CHECK(pool.whole());
+}
+
+TEST_CASE("a loaded loop never backs off", "[poll_loop][idle_backoff]") {
+  PacketPool pool({.name = "loop_loaded"});
+  {
+    Port source({.device = "net_null_loaded0"}, pool.get());  // every rx burst is full
+    Port sink({.device = "net_null_loaded1"}, pool.get());
+    TscClock clock;
+    StopSignal stop;
+    Forwarder fwd(stop, sink.id(), 100'000);
+    spraynet::runtime::PollLoopConfig cfg;
+    cfg.idle_backoff = {.max_sleep_ns = 50'000, .min_sleep_ns = 1'000, .idle_polls = 0};
+    PollLoop loop({{&source, 0}}, {{&sink, 0}}, fwd, clock, cfg);
+    loop.run(stop);
+
+    CHECK(fwd.received >= 100'000);
+    CHECK(loop.counters().idle_sleeps == 0);
+  }
+  CHECK(pool.whole());
+}
