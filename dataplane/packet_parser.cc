@@ -53,6 +53,13 @@ ParseStatus readable(size_t n, size_t head, size_t total, ParseStatus short_stat
 }
 }  // namespace
 
+bool roce_packet_in_mbuf(const rte_mbuf* m, const ParsedPacket& p, size_t headers_end,
+                         size_t after_headers) {
+  if (p.kind != PacketKind::kRoce || p.bth_offset == 0) return false;
+  const size_t end = size_t{p.l3_offset} + p.ip_total_length;
+  return end <= m->pkt_len && headers_end <= m->data_len && headers_end + after_headers <= end;
+}
+
 ParseStatus PacketParser::parse(const rte_mbuf* m, ParsedPacket& out) const {
   out = ParsedPacket{};
   const uint8_t* frame = rte_pktmbuf_mtod(m, const uint8_t*);

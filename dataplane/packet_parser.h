@@ -85,6 +85,13 @@ struct ParsedPacket {
   uint16_t l3_length() const { return ip_total_length; }
 };
 
+// For a stage handed an mbuf with its ParsedPacket: whether they describe bytes the mbuf really
+// holds, so that a caller's mistake reads no memory past the packet. A RoCE packet whose headers
+// up to `headers_end` are in the first segment, and whose datagram, which may go on in a chain,
+// holds `after_headers` more bytes after them.
+bool roce_packet_in_mbuf(const rte_mbuf* m, const ParsedPacket& p, size_t headers_end,
+                         size_t after_headers);
+
 class PacketParser {
  public:
   explicit PacketParser(ParseOptions options = {}) : options_(options) {}

@@ -45,14 +45,6 @@ bool length_ok(uint8_t op, uint32_t payload, uint32_t mtu) {
   return payload > 0 && payload <= mtu;
 }
 
-bool roce_headers_in_mbuf(const rte_mbuf* m, const ParsedPacket& p) {
-  if (p.kind != PacketKind::kRoce) return false;
-  // Headers in the first segment; the datagram (payload and ICRC) may go on in a chain.
-  const size_t end = size_t{p.l3_offset} + p.ip_total_length;
-  return end <= m->pkt_len && p.payload_offset <= m->data_len && p.bth_offset != 0 &&
-         size_t{p.payload_offset} + p.payload_length + kIcrcSize <= end;
-}
-
 const RcPlacementResponderConfig& validated(const RcPlacementResponderConfig& c) {
   if (const std::string why = c.check(); !why.empty()) throw std::invalid_argument(why);
   return c;
@@ -213,7 +205,7 @@ size_t RcPlacementResponder::receive(rte_mbuf* m, const ParsedPacket& p, uint64_
                                      std::vector<rte_mbuf*>& out) {
   ++counters_.packets_received;
   const size_t before = out.size();
-  if (!roce_headers_in_mbuf(m, p)) {
+  if (!roce_packet_in_mbuf(m, p, p.payload_offset, p.payload_length + kIcrcSize)) {
     ++counters_.malformed;
   } else if (p.dest_qp != address_.local_qp) {
     ++counters_.wrong_qp;

@@ -180,16 +180,6 @@ std::string RcRequesterConfig::check() const {
 
 namespace {
 
-// Shared by receive(): the ParsedPacket must describe bytes that the mbuf really holds, so that
-// a caller's mistake reads no memory past the packet.
-bool roce_headers_in_mbuf(const rte_mbuf* m, const ParsedPacket& p, size_t ext_bytes) {
-  if (p.kind != PacketKind::kRoce) return false;
-  // Headers in the first segment; the datagram (payload and ICRC) may go on in a chain.
-  const size_t end = size_t{p.l3_offset} + p.ip_total_length;
-  return end <= m->pkt_len && size_t{p.bth_offset} + kBthSize + ext_bytes <= m->data_len &&
-         p.bth_offset != 0 && size_t{p.bth_offset} + kBthSize + ext_bytes + kIcrcSize <= end;
-}
-
 uint32_t packets_for(uint32_t bytes, uint32_t mtu) {
   return bytes == 0 ? 1 : static_cast<uint32_t>((uint64_t{bytes} + mtu - 1) / mtu);
 }
@@ -868,7 +858,7 @@ void RcRequester::receive(rte_mbuf* m, const ParsedPacket& p, uint64_t now_ns) {
       p.bth_opcode >= opcode::kRcReadResponseFirst && p.bth_opcode <= opcode::kRcReadResponseOnly;
   const size_t ext = p.bth_opcode == opcode::kRcReadResponseMiddle ? 0 : kAethSize;
   bool completer = false;  // the response reached rxe's completer (rxe_rcv passed it on)
-  if (!roce_headers_in_mbuf(m, p, ext)) {
+  if (!roce_packet_in_mbuf(m, p, size_t{p.bth_offset} + kBthSize + ext, kIcrcSize)) {
     ++counters_.malformed;
   } else if (p.dest_qp != address_.local_qp) {
     ++counters_.wrong_qp;

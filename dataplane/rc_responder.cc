@@ -42,14 +42,6 @@ bool ends_message(uint8_t op) {
          op == opcode::kRcWriteOnly || op == opcode::kRcWriteOnlyImm;
 }
 
-bool roce_headers_in_mbuf(const rte_mbuf* m, const ParsedPacket& p) {
-  if (p.kind != PacketKind::kRoce) return false;
-  // Headers in the first segment; the datagram (payload and ICRC) may go on in a chain.
-  const size_t end = size_t{p.l3_offset} + p.ip_total_length;
-  return end <= m->pkt_len && p.payload_offset <= m->data_len && p.bth_offset != 0 &&
-         size_t{p.payload_offset} + p.payload_length + kIcrcSize <= end;
-}
-
 const RcResponderConfig& validated(const RcResponderConfig& c) {
   if (const std::string why = c.check(); !why.empty()) throw std::invalid_argument(why);
   return c;
@@ -290,7 +282,7 @@ size_t RcResponder::receive(rte_mbuf* m, const ParsedPacket& p, uint64_t now_ns,
   const size_t before = out.size();
   if (error_) {
     ++counters_.dropped_in_error;  // get_req in QP_STATE_ERROR: drained unanswered
-  } else if (!roce_headers_in_mbuf(m, p)) {
+  } else if (!roce_packet_in_mbuf(m, p, p.payload_offset, p.payload_length + kIcrcSize)) {
     ++counters_.malformed;
   } else if (p.dest_qp != address_.local_qp) {
     ++counters_.wrong_qp;
