@@ -50,7 +50,10 @@ uint32_t compute_icrc(const rte_mbuf* m, size_t l3_offset, size_t len, const Pay
   for (const rte_mbuf* seg = m;;) {
     const size_t n = std::min(left, avail);
     if (n != 0) {
-      if (const auto known = store != nullptr ? store->crc(data, n) : std::nullopt) {
+      // Only an external buffer can be the store's: the headers and copied payloads are not
+      // looked up.
+      const bool lent = store != nullptr && RTE_MBUF_HAS_EXTBUF(seg);
+      if (const auto known = lent ? store->crc(data, n) : std::nullopt) {
         crc = static_cast<uint32_t>(crc32_combine_op(crc, known->crc, known->combine_op));
       } else {
         crc = crc32_gzip_refl(crc, data, n);
