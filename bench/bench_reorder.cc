@@ -34,10 +34,10 @@
 #include <utility>
 #include <vector>
 
-#include "dataplane/packet_builder.h"
-#include "dataplane/packet_parser.h"
-#include "dataplane/reorder_engine.h"
-#include "dataplane/roce_headers.h"
+#include "dataplane/nic/reorder_engine.h"
+#include "dataplane/wire/packet_builder.h"
+#include "dataplane/wire/packet_parser.h"
+#include "dataplane/wire/roce_headers.h"
 
 namespace {
 

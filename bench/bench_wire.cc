@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "dataplane/icrc.h"
-#include "dataplane/packet_builder.h"
-#include "dataplane/packet_parser.h"
+#include "dataplane/wire/icrc.h"
+#include "dataplane/wire/packet_builder.h"
+#include "dataplane/wire/packet_parser.h"
 
 namespace {
 

@@ -6,7 +6,7 @@
 
 #include <stdexcept>
 
-#include "dataplane/path_selector.h"
+#include "dataplane/forwarding/path_selector.h"
 
 namespace spraynet::control {
 

@@ -7,10 +7,10 @@
 #include <numeric>
 #include <stdexcept>
 
-#include "dataplane/egress_port.h"
-#include "dataplane/link_emulator.h"
-#include "dataplane/pfc_state.h"
-#include "dataplane/ppcid.h"
+#include "dataplane/egress/egress_port.h"
+#include "dataplane/egress/link_emulator.h"
+#include "dataplane/egress/pfc_state.h"
+#include "dataplane/wire/ppcid.h"
 
 namespace spraynet::control {
 

@@ -9,7 +9,7 @@
 #include <cstdio>
 #include <stdexcept>
 
-#include "dataplane/roce_headers.h"  // kPsnMask
+#include "dataplane/wire/roce_headers.h"  // kPsnMask
 
 namespace spraynet::control {
 

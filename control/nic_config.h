@@ -17,12 +17,12 @@
 #include "control/config_reader.h"
 #include "control/link_state_table.h"
 #include "control/switch_config.h"  // LinkSettings
-#include "dataplane/latency_probe.h"
-#include "dataplane/packet_builder.h"  // MacAddress
-#include "dataplane/ppcid.h"
-#include "dataplane/rc_traffic_engine.h"
-#include "dataplane/reorder_engine.h"
-#include "dataplane/spray_engine.h"
+#include "dataplane/nic/reorder_engine.h"
+#include "dataplane/nic/spray_engine.h"
+#include "dataplane/probe/latency_probe.h"
+#include "dataplane/rc_endpoint/rc_traffic_engine.h"
+#include "dataplane/wire/packet_builder.h"  // MacAddress
+#include "dataplane/wire/ppcid.h"
 
 namespace spraynet::control {
 

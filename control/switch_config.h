@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "control/config_reader.h"
-#include "dataplane/route_table.h"
-#include "dataplane/shared_buffer.h"
-#include "dataplane/tcam.h"
+#include "dataplane/egress/shared_buffer.h"
+#include "dataplane/forwarding/route_table.h"
+#include "dataplane/forwarding/tcam.h"
 
 namespace spraynet::control {
 
@@ -105,7 +105,7 @@ struct QosSettings {
 struct PfcSettings {
   bool enabled = false;
   uint8_t priorities = 1u << 3;  // bitmask: lossless priorities
-  // The shared lossless ingress buffer (dataplane/shared_buffer.h).
+  // The shared lossless ingress buffer (dataplane/egress/shared_buffer.h).
   uint64_t pool_bytes = SharedBufferConfig::kDefaultPoolBytes;
   double alpha = 1.0;                   // dynamic threshold: alpha x the free pool
   uint64_t static_threshold_bytes = 0;  // > 0: a static threshold instead of alpha
@@ -117,7 +117,7 @@ struct PfcSettings {
   bool watchdog = true;
   uint64_t watchdog_detect_ns = 200'000'000;
   uint64_t watchdog_restore_ns = 200'000'000;
-  std::string watchdog_action = "drop";  // drop | forward (dataplane/pfc_state.h)
+  std::string watchdog_action = "drop";  // drop | forward (dataplane/egress/pfc_state.h)
 };
 
 // The control loop (control/control_loop.h): period, reweighting formula, EWMA.
@@ -156,7 +156,7 @@ struct SwitchConfig {
   uint32_t mbuf_data_room = 4096 + 256 + 128;
   // The route table's backend (`route_table: lpm | rib`): lpm answers in one or two memory
   // accesses but costs 64 MiB per switch; rib walks a trie, a few hundred bytes per route, for
-  // fabrics of many switches in one process (see dataplane/route_table.h).
+  // fabrics of many switches in one process (see dataplane/forwarding/route_table.h).
   RouteTableBackend route_table = RouteTableBackend::kLpm;
   std::vector<PortSettings> ports;
   std::vector<GroupSettings> groups;

@@ -4,8 +4,8 @@
 #include <stdexcept>
 #include <string>
 
-#include "dataplane/bucket_table.h"
-#include "dataplane/path_selector.h"
+#include "dataplane/forwarding/bucket_table.h"
+#include "dataplane/forwarding/path_selector.h"
 #include "dataplane/runtime/rcu_domain.h"
 
 namespace spraynet::control {

@@ -9,7 +9,7 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "dataplane/link_emulator.h"
+#include "dataplane/egress/link_emulator.h"
 #include "fabric/flow_size_cdf.h"
 
 namespace spraynet::fabric {

@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "control/control_loop.h"
-#include "dataplane/payload_store.h"
+#include "dataplane/wire/payload_store.h"
 #include "fabric/fabric_config.h"
 #include "fabric/fabric_report.h"
 #include "fabric/topology.h"

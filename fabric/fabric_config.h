@@ -90,7 +90,7 @@ struct FabricConfig {
   bool fast_feedback = false;
   bool pfc_watchdog = true;
   uint64_t pfc_watchdog_ns = 200'000'000;
-  std::string pfc_watchdog_action = "drop";  // drop | forward (dataplane/pfc_state.h)
+  std::string pfc_watchdog_action = "drop";  // drop | forward (dataplane/egress/pfc_state.h)
 
   // Workload.
   Workload workload = Workload::kPermutation;

@@ -21,8 +21,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "dataplane/rc_requester.h"
-#include "dataplane/rc_traffic_engine.h"
+#include "dataplane/rc_endpoint/rc_requester.h"
+#include "dataplane/rc_endpoint/rc_traffic_engine.h"
 #include "fabric/fabric_config.h"
 #include "fabric/topology.h"
 

@@ -8,9 +8,9 @@
 #include <stdexcept>
 #include <string>
 
-#include "dataplane/flow_key.h"
-#include "dataplane/pfc_frame.h"
-#include "dataplane/roce_headers.h"
+#include "dataplane/wire/flow_key.h"
+#include "dataplane/wire/pfc_frame.h"
+#include "dataplane/wire/roce_headers.h"
 
 namespace spraynet::nic_emu {
 

@@ -29,16 +29,16 @@
 #include <vector>
 
 #include "control/nic_config.h"
-#include "dataplane/egress_port.h"
-#include "dataplane/flow_hasher.h"
-#include "dataplane/latency_probe.h"
-#include "dataplane/packet_parser.h"
-#include "dataplane/path_load.h"
-#include "dataplane/ppcid.h"
-#include "dataplane/rc_traffic_engine.h"
-#include "dataplane/reorder_engine.h"
-#include "dataplane/spray_engine.h"
-#include "dataplane/traffic_class_map.h"
+#include "dataplane/egress/egress_port.h"
+#include "dataplane/forwarding/flow_hasher.h"
+#include "dataplane/forwarding/path_load.h"
+#include "dataplane/forwarding/traffic_class_map.h"
+#include "dataplane/nic/reorder_engine.h"
+#include "dataplane/nic/spray_engine.h"
+#include "dataplane/probe/latency_probe.h"
+#include "dataplane/rc_endpoint/rc_traffic_engine.h"
+#include "dataplane/wire/packet_parser.h"
+#include "dataplane/wire/ppcid.h"
 
 namespace spdlog {
 class logger;

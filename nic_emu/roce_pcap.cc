@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "dataplane/rc_endpoint/rc_write_segmenter.h"
 #include "dataplane/runtime/program_args.h"
-#include "dataplane/packet_builder.h"
-#include "dataplane/rc_write_segmenter.h"
+#include "dataplane/wire/packet_builder.h"
 
 namespace {
 

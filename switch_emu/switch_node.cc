@@ -6,9 +6,9 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "dataplane/flow_key.h"
-#include "dataplane/ipv4_ttl.h"
-#include "dataplane/pfc_frame.h"
+#include "dataplane/wire/flow_key.h"
+#include "dataplane/wire/ipv4_ttl.h"
+#include "dataplane/wire/pfc_frame.h"
 
 namespace spraynet::switch_emu {
 

@@ -18,16 +18,16 @@
 #include <vector>
 
 #include "control/switch_config.h"
-#include "dataplane/egress_port.h"
-#include "dataplane/flow_hasher.h"
-#include "dataplane/packet_builder.h"
-#include "dataplane/packet_parser.h"
-#include "dataplane/path_selector.h"
-#include "dataplane/pfc_state.h"
-#include "dataplane/ppcid.h"
-#include "dataplane/route_table.h"
-#include "dataplane/tcam.h"
-#include "dataplane/traffic_class_map.h"
+#include "dataplane/egress/egress_port.h"
+#include "dataplane/egress/pfc_state.h"
+#include "dataplane/forwarding/flow_hasher.h"
+#include "dataplane/forwarding/path_selector.h"
+#include "dataplane/forwarding/route_table.h"
+#include "dataplane/forwarding/tcam.h"
+#include "dataplane/forwarding/traffic_class_map.h"
+#include "dataplane/wire/packet_builder.h"
+#include "dataplane/wire/packet_parser.h"
+#include "dataplane/wire/ppcid.h"
 
 namespace spdlog {
 class logger;

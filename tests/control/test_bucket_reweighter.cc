@@ -11,7 +11,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "dataplane/path_selector.h"
+#include "dataplane/forwarding/path_selector.h"
 
 using namespace spraynet;
 using namespace spraynet::control;

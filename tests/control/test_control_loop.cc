@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "control/switch_config.h"
-#include "dataplane/link_emulator.h"
-#include "dataplane/packet_builder.h"
+#include "dataplane/egress/link_emulator.h"
+#include "dataplane/wire/packet_builder.h"
 #include "switch_emu/switch_node.h"
 #include "tests/support/dpdk_test.h"
 

@@ -10,12 +10,12 @@
 #include <thread>
 #include <vector>
 
-#include "dataplane/packet_builder.h"
-#include "dataplane/packet_parser.h"
-#include "dataplane/path_selector.h"
+#include "dataplane/forwarding/path_selector.h"
 #include "dataplane/runtime/lcore_runner.h"
 #include "dataplane/runtime/poll_loop.h"
 #include "dataplane/runtime/rcu_domain.h"
+#include "dataplane/wire/packet_builder.h"
+#include "dataplane/wire/packet_parser.h"
 #include "tests/support/dpdk_test.h"
 #include "tests/support/ring_switch.h"
 

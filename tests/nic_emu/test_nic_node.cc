@@ -14,10 +14,10 @@
 #include <vector>
 
 #include "control/nic_config.h"
-#include "dataplane/icrc.h"
-#include "dataplane/packet_builder.h"
-#include "dataplane/pfc_frame.h"
-#include "dataplane/ppcid.h"
+#include "dataplane/wire/icrc.h"
+#include "dataplane/wire/packet_builder.h"
+#include "dataplane/wire/pfc_frame.h"
+#include "dataplane/wire/ppcid.h"
 #include "tests/support/dpdk_test.h"
 
 using namespace spraynet;

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "control/nic_config.h"
-#include "dataplane/packet_parser.h"
+#include "dataplane/wire/packet_parser.h"
 #include "nic_emu/nic_node.h"
 #include "tests/support/dpdk_test.h"
 

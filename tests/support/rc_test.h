@@ -8,10 +8,10 @@
 #include <cstdint>
 #include <vector>
 
-#include "dataplane/packet_builder.h"
-#include "dataplane/packet_parser.h"
-#include "dataplane/rc_requester.h"
-#include "dataplane/roce_headers.h"
+#include "dataplane/rc_endpoint/rc_requester.h"
+#include "dataplane/wire/packet_builder.h"
+#include "dataplane/wire/packet_parser.h"
+#include "dataplane/wire/roce_headers.h"
 
 namespace spraynet::test {
 

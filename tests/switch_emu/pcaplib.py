@@ -2,7 +2,7 @@
 reader/writer (scapy is too slow for 100k packets), Ethernet/IPv4/UDP frame builders, and the
 flow hash computed independently of the switch (pure Python CRC-32C and CRC-32 tables).
 
-The hash follows DESIGN.md and dataplane/flow_hasher.h: the key is
+The hash follows DESIGN.md and dataplane/forwarding/flow_hasher.h: the key is
     src IP (4) | dst IP (4) | src port (2) | dst port (2) | protocol (1) [| BTH DestQP (3)]
 in network order; crc32c is DPDK's rte_hash_crc (reflected Castagnoli 0x82F63B78, register
 initialised to the seed, no final inversion); crc32 is zlib's crc32(seed, key)."""

@@ -4,7 +4,7 @@
 // the input port, sends a probe when the probe says one is due, and takes everything the switch
 // put on its output rings, handing each packet to the probe with the same now_ns. Nothing waits
 // on the wall clock; nothing asserts how fast it ran.
-#include "dataplane/latency_probe.h"
+#include "dataplane/probe/latency_probe.h"
 
 #include <rte_mbuf.h>
 #include <rte_ring.h>
@@ -15,11 +15,11 @@
 #include <utility>
 #include <vector>
 
-#include "dataplane/byte_order.h"
-#include "dataplane/packet_builder.h"
-#include "dataplane/packet_parser.h"
 #include "dataplane/runtime/poll_loop.h"
 #include "dataplane/runtime/tsc_clock.h"
+#include "dataplane/wire/byte_order.h"
+#include "dataplane/wire/packet_builder.h"
+#include "dataplane/wire/packet_parser.h"
 #include "switch_emu/switch_lcore.h"
 #include "tests/support/dpdk_test.h"
 #include "tests/support/ring_switch.h"

@@ -13,10 +13,10 @@
 #include <vector>
 
 #include "control/switch_config.h"
-#include "dataplane/packet_builder.h"
 #include "dataplane/runtime/lcore_runner.h"
 #include "dataplane/runtime/port.h"
 #include "dataplane/runtime/tsc_clock.h"
+#include "dataplane/wire/packet_builder.h"
 #include "tests/support/dpdk_test.h"
 #include "tests/support/ring_switch.h"
 

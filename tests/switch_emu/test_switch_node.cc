@@ -15,8 +15,8 @@
 
 #include "control/control_loop.h"
 #include "control/switch_config.h"
-#include "dataplane/flow_key.h"
-#include "dataplane/pfc_frame.h"
+#include "dataplane/wire/flow_key.h"
+#include "dataplane/wire/pfc_frame.h"
 #include "tests/support/dpdk_test.h"
 #include "tests/support/reference_crc.h"
 

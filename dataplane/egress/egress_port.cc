@@ -1,0 +1,451 @@
+#include "dataplane/egress/egress_port.h"
+
+#include <rte_mbuf.h>
+
+#include <algorithm>
+#include <bit>
+#include <stdexcept>
+
+namespace spraynet {
+
+std::string EgressPortConfig::check() const {
+  if (auto r = link.check(); !r.empty()) return "link: " + r;
+  for (int tc = 0; tc < EgressPort::kClasses; ++tc) {
+    if (class_limit_bytes[tc] == 0) {
+      return "class_limit_bytes[" + std::to_string(tc) + "]: must be > 0";
+    }
+  }
+  if (control_queue_limit_frames == 0) return "control_queue_limit_frames: must be > 0";
+  return {};
+}
+
+namespace {
+
+const EgressPortConfig& checked(const EgressPortConfig& config) {
+  if (auto r = config.check(); !r.empty()) throw std::invalid_argument("egress port: " + r);
+  return config;
+}
+
+}  // namespace
+
+EgressPort::EgressPort(const EgressPortConfig& config)
+    : config_(checked(config)), link_(config.link) {}
+
+EgressPort::~EgressPort() {
+  // The listener may already be gone at destruction: free silently.
+  listener_ = nullptr;
+  free_all();
+}
+
+EgressEnqueueResult EgressPort::refuse(rte_mbuf* m, int q, uint64_t EgressClassCounters::*counter,
+                                       EgressEnqueueResult result) {
+  rte_pktmbuf_free(m);
+  ++(counters_of(q).*counter);
+  return result;
+}
+
+EgressEnqueueResult EgressPort::enqueue(rte_mbuf* m, uint8_t tc, uint16_t ingress_port,
+                                        uint8_t priority, uint64_t now_ns) {
+  const NextEventRefresh refresh(*this);
+  if (m == nullptr || tc >= kClasses) {
+    if (m != nullptr) rte_pktmbuf_free(m);
+    ++invalid_requests_;
+    return EgressEnqueueResult::kInvalid;
+  }
+  advance(now_ns);
+  const uint32_t bytes = rte_pktmbuf_pkt_len(m);
+  if (!link_.up()) {
+    return refuse(m, tc, &EgressClassCounters::drops_link_down, EgressEnqueueResult::kLinkDown);
+  }
+  if (drop_mode(tc)) {
+    return refuse(m, tc, &EgressClassCounters::drops_watchdog, EgressEnqueueResult::kWatchdogDrop);
+  }
+  if (queued_bytes_[tc] + bytes > config_.class_limit_bytes[tc]) {
+    return refuse(m, tc, &EgressClassCounters::drops_queue_full, EgressEnqueueResult::kQueueFull);
+  }
+  if (listener_ != nullptr && ingress_port != kNoIngressPort &&
+      !listener_->admit(ingress_port, priority, bytes, now_ns)) {
+    return refuse(m, tc, &EgressClassCounters::drops_headroom_overflow,
+                  EgressEnqueueResult::kHeadroomOverflow);
+  }
+  queues_[tc].push_back(Queued{m, now_ns, bytes, ingress_port, priority});
+  queued_bytes_[tc] += bytes;
+  total_queued_bytes_ += bytes;
+  nonempty_ |= 1u << tc;
+  ++class_counters_[tc].enqueued;
+  if (listener_ != nullptr) listener_->on_enqueue(ingress_port, priority, bytes, now_ns);
+  advance(now_ns);  // an idle link starts it at once
+  return EgressEnqueueResult::kQueued;
+}
+
+EgressEnqueueResult EgressPort::enqueue_control(rte_mbuf* m, uint64_t now_ns) {
+  const NextEventRefresh refresh(*this);
+  if (m == nullptr) {
+    ++invalid_requests_;
+    return EgressEnqueueResult::kInvalid;
+  }
+  advance(now_ns);
+  const uint32_t bytes = rte_pktmbuf_pkt_len(m);
+  if (!link_.up()) {
+    return refuse(m, kControl, &EgressClassCounters::drops_link_down,
+                  EgressEnqueueResult::kLinkDown);
+  }
+  if (queues_[kControl].size() >= config_.control_queue_limit_frames) {
+    return refuse(m, kControl, &EgressClassCounters::drops_queue_full,
+                  EgressEnqueueResult::kQueueFull);
+  }
+  queues_[kControl].push_back(Queued{m, now_ns, bytes, kNoIngressPort, 0});
+  queued_bytes_[kControl] += bytes;
+  total_queued_bytes_ += bytes;
+  nonempty_ |= 1u << kControl;
+  ++control_counters_.enqueued;
+  advance(now_ns);
+  return EgressEnqueueResult::kQueued;
+}
+
+uint16_t EgressPort::dequeue(uint64_t now_ns, rte_mbuf** out, uint16_t max, uint64_t* bytes) {
+  const NextEventRefresh refresh(*this);
+  advance(now_ns);
+  uint16_t n = 0;
+  uint64_t sum = 0;
+  while (n < max && !in_flight_.empty() && in_flight_.front().arrival_ns <= now_ns) {
+    out[n++] = in_flight_.front().mbuf;
+    sum += in_flight_.front().bytes;
+    in_flight_.pop_front();
+  }
+  if (bytes != nullptr) *bytes += sum;
+  return n;
+}
+
+uint64_t EgressPort::compute_next_event() const {
+  uint64_t next = in_flight_.empty() ? kNever : in_flight_.front().arrival_ns;
+  if (nonempty_ == 0) return next;
+  const uint64_t free_ns = link_.next_start_ns();
+  if (free_ns == kNever) return next;
+  for (uint32_t mask = nonempty_; mask != 0; mask &= mask - 1) {
+    next = std::min(next, std::max(free_ns, head_ready_ns(std::countr_zero(mask))));
+  }
+  return next;
+}
+
+uint64_t EgressPort::head_ready_ns(int q) const {
+  if (queues_[q].empty()) return kNever;
+  uint64_t ready = queues_[q].front().enqueued_ns;
+  if (q != kControl) {
+    const PauseTimer& p = pause_[q];
+    ready = std::max(ready, p.open ? p.until_ns : p.released_ns);
+  }
+  return ready;
+}
+
+void EgressPort::advance(uint64_t now_ns) {
+  latest_now_ns_ = std::max(latest_now_ns_, now_ns);
+  while (nonempty_ != 0) {
+    const uint64_t free_ns = link_.next_start_ns();  // kNever while down
+    if (free_ns > now_ns) return;
+    // The frame that starts next is the one that could start first; among equals the control
+    // queue, then the highest class (strict priority): the non-empty queues from the top.
+    int best = -1;
+    uint64_t best_start = kNever;
+    uint64_t best_ready = kNever;
+    for (uint32_t mask = nonempty_; mask != 0;) {
+      const int q = 31 - std::countl_zero(mask);
+      mask &= ~(1u << q);
+      const uint64_t ready = head_ready_ns(q);
+      const uint64_t start = std::max(free_ns, ready);
+      if (start < best_start) {
+        best = q;
+        best_start = start;
+        best_ready = ready;
+      }
+    }
+    if (best < 0 || best_start > now_ns) return;
+    start_head(best, best_ready);
+  }
+}
+
+void EgressPort::start_head(int q, uint64_t ready_ns) {
+  const Queued e = queues_[q].front();
+  queues_[q].pop_front();
+  queued_bytes_[q] -= e.bytes;
+  total_queued_bytes_ -= e.bytes;
+  if (queues_[q].empty()) nonempty_ &= ~(1u << q);
+  const LinkTransmission t = link_.transmit(e.bytes, ready_ns);
+  EgressClassCounters& c = counters_of(q);
+  if (t.fate != LinkFrameFate::kLinkDown) {
+    ++c.transmitted_packets;
+    c.transmitted_bytes += e.bytes;
+  }
+  if (q != kControl) {
+    last_start_ns_[q] = t.start_ns;
+    if (listener_ != nullptr) {
+      listener_->on_release(e.ingress_port, e.priority, e.bytes, t.start_ns);
+    }
+  }
+  switch (t.fate) {
+    case LinkFrameFate::kDelivered:
+      in_flight_.push_back(InFlight{e.mbuf, t.arrival_ns, e.bytes, static_cast<uint8_t>(q)});
+      return;
+    case LinkFrameFate::kBitError:
+      ++c.drops_bit_error;
+      break;
+    case LinkFrameFate::kLost:
+      ++c.drops_loss;
+      break;
+    case LinkFrameFate::kLinkDown:  // advance() never starts a frame on a down link
+      ++c.drops_link_down;
+      break;
+  }
+  rte_pktmbuf_free(e.mbuf);
+}
+
+uint64_t EgressPort::queued_bytes(uint8_t tc) const {
+  return tc < kClasses ? queued_bytes_[tc] : 0;
+}
+
+size_t EgressPort::queued_packets(uint8_t tc) const {
+  return tc < kClasses ? queues_[tc].size() : 0;
+}
+
+void EgressPort::close_expired_pause(int tc, uint64_t now_ns) {
+  PauseTimer& p = pause_[tc];
+  if (p.open && p.until_ns <= now_ns) {
+    const uint64_t length = p.until_ns - std::min(p.since_ns, p.until_ns);
+    p.closed_total_ns += length;
+    p.longest_ns = std::max(p.longest_ns, length);
+    p.released_ns = p.until_ns;
+    p.open = false;
+    open_pauses_ &= static_cast<uint8_t>(~(1u << tc));
+  }
+}
+
+void EgressPort::end_pause(int tc, uint64_t now_ns) {
+  close_expired_pause(tc, now_ns);
+  PauseTimer& p = pause_[tc];
+  if (p.open) {
+    const uint64_t length = now_ns - std::min(p.since_ns, now_ns);
+    p.closed_total_ns += length;
+    p.longest_ns = std::max(p.longest_ns, length);
+    p.released_ns = now_ns;
+    p.open = false;
+    open_pauses_ &= static_cast<uint8_t>(~(1u << tc));
+  }
+}
+
+void EgressPort::pause(uint8_t tc, uint64_t until_ns, uint64_t now_ns) {
+  const NextEventRefresh refresh(*this);
+  if (tc >= kClasses) {
+    ++invalid_requests_;
+    return;
+  }
+  advance(now_ns);
+  if (pauses_ignored(tc)) {
+    ++pauses_ignored_;
+    return;
+  }
+  if (until_ns <= now_ns) {  // a pause that is already over is a resume
+    end_pause(tc, now_ns);
+    advance(now_ns);
+    return;
+  }
+  close_expired_pause(tc, now_ns);
+  if (listener_ != nullptr) listener_->on_pause(tc, until_ns);
+  PauseTimer& p = pause_[tc];
+  if (!p.open) {
+    p.open = true;
+    open_pauses_ |= static_cast<uint8_t>(1u << tc);
+    p.since_ns = now_ns;
+    ++p.intervals;
+    p.first_since_ns = std::min(p.first_since_ns, now_ns);
+  }
+  p.until_ns = until_ns;
+}
+
+void EgressPort::resume(uint8_t tc, uint64_t now_ns) {
+  const NextEventRefresh refresh(*this);
+  if (tc >= kClasses) {
+    ++invalid_requests_;
+    return;
+  }
+  advance(now_ns);
+  end_pause(tc, now_ns);
+  advance(now_ns);  // the class may start at once
+}
+
+void EgressPort::apply(const PfcPauseUpdate& update, uint64_t now_ns) {
+  const NextEventRefresh refresh(*this);
+  for (uint8_t tc = 0; tc < kClasses; ++tc) {
+    if ((update.resume_classes >> tc) & 1) {
+      resume(tc, now_ns);
+    } else if ((update.pause_classes >> tc) & 1) {
+      pause(tc, update.pause_until_ns[tc], now_ns);
+    }
+  }
+}
+
+bool EgressPort::paused(uint8_t tc, uint64_t now_ns) const {
+  if (tc >= kClasses) return false;
+  const PauseTimer& p = pause_[tc];
+  return p.open && now_ns < p.until_ns;
+}
+
+bool EgressPort::any_paused(uint64_t now_ns, uint8_t class_mask) const {
+  for (uint32_t m = open_pauses_ & class_mask; m != 0; m &= m - 1) {
+    if (now_ns < pause_[std::countr_zero(m)].until_ns) return true;
+  }
+  return false;
+}
+
+void EgressPort::set_drop_mode(uint8_t tc, bool on, uint64_t now_ns) {
+  const NextEventRefresh refresh(*this);
+  if (tc >= kClasses) {
+    ++invalid_requests_;
+    return;
+  }
+  advance(now_ns);
+  const uint8_t bit = static_cast<uint8_t>(1u << tc);
+  if (!on) {
+    drop_mode_mask_ &= static_cast<uint8_t>(~bit);
+    pauses_ignored_mask_ &= static_cast<uint8_t>(~bit);
+    return;
+  }
+  if (drop_mode_mask_ & bit) return;
+  drop_mode_mask_ |= bit;
+  pauses_ignored_mask_ |= bit;
+  end_pause(tc, now_ns);
+  flush_class(tc, &EgressClassCounters::drops_watchdog, now_ns);
+}
+
+void EgressPort::set_forward_mode(uint8_t tc, bool on, uint64_t now_ns) {
+  const NextEventRefresh refresh(*this);
+  if (tc >= kClasses) {
+    ++invalid_requests_;
+    return;
+  }
+  advance(now_ns);
+  const uint8_t bit = static_cast<uint8_t>(1u << tc);
+  if (!on) {
+    pauses_ignored_mask_ &= static_cast<uint8_t>(~bit);
+    return;
+  }
+  pauses_ignored_mask_ |= bit;
+  end_pause(tc, now_ns);
+  advance(now_ns);  // the queue held by the storm starts at once
+}
+
+bool EgressPort::drop_mode(uint8_t tc) const {
+  return tc < kClasses && ((drop_mode_mask_ >> tc) & 1);
+}
+
+uint64_t EgressPort::stalled_since_ns(uint8_t tc, uint64_t now_ns) const {
+  // SONiC's detection (pfc_detect_*.lua): a queue is stormed when, poll after poll, it sent
+  // nothing and was paused, whether packets wait in it or not. Nothing starts while a class is
+  // paused, so the open pause interval is the stall (the max only matters for a frame that
+  // started at the very ns the pause arrived).
+  if (tc >= kClasses || pauses_ignored(tc) || !paused(tc, now_ns)) return kNever;
+  return std::max(pause_[tc].since_ns, last_start_ns_[tc]);
+}
+
+void EgressPort::flush_class(int tc, uint64_t EgressClassCounters::*counter, uint64_t now_ns) {
+  for (const Queued& e : queues_[tc]) {
+    rte_pktmbuf_free(e.mbuf);
+    if (counter != nullptr) ++(class_counters_[tc].*counter);
+    if (listener_ != nullptr) listener_->on_release(e.ingress_port, e.priority, e.bytes, now_ns);
+  }
+  queues_[tc].clear();
+  total_queued_bytes_ -= queued_bytes_[tc];
+  queued_bytes_[tc] = 0;
+  nonempty_ &= ~(1u << tc);
+}
+
+void EgressPort::flush_control(uint64_t EgressClassCounters::*counter) {
+  for (const Queued& e : queues_[kControl]) {
+    rte_pktmbuf_free(e.mbuf);
+    if (counter != nullptr) ++(control_counters_.*counter);
+  }
+  queues_[kControl].clear();
+  total_queued_bytes_ -= queued_bytes_[kControl];
+  queued_bytes_[kControl] = 0;
+  nonempty_ &= ~(1u << kControl);
+}
+
+void EgressPort::flush_in_flight(uint64_t EgressClassCounters::*counter, uint64_t now_ns) {
+  // Arrival times only grow along the delay line: what is still on the wire is at the back.
+  while (!in_flight_.empty() && (counter == nullptr || in_flight_.back().arrival_ns > now_ns)) {
+    const InFlight& f = in_flight_.back();
+    rte_pktmbuf_free(f.mbuf);
+    if (counter != nullptr) ++(counters_of(f.queue).*counter);
+    in_flight_.pop_back();
+  }
+}
+
+void EgressPort::set_link_up(bool up, uint64_t now_ns) {
+  const NextEventRefresh refresh(*this);
+  if (up == link_.up()) return;
+  if (up) {
+    link_.set_up(true);
+    return;
+  }
+  advance(now_ns);
+  link_.set_up(false);
+  for (int tc = 0; tc < kClasses; ++tc) {
+    end_pause(tc, now_ns);
+    flush_class(tc, &EgressClassCounters::drops_link_down, now_ns);
+  }
+  flush_control(&EgressClassCounters::drops_link_down);
+  // Frames whose last bit had already arrived stay deliverable; the rest die on the wire.
+  flush_in_flight(&EgressClassCounters::drops_link_down, now_ns);
+}
+
+void EgressPort::set_link_rate_gbps(double rate_gbps, uint64_t now_ns) {
+  const NextEventRefresh refresh(*this);
+  advance(now_ns);
+  link_.set_rate_gbps(rate_gbps);
+}
+
+void EgressPort::set_propagation_delay_ns(uint64_t delay_ns, uint64_t now_ns) {
+  const NextEventRefresh refresh(*this);
+  advance(now_ns);
+  link_.set_propagation_delay_ns(delay_ns);
+}
+
+void EgressPort::set_bit_error_rate(double ber, uint64_t now_ns) {
+  const NextEventRefresh refresh(*this);
+  advance(now_ns);
+  link_.set_bit_error_rate(ber);
+}
+
+void EgressPort::set_loss_rate(double loss_rate, uint64_t now_ns) {
+  const NextEventRefresh refresh(*this);
+  advance(now_ns);
+  link_.set_loss_rate(loss_rate);
+}
+
+void EgressPort::free_all() {
+  const NextEventRefresh refresh(*this);
+  for (int tc = 0; tc < kClasses; ++tc) flush_class(tc, nullptr, latest_now_ns_);
+  flush_control(nullptr);
+  flush_in_flight(nullptr, latest_now_ns_);
+}
+
+EgressClassCounters EgressPort::counters(uint8_t tc, uint64_t now_ns) const {
+  if (tc >= kClasses) return {};
+  EgressClassCounters c = class_counters_[tc];
+  const PauseTimer& p = pause_[tc];
+  c.paused_ns = p.closed_total_ns;
+  c.longest_pause_ns = p.longest_ns;
+  c.pause_intervals = p.intervals;
+  c.first_pause_ns = p.first_since_ns;
+  if (p.intervals > 0) c.last_pause_end_ns = p.released_ns;
+  if (p.open) {
+    const uint64_t end = std::min(now_ns, p.until_ns);
+    c.last_pause_end_ns = std::max(c.last_pause_end_ns, std::max(end, p.since_ns));
+    if (end > p.since_ns) {
+      c.paused_ns += end - p.since_ns;
+      c.longest_pause_ns = std::max(c.longest_pause_ns, end - p.since_ns);
+    }
+  }
+  return c;
+}
+
+}  // namespace spraynet

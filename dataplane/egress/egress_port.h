@@ -1,0 +1,288 @@
+// One switch or NIC port's egress: eight traffic-class FIFO queues and a control queue in front of
+// an emulated link (LinkEmulator), and the delay line holding the frames in flight on it.
+//
+// Scheduling is strict priority, class 7 first, skipping classes that PFC has paused; the
+// control queue (PFC frames) goes before every class and is never paused. Frames start exactly
+// when the link could have started them: every call that takes now_ns first starts, in order,
+// every frame that could have started by now_ns (at the later of the link becoming free, the
+// frame reaching the head of an unpaused class), so the schedule does not depend on how often
+// the driver calls, as long as it calls by next_event_ns().
+//
+// Ownership: enqueue and enqueue_control take the mbuf in every case. It is then forwarded
+// (returned by dequeue once its last bit has reached the far end) or freed and counted under
+// exactly one drop cause. The destructor frees whatever is still held.
+//
+// Not copyable or movable: PfcState and the listener keep pointers to it.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <deque>
+#include <string>
+
+#include "dataplane/egress/link_emulator.h"
+
+struct rte_mbuf;
+
+namespace spraynet {
+
+// Told when a packet enters a traffic-class queue and when it leaves it, whether by starting
+// transmission or by being dropped from the queue (link down, PFC watchdog, free_all). Every
+// on_enqueue is followed by exactly one on_release with the same (ingress port, priority, bytes).
+// Packets refused at enqueue never enter and produce neither call; control frames produce none.
+// This is how PFC ingress accounting learns that buffer was taken and freed.
+class EgressQueueListener {
+ public:
+  virtual ~EgressQueueListener() = default;
+  // Asked before a packet with an ingress port is queued (after the port's own checks): false
+  // refuses it (the switch's buffer cannot hold it), and it is freed and counted as
+  // drops_headroom_overflow, with neither on_enqueue nor on_release.
+  virtual bool admit(uint16_t /*ingress_port*/, uint8_t /*priority*/, uint32_t /*bytes*/,
+                     uint64_t /*now_ns*/) {
+    return true;
+  }
+  virtual void on_enqueue(uint16_t ingress_port, uint8_t priority, uint32_t bytes,
+                          uint64_t now_ns) = 0;
+  virtual void on_release(uint16_t ingress_port, uint8_t priority, uint32_t bytes,
+                          uint64_t now_ns) = 0;
+  // A class was paused until until_ns (by whatever path: a PFC frame, a test, a tool).
+  virtual void on_pause(uint8_t /*tc*/, uint64_t /*until_ns*/) {}
+};
+
+enum class EgressEnqueueResult : uint8_t {
+  kQueued,
+  kQueueFull,         // the class (or control) queue's byte (frame) limit would be exceeded
+  kLinkDown,          // a down link accepts nothing
+  kWatchdogDrop,      // the class is in PFC-watchdog drop mode
+  kHeadroomOverflow,  // the listener refused it: its ingress PG's PFC headroom is full
+  kInvalid,           // null mbuf or class >= 8 (counted in invalid_requests())
+};
+
+// What one received PFC frame asks of this port's classes: pause the classes in pause_classes
+// until pause_until_ns[class], resume (XON) those in resume_classes.
+struct PfcPauseUpdate {
+  uint8_t pause_classes = 0;
+  uint8_t resume_classes = 0;
+  std::array<uint64_t, 8> pause_until_ns{};
+};
+
+struct EgressClassCounters {
+  uint64_t enqueued = 0;
+  // Frames that started transmission, including those the link then lost (they used the wire).
+  uint64_t transmitted_packets = 0;
+  uint64_t transmitted_bytes = 0;
+  uint64_t drops_queue_full = 0;
+  uint64_t drops_link_down = 0;  // refused while down, or queued/in flight when it went down
+  uint64_t drops_watchdog = 0;   // flushed or refused in PFC-watchdog drop mode
+  // Refused by the listener's admit(): the ingress PG's headroom was full (a lossless packet
+  // lost to a headroom too small for the link; a correct buffer config never counts one).
+  uint64_t drops_headroom_overflow = 0;
+  uint64_t drops_bit_error = 0;   // lost on the wire to bit errors
+  uint64_t drops_loss = 0;        // lost on the wire to the plain loss rate
+  uint64_t paused_ns = 0;         // total time the class was held by PFC
+  uint64_t longest_pause_ns = 0;  // the longest single pause (refreshes extend one pause)
+  // How a PFC storm spreads and lasts: pause intervals opened (a refresh extends one, it does
+  // not open another), when the first began (UINT64_MAX: never paused) and when the latest
+  // ended (now, for one still open; 0: never paused).
+  uint64_t pause_intervals = 0;
+  uint64_t first_pause_ns = UINT64_MAX;
+  uint64_t last_pause_end_ns = 0;
+};
+
+struct EgressPortConfig {
+  static constexpr uint64_t kDefaultClassLimitBytes = 1 << 20;
+
+  LinkEmulatorConfig link;
+  std::array<uint64_t, 8> class_limit_bytes = {kDefaultClassLimitBytes, kDefaultClassLimitBytes,
+                                               kDefaultClassLimitBytes, kDefaultClassLimitBytes,
+                                               kDefaultClassLimitBytes, kDefaultClassLimitBytes,
+                                               kDefaultClassLimitBytes, kDefaultClassLimitBytes};
+  uint32_t control_queue_limit_frames = 64;
+
+  // Empty when valid, else "key: reason".
+  std::string check() const;
+};
+
+class EgressPort {
+ public:
+  static constexpr int kClasses = 8;
+  static constexpr uint16_t kNoIngressPort = 0xFFFF;  // locally generated: no PFC accounting
+  static constexpr uint64_t kNever = UINT64_MAX;
+
+  // Throws std::invalid_argument with config.check()'s reason when the config is invalid.
+  explicit EgressPort(const EgressPortConfig& config);
+  ~EgressPort();
+  EgressPort(const EgressPort&) = delete;
+  EgressPort& operator=(const EgressPort&) = delete;
+
+  // At most one; nullptr to remove. It must outlive this port or be removed first.
+  void set_listener(EgressQueueListener* listener) { listener_ = listener; }
+
+  // Takes ownership of m in every case; a refused mbuf is freed and counted. `priority` is the
+  // packet's PFC priority (what ingress accounting is kept by), tc its egress class.
+  EgressEnqueueResult enqueue(rte_mbuf* m, uint8_t tc, uint16_t ingress_port, uint8_t priority,
+                              uint64_t now_ns);
+  // A control frame (PFC): ahead of every class, never paused, never in watchdog drop mode.
+  EgressEnqueueResult enqueue_control(rte_mbuf* m, uint64_t now_ns);
+  // Up to max frames whose last bit has reached the far end by now_ns, in arrival order. The
+  // caller owns them. Frames the link lost are freed and counted, never returned.
+  // `bytes` (may be null) gets the frames' bytes added, so that a caller counting them need
+  // not touch each mbuf again.
+  uint16_t dequeue(uint64_t now_ns, rte_mbuf** out, uint16_t max, uint64_t* bytes = nullptr);
+  // Earliest time at which dequeue could return a frame or a queue could start one (it may be in
+  // the past when a dequeue was cut short by max); kNever when nothing is queued or in flight.
+  uint64_t next_event_ns() const { return next_event_; }
+  // Also keep next_event_ns() in *slot (nullptr: nowhere else): a node with many ports keeps
+  // them in one array, so that asking all of them reads a few cache lines, not every port.
+  void set_next_event_slot(uint64_t* slot) {
+    next_event_slot_ = slot;
+    if (slot != nullptr) *slot = next_event_;
+  }
+
+  // All classes and the control queue; not in flight.
+  uint64_t queued_bytes() const { return total_queued_bytes_; }
+  uint64_t queued_bytes(uint8_t tc) const;
+  size_t queued_packets(uint8_t tc) const;
+  size_t in_flight() const { return in_flight_.size(); }
+
+  // PFC. A pause replaces the class's timer (802.1Qbb): the class sends nothing new from now_ns
+  // until until_ns; a frame already started finishes. Ignored for a class in watchdog drop or
+  // forward mode.
+  void pause(uint8_t tc, uint64_t until_ns, uint64_t now_ns);
+  void resume(uint8_t tc, uint64_t now_ns);
+  void apply(const PfcPauseUpdate& update, uint64_t now_ns);
+  bool paused(uint8_t tc, uint64_t now_ns) const;
+  bool any_paused(uint64_t now_ns, uint8_t class_mask = 0xFF) const;
+
+  // PFC watchdog drop mode (decided by PfcState): entering flushes the class's queue and lifts
+  // its pause; while on, arrivals are dropped and pauses ignored. Leaving it also leaves forward
+  // mode.
+  void set_drop_mode(uint8_t tc, bool on, uint64_t now_ns);
+  bool drop_mode(uint8_t tc) const;
+  bool any_drop_mode() const { return drop_mode_mask_ != 0; }
+  // PFC watchdog forward mode: entering lifts the class's pause; while on, pauses are ignored and
+  // the queue keeps sending; nothing is dropped for it.
+  void set_forward_mode(uint8_t tc, bool on, uint64_t now_ns);
+  // Drop or forward mode: the class's pauses are ignored.
+  bool pauses_ignored(uint8_t tc) const {
+    return tc < kClasses && ((pauses_ignored_mask_ >> tc) & 1);
+  }
+  // Since when the class has been continuously paused (one pause interval: refreshes extend it,
+  // a timer running out or an XON ends it) with nothing started, queued packets or not; kNever
+  // when it is not paused at now_ns, or pauses are ignored. What the watchdog measures.
+  uint64_t stalled_since_ns(uint8_t tc, uint64_t now_ns) const;
+
+  // The link. Going down frees everything queued and in flight (counted as link_down) and lifts
+  // every pause; a down link sends nothing and refuses everything. Each setter first starts the
+  // frames due by now_ns under the old settings. Rate/BER/loss setters throw
+  // std::invalid_argument on invalid values, like LinkEmulator's.
+  void set_link_up(bool up, uint64_t now_ns);
+  void set_link_rate_gbps(double rate_gbps, uint64_t now_ns);
+  void set_propagation_delay_ns(uint64_t delay_ns, uint64_t now_ns);
+  void set_bit_error_rate(double ber, uint64_t now_ns);
+  void set_loss_rate(double loss_rate, uint64_t now_ns);
+  bool link_up() const { return link_.up(); }
+  const LinkEmulator& link() const { return link_; }
+
+  // Frees everything queued and in flight without counting drops; the listener is told about
+  // class packets. For shutdown.
+  void free_all();
+
+  EgressClassCounters counters(uint8_t tc, uint64_t now_ns) const;
+  const EgressClassCounters& control_counters() const { return control_counters_; }
+  // Calls with a null mbuf or a class >= 8 (the mbuf, if any, is freed).
+  uint64_t invalid_requests() const { return invalid_requests_; }
+  // Pauses received for a class in watchdog drop or forward mode.
+  uint64_t pauses_ignored_by_watchdog() const { return pauses_ignored_; }
+
+ private:
+  static constexpr int kControl = kClasses;  // index of the control queue in per-queue arrays
+
+  struct Queued {
+    rte_mbuf* mbuf;
+    uint64_t enqueued_ns;
+    uint32_t bytes;
+    uint16_t ingress_port;
+    uint8_t priority;
+  };
+  struct InFlight {
+    rte_mbuf* mbuf;
+    uint64_t arrival_ns;
+    uint32_t bytes;
+    uint8_t queue;  // class, or kControl
+  };
+  // One class's PFC timer. The pause interval [since_ns, until_ns) is "open" from the pause that
+  // started it until it runs out or is resumed; refreshes extend it without reopening it.
+  struct PauseTimer {
+    bool open = false;
+    uint64_t since_ns = 0;
+    uint64_t until_ns = 0;
+    uint64_t closed_total_ns = 0;  // paused time of intervals already closed
+    uint64_t longest_ns = 0;       // the longest interval closed
+    uint64_t released_ns = 0;      // when the last interval closed: nothing starts before it
+    uint64_t intervals = 0;        // intervals opened
+    uint64_t first_since_ns = UINT64_MAX;
+  };
+
+  // next_event_ns() is asked far more often than the port changes (an event loop asks every
+  // port of a node each time it serves it): every public mutator recomputes it on its way out.
+  struct NextEventRefresh {
+    EgressPort& port;
+    explicit NextEventRefresh(EgressPort& p) : port(p) {}
+    ~NextEventRefresh() {
+      port.next_event_ = port.compute_next_event();
+      if (port.next_event_slot_ != nullptr) *port.next_event_slot_ = port.next_event_;
+    }
+  };
+  uint64_t compute_next_event() const;
+
+  // Starts, in order, every frame that could have started by now_ns.
+  void advance(uint64_t now_ns);
+  // Earliest start of the head of queue q (a class or kControl), ignoring the link; kNever if
+  // the queue is empty.
+  uint64_t head_ready_ns(int q) const;
+  void start_head(int q, uint64_t ready_ns);
+  void close_expired_pause(int tc, uint64_t now_ns);
+  void end_pause(int tc, uint64_t now_ns);
+  // Frees a class's queue, counting each packet with `counter` (nullptr: not counted).
+  void flush_class(int tc, uint64_t EgressClassCounters::*counter, uint64_t now_ns);
+  void flush_control(uint64_t EgressClassCounters::*counter);
+  // Frees the frames in flight whose last bit has not arrived by now_ns (all of them when
+  // counter is nullptr: shutdown), counting each with `counter`.
+  void flush_in_flight(uint64_t EgressClassCounters::*counter, uint64_t now_ns);
+  EgressClassCounters& counters_of(int q) {
+    return q == kControl ? control_counters_ : class_counters_[q];
+  }
+  EgressEnqueueResult refuse(rte_mbuf* m, int q, uint64_t EgressClassCounters::*counter,
+                             EgressEnqueueResult result);
+
+  EgressPortConfig config_;
+  LinkEmulator link_;
+  EgressQueueListener* listener_ = nullptr;
+
+  std::array<std::deque<Queued>, kClasses + 1> queues_;  // classes 0..7, then control
+  std::array<uint64_t, kClasses + 1> queued_bytes_{};
+  uint64_t total_queued_bytes_ = 0;
+  // Bit q set: queues_[q] is not empty. advance() and compute_next_event() look at those only,
+  // which is one or two queues on a fabric's port rather than nine.
+  uint32_t nonempty_ = 0;
+  std::deque<InFlight> in_flight_;
+
+  std::array<PauseTimer, kClasses> pause_{};
+  // When each class queue last started a frame: with the pause timer, what stalled_since_ns()
+  // is made of.
+  std::array<uint64_t, kClasses> last_start_ns_{};
+  uint8_t drop_mode_mask_ = 0;
+  uint8_t open_pauses_ = 0;          // bit tc: pause_[tc].open (any_paused looks at those only)
+  uint8_t pauses_ignored_mask_ = 0;  // drop or forward mode
+  uint64_t latest_now_ns_ = 0;       // the latest now_ns seen, for free_all's listener calls
+  uint64_t next_event_ = kNever;     // compute_next_event() as of the last mutation
+  uint64_t* next_event_slot_ = nullptr;
+
+  std::array<EgressClassCounters, kClasses> class_counters_{};
+  EgressClassCounters control_counters_{};
+  uint64_t invalid_requests_ = 0;
+  uint64_t pauses_ignored_ = 0;
+};
+
+}  // namespace spraynet

@@ -1,0 +1,80 @@
+#include "dataplane/forwarding/flowlet_table.h"
+
+#include <stdexcept>
+#include <string>
+
+namespace spraynet {
+
+uint16_t least_loaded_eligible(std::span<const PathLoad> members, uint32_t tie_break) {
+  uint64_t fewest = UINT64_MAX;
+  uint32_t ties = 0;
+  for (const PathLoad& m : members) {
+    if (!m.eligible) continue;
+    if (m.queued_bytes < fewest) {
+      fewest = m.queued_bytes;
+      ties = 1;
+    } else if (m.queued_bytes == fewest) {
+      ++ties;
+    }
+  }
+  if (ties == 0) return FlowletTable::kNoMember;
+  uint32_t pick = scale_to_range(tie_break, ties);
+  for (size_t i = 0; i < members.size(); ++i) {
+    if (members[i].eligible && members[i].queued_bytes == fewest && pick-- == 0) {
+      return static_cast<uint16_t>(i);
+    }
+  }
+  return FlowletTable::kNoMember;  // not reached
+}
+
+namespace {
+
+// Checked before the table is allocated: a bad size must not cost gigabytes first.
+uint32_t validated_entries(uint32_t entries) {
+  if (entries == 0 || entries > FlowletTable::kMaxEntries || (entries & (entries - 1)) != 0) {
+    throw std::invalid_argument("flowlet table: " + std::to_string(entries) +
+                                " entries; must be a power of two from 1 to 16777216");
+  }
+  return entries;
+}
+
+}  // namespace
+
+FlowletTable::FlowletTable(uint32_t entries, uint64_t gap_ns)
+    : entries_(validated_entries(entries)), mask_(entries - 1), gap_ns_(gap_ns) {}
+
+void FlowletTable::clear() {
+  for (Entry& e : entries_) e = Entry{};
+}
+
+uint16_t FlowletTable::select(uint32_t flow_hash, uint64_t now_ns,
+                              std::span<const PathLoad> members) {
+  Entry& e = entries_[flow_hash & mask_];
+  const bool used = e.member != kNoMember;
+  // A clock that steps back (another lcore's timestamp) counts as no idle time at all.
+  const uint64_t idle_ns = now_ns > e.last_seen_ns ? now_ns - e.last_seen_ns : 0;
+  const bool active = used && idle_ns <= gap_ns_;
+  const bool member_ok = used && e.member < members.size() && members[e.member].eligible;
+  if (active && member_ok) {
+    e.last_seen_ns = now_ns;
+    return e.member;
+  }
+  // Low hash bits chose the entry; the tie-break comes from all bits (a Fibonacci multiply
+  // moves them to the top, where scale_to_range looks).
+  const uint16_t chosen = least_loaded_eligible(members, flow_hash * 0x9E3779B1u);
+  if (chosen == kNoMember) {
+    ++counters_.no_eligible_member;
+    return kNoMember;
+  }
+  if (active) {
+    ++counters_.rerouted_ineligible;
+  } else {
+    ++counters_.flowlets_started;
+    if (used && chosen != e.member) ++counters_.flowlets_moved;
+  }
+  e.member = chosen;
+  e.last_seen_ns = now_ns;
+  return chosen;
+}
+
+}  // namespace spraynet

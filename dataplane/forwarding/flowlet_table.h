@@ -1,0 +1,76 @@
+// Dynamic load balancing (DLB) by flowlets, as switch ASICs do it: a flow's packets separated
+// by less than the flowlet gap stay on one member (so they cannot overtake each other), and a
+// burst that starts after a longer silence is a new flowlet, free to go to the least-loaded
+// eligible member. The table is indexed by hash & (entries - 1); flows that collide share an
+// entry, and so a member, exactly as in hardware.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "dataplane/forwarding/bucket_table.h"
+#include "dataplane/forwarding/path_load.h"
+
+namespace spraynet {
+
+struct FlowletCounters {
+  // Packets that found their entry unused or idle for longer than the gap: new flowlets.
+  uint64_t flowlets_started = 0;
+  // New flowlets placed on a different member than the entry's previous flowlet.
+  uint64_t flowlets_moved = 0;
+  // Active flowlets (within the gap) whose member had become ineligible, moved at once.
+  uint64_t rerouted_ineligible = 0;
+  // Packets for which no member was eligible: select() returned kNoMember.
+  uint64_t no_eligible_member = 0;
+};
+
+class FlowletTable {
+ public:
+  static constexpr uint16_t kNoMember = BucketTable::kNoMember;
+  static constexpr uint64_t kDefaultGapNs = 100'000;  // 100 us
+  static constexpr uint32_t kMaxEntries = 1u << 24;
+
+  // `entries` must be a power of two in [1, 2^24]; throws std::invalid_argument otherwise.
+  explicit FlowletTable(uint32_t entries, uint64_t gap_ns = kDefaultGapNs);
+
+  // The member (index into `members`) for a packet of the flow with this hash at now_ns.
+  // An entry whose last packet is at most gap_ns old and whose member is still eligible keeps
+  // that member; otherwise the packet starts a flowlet on the eligible member with the fewest
+  // queued bytes, ties broken by the hash so that member 0 is not favoured.
+  // Every packet refreshes its entry's time. kNoMember when no member is eligible (the entry
+  // is left as it was). members.size() must be below kNoMember.
+  uint16_t select(uint32_t flow_hash, uint64_t now_ns, std::span<const PathLoad> members);
+
+  // Forgets every flowlet (for instance when the group's member list changes meaning).
+  void clear();
+
+  uint32_t entries() const { return static_cast<uint32_t>(entries_.size()); }
+  uint64_t gap_ns() const { return gap_ns_; }
+  const FlowletCounters& counters() const { return counters_; }
+
+ private:
+  struct Entry {
+    uint64_t last_seen_ns = 0;
+    uint16_t member = kNoMember;  // kNoMember: never used
+  };
+
+  std::vector<Entry> entries_;
+  uint32_t mask_;
+  uint64_t gap_ns_;
+  FlowletCounters counters_;
+};
+
+// The eligible member with the fewest queued bytes, or kNoMember. Ties are broken by
+// `tie_break` (a hash or random value): among the k tied members it picks number
+// scale_to_range(tie_break, k), so a uniform tie_break picks each tied member equally often.
+// (Scanning from an offset would not: ties between members 2 and 3 of 4 would go to 2 from
+// three of the four offsets.) Shared by DLB and by DRILL's fallback.
+uint16_t least_loaded_eligible(std::span<const PathLoad> members, uint32_t tie_break);
+
+// Maps a 32-bit value onto [0, n) by multiply-shift (Lemire), without a division.
+inline uint32_t scale_to_range(uint32_t x, uint32_t n) {
+  return static_cast<uint32_t>((uint64_t{x} * n) >> 32);
+}
+
+}  // namespace spraynet

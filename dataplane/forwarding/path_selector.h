@@ -1,0 +1,138 @@
+// Path selection for one ECMP group: which member port a packet leaves by. The group's mode
+// decides per packet:
+//   ecmp      hash % N over the eligible members in member order, the classic formula: with
+//             all 8 members up it is hash % 8; with one down, hash % 7 over the other seven.
+//   weighted  the group's power-of-two bucket table (equal weights until set_weights); when
+//             the bucket's member is ineligible (or every weight is 0), the hash spread over
+//             the eligible members by a Fibonacci multiply.
+//   dlb       the flowlet table: a flowlet stays on its member within the gap, a new one goes
+//             to the eligible member with the fewest queued bytes.
+//   drill     per packet, the least loaded of two random members and the last winner.
+// Packets hit by a TCAM `spray` rule go through select_sprayed() whatever the mode: the member
+// comes from the packet's PPCID path id through the bucket table, so one QP's path ids spread
+// over the uplinks in proportion to the weights.
+//
+// Threads. select() and select_sprayed() run on the node's lcore(s); the bucket table they read
+// is published by the control thread (make_table + publish_table) through an atomic pointer, so
+// readers never lock for it. publish_table hands back the previous table: the control side frees
+// it only after every reader has quiesced (RCU, control/table_publisher.h). The mode is an atomic
+// too. Everything else (counters, flowlets, DRILL's state) belongs to the reading side.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "dataplane/forwarding/bucket_table.h"
+#include "dataplane/forwarding/drill_selector.h"
+#include "dataplane/forwarding/flowlet_table.h"
+#include "dataplane/forwarding/path_load.h"
+
+namespace spraynet {
+
+enum class LbMode : uint8_t { kEcmp, kWeighted, kDlb, kDrill };
+
+std::string_view to_string(LbMode mode);
+std::optional<LbMode> parse_lb_mode(std::string_view name);  // ecmp | weighted | dlb | drill
+
+struct PathGroupConfig {
+  LbMode mode = LbMode::kEcmp;
+  // The node's port ids (the index into select()'s port_loads), in member order; distinct.
+  std::vector<uint16_t> member_ports;
+  uint64_t dlb_gap_ns = FlowletTable::kDefaultGapNs;
+  uint32_t dlb_table_entries = 4096;  // power of two
+  uint64_t seed = 0;                  // DRILL's random samples
+};
+
+struct PathSelectorCounters {
+  uint64_t selected = 0;             // packets given a port by select()
+  uint64_t sprayed = 0;              // packets given a port by select_sprayed()
+  uint64_t no_eligible_port = 0;     // kNoPort returned: no member eligible (the caller drops)
+  uint64_t rehashed_ineligible = 0;  // weighted/sprayed: the bucket's member was ineligible
+  uint64_t empty_table = 0;          // weighted/sprayed with every weight 0: hashed instead
+  uint64_t missing_load = 0;         // a member's port id was beyond port_loads: ineligible
+};
+
+class PathSelector {
+ public:
+  static constexpr uint16_t kNoPort = 0xFFFF;
+  static constexpr size_t kMaxMembers = 4096;
+
+  // Throws std::invalid_argument for an empty or oversized member list, a duplicate member, a
+  // port id of kNoPort, or a DLB table size that is not a power of two.
+  explicit PathSelector(const PathGroupConfig& config);
+
+  // The port for a packet of the flow with this hash. `port_loads` is indexed by port id (one
+  // entry per port of the node, shared by every group); a member whose port id is beyond it
+  // counts as ineligible. kNoPort when no member is eligible.
+  uint16_t select(uint32_t flow_hash, uint64_t now_ns, std::span<const PathLoad> port_loads);
+
+  // The port for a sprayed packet: the bucket table at flow_hash + path_id * stride, with
+  // stride the odd number nearest table size / golden ratio, so that one QP's path ids land on
+  // well-spread buckets and take members in proportion to their weights (8 equal members and
+  // path ids 0..15: exactly two path ids each). When the bucket's member is ineligible,
+  // flow_hash + path_id spread over the eligible members by a Fibonacci multiply, so the path
+  // ids still spread. The same in every mode.
+  uint16_t select_sprayed(uint32_t flow_hash, uint8_t path_id, uint64_t now_ns,
+                          std::span<const PathLoad> port_loads);
+
+  // Changes the mode at run time (any thread). Entering dlb starts from the flowlets it last
+  // knew; those older than the gap are new flowlets anyway.
+  void set_mode(LbMode mode) { mode_.store(mode, std::memory_order_relaxed); }
+
+  // Control side (one thread). A table for these weights, one per member (0 = no buckets),
+  // laid out from the current one so that as few buckets as possible move. Throws
+  // std::invalid_argument when the size differs from the member count.
+  std::unique_ptr<const BucketTable> make_table(std::span<const uint32_t> weights) const;
+  // Makes `table` current with one atomic store and returns the previous one, which a reader
+  // may still be using: free it only after a grace period. Throws std::invalid_argument for a
+  // null table or one built for another member count.
+  std::unique_ptr<const BucketTable> publish_table(std::unique_ptr<const BucketTable> table);
+  // make_table + publish_table + free at once: for a single thread (tests, virtual time,
+  // construction), where no reader can be inside select().
+  void set_weights(std::span<const uint32_t> weights);
+
+  // Takes a member out of the group (or back) whatever its link says: what a routing protocol
+  // does when the path behind the member can no longer reach the group's destinations (a spine
+  // that lost its link to the destination leaf). The selecting thread only.
+  void set_member_excluded(uint16_t member, bool excluded);
+  bool member_excluded(uint16_t member) const { return excluded_.at(member); }
+
+  LbMode mode() const { return mode_.load(std::memory_order_relaxed); }
+  std::span<const uint16_t> member_ports() const { return members_; }
+  // The current table. On a thread other than the publisher's, only while that thread cannot
+  // publish (it holds the control lock) or inside a read-side critical section.
+  const BucketTable& bucket_table() const { return *table_.load(std::memory_order_acquire); }
+  const FlowletTable& flowlet_table() const { return flowlets_; }
+  const DrillSelector& drill() const { return drill_; }
+  const PathSelectorCounters& counters() const { return counters_; }
+  // Packets sent to each member (by member index), all modes and sprayed together.
+  std::span<const uint64_t> member_packets() const { return member_packets_; }
+
+ private:
+  // Copies the members' loads into member order; returns how many are eligible.
+  uint32_t gather_loads(std::span<const PathLoad> port_loads);
+  // Member index of the k-th eligible member (k < eligible count) in member order.
+  uint16_t nth_eligible(uint32_t k) const;
+  uint16_t hash_over_eligible(uint32_t hash, uint32_t eligible) const;
+  uint16_t from_bucket(const BucketTable& table, uint32_t index, uint32_t fallback_key,
+                       uint32_t eligible);
+  uint16_t to_port(uint16_t member);
+
+  std::atomic<LbMode> mode_;
+  std::vector<uint16_t> members_;
+  std::unique_ptr<const BucketTable> owned_;  // the current table, owned by the control side
+  std::atomic<const BucketTable*> table_;     // what readers load: owned_.get()
+  FlowletTable flowlets_;
+  DrillSelector drill_;
+  std::vector<PathLoad> member_loads_;  // scratch, sized once: no allocation per packet
+  std::vector<uint64_t> member_packets_;
+  std::vector<bool> excluded_;  // by member index
+  PathSelectorCounters counters_;
+};
+
+}  // namespace spraynet

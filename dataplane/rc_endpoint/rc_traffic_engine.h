@@ -1,0 +1,203 @@
+// The RoCE RC traffic engine of one node (a NIC in nic_emu, a host in fabric_emu): N queue pairs,
+// each with an RcRequester sending RDMA WRITEs or READs (op) to the peer node, an RcResponder
+// answering the peer's WRITEs and READs, or both (an RC QP is bidirectional). With ooo_placement
+// the responders are RcPlacementResponders and the requesters retransmit selectively: an RNIC
+// that places out of order, instead of rxe (WRITEs only).
+//
+// QP i is local QP first_local_qp + i. Without qp_specs it talks to peer QP first_peer_qp + i at
+// peer_ip/peer_mac; with qp_specs each QP has its own peer, role and traffic (a host of a fabric
+// talking to many hosts). Two engines pair up
+// by mirroring each other: node A {first_local_qp = a, first_peer_qp = b} and node B
+// {first_local_qp = b, first_peer_qp = a}, the same first_psn, and complementary roles (a
+// requester on one side needs a responder on the other; kBoth on both sides sends both ways).
+//
+// The driver's part, per iteration at now_ns:
+//   for each RoCE packet parsed for this node:  receive(m, p, now_ns, out)  (ACK/NAK/ACKs out)
+//   post(qp, bytes, t) for QPs whose requester is in posted mode (any time, any order of QPs)
+//   poll(now_ns, out[, max_packets])  (requesters' packets due, round robin across QPs)
+//   transmit `out`; come back by next_event_ns().
+// Ownership: receive() takes every mbuf (forwarded to a QP, or counted and freed); everything
+// appended to `out` belongs to the caller.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "dataplane/rc_endpoint/rc_placement_responder.h"
+#include "dataplane/rc_endpoint/rc_requester.h"
+#include "dataplane/rc_endpoint/rc_responder.h"
+
+struct rte_mbuf;
+struct rte_mempool;
+
+namespace spraynet {
+
+class PayloadStore;
+
+struct ParsedPacket;
+
+enum class RcQpRole : uint8_t {
+  kRequester = 1,  // sends WRITEs, takes ACK/NAKs
+  kResponder = 2,  // takes WRITEs, sends ACK/NAKs
+  kBoth = 3,
+};
+
+// QP i of an engine configured per QP (local QP = first_local_qp + i).
+struct RcQpSpec {
+  RcQpRole role = RcQpRole::kRequester;
+  uint32_t peer_ip = 0;  // host order
+  MacAddress peer_mac{};
+  uint32_t peer_qp = 0;         // 24 bits
+  uint16_t udp_src_port = 0;    // 0: rxe_udp_source_port(local qp)
+  uint32_t message_bytes = 0;   // 0: the engine's message_bytes
+  uint64_t messages = 0;        // requester: fixed-size messages; 0 = unlimited unless posted
+  bool posted = false;          // requester in posted mode (messages/message_bytes ignored)
+  uint64_t message_gap_ns = 0;  // this QP's (the engine's message_gap_ns does not apply)
+  RcOp op = RcOp::kWrite;       // requester: fixed mode's messages, post()'s default
+};
+
+struct RcTrafficEngineConfig {
+  using RcQpSpec = ::spraynet::RcQpSpec;
+
+  uint32_t qps = 1;
+  RcQpRole role = RcQpRole::kRequester;  // of every QP, unless qp_roles says otherwise
+  std::vector<RcQpRole> qp_roles;        // empty, or one per QP (empty when qp_specs is used)
+  // Empty: every QP talks to peer_ip/peer_mac/first_peer_qp + i with the settings below.
+  // Else exactly `qps` entries: role, peer and traffic of each QP from its spec (role,
+  // qp_roles, peer_*, first_peer_qp, messages_per_qp and message_gap_ns unused); local
+  // addresses, MTU, window, timers, PSN and DSCP still from this config.
+  std::vector<RcQpSpec> qp_specs;
+  bool record_completions = false;  // passed to every requester (see take_completions)
+
+  uint32_t message_bytes = 65536;
+  RcOp op = RcOp::kWrite;  // of every requester without qp_specs
+  uint32_t mtu = 1024;
+  uint32_t max_in_flight = 129;  // per QP; rxe's, see RcRequesterConfig
+  uint32_t max_pkt_per_ack = 64;
+  uint64_t messages_per_qp = 0;  // 0: unlimited
+  uint64_t message_gap_ns = 0;
+  uint64_t retransmit_timeout_ns = 67'108'864;
+  uint64_t alloc_retry_ns = 1'000;
+  uint32_t first_psn = 0;   // of every QP, both directions
+  uint32_t max_burst = 32;  // packets poll() emits per call at most
+  // The receive model of every QP: false, rxe's (RcResponder, go-back-N requesters); true,
+  // out-of-order placement (RcPlacementResponder, requesters with selective_retransmit).
+  bool ooo_placement = false;
+  uint32_t placement_window = 0;  // PSNs; 0: max_in_flight, which a peer like us never overflows
+  uint64_t placement_nak_delay_ns = 100'000;  // see RcPlacementResponderConfig::nak_delay_ns
+  // Not owned; outlives the endpoint and every packet it builds. Set: payloads are attached
+  // from it (chained, no copy) and ICRCs of segments in it fold their known CRC; null: copied.
+  PayloadStore* payload_store = nullptr;
+
+  uint32_t first_local_qp = 0x11;
+  uint32_t first_peer_qp = 0x11;
+  MacAddress local_mac{0x02, 0x00, 0x00, 0x00, 0x00, 0x01};
+  MacAddress peer_mac{0x02, 0x00, 0x00, 0x00, 0x00, 0x02};
+  uint32_t local_ip = 0x0A000001;  // 10.0.0.1, host byte order
+  uint32_t peer_ip = 0x0A000002;
+  uint8_t dscp = 26;  // the usual RoCE class (TOS 0x68)
+
+  RcQpRole role_of(uint32_t qp_index) const;
+  // What QP i's requester / responder is built with.
+  RcRequesterConfig requester_config(uint32_t qp_index) const;
+  RcQpAddress address(uint32_t qp_index) const;
+  RcPlacementResponderConfig placement_config() const;  // of every QP (with ooo_placement)
+  // Empty when valid, else "key: reason".
+  std::string check() const;
+};
+
+struct RcEngineCounters {
+  uint64_t received = 0;      // every packet handed to receive()
+  uint64_t not_roce = 0;      // ParsedPacket is not a RoCE packet
+  uint64_t unknown_qp = 0;    // DestQP outside this engine's QPs
+  uint64_t no_requester = 0;  // an ACK/NAK for a QP that has no requester
+  uint64_t no_responder = 0;  // a WRITE or READ request for a QP that has no responder
+  uint64_t bad_opcode = 0;    // not an ACKNOWLEDGE, READ RESPONSE, RDMA WRITE or READ request
+};
+
+class RcTrafficEngine {
+ public:
+  static constexpr uint64_t kNever = UINT64_MAX;
+
+  // Throws std::invalid_argument when config.check() fails, the pool is null or its mbufs are
+  // too small for the MTU.
+  RcTrafficEngine(const RcTrafficEngineConfig& config, rte_mempool* pool);
+  // The requesters record into this object's completion statistics: it stays where it is.
+  RcTrafficEngine(const RcTrafficEngine&) = delete;
+  RcTrafficEngine& operator=(const RcTrafficEngine&) = delete;
+
+  // First ACK/NAKs that earlier waited for mbufs, then READ responses due (one per responder per
+  // round), then the requesters' packets due at now_ns, one per QP per round starting where the
+  // previous call stopped, so no QP starves; at most min(max_packets, max_burst) READ response
+  // and requester packets together (the responders' ACK/NAKs are not limited).
+  // Appends to `out`; returns how many were appended. Without max_packets: max_burst.
+  size_t poll(uint64_t now_ns, std::vector<rte_mbuf*>& out, size_t max_packets);
+  size_t poll(uint64_t now_ns, std::vector<rte_mbuf*>& out) {
+    return poll(now_ns, out, config_.max_burst);
+  }
+
+  // Queues one RDMA WRITE of `bytes` (1..2^31) on QP qp_index, not sent before post_ns.
+  // Throws std::out_of_range for a bad index, std::invalid_argument when that QP has no
+  // requester in posted mode or bytes is out of range.
+  void post(uint32_t qp_index, uint32_t bytes, uint64_t post_ns);
+
+  // Appends every requester's completions recorded since the last call (qp_index filled in;
+  // QP by QP, each QP's in completion order) and forgets them; returns how many. Empty unless
+  // config().record_completions.
+  size_t take_completions(std::vector<MessageCompletion>& out);
+
+  // Dispatches by DestQP and opcode: ACKNOWLEDGE and READ RESPONSE -> that QP's requester,
+  // RDMA WRITE and READ request -> its responder (whose ACK/NAK is appended to `out`). Anything
+  // else is counted and freed.
+  // Returns how many packets were appended.
+  size_t receive(rte_mbuf* m, const ParsedPacket& p, uint64_t now_ns, std::vector<rte_mbuf*>& out);
+
+  // Earliest time poll() has something to do: 0 (or a time <= now) when packets are ready,
+  // else the earliest retransmit deadline / message-gap / mbuf-retry time; kNever when only
+  // arriving packets can make progress.
+  uint64_t next_event_ns() const;
+
+  // Every requester has sent all its messages and had them acknowledged (true without
+  // requesters; never true with unlimited messages; posted QPs: all posted so far).
+  bool done() const;
+
+  uint32_t qps() const { return config_.qps; }
+  const RcTrafficEngineConfig& config() const { return config_; }
+  const RcEngineCounters& counters() const { return counters_; }
+  // Sums over the QPs.
+  RcRequesterCounters requester_totals() const;
+  RcResponderCounters responder_totals() const;
+  RcPlacementResponderCounters placement_totals() const;  // zero without ooo_placement
+  // Message completion times of all requesters.
+  const CompletionTimeStats& completion_times() const { return completion_; }
+  // Per QP (index 0..qps-1); nullptr when the QP has no such role or the index is out of range.
+  const RcRequester* requester(uint32_t qp_index) const;
+  const RcResponder* responder(uint32_t qp_index) const;
+  const RcPlacementResponder* placement_responder(uint32_t qp_index) const;
+  // The local QP that talks to (peer_ip, peer_qp), for a NIC that sees a request leave and must
+  // know which QP its responses will be addressed to. False when no QP does.
+  bool local_qp_of(uint32_t peer_ip, uint32_t peer_qp, uint32_t& local_qp) const;
+
+ private:
+  struct Qp {
+    std::unique_ptr<RcRequester> requester;
+    std::unique_ptr<RcResponder> responder;  // one of these two when the QP responds
+    std::unique_ptr<RcPlacementResponder> placement;
+  };
+
+  RcTrafficEngineConfig config_;
+  CompletionTimeStats completion_;
+  std::vector<Qp> qp_;
+  std::vector<uint32_t> requesters_;  // indices of QPs with a requester, for round robin
+  std::vector<uint32_t> responders_;
+  std::unordered_map<uint64_t, uint32_t> by_peer_;  // peer_ip << 24 | peer_qp -> local QP
+  size_t next_requester_ = 0;                       // round-robin position in requesters_
+  size_t next_responder_ = 0;  // round-robin position in responders_ (READ responses)
+  RcEngineCounters counters_;
+};
+
+}  // namespace spraynet

@@ -1,0 +1,206 @@
+#include "dataplane/forwarding/flowlet_table.h"
+
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <random>
+#include <stdexcept>
+#include <vector>
+
+using namespace spraynet;
+
+namespace {
+
+constexpr uint64_t kUs = 1000;
+
+std::vector<PathLoad> idle_members(size_t n) {
+  return std::vector<PathLoad>(n);
+}
+
+}  // namespace
+
+TEST_CASE("table size must be a power of two") {
+  CHECK_THROWS_AS(FlowletTable(0), std::invalid_argument);
+  CHECK_THROWS_WITH(FlowletTable(1000), Catch::Contains("1000 entries"));
+  CHECK_THROWS_AS(FlowletTable(FlowletTable::kMaxEntries * 2), std::invalid_argument);
+  FlowletTable t(1024);
+  CHECK(t.entries() == 1024);
+  CHECK(t.gap_ns() == 100 * kUs);  // the default gap
+  CHECK(FlowletTable(1, 5).gap_ns() == 5);
+}
+
+TEST_CASE("new flowlets go to the least-loaded eligible member, away from a congested port") {
+  FlowletTable t(4096);
+  std::vector<PathLoad> m = idle_members(4);
+  m[0].queued_bytes = 1'000'000;  // congested
+  m[1].queued_bytes = 50'000;
+  m[2].queued_bytes = 20'000;
+  m[3].queued_bytes = 20'000;
+  std::mt19937 rng(1);
+  int on_2 = 0, on_3 = 0;
+  for (int i = 0; i < 2000; ++i) {
+    const uint16_t chosen = t.select(rng(), 0, m);
+    REQUIRE((chosen == 2 || chosen == 3));  // never the congested port, never the busier one
+    (chosen == 2 ? on_2 : on_3)++;
+  }
+  // Ties between 2 and 3 are broken by the hash, evenly.
+  CHECK(on_2 > 900);
+  CHECK(on_3 > 900);
+}
+
+TEST_CASE("ties are spread over all members, member 0 is not favoured") {
+  FlowletTable t(1 << 16);
+  const auto m = idle_members(8);
+  std::vector<int> per_member(8, 0);
+  std::mt19937 rng(2);
+  constexpr int kFlows = 16000;
+  for (int i = 0; i < kFlows; ++i) ++per_member.at(t.select(rng(), 0, m));
+  for (int count : per_member) {
+    CHECK(count > kFlows / 8 * 0.85);
+    CHECK(count < kFlows / 8 * 1.15);
+  }
+}
+
+TEST_CASE("an active flowlet keeps its member within the gap, then moves") {
+  FlowletTable t(1024, 100 * kUs);
+  std::vector<PathLoad> m = idle_members(4);
+  m[0].queued_bytes = 10;
+  m[1].queued_bytes = 10;
+  m[3].queued_bytes = 10;  // member 2 is the least loaded
+  const uint32_t flow = 0xC0FFEE;
+  REQUIRE(t.select(flow, 0, m) == 2);
+  CHECK(t.counters().flowlets_started == 1);
+
+  // Member 2 congests; packets keep coming every 60 us, each refreshing the entry: the flowlet
+  // stays on 2 for a whole millisecond, well beyond one gap after its first packet.
+  m[2].queued_bytes = 5'000'000;
+  uint64_t now = 0;
+  for (int i = 0; i < 17; ++i) {
+    now += 60 * kUs;
+    REQUIRE(t.select(flow, now, m) == 2);
+  }
+  // Idle for exactly the gap: still the same flowlet.
+  now += 100 * kUs;
+  CHECK(t.select(flow, now, m) == 2);
+  CHECK(t.counters().flowlets_started == 1);
+  CHECK(t.counters().flowlets_moved == 0);
+
+  // Idle for one nanosecond more than the gap: a new flowlet, away from the congestion.
+  now += 100 * kUs + 1;
+  const uint16_t next = t.select(flow, now, m);
+  CHECK(next != 2);
+  CHECK(t.counters().flowlets_started == 2);
+  CHECK(t.counters().flowlets_moved == 1);
+  CHECK(t.counters().rerouted_ineligible == 0);
+}
+
+TEST_CASE("a flowlet whose member becomes ineligible moves at once") {
+  FlowletTable t(64, 100 * kUs);
+  std::vector<PathLoad> m = idle_members(3);
+  m[0].queued_bytes = 1;
+  m[2].queued_bytes = 1;
+  const uint32_t flow = 77;
+  REQUIRE(t.select(flow, 0, m) == 1);
+  m[1].eligible = false;  // paused (fast feedback) or down
+  const uint16_t moved = t.select(flow, 1 * kUs, m);
+  CHECK((moved == 0 || moved == 2));
+  CHECK(t.counters().rerouted_ineligible == 1);
+  CHECK(t.counters().flowlets_started == 1);
+  // It stays where it went, even when member 1 comes back and is idle.
+  m[1].eligible = true;
+  CHECK(t.select(flow, 2 * kUs, m) == moved);
+
+  // A member index that no longer exists (the group shrank) is treated the same way.
+  const uint32_t flow2 = 78;
+  std::vector<PathLoad> three = idle_members(3);
+  three[0].queued_bytes = three[1].queued_bytes = 5;
+  REQUIRE(t.select(flow2, 3 * kUs, three) == 2);
+  const std::vector<PathLoad> two = idle_members(2);
+  CHECK(t.select(flow2, 4 * kUs, two) < 2);
+  CHECK(t.counters().rerouted_ineligible == 2);
+}
+
+TEST_CASE("no eligible member: kNoMember, counted, entry untouched") {
+  FlowletTable t(16);
+  std::vector<PathLoad> m = idle_members(2);
+  REQUIRE(t.select(5, 0, m) != FlowletTable::kNoMember);
+  const uint16_t before = t.select(5, 1, m);
+  m[0].eligible = m[1].eligible = false;
+  CHECK(t.select(5, 2, m) == FlowletTable::kNoMember);
+  CHECK(t.select(6, 2, m) == FlowletTable::kNoMember);
+  CHECK(t.select(6, 2, {}) == FlowletTable::kNoMember);
+  CHECK(t.counters().no_eligible_member == 3);
+  m[0].eligible = m[1].eligible = true;
+  CHECK(t.select(5, 3, m) == before);  // still the same flowlet
+}
+
+TEST_CASE("colliding flows share an entry and so a member") {
+  FlowletTable t(256);
+  std::vector<PathLoad> m = idle_members(8);
+  const uint32_t a = 0x12345601, b = 0xABCDEF01;  // same low 8 bits
+  const uint16_t first = t.select(a, 0, m);
+  for (size_t i = 0; i < m.size(); ++i) m[i].queued_bytes = (i == first) ? 1'000'000 : 0;
+  CHECK(t.select(b, 10 * kUs, m) == first);
+  t.clear();
+  CHECK(t.select(b, 20 * kUs, m) != first);  // forgotten: a new flowlet, least loaded
+}
+
+TEST_CASE("ineligible members are never chosen while an eligible one exists") {
+  FlowletTable t(128, 100 * kUs);
+  std::mt19937 rng(3);
+  std::vector<PathLoad> m = idle_members(6);
+  uint64_t now = 0;
+  for (int i = 0; i < 50000; ++i) {
+    now += rng() % (30 * kUs);
+    bool any = false;
+    for (PathLoad& p : m) {
+      p.eligible = rng() % 3 != 0;
+      p.queued_bytes = rng() % 100000;
+      any |= p.eligible;
+    }
+    const uint64_t started = t.counters().flowlets_started;
+    const uint64_t rerouted = t.counters().rerouted_ineligible;
+    const uint16_t chosen = t.select(rng() % 512, now, m);
+    if (!any) {
+      REQUIRE(chosen == FlowletTable::kNoMember);
+      continue;
+    }
+    REQUIRE(chosen < m.size());
+    REQUIRE(m[chosen].eligible);
+    if (t.counters().flowlets_started != started || t.counters().rerouted_ineligible != rerouted) {
+      // A fresh placement is the least-loaded eligible member.
+      for (const PathLoad& p : m) {
+        if (p.eligible) REQUIRE(m[chosen].queued_bytes <= p.queued_bytes);
+      }
+    }
+  }
+  CHECK(t.counters().flowlets_started > 0);
+  CHECK(t.counters().rerouted_ineligible > 0);
+  CHECK(t.counters().flowlets_moved > 0);
+}
+
+TEST_CASE("least_loaded_eligible skips ineligible members and splits ties evenly") {
+  std::vector<PathLoad> m = idle_members(4);
+  CHECK(least_loaded_eligible(m, 0) == 0);
+  CHECK(least_loaded_eligible(m, 0x80000000) == 2);
+  CHECK(least_loaded_eligible(m, 0xFFFFFFFF) == 3);
+  m[3].eligible = false;
+  CHECK(least_loaded_eligible(m, 0xFFFFFFFF) == 2);
+  m[1].queued_bytes = 0;
+  m[0].queued_bytes = m[2].queued_bytes = 9;
+  CHECK(least_loaded_eligible(m, 0) == 1);
+  CHECK(least_loaded_eligible(m, 0xFFFFFFFF) == 1);
+  // Three-way tie among 0, 2, 4 of 5: each about a third.
+  std::vector<PathLoad> five = idle_members(5);
+  five[1].queued_bytes = five[3].queued_bytes = 1;
+  std::vector<int> hits(5, 0);
+  std::mt19937 rng(4);
+  for (int i = 0; i < 30000; ++i) ++hits.at(least_loaded_eligible(five, rng()));
+  CHECK(hits[1] == 0);
+  CHECK(hits[3] == 0);
+  for (int i : {0, 2, 4}) CHECK(std::abs(hits[i] - 10000) < 500);
+  CHECK(least_loaded_eligible({}, 0) == FlowletTable::kNoMember);
+  CHECK(scale_to_range(0xFFFFFFFF, 8) == 7);
+  CHECK(scale_to_range(0, 8) == 0);
+  CHECK(scale_to_range(0x80000000, 8) == 4);
+}
