@@ -1,28 +1,16 @@
-// What nic_emu's poll-mode lcore runs: rx bursts into the NicNode, the node's timers, and its
-// egress into the ports' tx buffers. The node is single-threaded: every call into it holds
-// NicShared::lock, which the control thread (sampling) and telemetry take too.
+// What nic_emu's poll-mode lcore runs: the common node driver (program/node_lcore.h) on a
+// NicNode, with the NIC's own stop rules: stop once the RC traffic engine has completed every
+// message, and drain the latency probes in flight before a stop the program decides on.
 #pragma once
 
-#include <atomic>
-#include <mutex>
-#include <vector>
+#include <cstdint>
 
-#include "dataplane/runtime/poll_loop.h"
-#include "dataplane/runtime/stop_signal.h"
 #include "nic_emu/nic_node.h"
+#include "program/node_lcore.h"
 
 namespace spraynet::nic_emu {
 
-struct NicShared {
-  NicNode* node = nullptr;
-  std::mutex lock;                  // the node's dataplane state
-  std::mutex control_lock;          // the control loop and the published spray weights
-  std::vector<uint16_t> dpdk_port;  // node port -> DPDK port id
-  std::vector<int> node_port_of;    // DPDK port id -> node port (-1: not ours)
-  runtime::StopSignal* stop = nullptr;
-  std::atomic<uint64_t> last_rx_ns{0};
-  uint64_t idle_exit_ns = 0;    // stop once idle this long with nothing queued or held (0: never)
-  uint64_t stop_at_ns = 0;      // stop at this TSC time (0: never)
+struct NicShared : program::NodeShared<NicNode> {
   bool stop_when_done = false;  // stop once the RC engine has completed every message
   // With the RC engine: the lcore's first poll (the engine starts sending) and the poll that
   // saw every message done (0: not yet), on the loop's TSC time; under `lock`. Goodput from
@@ -31,27 +19,24 @@ struct NicShared {
   uint64_t rc_done_ns = 0;
 };
 
-class NicLcore : public runtime::BurstHandler {
+class NicStopPolicy : public program::StopPolicy<NicNode> {
  public:
   // A stop the program decides on (--duration-ms, the RC engine done) first stops the latency
   // probe and waits this long at most for the probes in flight, so that the report's `lost`
   // counts probes the path lost, not probes cut off by the stop. (SIGINT/SIGTERM stop at once.)
   static constexpr uint64_t kProbeDrainNs = 100'000'000;
 
-  explicit NicLcore(NicShared& shared) : s_(shared) {}
+  explicit NicStopPolicy(NicShared& shared) : s_(shared) {}
 
-  void on_rx(uint16_t port_id, uint16_t queue, rte_mbuf** pkts, uint16_t n, uint64_t now_ns,
-             runtime::TxSink& tx) override;
-  void on_poll(uint64_t now_ns, runtime::TxSink& tx) override;
-  void on_stop(uint64_t now_ns, runtime::TxSink& tx) override;
+  bool want_stop(NicNode& node, uint64_t now_ns, bool idle) override;
+  // False while probes may still come back (stops the probe the first time).
+  bool ready_to_stop(NicNode& node, uint64_t now_ns) override;
 
  private:
-  void release(uint64_t now_ns, runtime::TxSink& tx);
-  // True while probes may still come back (stops the probe the first time). Holds the lock.
-  bool probes_in_flight(uint64_t now_ns);
-
   NicShared& s_;
   uint64_t probe_stop_ns_ = 0;
 };
+
+using NicLcore = program::NodeLcore<NicNode>;
 
 }  // namespace spraynet::nic_emu

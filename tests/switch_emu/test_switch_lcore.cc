@@ -6,17 +6,25 @@
 #include <rte_ring.h>
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <atomic>
 #include <map>
 #include <memory>
 #include <random>
 #include <set>
+#include <thread>
 #include <vector>
 
+#include "control/control_loop.h"
+#include "control/control_thread.h"
 #include "control/switch_config.h"
+#include "control/telemetry_commands.h"
 #include "dataplane/runtime/lcore_runner.h"
 #include "dataplane/runtime/port.h"
+#include "dataplane/runtime/rcu_domain.h"
 #include "dataplane/runtime/tsc_clock.h"
 #include "dataplane/wire/packet_builder.h"
+#include "switch_emu/switch_telemetry.h"
 #include "tests/support/dpdk_test.h"
 #include "tests/support/ring_switch.h"
 
@@ -138,6 +146,134 @@ TEST_CASE("two lcores: one polls the input, the other the outputs; nothing lost 
     CHECK(total == 6000);
     CHECK(ids.size() == 6000);
     CHECK(node.total_drops() == 0);
+  }
+  CHECK(pool.whole());
+}
+
+TEST_CASE(
+    "two lcores under telemetry queried in a loop and the control thread: every packet "
+    "comes out exactly once") {
+  const auto lcores = runtime::LcoreRunner::all_lcores();
+  if (lcores.size() < 2) {
+    WARN("only one lcore enabled: the two-lcore layout cannot run here");
+    return;
+  }
+  test::TestPool pool(16383);
+  {
+    // As switch_emu runs it: lcore A polls the input and output 0 (and releases output 0's
+    // egress), lcore B polls and releases output 1, the control thread ticks the 200 ms loop
+    // (here every 1 ms) and publishes through RCU, and a telemetry client reads every
+    // read-only command as fast as it can.
+    RingSwitch sw("tlc", 2, pool.get(), 50'000'000);
+    auto& rings = sw.rings;
+    auto& ports = sw.ports;
+    auto& node = *sw.node;
+    constexpr int kPackets = 10000;
+    std::vector<uint8_t> payload(200, 0x22);
+    for (int i = 0; i < kPackets; ++i) {
+      FrameSpec f;
+      f.ip.src = 0x0A000000 | static_cast<uint32_t>(i % 500);
+      f.ip.dst = 0x0B000001;
+      f.udp.src_port = static_cast<uint16_t>(1000 + i % 500);
+      f.udp.dst_port = 7000;
+      f.ip.id = static_cast<uint16_t>(i);
+      f.payload = payload;
+      rte_mbuf* m = build_udp_mbuf(pool.get(), f);
+      REQUIRE(m != nullptr);
+      REQUIRE(rte_ring_enqueue(rings[0].rx, m) == 0);
+    }
+    runtime::TscClock clock;
+    runtime::RcuDomain rcu(2);
+    sw.shared.rcu = &rcu;
+    control::ControlTarget target = control::control_target_of(node);
+    target.rcu = &rcu;
+    target.node_lock = &sw.shared.lock;
+    control::ControlLoopConfig loop_config;
+    loop_config.period_ns = 1'000'000;
+    control::ControlLoop control_loop(target, clock.now_ns(), loop_config);
+    sw.shared.control = &control_loop;
+    switch_emu::register_switch_telemetry(sw.shared, clock);
+
+    switch_emu::SwitchLcore a(sw.shared, {0, 1}), b(sw.shared, {2});
+    runtime::PollLoopConfig cfg_a, cfg_b;
+    cfg_a.rcu = cfg_b.rcu = &rcu;
+    cfg_a.rcu_reader_id = 0;
+    cfg_b.rcu_reader_id = 1;
+    runtime::PollLoop loop_a({{&ports[0], 0}, {&ports[1], 0}}, {{&ports[0], 0}, {&ports[1], 0}}, a,
+                             clock, cfg_a);
+    runtime::PollLoop loop_b({{&ports[2], 0}}, {{&ports[2], 0}}, b, clock, cfg_b);
+
+    std::atomic<bool> running{true};
+    uint64_t replies = 0, errors = 0;
+    std::string last_error;
+    std::thread client([&] {
+      const char* commands[] = {"/spraynet/ports",  "/spraynet/drops",      "/spraynet/counters",
+                                "/spraynet/groups", "/spraynet/link_state", "/spraynet/tcam"};
+      while (running.load()) {
+        for (const char* c : commands) {
+          const nlohmann::json j = control::TelemetryCommands::call(c, "");
+          ++replies;
+          if (j.is_object() && j.contains("error")) {
+            ++errors;
+            last_error = std::string(c) + ": " + j.dump();
+          }
+        }
+        // Parameterised reads too.
+        for (const char* c : {"/spraynet/port", "/spraynet/pfc"}) {
+          for (const char* p : {"0", "1", "2"}) {
+            const nlohmann::json j = control::TelemetryCommands::call(c, p);
+            ++replies;
+            if (j.is_object() && j.contains("error")) {
+              ++errors;
+              last_error = std::string(c) + ": " + j.dump();
+            }
+          }
+        }
+        for (const char* c : {"/spraynet/group", "/spraynet/buckets"}) {
+          const nlohmann::json j = control::TelemetryCommands::call(c, "g");
+          ++replies;
+          if (j.is_object() && j.contains("error")) {
+            ++errors;
+            last_error = std::string(c) + ": " + j.dump();
+          }
+        }
+      }
+    });
+    {
+      control::ControlThread control_thread(control_loop, sw.shared.control_lock,
+                                            [&clock] { return clock.now_ns(); });
+      runtime::LcoreRunner({lcores[0], lcores[1]}).run([&](unsigned, unsigned index) {
+        (index == 0 ? loop_a : loop_b).run(sw.stop);
+      });
+    }
+    running = false;
+    client.join();
+    control::TelemetryCommands::clear();
+
+    std::vector<int> seen(kPackets, 0);
+    uint64_t total = 0;
+    for (int i = 1; i <= 2; ++i) {
+      rte_mbuf* m;
+      while (rte_ring_dequeue(rings[i].tx, reinterpret_cast<void**>(&m)) == 0) {
+        ParsedPacket p;
+        REQUIRE(PacketParser().parse(m, p) == ParseStatus::kOk);
+        const uint16_t id =
+            rte_be_to_cpu_16(rte_pktmbuf_mtod_offset(m, const rte_be16_t*, 14 + 4)[0]);
+        REQUIRE(id < kPackets);
+        ++seen[id];
+        rte_pktmbuf_free(m);
+        ++total;
+      }
+    }
+    INFO("replies " << replies << " (errors " << errors << ": " << last_error << "), loops "
+                    << loop_a.counters().loops << "/" << loop_b.counters().loops
+                    << ", control ticks " << control_loop.counters().ticks);
+    CHECK(replies > 0);
+    CHECK(errors == 0);
+    CHECK(total == kPackets);
+    CHECK(std::count(seen.begin(), seen.end(), 1) == kPackets);  // each exactly once
+    CHECK(node.total_drops() == 0);
+    CHECK(loop_a.counters().tx_dropped + loop_b.counters().tx_dropped == 0);
   }
   CHECK(pool.whole());
 }

@@ -1,0 +1,134 @@
+// The one poll-mode lcore driver for both nodes: rx bursts into the node, the node's timers,
+// and its egress into the tx buffers of the ports this lcore serves. SwitchNode and NicNode have
+// the same driving interface (receive, poll, transmit, next_event_ns, idle, flush, port_count),
+// which is what fabric_emu drives in virtual time too; this is its TSC-time twin.
+//
+// The node is single-threaded: every call into it holds NodeShared::lock (uncontended with one
+// lcore); the control thread and telemetry take the same lock to read or change its state.
+// Lock order: control_lock before lock, never the reverse; RCU grace periods are waited for
+// without holding `lock`.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <vector>
+
+#include "dataplane/egress/egress_port.h"
+#include "dataplane/runtime/poll_loop.h"
+#include "dataplane/runtime/rcu_domain.h"
+#include "dataplane/runtime/stop_signal.h"
+
+namespace spraynet::control {
+class ControlLoop;
+}
+
+namespace spraynet::program {
+
+// What the lcores, the control thread and the telemetry handlers share about one node.
+template <class Node>
+struct NodeShared {
+  Node* node = nullptr;
+  std::mutex lock;          // the node's dataplane state (lcores hold it per burst)
+  std::mutex control_lock;  // control-side state: the control loop, rules, published tables
+  control::ControlLoop* control = nullptr;  // null: no control loop (tests)
+  runtime::RcuDomain* rcu = nullptr;        // the lcores' RCU domain (null: no concurrent readers)
+  std::vector<uint16_t> dpdk_port;          // node port index -> DPDK port id
+  std::vector<int> node_port_of;            // DPDK port id -> node port index (-1: not ours)
+  runtime::StopSignal* stop = nullptr;
+  std::atomic<uint64_t> last_rx_ns{0};
+  uint64_t idle_exit_ns = 0;  // stop once idle this long with empty queues (0: never)
+  uint64_t stop_at_ns = 0;    // stop at this TSC time (0: never)
+};
+
+// What a program adds to the driver's own stop rules (--duration-ms, --idle-exit-ms): called on
+// every poll with the lock held. `want_stop` asks for a stop; `ready_to_stop` may hold a stop
+// back (nic_emu drains its latency probes first). Both run on the lcore.
+template <class Node>
+class StopPolicy {
+ public:
+  virtual ~StopPolicy() = default;
+  virtual bool want_stop(Node& node, uint64_t now_ns, bool idle) = 0;
+  virtual bool ready_to_stop(Node& /*node*/, uint64_t /*now_ns*/) { return true; }
+};
+
+template <class Node>
+class NodeLcore : public runtime::BurstHandler {
+ public:
+  // `ports`: node port indices this lcore transmits on (tx queue 0 of each); it receives on
+  // whatever rx queues its PollLoop polls. `policy` may be null.
+  NodeLcore(NodeShared<Node>& shared, std::vector<uint16_t> ports,
+            StopPolicy<Node>* policy = nullptr)
+      : s_(shared), ports_(std::move(ports)), policy_(policy) {}
+
+  void on_rx(uint16_t port_id, uint16_t, rte_mbuf** pkts, uint16_t n, uint64_t now_ns,
+             runtime::TxSink& tx) override {
+    s_.last_rx_ns.store(now_ns, std::memory_order_relaxed);
+    const int node_port = port_id < s_.node_port_of.size() ? s_.node_port_of[port_id] : -1;
+    std::lock_guard<std::mutex> g(s_.lock);
+    // An unknown port id reaches receive() as an out-of-range port: counted there and freed.
+    s_.node->receive(node_port < 0 ? UINT16_MAX : static_cast<uint16_t>(node_port), pkts, n,
+                     now_ns);
+    release(now_ns, tx);  // what the burst made due (a zero-delay link) leaves with it
+  }
+
+  void on_poll(uint64_t now_ns, runtime::TxSink& tx) override {
+    bool idle, stop = false;
+    {
+      std::lock_guard<std::mutex> g(s_.lock);
+      s_.node->poll(now_ns);
+      release(now_ns, tx);
+      idle = s_.node->idle();
+      if (policy_ != nullptr) stop = policy_->want_stop(*s_.node, now_ns, idle);
+    }
+    stop = stop || (s_.stop_at_ns != 0 && now_ns >= s_.stop_at_ns);
+    if (stop && ready_to_stop(now_ns)) s_.stop->request();
+    // Another lcore may have stored a later time than this lcore's now_ns: not idle then.
+    const uint64_t last_rx = s_.last_rx_ns.load(std::memory_order_relaxed);
+    if (s_.idle_exit_ns != 0 && idle && now_ns > last_rx && now_ns - last_rx >= s_.idle_exit_ns) {
+      s_.stop->request();
+    }
+  }
+
+  // A stopped node owes its ports what it already accepted: egress is drained on the emulated
+  // links' own time (serialisation, delay), not the wall clock's. The NIC first flushes what
+  // its reorder engine holds. Whatever cannot leave is freed by the node's free_all().
+  void on_stop(uint64_t now_ns, runtime::TxSink& tx) override {
+    std::lock_guard<std::mutex> g(s_.lock);
+    if constexpr (requires(Node & n) { n.flush(now_ns); }) s_.node->flush(now_ns);
+    uint64_t t = now_ns;
+    for (unsigned round = 0; round < 1'000'000; ++round) {
+      release(t, tx);
+      if (s_.node->idle()) break;
+      uint64_t next = EgressPort::kNever;
+      for (uint16_t p : ports_) next = std::min(next, s_.node->egress(p).next_event_ns());
+      if (next == EgressPort::kNever) break;
+      t = std::max(next, t + 1);
+    }
+  }
+
+ private:
+  bool ready_to_stop(uint64_t now_ns) {
+    if (policy_ == nullptr) return true;
+    std::lock_guard<std::mutex> g(s_.lock);
+    return policy_->ready_to_stop(*s_.node, now_ns);
+  }
+
+  void release(uint64_t now_ns, runtime::TxSink& tx) {
+    rte_mbuf* out[32];
+    for (uint16_t p : ports_) {
+      uint16_t n;
+      do {
+        n = s_.node->transmit(p, now_ns, out, 32);
+        for (uint16_t i = 0; i < n; ++i) tx.send(s_.dpdk_port[p], 0, out[i]);
+      } while (n == 32);
+    }
+  }
+
+  NodeShared<Node>& s_;
+  std::vector<uint16_t> ports_;
+  StopPolicy<Node>* policy_;
+};
+
+}  // namespace spraynet::program

@@ -1,0 +1,183 @@
+#include "program/node_program.h"
+
+#include <rte_ethdev.h>
+#include <rte_lcore.h>
+#include <rte_pdump.h>
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "control/config_reader.h"
+#include "dataplane/runtime/logging.h"
+
+namespace spraynet::program {
+
+using nlohmann::json;
+
+NodeProgram::NodeProgram(std::string name, const std::string& description,
+                         const std::string& config_help, const std::string& config_option,
+                         const std::string& idle_exit)
+    : name_(std::move(name)), node_port_of_(RTE_MAX_ETHPORTS, -1) {
+  // CLI11 prints "Usage: NAME [OPTIONS]": the name carries the EAL half of the command line.
+  app_.name(name_ + " [EAL arguments] --");
+  app_.description(description);
+  app_.footer("Config keys (YAML):\n" + config_help);
+  app_.add_option("--config", opt_.config, config_option)->required();
+  app_.add_option("--stats", opt_.stats, "write the end-of-run report (JSON) to this file");
+  app_.add_option("--log-level", opt_.log_level, "trace|debug|info|warn|error|critical|off")
+      ->capture_default_str();
+  app_.add_option("--idle-exit-ms", opt_.idle_exit_ms, idle_exit)->capture_default_str();
+  app_.add_option("--duration-ms", opt_.duration_ms, "stop after this long (0: no limit)")
+      ->capture_default_str();
+  runtime::add_idle_backoff_options(app_, opt_.backoff);
+}
+
+NodeProgram::~NodeProgram() {
+  loops_.clear();
+  if (pdump_) rte_pdump_uninit();
+  ports_.clear();
+}
+
+std::optional<int> NodeProgram::parse(int argc, char** argv) {
+  // Both halves of the command line first, then the config: a mistake in either is then the
+  // only thing printed, before EAL says anything (and --help needs no EAL, root or hugepages).
+  args_ = runtime::split_program_args(argc, argv);
+  if (const auto code = runtime::parse_program_args(app_, args_, name_)) return code;
+  runtime::set_level(opt_.log_level);
+  return std::nullopt;
+}
+
+void NodeProgram::resolve_backoff(uint64_t config_max_sleep_us, unsigned config_idle_polls) {
+  runtime::resolve_idle_backoff(app_, opt_.backoff, config_max_sleep_us, config_idle_polls);
+}
+
+void NodeProgram::start_eal() {
+  eal_.emplace(args_.eal);
+  log_ = runtime::logger(name_);
+  clock_.emplace();
+}
+
+void NodeProgram::make_pool(unsigned configured_mbufs, unsigned data_room, unsigned ports,
+                            unsigned lcores, unsigned extra) {
+  constexpr unsigned kDescriptors = 1024, kBurst = 32, kCache = 256;
+  runtime::PacketPoolConfig pc;
+  pc.name = name_;
+  pc.data_room = static_cast<uint16_t>(data_room);
+  pc.mbufs = configured_mbufs != 0 ? configured_mbufs
+                                   : runtime::pool_size_for(ports, 1, 1, kDescriptors, kDescriptors,
+                                                            lcores, kBurst, kCache) +
+                                         extra;
+  pool_.emplace(pc);
+}
+
+runtime::Port& NodeProgram::add_port(const std::string& name, const std::string& device,
+                                     const std::string& what) {
+  runtime::PortConfig portcfg;
+  portcfg.device = device;
+  portcfg.rx_descriptors = portcfg.tx_descriptors = 1024;
+  ports_.emplace_back(portcfg, pool_->get());
+  runtime::Port& port = ports_.back();
+  const rte_ether_addr mac = port.mac();
+  macs_.push_back({mac.addr_bytes[0], mac.addr_bytes[1], mac.addr_bytes[2], mac.addr_bytes[3],
+                   mac.addr_bytes[4], mac.addr_bytes[5]});
+  node_port_of_[port.id()] = static_cast<int>(dpdk_port_.size());
+  dpdk_port_.push_back(port.id());
+  log_->info("port {} = {} (DPDK port {}){}", name, port.name(), port.id(),
+             what.empty() ? "" : ", " + what);
+  return port;
+}
+
+void NodeProgram::ports_ready() {
+  pdump_ = rte_pdump_init() == 0;
+  if (!pdump_) log_->warn("rte_pdump_init failed: dpdk-dumpcap cannot attach");
+}
+
+void NodeProgram::add_loop(const LcorePlan& plan, runtime::BurstHandler& handler,
+                           runtime::RcuDomain& rcu) {
+  if (!rte_lcore_is_enabled(plan.lcore)) {
+    throw control::ConfigError(opt_.config, "lcores",
+                               "lcore " + std::to_string(plan.lcore) +
+                                   " is not enabled by the EAL arguments (-l/--lcores)");
+  }
+  std::vector<runtime::RxQueue> rx;
+  std::vector<runtime::TxQueue> tx;
+  for (uint16_t p : plan.ports) {
+    rx.push_back({&ports_.at(p), 0});
+    tx.push_back({&ports_.at(p), 0});
+  }
+  runtime::PollLoopConfig cfg;
+  cfg.rcu = &rcu;
+  cfg.rcu_reader_id = static_cast<unsigned>(loops_.size());
+  cfg.idle_backoff = opt_.backoff.config();
+  loops_.push_back(std::make_unique<runtime::PollLoop>(rx, tx, handler, *clock_, cfg));
+}
+
+void NodeProgram::run(const std::vector<unsigned>& lcores, control::ControlLoop& loop,
+                      std::mutex& control_lock) {
+  std::optional<control::ControlThread> control_thread;
+  control_thread.emplace(loop, control_lock, [this] { return clock_->now_ns(); });
+  runtime::LcoreRunner(lcores).run([&](unsigned, unsigned index) { loops_[index]->run(stop_); });
+  control::TelemetryCommands::clear();
+  control_thread.reset();  // after the lcores: a grace period then waits for nobody
+}
+
+void NodeProgram::add_run_report(json& report, const runtime::RcuDomain& rcu,
+                                 const control::ControlLoop& loop) const {
+  const auto& cc = loop.counters();
+  report["control"] = {
+      {"period_ns", loop.config().period_ns}, {"ticks", cc.ticks},
+      {"publications", cc.publications},      {"immediate_publications", cc.immediate_publications},
+      {"missed_periods", cc.missed_periods},  {"grace_periods", rcu.grace_periods()}};
+  uint64_t tx_dropped = 0, loop_count = 0, idle_sleeps = 0, idle_sleep_ns = 0;
+  for (const auto& l : loops_) {
+    const runtime::PollLoopCounters c = l->counters();
+    tx_dropped += c.tx_dropped;
+    loop_count += c.loops;
+    idle_sleeps += c.idle_sleeps;
+    idle_sleep_ns += c.idle_sleep_ns;
+  }
+  report["tx_dropped"] = tx_dropped;
+  // Summed over the lcores.
+  report["poll_loop"] = {{"lcores", loops_.size()},
+                         {"loops", loop_count},
+                         {"idle_backoff_max_us", opt_.backoff.max_sleep_us},
+                         {"idle_sleeps", idle_sleeps},
+                         {"idle_sleep_ns", idle_sleep_ns}};
+}
+
+void NodeProgram::close_ports(json& report) {
+  loops_.clear();
+  if (pdump_) rte_pdump_uninit();
+  pdump_ = false;
+  ports_.clear();  // stops ports; net_pcap flushes its files
+  report["mempool_in_use_at_exit"] = pool_->in_use();
+}
+
+int NodeProgram::finish(const json& report) {
+  if (!opt_.stats.empty()) {
+    std::ofstream f(opt_.stats);
+    f << report.dump(2) << "\n";
+    if (!f) log_->error("--stats {}: cannot write", opt_.stats);
+  }
+  std::printf("mempool: %u mbufs in use at exit\n", pool_->in_use());
+  if (!pool_->whole()) {
+    log_->error("{} mbufs were not returned to the pool", pool_->in_use());
+    return runtime::kExitLeak;
+  }
+  return runtime::kExitOk;
+}
+
+int run_main(const char* name, int (*run)(int, char**), int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const control::ConfigError& e) {
+    std::fprintf(stderr, "%s: %s\n", name, e.what());
+    return runtime::kExitUsage;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: %s\n", name, e.what());
+    return runtime::kExitRuntime;
+  }
+}
+
+}  // namespace spraynet::program

@@ -1,0 +1,171 @@
+// The skeleton both node programs (switch_emu, nic_emu) are built on, in the order a run goes:
+//
+//   NodeProgram prog("switch_emu", ...);          CLI: the options every node program takes
+//   prog.app().add_option(...);                    the program's own options, if any
+//   if (auto code = prog.parse(argc, argv)) ...    both halves of the command line, before EAL
+//   config = load(prog.options().config);          the program's config (errors exit 2)
+//   prog.resolve_backoff(config's idle_backoff);
+//   prog.start_eal();                              EAL, then the mempool and the ports
+//   prog.make_pool(mbufs); prog.add_port(...)...
+//   NodeShared<Node> shared; prog.attach(shared);  the driver's view of the ports, stop, limits
+//   ... node, RCU domain, control loop, telemetry (the program's own) ...
+//   prog.run_lcores(shared, plans, rcu, loop, shared.control_lock);
+//   report = ...; prog.add_run_report(report, rcu, loop);
+//   node.reset(); prog.close_ports(report);        then the program prints its summary
+//   return prog.finish(report);                    --stats, the mempool check, the exit code
+//
+// and main() is `return program::run_main("switch_emu", run, argc, argv);`. Whatever both
+// programs do lives here once: --help without EAL, pool sizing, ports and their MACs, the
+// control thread, the lcores and their poll loops, the poll-loop and control counters in the
+// report, rte_pdump, the end-of-run mempool check and the exit codes.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "control/control_loop.h"
+#include "control/control_thread.h"
+#include "control/telemetry_commands.h"
+#include "dataplane/runtime/eal.h"
+#include "dataplane/runtime/lcore_runner.h"
+#include "dataplane/runtime/packet_pool.h"
+#include "dataplane/runtime/poll_loop.h"
+#include "dataplane/runtime/port.h"
+#include "dataplane/runtime/program_args.h"
+#include "dataplane/runtime/rcu_domain.h"
+#include "dataplane/runtime/stop_signal.h"
+#include "dataplane/runtime/tsc_clock.h"
+#include "dataplane/wire/packet_builder.h"  // MacAddress
+#include "program/node_lcore.h"
+
+namespace spdlog {
+class logger;
+}
+
+namespace spraynet::program {
+
+// The options every node program takes.
+struct NodeOptions {
+  std::string config;
+  std::string stats;
+  std::string log_level = "info";
+  uint64_t idle_exit_ms = 0;
+  uint64_t duration_ms = 0;
+  runtime::IdleBackoffOptions backoff;
+};
+
+// One lcore of the run: the EAL lcore, and the node ports it polls (rx queue 0) and transmits
+// on (tx queue 0).
+struct LcorePlan {
+  unsigned lcore = 0;
+  std::vector<uint16_t> ports;
+};
+
+class NodeProgram {
+ public:
+  // `name`: the program ("switch_emu"); `description`: --help's text; `config_help`: the list
+  // of config keys for --help's footer; `config_option`: what --config reads; `idle_exit`: what
+  // --idle-exit-ms waits for.
+  NodeProgram(std::string name, const std::string& description, const std::string& config_help,
+              const std::string& config_option, const std::string& idle_exit);
+  ~NodeProgram();
+
+  CLI::App& app() { return app_; }
+  const NodeOptions& options() const { return opt_; }
+  const std::string& name() const { return name_; }
+
+  // Both halves of the command line, before EAL: nullopt to go on, else the exit code (help
+  // printed, or one line saying what is wrong). Sets the log level.
+  std::optional<int> parse(int argc, char** argv);
+  // The idle back-off: an option not given takes the config's value.
+  void resolve_backoff(uint64_t config_max_sleep_us, unsigned config_idle_polls);
+
+  void start_eal();
+  // The mempool: `mbufs` when the config sets it (non-zero), else what descriptors, caches and
+  // bursts of `ports` ports on `lcores` lcores need (runtime::pool_size_for) plus `extra` (what
+  // egress queues, reorder buffers may hold).
+  void make_pool(unsigned configured_mbufs, unsigned data_room, unsigned ports, unsigned lcores,
+                 unsigned extra);
+  // The next node port: a DPDK port on `device` (PCI address, vdev spec or name), logged with
+  // `what` after its names.
+  runtime::Port& add_port(const std::string& name, const std::string& device,
+                          const std::string& what = "");
+  // After the last port: rte_pdump for dpdk-dumpcap.
+  void ports_ready();
+
+  rte_mempool* pool() const { return pool_->get(); }
+  const std::vector<MacAddress>& macs() const { return macs_; }
+  std::vector<runtime::Port>& ports() { return ports_; }
+  const runtime::TscClock& clock() const { return *clock_; }
+  std::shared_ptr<spdlog::logger> log() const { return log_; }
+
+  // The driver's view: port maps, the stop signal, --idle-exit-ms and --duration-ms.
+  template <class Node>
+  void attach(NodeShared<Node>& shared, Node& node) {
+    shared.node = &node;
+    shared.dpdk_port = dpdk_port_;
+    shared.node_port_of = node_port_of_;
+    shared.stop = &stop_;
+    shared.idle_exit_ns = opt_.idle_exit_ms * 1'000'000;
+    shared.stop_at_ns = opt_.duration_ms * 1'000'000;
+  }
+
+  // Runs the lcores until the stop: one NodeLcore and PollLoop per plan (reader i of `rcu`),
+  // with the control thread driving `loop` under `control_lock` beside them. Returns once every
+  // lcore has stopped, the telemetry commands are gone and the control thread has joined.
+  template <class Node>
+  void run_lcores(NodeShared<Node>& shared, const std::vector<LcorePlan>& plans,
+                  runtime::RcuDomain& rcu, control::ControlLoop& loop, std::mutex& control_lock,
+                  StopPolicy<Node>* policy = nullptr) {
+    std::vector<unsigned> lcores;
+    for (const auto& plan : plans) {
+      handlers_.push_back(std::make_unique<NodeLcore<Node>>(shared, plan.ports, policy));
+      add_loop(plan, *handlers_.back(), rcu);
+      lcores.push_back(plan.lcore);
+    }
+    run(lcores, loop, control_lock);
+  }
+
+  // The report's run-wide parts: control counters, summed poll-loop counters, tx drops.
+  void add_run_report(nlohmann::json& report, const runtime::RcuDomain& rcu,
+                      const control::ControlLoop& loop) const;
+  // After the node is gone (it frees what it held): rte_pdump and the ports stop (net_pcap
+  // flushes its files); the report gets the mbufs still out (`mempool_in_use_at_exit`).
+  void close_ports(nlohmann::json& report);
+  // --stats, the mempool line and check: the exit code.
+  int finish(const nlohmann::json& report);
+
+ private:
+  void add_loop(const LcorePlan& plan, runtime::BurstHandler& handler, runtime::RcuDomain& rcu);
+  void run(const std::vector<unsigned>& lcores, control::ControlLoop& loop,
+           std::mutex& control_lock);
+
+  std::string name_;
+  CLI::App app_;
+  NodeOptions opt_;
+  std::optional<runtime::Eal> eal_;
+  std::shared_ptr<spdlog::logger> log_;
+  std::optional<runtime::PacketPool> pool_;
+  std::vector<runtime::Port> ports_;
+  std::vector<MacAddress> macs_;
+  std::vector<uint16_t> dpdk_port_;
+  std::vector<int> node_port_of_;
+  runtime::ProgramArgs args_;
+  std::optional<runtime::TscClock> clock_;  // after EAL: it reads the TSC's rate
+  runtime::StopSignal stop_;
+  std::vector<std::unique_ptr<runtime::BurstHandler>> handlers_;  // one per lcore
+  std::vector<std::unique_ptr<runtime::PollLoop>> loops_;         // the same order
+  bool pdump_ = false;
+};
+
+// main() of a node program: runs `run`, config errors exit 2 and runtime errors 1, each as one
+// line "NAME: what".
+int run_main(const char* name, int (*run)(int, char**), int argc, char** argv);
+
+}  // namespace spraynet::program
