@@ -393,7 +393,12 @@ void Fabric::serve(uint32_t id) {
     const auto ports = static_cast<uint16_t>(sw.port_count());
     for (uint16_t p = 0; p < ports; ++p) {
       if (sw.port_next_event_ns(p) > now_) continue;
-      while (uint16_t k = sw.transmit(p, now_, buf, kBurst)) deliver(id, p, buf, k);
+      // Fewer than a burst: nothing more is due on the port now (no second, empty dequeue).
+      uint16_t k;
+      do {
+        k = sw.transmit(p, now_, buf, kBurst);
+        if (k != 0) deliver(id, p, buf, k);
+      } while (k == kBurst);
     }
   } else {
     nic_emu::NicNode& nic = *n.nic;
@@ -401,7 +406,11 @@ void Fabric::serve(uint32_t id) {
     const auto ports = static_cast<uint16_t>(nic.port_count());
     for (uint16_t p = 0; p < ports; ++p) {
       if (nic.egress(p).next_event_ns() > now_) continue;
-      while (uint16_t k = nic.transmit(p, now_, buf, kBurst)) deliver(id, p, buf, k);
+      uint16_t k;
+      do {
+        k = nic.transmit(p, now_, buf, kBurst);
+        if (k != 0) deliver(id, p, buf, k);
+      } while (k == kBurst);
     }
     nic.poll(now_);
     take_completions(id);

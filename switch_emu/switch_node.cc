@@ -14,7 +14,7 @@ namespace spraynet::switch_emu {
 
 namespace {
 
-constexpr uint16_t kBurst = 32;
+constexpr uint16_t kBurst = SwitchNode::kBurst;
 
 PfcStateConfig pfc_config(const control::SwitchConfig& c) {
   PfcStateConfig p;
@@ -174,9 +174,11 @@ void SwitchNode::receive(uint16_t port, rte_mbuf** pkts, uint16_t n, uint64_t no
   auto& pc = ports_[port];
   for (uint16_t base = 0; base < n; base += kBurst) {
     const uint16_t count = std::min<uint16_t>(kBurst, n - base);
-    ParsedPacket parsed[kBurst];
-    const ParsedPacket* ip[kBurst];
-    rte_mbuf* ip_mbufs[kBurst];
+    // Scratch kept in the node: a burst of ParsedPackets zeroed on every call costs more than
+    // parsing one packet, and fabric_emu calls with bursts of one.
+    ParsedPacket* parsed = scratch_.parsed.data();
+    const ParsedPacket** ip = scratch_.ip.data();
+    rte_mbuf** ip_mbufs = scratch_.mbufs.data();
     uint16_t nip = 0;
     for (uint16_t i = 0; i < count; ++i) {
       rte_mbuf* m = pkts[base + i];
@@ -198,10 +200,10 @@ void SwitchNode::receive(uint16_t port, rte_mbuf** pkts, uint16_t n, uint64_t no
     }
     if (nip == 0) continue;
 
-    TcamMatch match[kBurst];
+    TcamMatch* match = scratch_.match.data();
     tcam_->classify(ip, nip, match);
-    uint32_t dst[kBurst];
-    uint32_t group[kBurst];
+    uint32_t* dst = scratch_.dst.data();
+    uint32_t* group = scratch_.group.data();
     for (uint16_t i = 0; i < nip; ++i) dst[i] = parsed[i].dst_ip;
     routes_->lookup_burst(std::span<const uint32_t>(dst, nip), std::span<uint32_t>(group, nip));
     for (uint16_t i = 0; i < nip; ++i) forward(port, ip_mbufs[i], parsed[i], match[i], group[i], now_ns);

@@ -72,6 +72,8 @@ struct SwitchCounters {
 
 class SwitchNode {
  public:
+  static constexpr uint16_t kBurst = 32;  // receive() works through bursts this size at most
+
   // Ports' MACs by node port index (the source MAC of routed packets and of PFC frames); empty:
   // 02:00:00:00:00:<index>. Throws control::ConfigError-like std::invalid_argument for a
   // config the stages refuse.
@@ -158,6 +160,16 @@ class SwitchNode {
   std::vector<uint64_t> port_next_;  // each egress port's next event (EgressPort keeps it)
   bool loads_stale_ = true;
   uint64_t eligibility_seen_ = 0;
+
+  // receive()'s per-burst working set (every element written before it is read).
+  struct BurstScratch {
+    std::array<ParsedPacket, kBurst> parsed;
+    std::array<const ParsedPacket*, kBurst> ip;
+    std::array<rte_mbuf*, kBurst> mbufs;
+    std::array<TcamMatch, kBurst> match;
+    std::array<uint32_t, kBurst> dst;
+    std::array<uint32_t, kBurst> group;
+  } scratch_;
 
   std::vector<SwitchPortCounters> ports_;
   SwitchDropCounters drops_;

@@ -1,8 +1,12 @@
 #include "dataplane/wire/roce_headers.h"
 
+#include <array>
+
 namespace spraynet {
 
-int roce_extension_length(uint8_t op) {
+namespace {
+
+constexpr int extension_length_of(uint8_t op) {
   if (op == opcode::kCnp) return 16;  // 16 reserved bytes after the BTH
   const uint8_t transport = op >> 5;
   const uint8_t operation = op & 0x1F;
@@ -62,5 +66,18 @@ int roce_extension_length(uint8_t op) {
       return -1;
   }
 }
+
+constexpr std::array<int8_t, 256> extension_lengths() {
+  std::array<int8_t, 256> t{};
+  for (unsigned op = 0; op < 256; ++op) {
+    t[op] = static_cast<int8_t>(extension_length_of(static_cast<uint8_t>(op)));
+  }
+  return t;
+}
+
+}  // namespace
+
+// Computed once, at compile time: the parser asks for every RoCE packet.
+const std::array<int8_t, 256> kRoceExtensionLength = extension_lengths();
 
 }  // namespace spraynet

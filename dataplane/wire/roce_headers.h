@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <array>
 #include <cstdint>
 
 #include "dataplane/wire/byte_order.h"
@@ -65,8 +66,10 @@ inline bool is_nak(uint8_t syndrome) {
 }  // namespace aeth
 
 // Length of the extended transport headers that follow the BTH for an opcode, in bytes, or -1
-// for an opcode this library does not know (reserved or manufacturer-specific).
-int roce_extension_length(uint8_t opcode);
+// for an opcode this library does not know (reserved or manufacturer-specific). A table lookup:
+// the parser asks for every RoCE packet.
+extern const std::array<int8_t, 256> kRoceExtensionLength;
+inline int roce_extension_length(uint8_t opcode) { return kRoceExtensionLength[opcode]; }
 
 // PSNs are 24-bit serial numbers (RFC 1982 style arithmetic modulo 2^24).
 inline constexpr uint32_t kPsnMask = 0xFFFFFF;
