@@ -118,7 +118,7 @@ void NicNode::refresh_loads(uint64_t now_ns) {
   }
 }
 
-void NicNode::handle_mac_control(uint16_t uplink, rte_mbuf* m, uint64_t now_ns) {
+void NicNode::handle_mac_control(uint16_t port, rte_mbuf* m, uint64_t now_ns) {
   PfcFrame frame;
   const PfcParseStatus s =
       parse_pfc_frame(rte_pktmbuf_mtod(m, const uint8_t*), rte_pktmbuf_data_len(m), frame);
@@ -126,7 +126,7 @@ void NicNode::handle_mac_control(uint16_t uplink, rte_mbuf* m, uint64_t now_ns) 
     // The NIC honours every priority the fabric pauses (it has no lossless-class config of its
     // own): the quanta count at the uplink's rate.
     PfcPauseUpdate update;
-    const double gbps = egress_[uplink]->link().rate_gbps();
+    const double gbps = egress_[port]->link().rate_gbps();
     for (uint8_t prio = 0; prio < 8; ++prio) {
       if (!frame.enabled(prio)) continue;
       const uint8_t bit = static_cast<uint8_t>(1u << prio);
@@ -137,7 +137,7 @@ void NicNode::handle_mac_control(uint16_t uplink, rte_mbuf* m, uint64_t now_ns) 
         update.pause_until_ns[prio] = now_ns + pfc_quanta_to_ns(frame.quanta[prio], gbps);
       }
     }
-    egress_[uplink]->apply(update, now_ns);
+    egress_[port]->apply(update, now_ns);
     ++counters_.pfc_received;
     refresh_loads(now_ns);
   } else if (s == PfcParseStatus::kNotPfc) {
@@ -173,6 +173,12 @@ void NicNode::from_host(rte_mbuf* m, uint64_t now_ns) {
   const ParseStatus s = parser_.parse(m, p);
   uint16_t uplink;
   uint8_t tc = 0;
+  if (s == ParseStatus::kOk && p.kind == PacketKind::kMacControl) {
+    // PFC and PAUSE are link-local: the host's are for this NIC (pause what it sends the
+    // host), never for the fabric.
+    handle_mac_control(host_port(), m, now_ns);
+    return;
+  }
   if (s == ParseStatus::kOk && p.kind == PacketKind::kRoce) {
     if (reorder_ && rc_ && p.bth_opcode == opcode::kRcReadRequest) note_read_request(m, p);
     const uint32_t hash = hasher_.hash(make_flow_key(p, true));

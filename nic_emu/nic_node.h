@@ -200,7 +200,7 @@ class NicNode {
   void read_ppcid(uint16_t uplink, const ParsedPacket& p);
   void count_arrival(uint16_t uplink, const ParsedPacket& p);
   void refresh_loads(uint64_t now_ns);
-  void handle_mac_control(uint16_t uplink, rte_mbuf* m, uint64_t now_ns);
+  void handle_mac_control(uint16_t port, rte_mbuf* m, uint64_t now_ns);
   void send_probe(uint64_t now_ns);
   // How many packets the RC engine may add now (0: the eligible uplinks are full or none is).
   size_t tx_budget(uint64_t now_ns) const;
