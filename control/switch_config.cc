@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include <algorithm>
+#include <charconv>
 
 #include <cstdio>
 #include <set>
@@ -285,7 +286,7 @@ int SwitchConfig::port_index(const std::string& n) const {
 SwitchConfig parse_switch_config(const ConfigNode& root) {
   root.allow_only({"name", "seed", "ppcid_layout", "mempool_mbufs", "mbuf_data_room", "route_table",
                    "ports", "groups", "routes", "tcam", "hash", "qos", "pfc", "control", "lcores",
-                   "idle_backoff"});
+                   "idle_backoff", "telemetry"});
   SwitchConfig c;
   c.file = root.file();
   c.name = root.string_or("name", c.name);
@@ -371,6 +372,25 @@ SwitchConfig parse_switch_config(const ConfigNode& root) {
   if (auto p = root.optional_child("pfc")) parse_pfc(c, *p);
   if (auto k = root.optional_child("control")) parse_control(c, *k);
   if (auto b = root.optional_child("idle_backoff")) parse_idle_backoff(c.idle_backoff, *b);
+  if (auto t = root.optional_child("telemetry")) {
+    t->allow_only({"acting_commands", "socket_mode"});
+    c.telemetry.acting_commands = t->boolean_or("acting_commands", c.telemetry.acting_commands);
+    if (t->has("socket_mode")) {
+      // Always octal, as chmod reads it: 600, 0600 and 0o600 are the same mode.
+      std::string text = t->string("socket_mode");
+      std::string_view digits = text;
+      if (digits.starts_with("0o") || digits.starts_with("0O")) digits.remove_prefix(2);
+      uint64_t mode = 0;
+      const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), mode, 8);
+      if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size() ||
+          mode > 0777 || (mode & 0600) != 0600) {
+        throw ConfigError(c.file, "telemetry.socket_mode",
+                          "an octal mode from 600 to 777 that lets the owner read and write "
+                          "(e.g. 600 or 660), got \"" + text + "\"");
+      }
+      c.telemetry.socket_mode = static_cast<uint32_t>(mode);
+    }
+  }
 
   std::vector<int> polled(c.ports.size(), -1);
   std::set<unsigned> lcore_ids;
@@ -520,6 +540,12 @@ std::string switch_config_help() {
          "0..1000000, the longest sleep of an idle lcore; 0: busy polling");
   h.line("  idle_polls: " + std::to_string(d.idle_backoff.idle_polls),
          "0..100000000, empty poll rounds before the first sleep");
+  h.line("telemetry:", "the telemetry socket (dpdk-telemetry.py -f PREFIX):");
+  h.line("  acting_commands: false",
+         "true | false: allow link_set, link_rate, link_ber, link_loss, tcam_add, tcam_remove, "
+         "group_mode (--telemetry-acting also allows them)");
+  h.line("  socket_mode: 600", "octal, 600..777 with owner read-write: the socket file's mode (its "
+                                 "owner is the user that ran the program)");
   h.line("lcores:", "absent: the main lcore polls every port; else every port exactly once:");
   h.line("  - lcore: (required)", "0..1023, enabled by EAL's -l");
   h.line("    ports: (required)", "port names");

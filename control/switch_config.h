@@ -140,6 +140,16 @@ struct IdleBackoffSettings {
 // Reads an `idle_backoff:` block ({max_sleep_us, idle_polls}) into `s`.
 void parse_idle_backoff(IdleBackoffSettings& s, const ConfigNode& n);
 
+// The telemetry socket (`telemetry:`): what it lets a client do, and who may connect.
+struct TelemetrySettings {
+  // The acting commands (link_set, link_rate, link_ber, link_loss, tcam_add, tcam_remove,
+  // group_mode) answer a refusal unless this is true or switch_emu has --telemetry-acting.
+  bool acting_commands = false;
+  // The socket's mode, set once EAL has made it: 0600 lets only its owner (the user that ran
+  // the program) connect; 0660 adds the owner's group.
+  uint32_t socket_mode = 0600;
+};
+
 struct LcoreSettings {
   unsigned lcore = 0;
   std::vector<uint16_t> ports;  // indices into SwitchConfig::ports polled by this lcore
@@ -167,6 +177,7 @@ struct SwitchConfig {
   PfcSettings pfc;
   ControlSettings control;
   IdleBackoffSettings idle_backoff;
+  TelemetrySettings telemetry;
   std::vector<LcoreSettings> lcores;  // empty: the main lcore polls every port
 
   int port_index(const std::string& name) const;  // -1 when unknown

@@ -31,6 +31,16 @@ class TelemetryCommands {
   // {"error": "not available"}. Programs call it before the objects the handlers read go away.
   static void clear();
 
+  // Declared after the objects the handlers read: whatever way the scope ends (an exception
+  // included), the commands stop reading them first.
+  class ClearOnExit {
+   public:
+    ClearOnExit() = default;
+    ~ClearOnExit() { clear(); }
+    ClearOnExit(const ClearOnExit&) = delete;
+    ClearOnExit& operator=(const ClearOnExit&) = delete;
+  };
+
   // The conversion used for replies, exposed for tests.
   static int to_telemetry(const nlohmann::json& reply, rte_tel_data* d);
   // Runs a registered handler directly and returns its reply (tests).

@@ -101,6 +101,7 @@ int run(int argc, char** argv) {
   prog.resolve_backoff(config.idle_backoff.max_sleep_us, config.idle_backoff.idle_polls);
 
   prog.start_eal();
+  prog.set_telemetry_socket_mode(0600);  // nic_emu's commands only read
   auto log = prog.log();
   const unsigned nports = static_cast<unsigned>(config.uplinks.size() + (config.host ? 1 : 0));
   // Descriptors and bursts, plus what egress and the reorder engine may hold.
@@ -145,6 +146,7 @@ int run(int argc, char** argv) {
   control::ControlLoop control_loop(target, prog.clock().now_ns(), loop_config,
                                     runtime::logger("control"));
   shared.control = &control_loop;
+  const control::TelemetryCommands::ClearOnExit telemetry_guard;
   register_telemetry(shared, control_loop);
 
   program::LcorePlan plan{rte_get_main_lcore(), {}};

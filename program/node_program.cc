@@ -1,11 +1,16 @@
 #include "program/node_program.h"
 
+#include <rte_eal.h>
 #include <rte_ethdev.h>
 #include <rte_lcore.h>
 #include <rte_pdump.h>
 #include <spdlog/spdlog.h>
 
+#include <sys/stat.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 
 #include "control/config_reader.h"
@@ -56,6 +61,19 @@ void NodeProgram::start_eal() {
   eal_.emplace(args_.eal);
   log_ = runtime::logger(name_);
   clock_.emplace();
+}
+
+void NodeProgram::set_telemetry_socket_mode(unsigned mode) {
+  const std::string path = std::string(rte_eal_get_runtime_dir()) + "/dpdk_telemetry.v2";
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    log_->debug("no telemetry socket at {}: nothing to protect", path);
+    return;
+  }
+  if (::chmod(path.c_str(), static_cast<mode_t>(mode)) != 0) {
+    throw std::runtime_error("chmod " + path + ": " + std::strerror(errno));
+  }
+  log_->info("telemetry socket {} (owner uid {}, mode {:o})", path, st.st_uid, mode);
 }
 
 void NodeProgram::make_pool(unsigned configured_mbufs, unsigned data_room, unsigned ports,

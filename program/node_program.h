@@ -87,6 +87,10 @@ class NodeProgram {
   void resolve_backoff(uint64_t config_max_sleep_us, unsigned config_idle_polls);
 
   void start_eal();
+  // The telemetry socket EAL made (RUNTIME_DIR/dpdk_telemetry.v2, owned by the user that ran
+  // the program) gets `mode` (0600: only its owner may connect). Logged; no socket (EAL's
+  // --no-telemetry): nothing to do.
+  void set_telemetry_socket_mode(unsigned mode);
   // The mempool: `mbufs` when the config sets it (non-zero), else what descriptors, caches and
   // bursts of `ports` ports on `lcores` lcores need (runtime::pool_size_for) plus `extra` (what
   // egress queues, reorder buffers may hold).

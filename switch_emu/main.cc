@@ -16,6 +16,7 @@
 
 #include "control/control_loop.h"
 #include "control/switch_config.h"
+#include "control/telemetry_commands.h"
 #include "dataplane/runtime/logging.h"
 #include "dataplane/runtime/rcu_domain.h"
 #include "program/node_program.h"
@@ -41,11 +42,17 @@ int run(int argc, char** argv) {
       control::switch_config_help(), "switch config (YAML)",
       "stop once no packet has arrived for this long and every egress queue is empty (0: run "
       "until SIGINT/SIGTERM); for pcap inputs");
+  bool telemetry_acting = false;
+  prog.app().add_flag("--telemetry-acting", telemetry_acting,
+                      "allow the acting telemetry commands (link_set, link_rate, link_ber, "
+                      "link_loss, tcam_add, tcam_remove, group_mode), as telemetry.acting_commands "
+                      "does; without either they answer a refusal");
   if (const auto code = prog.parse(argc, argv)) return *code;
   const control::SwitchConfig config = control::load_switch_config(prog.options().config);
   prog.resolve_backoff(config.idle_backoff.max_sleep_us, config.idle_backoff.idle_polls);
 
   prog.start_eal();
+  prog.set_telemetry_socket_mode(config.telemetry.socket_mode);
   auto log = prog.log();
   // net_null receives endless packets unless told no-rx=1: as a group member (an output) it
   // would flood the switch with frames that all count as parse drops.
@@ -99,7 +106,10 @@ int run(int argc, char** argv) {
   control::ControlLoop control_loop(target, prog.clock().now_ns(), loop_config,
                                     runtime::logger("control"));
   shared.control = &control_loop;
-  switch_emu::register_switch_telemetry(shared, prog.clock());
+  const bool acting = telemetry_acting || config.telemetry.acting_commands;
+  const control::TelemetryCommands::ClearOnExit telemetry_guard;
+  switch_emu::register_switch_telemetry(shared, prog.clock(), acting);
+  if (acting) log->warn("telemetry: acting commands enabled: any client of the socket may change links, rules and modes");
 
   log->info("running{}: {} ports, {} lcore(s); stop with SIGINT/SIGTERM",
             config.name == control::SwitchConfig{}.name ? "" : " as \"" + config.name + "\"",

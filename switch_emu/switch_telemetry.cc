@@ -230,9 +230,35 @@ void register_reading(SwitchShared& s, const runtime::TscClock& clock) {
       });
 }
 
-void register_acting(SwitchShared& s, const runtime::TscClock& clock) {
-  auto log = runtime::logger("telemetry");
+// An acting command: refused, and the refusal logged, unless acting commands are enabled
+// (telemetry.acting_commands or --telemetry-acting); when enabled, every call is logged with its
+// parameters and its reply: the log says what was changed and when.
+void add_acting(bool enabled, const std::shared_ptr<spdlog::logger>& log, const std::string& command,
+                const std::string& help, TelemetryCommands::Handler handler) {
   TelemetryCommands::add(
+      command, help,
+      [enabled, log, command, handler](std::string_view params) -> json {
+        if (!enabled) {
+          log->warn("telemetry: refused {},{}: acting commands are disabled", command, params);
+          return json{{"error",
+                       "acting commands are disabled: set telemetry.acting_commands: true in the "
+                       "config or start switch_emu with --telemetry-acting"}};
+        }
+        json reply;
+        try {
+          reply = handler(params);
+        } catch (const std::exception& e) {
+          log->info("telemetry: {},{} refused: {}", command, params, e.what());
+          throw;
+        }
+        log->info("telemetry: {},{} -> {}", command, params, reply.dump());
+        return reply;
+      });
+}
+
+void register_acting(SwitchShared& s, const runtime::TscClock& clock, bool enabled) {
+  auto log = runtime::logger("telemetry");
+  add_acting(enabled, log,
       "/spraynet/link_set",
       "Link up or down; down is published at once, up at the next tick. Parameters: "
       "port,up|down",
@@ -281,7 +307,7 @@ void register_acting(SwitchShared& s, const runtime::TscClock& clock) {
        "loss_rate", &SwitchNode::set_link_loss, &LinkEmulator::loss_rate},
   };
   for (const LinkProperty& prop : properties) {
-    TelemetryCommands::add(
+    add_acting(enabled, log,
         prop.command, prop.help, [&s, &clock, log, prop](std::string_view params) {
           const auto p = split_params(params);
           expect_params(p, 2, (std::string("port,") + prop.key).c_str());
@@ -300,7 +326,7 @@ void register_acting(SwitchShared& s, const runtime::TscClock& clock) {
               {"ok", 1}, {"port", name}, {prop.key, (s.node->egress(port).link().*prop.get)()}};
         });
   }
-  TelemetryCommands::add(
+  add_acting(enabled, log,
       "/spraynet/tcam_add",
       "Add a TCAM rule. Parameter: a YAML map like a tcam.rules entry, e.g. "
       "{id: 7, match: {dst: 10.0.2.0/24}, action: spray}",
@@ -334,7 +360,7 @@ void register_acting(SwitchShared& s, const runtime::TscClock& clock) {
                   refusal == TcamRefusal::kNone ? "admitted" : to_string(refusal));
         return reply;
       });
-  TelemetryCommands::add(
+  add_acting(enabled, log,
       "/spraynet/tcam_remove", "Remove a TCAM rule. Parameter: rule id",
       [&s, log](std::string_view params) {
         const auto id = control::parse_uint(params);
@@ -353,7 +379,7 @@ void register_acting(SwitchShared& s, const runtime::TscClock& clock) {
         log->info("telemetry: TCAM rule {} removed", *id);
         return json{{"ok", 1}, {"id", *id}};
       });
-  TelemetryCommands::add(
+  add_acting(enabled, log,
       "/spraynet/group_mode", "Set a group's mode. Parameters: group,ecmp|weighted|dlb|drill",
       [&s, log](std::string_view params) {
         const auto p = split_params(params);
@@ -381,9 +407,10 @@ json ethdev_json(uint16_t port_id) {
           {"oerrors", st.oerrors},   {"rx_nombuf", st.rx_nombuf}};
 }
 
-void register_switch_telemetry(SwitchShared& s, const runtime::TscClock& clock) {
+void register_switch_telemetry(SwitchShared& s, const runtime::TscClock& clock,
+                               bool acting_commands) {
   register_reading(s, clock);
-  register_acting(s, clock);
+  register_acting(s, clock, acting_commands);
 }
 
 }  // namespace spraynet::switch_emu

@@ -2,7 +2,7 @@
 // /spraynet/. Reading: ports, port, drops, counters, groups, group, tcam, pfc, link_state,
 // buckets. Acting, each validated and acknowledged ({"ok": true, ...}) or refused
 // ({"error": reason}): link_set, link_rate, link_ber, link_loss, tcam_add, tcam_remove,
-// group_mode. The parameter syntax of every command is in its help text (/help,<command>).
+// group_mode — off unless enabled (telemetry.acting_commands, --telemetry-acting). The parameter syntax of every command is in its help text (/help,<command>).
 //
 // Handlers run on DPDK's telemetry threads. They take SwitchShared::control_lock for anything
 // the control side owns (control loop, TCAM rules, bucket tables) and SwitchShared::lock for the
@@ -22,8 +22,10 @@ class TscClock;
 namespace spraynet::switch_emu {
 
 // Registers every /spraynet/ command; `shared` and `clock` must outlive the registration (call
-// control::TelemetryCommands::clear() before they go).
-void register_switch_telemetry(SwitchShared& shared, const runtime::TscClock& clock);
+// control::TelemetryCommands::clear() before they go). Without `acting_commands` the acting
+// ones answer a refusal (and log it); with it, each call is logged with its reply.
+void register_switch_telemetry(SwitchShared& shared, const runtime::TscClock& clock,
+                               bool acting_commands);
 
 // The ethdev's own counters: what the PMD received, and lost before the pipeline saw it
 // (imissed: rx ring full; rx_nombuf: no mbuf for a descriptor).

@@ -268,6 +268,7 @@ TEST_CASE("switch_emu --help lists exactly the keys the loader accepts, at every
       {"pfc.watchdog.", p + "pfc: {watchdog: {zzz: 1}}\n"},
       {"control.", p + "control: {zzz: 1}\n"},
       {"idle_backoff.", p + "idle_backoff: {zzz: 1}\n"},
+      {"telemetry.", p + "telemetry: {zzz: 1}\n"},
       {"lcores[].", p + "lcores: [{lcore: 0, ports: [a], zzz: 1}]\n"},
   };
   std::set<std::string> covered;
@@ -295,6 +296,24 @@ TEST_CASE("switch_emu --help lists exactly the keys the loader accepts, at every
     INFO(k);
     CHECK_FALSE(flat.empty());
   }
+}
+
+TEST_CASE("telemetry: acting commands off and the socket 0600 by default; the mode is octal") {
+  const SwitchConfig d = parse(kPorts);
+  CHECK_FALSE(d.telemetry.acting_commands);
+  CHECK(d.telemetry.socket_mode == 0600);
+  const SwitchConfig c = parse(kPorts + "telemetry: {acting_commands: true, socket_mode: 660}");
+  CHECK(c.telemetry.acting_commands);
+  CHECK(c.telemetry.socket_mode == 0660);
+  CHECK(parse(kPorts + "telemetry: {socket_mode: 0o640}").telemetry.socket_mode == 0640);
+  CHECK(parse(kPorts + "telemetry: {socket_mode: \"0600\"}").telemetry.socket_mode == 0600);
+  for (const char* bad : {"400", "066", "1777", "6x0", "\"\"", "-600"}) {
+    INFO(bad);
+    CHECK(error_of(kPorts + "telemetry: {socket_mode: " + bad + "}")
+              .starts_with("test.yaml: telemetry.socket_mode: an octal mode"));
+  }
+  CHECK(error_of(kPorts + "telemetry: {acting: true}") ==
+        "test.yaml: telemetry.acting: unknown key (allowed here: acting_commands|socket_mode)");
 }
 
 TEST_CASE("idle_backoff: the programs' default, read, and bounded") {

@@ -823,8 +823,19 @@ class SigtermWithTelemetry(TempDirTest):
                 self.assertEqual(port["forwarded_packets"], 0)
                 self.assertEqual(drops["total"], drops["parse_not_ipv4"])
                 self.assertIn("error", t.query("/spraynet/port,7"))
+                # Acting commands are off unless enabled: each is refused, saying how to enable
+                # it, and nothing changes.
+                for cmd in ("link_set,out,down", "link_rate,out,10", "link_ber,out,0.1",
+                            "link_loss,out,0.5", "tcam_add,{id: 1, action: drop}",
+                            "tcam_remove,1", "group_mode,g,dlb"):
+                    reply = t.query("/spraynet/" + cmd)
+                    self.assertIn("acting commands are disabled", reply.get("error", ""), cmd)
+                self.assertTrue(t.query("/spraynet/port,out")["link_up"])
             finally:
                 t.close()
+            # Only the user that ran switch_emu may connect to its socket.
+            sock = os.path.join(DPDK_RUN_DIR, prefix, "dpdk_telemetry.v2")
+            self.assertEqual(os.stat(sock).st_mode & 0o777, 0o600)
             via_py = telemetry_py(prefix, "/spraynet/port,0", "/spraynet/drops")
             self.assertEqual(via_py[0]["name"], "in")
             # Growth was shown above; the stock client must read the same, monotonic counters.
@@ -844,6 +855,36 @@ class SigtermWithTelemetry(TempDirTest):
         self.assertEqual(st["drops"]["parse_not_ipv4"], rx, "every frame received is counted")
         self.assertEqual(st["drops"]["total"], rx)
         self.assertEqual(sum(p["tx_packets"] for p in st["ports"]), 0)
+        self.assertIn("refused /spraynet/link_set,out,down: acting commands are disabled",
+                      sw.stderr())
+
+    def test_telemetry_acting_flag_enables_acting_commands_and_logs_them(self):
+        config = os.path.join(self.tmp, "null-acting.yaml")
+        with open(config, "w") as f:
+            f.write("ports:\n"
+                    "  - {name: in, device: \"net_null0,size=64\"}\n"
+                    "  - {name: out, device: \"net_null1,no-rx=1\"}\n"
+                    "routes:\n"
+                    "  - {prefix: 0.0.0.0/0, port: out}\n"
+                    "telemetry: {socket_mode: 660}\n")
+        prefix = unique_prefix("acting")
+        sw = SwitchProcess(prefix, config, self.tmp, "--telemetry-acting")
+        try:
+            t = sw.telemetry()
+            try:
+                self.assertEqual(t.query("/spraynet/link_set,out,down")["ok"], True)
+                self.assertFalse(t.query("/spraynet/port,out")["link_up"])
+            finally:
+                t.close()
+            sock = os.path.join(DPDK_RUN_DIR, prefix, "dpdk_telemetry.v2")
+            self.assertEqual(os.stat(sock).st_mode & 0o777, 0o660)
+            rc = sw.stop(signal.SIGTERM)
+        except BaseException:
+            sw.kill()
+            raise
+        self.assertEqual(rc, 0, sw.stderr())
+        self.assertIn("/spraynet/link_set,out,down -> ", sw.stderr())
+        self.assertIn("acting commands enabled", sw.stderr())
 
 
 # 5b. Run-time control over telemetry: the link-state table, link down obeyed at once
@@ -869,7 +910,8 @@ class RuntimeControl(TempDirTest):
                     "  - {name: g, mode: weighted, ports: [up0, up1, up2, up3]}\n"
                     "routes:\n"
                     "  - {prefix: 0.0.0.0/0, group: g}\n"
-                    "control: {period_ms: 100}\n")
+                    "control: {period_ms: 100}\n"
+                    "telemetry: {acting_commands: true}\n")
         prefix = unique_prefix("ctl")
         sw = SwitchProcess(prefix, config, self.tmp)
         try:

@@ -192,7 +192,7 @@ TEST_CASE(
     loop_config.period_ns = 1'000'000;
     control::ControlLoop control_loop(target, clock.now_ns(), loop_config);
     sw.shared.control = &control_loop;
-    switch_emu::register_switch_telemetry(sw.shared, clock);
+    switch_emu::register_switch_telemetry(sw.shared, clock, false);
 
     switch_emu::SwitchLcore a(sw.shared, {0, 1}), b(sw.shared, {2});
     runtime::PollLoopConfig cfg_a, cfg_b;
