@@ -499,11 +499,4 @@ void NicNode::set_link_rate_gbps(uint16_t uplink, double rate_gbps, uint64_t now
   refresh_loads(now_ns);
 }
 
-uint64_t NicNode::total_drops() const {
-  uint64_t t = drops_.no_uplink + drops_.egress_refused + drops_.no_host + drops_.bad_port +
-               drops_.mac_control_not_pfc + drops_.pfc_malformed + drops_.host_checksum_filter;
-  for (uint64_t v : drops_.parse) t += v;
-  return t;
-}
-
 }  // namespace spraynet::nic_emu

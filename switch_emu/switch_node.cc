@@ -398,12 +398,4 @@ void SwitchNode::set_link_loss(uint16_t port, double loss_rate, uint64_t now_ns)
   loads_stale_ = true;  // frames due were started under the old settings
 }
 
-uint64_t SwitchNode::total_drops() const {
-  uint64_t t = drops_.mac_control_not_pfc + drops_.pfc_malformed + drops_.tcam_drop +
-               drops_.no_route + drops_.ttl_expired + drops_.no_eligible_port +
-               drops_.pfc_watchdog_ingress + drops_.egress_refused + drops_.bad_port;
-  for (uint64_t v : drops_.parse) t += v;
-  return t;
-}
-
 }  // namespace spraynet::switch_emu

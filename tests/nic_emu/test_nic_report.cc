@@ -1,0 +1,114 @@
+// The NIC's counter lists (SPRAYNET_NIC_DROP_CAUSES, SPRAYNET_NIC_COUNTERS,
+// SPRAYNET_PPCID_COUNTERS, SPRAYNET_NIC_PORT_COUNTERS) against the JSON the report and telemetry
+// make from them: every counter under its name, the total the sum of every cause, the sets
+// summable; and what a delivery that fails counts.
+#include "nic_emu/nic_report.h"
+
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include "control/nic_config.h"
+#include "dataplane/wire/packet_builder.h"
+#include "tests/support/dpdk_test.h"
+
+using namespace spraynet;
+using nic_emu::NicCounters;
+using nic_emu::NicDropCounters;
+using nic_emu::NicNode;
+using nic_emu::PpcidCounters;
+using nlohmann::json;
+
+namespace {
+
+control::NicConfig load(const std::string& yaml) {
+  return control::parse_nic_config(control::ConfigNode::load_string(yaml, "nic.yaml"));
+}
+
+// No host port: the RC traffic engine (defaults) plays the host.
+const char* kRcYaml = R"(
+nic:
+  name: r
+  uplinks:
+    - {name: up0, device: x, path_id: 1}
+    - {name: up1, device: x, path_id: 2}
+)";
+
+template <class Counters>
+uint64_t number_each(Counters& c) {
+  uint64_t next = 0, sum = 0;
+  c.for_each([&](std::string_view, uint64_t& v) {
+    v = ++next;
+    sum += v;
+  });
+  return sum;
+}
+
+// Every counter of `c` is in `j` under its name with its value; returns how many there were.
+template <class Counters>
+size_t check_all_in(const Counters& c, const json& j) {
+  size_t seen = 0;
+  c.for_each([&](std::string_view name, uint64_t v) {
+    INFO(name);
+    REQUIRE(j.contains(std::string(name)));
+    CHECK(j.at(std::string(name)) == v);
+    ++seen;
+  });
+  return seen;
+}
+
+}  // namespace
+
+TEST_CASE("NIC drops: every cause in the JSON under its name, total the sum of all") {
+  NicDropCounters d;
+  const uint64_t sum = number_each(d);
+  const json j = nic_emu::drop_counters_json(d);
+  const size_t seen = check_all_in(d, j);
+  CHECK(seen == NicDropCounters::kCounters);
+  CHECK(j.size() == seen + 1);  // and "total"
+  CHECK(d.total() == sum);
+  CHECK(j.at("total") == sum);
+  // The names the report and telemetry have always had, and no_host, which was missing.
+  for (const char* key :
+       {"parse_truncated_ipv4", "parse_not_ipv4", "no_uplink", "egress_refused", "bad_port",
+        "mac_control_not_pfc", "pfc_malformed", "host_checksum_filter", "no_host"}) {
+    CHECK(j.contains(key));
+  }
+  CHECK_FALSE(j.contains("parse_ok"));
+
+  NicDropCounters twice = d;
+  twice += d;
+  CHECK(twice.total() == 2 * sum);
+  CHECK(twice.no_host == 2 * d.no_host);
+}
+
+TEST_CASE("NIC counters, PPCID counters and port counters: every one in the report JSON") {
+  test::TestPool pool(255);
+  {
+    NicNode nic(load(kRcYaml), pool.get());
+    const json report = nic_emu::report_json(nic);
+    CHECK(check_all_in(nic.counters(), report.at("counters")) == NicCounters::kCounters);
+    CHECK(report.at("counters").size() == NicCounters::kCounters);
+    CHECK(check_all_in(nic.ppcid_counters(), report.at("ppcid")) == PpcidCounters::kCounters);
+    for (uint16_t p = 0; p < nic.port_count(); ++p) {
+      CHECK(check_all_in(nic.port_counters(p), report.at("ports")[p]) == 4);
+    }
+    CHECK(check_all_in(nic.drops(), report.at("drops")) == NicDropCounters::kCounters);
+    // Kept where they always were.
+    CHECK(report.contains("delivered"));
+    CHECK(report.at("spray").contains("sprayed"));
+    CHECK(report.at("ppcid").contains("checksum_restored"));
+
+    NicCounters c;
+    number_each(c);
+    NicCounters c2 = c;
+    c2 += c;
+    const json j = nic_emu::nic_counters_json(c2);
+    c.for_each([&](std::string_view name, uint64_t v) {
+      INFO(name);
+      CHECK(j.at(std::string(name)) == 2 * v);
+    });
+  }
+  CHECK(pool.whole());
+}
