@@ -112,3 +112,27 @@ TEST_CASE("NIC counters, PPCID counters and port counters: every one in the repo
   }
   CHECK(pool.whole());
 }
+
+TEST_CASE("a packet the RC engine cannot take is a parse drop, not also delivered") {
+  test::TestPool pool(255);
+  {
+    NicNode nic(load(kRcYaml), pool.get());
+    // An ARP frame from the fabric: RX passes non-IPv4 on towards the host, and the RC engine,
+    // which plays the host, takes only IPv4.
+    FrameSpec fs;
+    fs.ip.src = 0x0A000002;
+    fs.ip.dst = 0x0A000001;
+    rte_mbuf* m = build_udp_mbuf(pool.get(), fs);
+    REQUIRE(m != nullptr);
+    rte_pktmbuf_mtod(m, uint8_t*)[12] = 0x08;
+    rte_pktmbuf_mtod(m, uint8_t*)[13] = 0x06;
+    nic.receive(0, &m, 1, 0);
+    CHECK(nic.drops().parse[static_cast<size_t>(ParseStatus::kNotIpv4)] == 1);
+    CHECK(nic.counters().delivered == 0);
+    CHECK(nic.total_drops() == 1);
+    // Every packet in is delivered or dropped, once.
+    CHECK(nic.counters().delivered + nic.total_drops() == nic.port_counters(0).rx_packets);
+    nic.free_all();
+  }
+  CHECK(pool.whole());
+}
