@@ -31,14 +31,15 @@
 #include "dataplane/runtime/logging.h"
 #include "dataplane/runtime/packet_pool.h"
 #include "dataplane/runtime/poll_loop.h"
-#include "dataplane/runtime/program_args.h"
 #include "dataplane/runtime/port.h"
+#include "dataplane/runtime/program_args.h"
 #include "dataplane/runtime/rcu_domain.h"
 #include "dataplane/runtime/stop_signal.h"
 #include "dataplane/runtime/tsc_clock.h"
 #include "nic_emu/nic_lcore.h"
 #include "nic_emu/nic_node.h"
 #include "nic_emu/nic_report.h"
+#include "nic_emu/nic_telemetry.h"
 
 namespace {
 
@@ -93,7 +94,7 @@ void register_telemetry(nic_emu::NicShared& s, control::ControlLoop& loop) {
   TelemetryCommands::add("/spraynet/drops", "Drops by cause. No parameters",
                          locked(nic_emu::drops_json));
   TelemetryCommands::add("/spraynet/spray", "Spray mode, weights, packets per uplink",
-                         locked(nic_emu::spray_json));
+                         [&s](std::string_view) { return nic_emu::spray_telemetry(s); });
   TelemetryCommands::add("/spraynet/ppcid", "Received PPCIDs by verdict and path id",
                          locked(nic_emu::ppcid_json));
   TelemetryCommands::add("/spraynet/reorder", "Reorder engine counters",

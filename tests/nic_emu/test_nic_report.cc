@@ -6,11 +6,15 @@
 
 #include <catch2/catch.hpp>
 
+#include <atomic>
+#include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "control/nic_config.h"
 #include "dataplane/wire/packet_builder.h"
+#include "nic_emu/nic_telemetry.h"
 #include "tests/support/dpdk_test.h"
 
 using namespace spraynet;
@@ -133,6 +137,50 @@ TEST_CASE("a packet the RC engine cannot take is a parse drop, not also delivere
     // Every packet in is delivered or dropped, once.
     CHECK(nic.counters().delivered + nic.total_drops() == nic.port_counters(0).rx_packets);
     nic.free_all();
+  }
+  CHECK(pool.whole());
+}
+
+TEST_CASE("/spraynet/spray waits for a publication of the spray weights under the control lock") {
+  test::TestPool pool(255);
+  {
+    NicNode nic(load(R"(
+nic:
+  name: h
+  host: {name: host, device: x}
+  uplinks:
+    - {name: up0, device: x, path_id: 1}
+    - {name: up1, device: x, path_id: 2}
+  spray: {mode: weighted}
+)"),
+                pool.get());
+    nic_emu::NicShared s;
+    s.node = &nic;
+    json seen;
+    std::atomic<bool> started{false}, done{false};
+    std::thread telemetry;
+    {
+      // The control thread, mid-publication: it holds the control lock while the old weights
+      // are replaced and freed (nic_emu's on_publish, after its grace period).
+      std::lock_guard<std::mutex> control(s.control_lock);
+      telemetry = std::thread([&] {
+        started = true;
+        seen = nic_emu::spray_telemetry(s);
+        done = true;
+      });
+      while (!started) std::this_thread::yield();
+      // Give the telemetry thread every chance to read now (no clock: a bounded number of
+      // yields); it must not get past the control lock.
+      for (int i = 0; i < 20'000 && !done; ++i) std::this_thread::yield();
+      CHECK_FALSE(done);
+      auto next = std::make_unique<SprayWeights>();
+      next->weights = {7, 3};
+      next->updated_ns = 5;
+      std::unique_ptr<const SprayWeights> old = nic.spray().publish_weights(std::move(next));
+      old.reset();  // freed: a reader still holding it would read freed memory
+    }
+    telemetry.join();
+    CHECK(seen["weights"] == json::array({7, 3}));
   }
   CHECK(pool.whole());
 }
