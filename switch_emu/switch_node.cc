@@ -252,16 +252,26 @@ void SwitchNode::forward(uint16_t in_port, rte_mbuf* m, const ParsedPacket& p,
     }
   }
 
+  const bool pinned =
+      match.matched && match.action == TcamAction::kPinPort && match.port < egress_.size();
+  if (!pinned && (group == RouteTable::kNoRoute || group >= groups_.size())) {
+    drops_.no_route++;
+    rte_pktmbuf_free(m);
+    return;
+  }
+  // An expiring packet goes no further than its route: it must not pick a path, which would
+  // start or refresh a flowlet (DLB), count on a member and load a bucket for nothing.
+  if (p.ttl <= 1) {
+    drops_.ttl_expired++;
+    rte_pktmbuf_free(m);
+    return;
+  }
+
   uint16_t out_port;
-  if (match.matched && match.action == TcamAction::kPinPort && match.port < egress_.size()) {
+  if (pinned) {
     counters_.pinned++;
     out_port = match.port;
   } else {
-    if (group == RouteTable::kNoRoute || group >= groups_.size()) {
-      drops_.no_route++;
-      rte_pktmbuf_free(m);
-      return;
-    }
     const uint32_t hash = hasher_.hash(make_flow_key(p, hasher_.config().dest_qp_in_key));
     PathSelector& sel = *groups_[group];
     // Each lossless class sees PFC's view of its own class (watchdog drop mode, fast feedback);
@@ -300,12 +310,8 @@ void SwitchNode::forward(uint16_t in_port, rte_mbuf* m, const ParsedPacket& p,
     }
   }
 
-  uint8_t* frame = rte_pktmbuf_mtod(m, uint8_t*);
-  if (decrement_ttl(frame + p.l3_offset) == TtlVerdict::kExpired) {
-    drops_.ttl_expired++;
-    rte_pktmbuf_free(m);
-    return;
-  }
+  // TTL >= 2 was checked above: this decrements it and patches the checksum.
+  decrement_ttl(rte_pktmbuf_mtod(m, uint8_t*) + p.l3_offset);
   enqueue(out_port, in_port, m, tc, now_ns);
 }
 

@@ -43,7 +43,7 @@ namespace spraynet::switch_emu {
   X(pfc_malformed)       /* EtherType 0x8808, opcode PFC, but not a valid frame */             \
   X(tcam_drop)           /* a TCAM rule said drop */                                           \
   X(no_route)            /* no route for the destination */                                    \
-  X(ttl_expired)         /* TTL 0 or 1 on arrival */                                           \
+  X(ttl_expired)         /* TTL 0 or 1 on arrival: dropped before path selection */            \
   X(no_eligible_port)    /* every member of the group down, paused or dropping */              \
   /* Received on a port whose neighbour is storming, with the stormed priority: PFC watchdog   \
      drop mode drops the ingress priority group too (PfcState::watchdog_ingress_drop). */      \
