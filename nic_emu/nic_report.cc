@@ -17,7 +17,8 @@ json ports_json(const NicNode& node) {
     for (int tc = 0; tc < EgressPort::kClasses; ++tc) {
       const auto k = node.egress(p).counters(static_cast<uint8_t>(tc), 0);
       drops += k.drops_queue_full + k.drops_link_down + k.drops_watchdog +
-               k.drops_headroom_overflow + k.drops_bit_error + k.drops_loss;
+               k.drops_headroom_overflow + k.drops_bit_error + k.drops_loss +
+               k.drops_delay_line_full;
     }
     json j{{"name", host ? node.config().host->name : node.config().uplinks[p].name},
            {"role", host ? "host" : "uplink"},

@@ -110,6 +110,7 @@ SwitchNode::SwitchNode(const control::SwitchConfig& config, rte_mempool* pool,
     ec.link.up = ps.link.up;
     ec.link.seed = config_.seed * 7919 + i;
     ec.class_limit_bytes.fill(ps.queue_bytes);
+    ec.delay_line_limit_frames = ps.delay_line_frames;
     for (uint8_t tc = 0; pfc_ && tc < EgressPort::kClasses; ++tc) {
       if (pfc_->lossless(tc)) ec.class_limit_bytes[tc] = lossless_limit;
     }

@@ -19,6 +19,7 @@ json port_json(const SwitchNode& node, uint16_t port, uint64_t now_ns) {
                        {"drops_headroom_overflow", k.drops_headroom_overflow},
                        {"drops_bit_error", k.drops_bit_error},
                        {"drops_loss", k.drops_loss},
+                       {"drops_delay_line_full", k.drops_delay_line_full},
                        {"paused_ns", k.paused_ns},
                        {"queued_bytes", e.queued_bytes(tc)}});
   }
