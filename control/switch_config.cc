@@ -15,11 +15,13 @@ namespace {
 constexpr uint64_t kMaxPorts = 64;
 
 PortSettings parse_port(const ConfigNode& n) {
-  n.allow_only({"name", "device", "link", "queue_bytes", "peer_mac"});
+  n.allow_only({"name", "device", "link", "queue_bytes", "delay_line_frames", "peer_mac"});
   PortSettings p;
   p.name = n.string("name");
   p.device = n.string("device");
   p.queue_bytes = n.uint_or("queue_bytes", p.queue_bytes, 2048, uint64_t{1} << 32);
+  p.delay_line_frames =
+      static_cast<uint32_t>(n.uint_or("delay_line_frames", p.delay_line_frames, 1, 1u << 24));
   if (n.has("peer_mac")) {
     const std::string mac = n.string("peer_mac");
     std::array<uint8_t, 6> m{};
@@ -455,6 +457,9 @@ std::string switch_config_help() {
   h.line("    queue_bytes: " + std::to_string(port.queue_bytes),
          "2048..2^32 per traffic class; with PFC on only lossy classes (the pfc pool bounds "
          "lossless ones)");
+  h.line("    delay_line_frames: " + std::to_string(port.delay_line_frames),
+         "1..2^24 frames on the emulated link or arrived and not yet sent; beyond it a frame is "
+         "dropped, counted as drops_delay_line_full");
   h.line("    peer_mac: (none)", "the next hop's MAC (02:00:00:00:00:01): routed packets get it as "
          "destination and the port's MAC as source; without it frames keep their MACs");
   h.line("    link:", "link emulation:");

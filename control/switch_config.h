@@ -44,6 +44,9 @@ struct PortSettings {
   // Per traffic class; with PFC on, lossless classes have no egress limit (the shared lossless
   // buffer bounds them) and this is the lossy classes' limit.
   uint64_t queue_bytes = 1 << 20;
+  // Frames the port's delay line may hold (on the wire, or arrived and not yet sent by the
+  // driver): EgressPortConfig::delay_line_limit_frames.
+  uint32_t delay_line_frames = 1u << 18;
   // The next hop's MAC: when set, routed packets leaving this port get it as destination and
   // the port's own MAC as source, as a router with a static neighbour does.
   std::optional<std::array<uint8_t, 6>> peer_mac;

@@ -28,7 +28,9 @@ void TablePublisher::publish(std::span<PathSelector* const> groups,
   }
   counters_.tables += groups.size();
   ++counters_.publications;
-  if (rcu_ != nullptr) {
+  // Nothing retired (a node without groups, the NIC): no grace period to wait for. The NIC's
+  // on_publish waits out its own, for its spray weights: one per tick, not two.
+  if (rcu_ != nullptr && !retired.empty()) {
     rcu_->synchronize();
     ++counters_.grace_periods;
   }

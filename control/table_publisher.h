@@ -24,7 +24,7 @@ struct TablePublisherCounters {
   uint64_t publications = 0;   // publish() calls
   uint64_t tables = 0;         // bucket tables made current
   uint64_t tables_freed = 0;   // old tables freed after their grace period
-  uint64_t grace_periods = 0;  // synchronize() calls (0 without a domain)
+  uint64_t grace_periods = 0;  // synchronize() calls (0 without a domain or without groups)
 };
 
 class TablePublisher {

@@ -829,12 +829,7 @@ RunResult Fabric::collect(double wall_s) {
   for (const Node& n : nodes_) {
     if (!n.nic) continue;
     const nic_emu::PpcidCounters& pc = n.nic->ppcid_counters();
-    ppcid.absent += pc.absent;
-    ppcid.ok += pc.ok;
-    ppcid.bad_check += pc.bad_check;
-    ppcid.layout_mismatch += pc.layout_mismatch;
-    ppcid.unknown_path += pc.unknown_path;
-    ppcid.wrong_uplink += pc.wrong_uplink;
+    ppcid += pc;
     r.ppcid_mismatch_hosts += pc.layout_mismatch > 0;
     for (uint16_t u = 0; u < n.nic->uplink_count(); ++u) rx += n.nic->port_counters(u).rx_packets;
     delivered += n.nic->counters().delivered;
@@ -865,12 +860,8 @@ RunResult Fabric::collect(double wall_s) {
     nic_no_uplink += n.nic->drops().no_uplink;
     for (uint64_t v : n.nic->drops().parse) nic_parse += v;
   }
-  r.ppcid = {{"absent", ppcid.absent},
-             {"ok", ppcid.ok},
-             {"bad_check", ppcid.bad_check},
-             {"layout_mismatch", ppcid.layout_mismatch},
-             {"unknown_path", ppcid.unknown_path},
-             {"wrong_uplink", ppcid.wrong_uplink}};
+  r.ppcid.clear();
+  ppcid.for_each([&r](std::string_view name, uint64_t v) { r.ppcid[std::string(name)] = v; });
   for (std::string line : nic_log_->last_formatted()) {
     while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.pop_back();
     r.nic_log.push_back(line);

@@ -24,6 +24,7 @@
 #include "nic_emu/nic_lcore.h"
 #include "nic_emu/nic_node.h"
 #include "nic_emu/nic_report.h"
+#include "nic_emu/nic_telemetry.h"
 #include "program/node_program.h"
 
 namespace {
@@ -44,7 +45,7 @@ void register_telemetry(nic_emu::NicShared& s, control::ControlLoop& loop) {
   TelemetryCommands::add("/spraynet/drops", "Drops by cause. No parameters",
                          locked(nic_emu::drops_json));
   TelemetryCommands::add("/spraynet/spray", "Spray mode, weights, packets per uplink",
-                         locked(nic_emu::spray_json));
+                         [&s](std::string_view) { return nic_emu::spray_telemetry(s); });
   TelemetryCommands::add("/spraynet/ppcid", "Received PPCIDs by verdict and path id",
                          locked(nic_emu::ppcid_json));
   TelemetryCommands::add("/spraynet/reorder", "Reorder engine counters",

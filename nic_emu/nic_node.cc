@@ -368,22 +368,32 @@ void NicNode::deliver(rte_mbuf* m, uint64_t now_ns) {
       return;
     }
   }
-  ++counters_.delivered;
+  // Delivered once the host side has taken it, not before: a refused or unparsable packet is a
+  // drop, counted under its cause only.
   if (config_.host) {
     // One class: what the reorder engine put in order stays in order.
     if (egress_[host_port()]->enqueue(m, 0, EgressPort::kNoIngressPort, 0, now_ns) !=
         EgressEnqueueResult::kQueued) {
-      ++drops_.egress_refused;
+      ++drops_.egress_refused;  // EgressPort freed it and counted the cause
+      return;
     }
+    ++counters_.delivered;
+    return;
+  }
+  if (!rc_) {
+    // Neither a host port nor an RC engine (the constructors always make one of them).
+    ++drops_.no_host;
+    rte_pktmbuf_free(m);
     return;
   }
   ParsedPacket p;
   const ParseStatus s = parser_.parse(m, p);
   if (s != ParseStatus::kOk) {
-    ++drops_.parse[static_cast<size_t>(s)];  // the RC engine takes only RoCE
+    ++drops_.parse[static_cast<size_t>(s)];  // the RC engine takes only IPv4
     rte_pktmbuf_free(m);
     return;
   }
+  ++counters_.delivered;
   rc_->receive(m, p, now_ns, rc_out_);  // counts and frees what it does not take
 }
 
@@ -503,13 +513,6 @@ void NicNode::set_link_rate_gbps(uint16_t uplink, double rate_gbps, uint64_t now
   if (uplink >= uplinks_) throw std::out_of_range("nic: no uplink " + std::to_string(uplink));
   egress_[uplink]->set_link_rate_gbps(rate_gbps, now_ns);
   refresh_loads(now_ns);
-}
-
-uint64_t NicNode::total_drops() const {
-  uint64_t t = drops_.no_uplink + drops_.egress_refused + drops_.no_host + drops_.bad_port +
-               drops_.mac_control_not_pfc + drops_.pfc_malformed + drops_.host_checksum_filter;
-  for (uint64_t v : drops_.parse) t += v;
-  return t;
 }
 
 }  // namespace spraynet::nic_emu

@@ -37,6 +37,7 @@
 #include "dataplane/nic/spray_engine.h"
 #include "dataplane/probe/latency_probe.h"
 #include "dataplane/rc_endpoint/rc_traffic_engine.h"
+#include "dataplane/wire/counter_list.h"
 #include "dataplane/wire/packet_parser.h"
 #include "dataplane/wire/ppcid.h"
 
@@ -46,19 +47,30 @@ class logger;
 
 namespace spraynet::nic_emu {
 
+// The NIC's drop causes besides parse statuses, once: X(name). The struct, its total, the JSON
+// (drops_json) and telemetry (/spraynet/drops) are all made from this list.
+#define SPRAYNET_NIC_DROP_CAUSES(X)                                                           \
+  X(no_uplink)           /* TX: every uplink down */                                          \
+  X(egress_refused)      /* EgressPort refused it (its class counters say why) */             \
+  X(no_host)             /* RX delivery with neither host port nor RC engine */               \
+  X(bad_port)            /* receive() on a port the node does not have */                     \
+  X(mac_control_not_pfc) /* 802.3x PAUSE and other MAC control frames: consumed */            \
+  X(pfc_malformed)       /* EtherType 0x8808, opcode PFC, but not a valid frame */            \
+  /* RoCEv2 packets with a non-zero UDP checksum that a host-side filter dropped on their way \
+     from the NIC to the host (NicHostSide::filter_nonzero_udp_checksum). */                  \
+  X(host_checksum_filter)
+
 // Every packet the node takes in is forwarded, or counted here under exactly one cause.
+// Summable: per-lcore copies add up.
 struct NicDropCounters {
-  std::array<uint64_t, static_cast<size_t>(ParseStatus::kCount)> parse{};  // by ParseStatus
-  uint64_t no_uplink = 0;                                                  // TX: every uplink down
-  uint64_t egress_refused = 0;       // EgressPort refused it (its class counters say why)
-  uint64_t no_host = 0;              // RX delivery with neither host port nor RC engine: never
-  uint64_t bad_port = 0;             // receive() on a port the node does not have
-  uint64_t mac_control_not_pfc = 0;  // 802.3x PAUSE and other MAC control frames: consumed
-  uint64_t pfc_malformed = 0;        // EtherType 0x8808, opcode PFC, but not a valid frame
-  // RoCEv2 packets with a non-zero UDP checksum that a host-side filter dropped on their way
-  // from the NIC to the host (NicHostSide::filter_nonzero_udp_checksum).
-  uint64_t host_checksum_filter = 0;
+  std::array<uint64_t, kParseStatusCount> parse{};  // by ParseStatus ([kOk] stays 0)
+  SPRAYNET_NIC_DROP_CAUSES(SPRAYNET_COUNTER_FIELD)
+  SPRAYNET_DROP_COUNTER_METHODS(NicDropCounters, SPRAYNET_NIC_DROP_CAUSES)
 };
+static_assert(sizeof(NicDropCounters) ==
+                  sizeof(uint64_t) *
+                      (kParseStatusCount + SPRAYNET_COUNTER_COUNT(SPRAYNET_NIC_DROP_CAUSES)),
+              "every NIC drop counter is in SPRAYNET_NIC_DROP_CAUSES");
 
 // What the NIC does with the UDP checksum, for experiments on it (DESIGN.md: the PPCID travels
 // in it on the fabric side, and a host kernel checks a non-zero one, so the last NIC restores it
@@ -73,40 +85,55 @@ struct NicHostSide {
   bool filter_nonzero_udp_checksum = false;
 };
 
+#define SPRAYNET_NIC_PORT_COUNTERS(X)                    \
+  X(rx_packets)                                          \
+  X(rx_bytes)                                            \
+  X(tx_packets) /* handed to the driver by transmit() */ \
+  X(tx_bytes)
+
 struct NicPortCounters {
-  uint64_t rx_packets = 0;
-  uint64_t rx_bytes = 0;
-  uint64_t tx_packets = 0;  // handed to the driver by transmit()
-  uint64_t tx_bytes = 0;
+  SPRAYNET_NIC_PORT_COUNTERS(SPRAYNET_COUNTER_FIELD)
+  SPRAYNET_COUNTER_METHODS(NicPortCounters, SPRAYNET_NIC_PORT_COUNTERS)
 };
+static_assert(sizeof(NicPortCounters) == sizeof(uint64_t) * NicPortCounters::kCounters);
 
 // How the PPCIDs of received RoCEv2 packets read (DESIGN.md "PPCID").
+#define SPRAYNET_PPCID_COUNTERS(X)                                              \
+  X(absent) /* UDP checksum 0: not sprayed */                                   \
+  X(ok)                                                                         \
+  X(bad_check)       /* check nibble wrong: corrupted, or not a PPCID at all */ \
+  X(layout_mismatch) /* the sender uses the other layout */                     \
+  X(unknown_path)                                                               \
+  X(wrong_uplink) /* ok, but the path id is not the one of the uplink it came in on */
+
 struct PpcidCounters {
-  uint64_t absent = 0;  // UDP checksum 0: not sprayed
-  uint64_t ok = 0;
-  uint64_t bad_check = 0;        // check nibble wrong: corrupted, or not a PPCID at all
-  uint64_t layout_mismatch = 0;  // the sender uses the other layout
-  uint64_t unknown_path = 0;
-  uint64_t wrong_uplink = 0;  // ok, but the path id is not the one of the uplink it came in on
+  SPRAYNET_PPCID_COUNTERS(SPRAYNET_COUNTER_FIELD)
+  SPRAYNET_COUNTER_METHODS(PpcidCounters, SPRAYNET_PPCID_COUNTERS)
 };
+static_assert(sizeof(PpcidCounters) == sizeof(uint64_t) * PpcidCounters::kCounters);
+
+// The latency probe's counters (config.probe): probes handed to the probe uplink's egress,
+// probes recognised on arrival (duplicates included) and consumed, probes not made for want of
+// an mbuf, probes the egress refused (counted in drops too, and lost to the probe's report).
+#define SPRAYNET_NIC_COUNTERS(X)                                                     \
+  X(sprayed)           /* RoCEv2 packets sent to an uplink by the spray engine */    \
+  X(flow_hashed)       /* other packets sent to an uplink by flow hash */            \
+  X(delivered)         /* packets the host port's egress or the RC engine took */    \
+  X(checksum_restored) /* RoCEv2 packets whose UDP checksum was set back to 0 */     \
+  X(heat_map_overflow) /* arrivals of QPs beyond the heat map's capacity */          \
+  X(pfc_received)      /* PFC frames from the fabric, honoured on that uplink */     \
+  /* RC engine READ requests sent: their response PSNs told to the reorder engine */ \
+  X(read_ranges_noted)                                                               \
+  X(probes_sent)                                                                     \
+  X(probes_received)                                                                 \
+  X(probe_pool_empty)                                                                \
+  X(probe_egress_refused)
 
 struct NicCounters {
-  uint64_t sprayed = 0;            // RoCEv2 packets sent to an uplink by the spray engine
-  uint64_t flow_hashed = 0;        // other packets sent to an uplink by flow hash
-  uint64_t delivered = 0;          // packets handed to the host port or the RC engine
-  uint64_t checksum_restored = 0;  // RoCEv2 packets whose UDP checksum was set back to 0
-  uint64_t heat_map_overflow = 0;  // arrivals of QPs beyond the heat map's capacity
-  uint64_t pfc_received = 0;       // PFC frames from the fabric, honoured on that uplink
-  uint64_t read_ranges_noted = 0;  // RC engine READ requests sent: their response PSNs told to
-                                   // the reorder engine
-  // The latency probe (config.probe): probes handed to the probe uplink's egress, probes
-  // recognised on arrival (duplicates included) and consumed, probes not made for want of an
-  // mbuf, probes the egress refused (counted in drops too, and lost to the probe's report).
-  uint64_t probes_sent = 0;
-  uint64_t probes_received = 0;
-  uint64_t probe_pool_empty = 0;
-  uint64_t probe_egress_refused = 0;
+  SPRAYNET_NIC_COUNTERS(SPRAYNET_COUNTER_FIELD)
+  SPRAYNET_COUNTER_METHODS(NicCounters, SPRAYNET_NIC_COUNTERS)
 };
+static_assert(sizeof(NicCounters) == sizeof(uint64_t) * NicCounters::kCounters);
 
 // One QP's arrivals per uplink: the spraying heat map.
 struct QpArrivals {
@@ -185,7 +212,8 @@ class NicNode {
   const std::array<uint64_t, 256>& path_arrivals() const { return path_arrivals_; }
   // The heat map, one entry per QP seen (at most config.reorder.max_qps).
   const std::vector<QpArrivals>& heat_map() const { return heat_; }
-  uint64_t total_drops() const;
+  // Every drop cause summed (drops().total()).
+  uint64_t total_drops() const { return drops_.total(); }
 
  private:
   void from_host(rte_mbuf* m, uint64_t now_ns);

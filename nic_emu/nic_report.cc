@@ -17,35 +17,34 @@ json ports_json(const NicNode& node) {
     for (int tc = 0; tc < EgressPort::kClasses; ++tc) {
       const auto k = node.egress(p).counters(static_cast<uint8_t>(tc), 0);
       drops += k.drops_queue_full + k.drops_link_down + k.drops_watchdog +
-               k.drops_headroom_overflow + k.drops_bit_error + k.drops_loss;
+               k.drops_headroom_overflow + k.drops_bit_error + k.drops_loss +
+               k.drops_delay_line_full;
     }
     json j{{"name", host ? node.config().host->name : node.config().uplinks[p].name},
            {"role", host ? "host" : "uplink"},
-           {"rx_packets", c.rx_packets},
-           {"rx_bytes", c.rx_bytes},
-           {"tx_packets", c.tx_packets},
-           {"tx_bytes", c.tx_bytes},
            {"egress_drops", drops},
            {"link_up", node.egress(p).link_up()}};
+    c.for_each([&j](std::string_view name, uint64_t v) { j[std::string(name)] = v; });
     if (!host) j["path_id"] = node.config().uplinks[p].path_id;
     ports.push_back(j);
   }
   return ports;
 }
 
+json drop_counters_json(const NicDropCounters& d) {
+  json j = json::object();
+  d.for_each([&j](std::string_view name, uint64_t v) { j[std::string(name)] = v; });
+  j["total"] = d.total();
+  return j;
+}
+
 json drops_json(const NicNode& node) {
-  const auto& d = node.drops();
-  json j;
-  for (size_t i = 1; i < d.parse.size(); ++i) {
-    j["parse_" + std::string(to_string(static_cast<ParseStatus>(i)))] = d.parse[i];
-  }
-  j["no_uplink"] = d.no_uplink;
-  j["egress_refused"] = d.egress_refused;
-  j["bad_port"] = d.bad_port;
-  j["mac_control_not_pfc"] = d.mac_control_not_pfc;
-  j["pfc_malformed"] = d.pfc_malformed;
-  j["host_checksum_filter"] = d.host_checksum_filter;
-  j["total"] = node.total_drops();
+  return drop_counters_json(node.drops());
+}
+
+json nic_counters_json(const NicCounters& c) {
+  json j = json::object();
+  c.for_each([&j](std::string_view name, uint64_t v) { j[std::string(name)] = v; });
   return j;
 }
 
@@ -74,14 +73,9 @@ json ppcid_json(const NicNode& node) {
   for (size_t id = 0; id < node.path_arrivals().size(); ++id) {
     if (node.path_arrivals()[id] != 0) by_path[std::to_string(id)] = node.path_arrivals()[id];
   }
-  return {{"absent", p.absent},
-          {"ok", p.ok},
-          {"bad_check", p.bad_check},
-          {"layout_mismatch", p.layout_mismatch},
-          {"unknown_path", p.unknown_path},
-          {"wrong_uplink", p.wrong_uplink},
-          {"checksum_restored", node.counters().checksum_restored},
-          {"by_path_id", by_path}};
+  json j = {{"checksum_restored", node.counters().checksum_restored}, {"by_path_id", by_path}};
+  p.for_each([&j](std::string_view name, uint64_t v) { j[std::string(name)] = v; });
+  return j;
 }
 
 json reorder_json(const NicNode& node) {
@@ -248,6 +242,7 @@ json report_json(const NicNode& node) {
           {"heat_map", heat_map_json(node)},
           {"rc_engine", rc_engine_json(node)},
           {"probe", probe_json(node)},
+          {"counters", nic_counters_json(node.counters())},
           {"delivered", node.counters().delivered},
           {"pfc_received", node.counters().pfc_received}};
 }

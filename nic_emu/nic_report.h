@@ -9,6 +9,11 @@ namespace spraynet::nic_emu {
 
 nlohmann::json ports_json(const NicNode& node);
 nlohmann::json drops_json(const NicNode& node);
+// Every cause of SPRAYNET_NIC_DROP_CAUSES and every parse status but ok (parse_<status>), and
+// "total": their sum. From any NicDropCounters (one lcore's, or several added up).
+nlohmann::json drop_counters_json(const NicDropCounters& drops);
+// Every NicCounters counter by its name (the report's "counters").
+nlohmann::json nic_counters_json(const NicCounters& counters);
 nlohmann::json spray_json(const NicNode& node);
 nlohmann::json ppcid_json(const NicNode& node);
 nlohmann::json reorder_json(const NicNode& node);

@@ -110,6 +110,7 @@ SwitchNode::SwitchNode(const control::SwitchConfig& config, rte_mempool* pool,
     ec.link.up = ps.link.up;
     ec.link.seed = config_.seed * 7919 + i;
     ec.class_limit_bytes.fill(ps.queue_bytes);
+    ec.delay_line_limit_frames = ps.delay_line_frames;
     for (uint8_t tc = 0; pfc_ && tc < EgressPort::kClasses; ++tc) {
       if (pfc_->lossless(tc)) ec.class_limit_bytes[tc] = lossless_limit;
     }
@@ -254,16 +255,26 @@ void SwitchNode::forward(uint16_t in_port, rte_mbuf* m, const ParsedPacket& p,
     }
   }
 
+  const bool pinned =
+      match.matched && match.action == TcamAction::kPinPort && match.port < egress_.size();
+  if (!pinned && (group == RouteTable::kNoRoute || group >= groups_.size())) {
+    drops_.no_route++;
+    rte_pktmbuf_free(m);
+    return;
+  }
+  // An expiring packet goes no further than its route: it must not pick a path, which would
+  // start or refresh a flowlet (DLB), count on a member and load a bucket for nothing.
+  if (p.ttl <= 1) {
+    drops_.ttl_expired++;
+    rte_pktmbuf_free(m);
+    return;
+  }
+
   uint16_t out_port;
-  if (match.matched && match.action == TcamAction::kPinPort && match.port < egress_.size()) {
+  if (pinned) {
     counters_.pinned++;
     out_port = match.port;
   } else {
-    if (group == RouteTable::kNoRoute || group >= groups_.size()) {
-      drops_.no_route++;
-      rte_pktmbuf_free(m);
-      return;
-    }
     const uint32_t hash = hasher_.hash(make_flow_key(p, hasher_.config().dest_qp_in_key));
     PathSelector& sel = *groups_[group];
     // Each lossless class sees PFC's view of its own class (watchdog drop mode, fast feedback);
@@ -302,12 +313,8 @@ void SwitchNode::forward(uint16_t in_port, rte_mbuf* m, const ParsedPacket& p,
     }
   }
 
-  uint8_t* frame = rte_pktmbuf_mtod(m, uint8_t*);
-  if (decrement_ttl(frame + p.l3_offset) == TtlVerdict::kExpired) {
-    drops_.ttl_expired++;
-    rte_pktmbuf_free(m);
-    return;
-  }
+  // TTL >= 2 was checked above: this decrements it and patches the checksum.
+  decrement_ttl(rte_pktmbuf_mtod(m, uint8_t*) + p.l3_offset);
   enqueue(out_port, in_port, m, tc, now_ns);
 }
 
@@ -398,14 +405,6 @@ void SwitchNode::set_link_ber(uint16_t port, double ber, uint64_t now_ns) {
 void SwitchNode::set_link_loss(uint16_t port, double loss_rate, uint64_t now_ns) {
   egress_.at(port)->set_loss_rate(loss_rate, now_ns);
   loads_stale_ = true;  // frames due were started under the old settings
-}
-
-uint64_t SwitchNode::total_drops() const {
-  uint64_t t = drops_.mac_control_not_pfc + drops_.pfc_malformed + drops_.tcam_drop +
-               drops_.no_route + drops_.ttl_expired + drops_.no_eligible_port +
-               drops_.pfc_watchdog_ingress + drops_.egress_refused + drops_.bad_port;
-  for (uint64_t v : drops_.parse) t += v;
-  return t;
 }
 
 }  // namespace spraynet::switch_emu

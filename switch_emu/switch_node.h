@@ -25,6 +25,7 @@
 #include "dataplane/forwarding/route_table.h"
 #include "dataplane/forwarding/tcam.h"
 #include "dataplane/forwarding/traffic_class_map.h"
+#include "dataplane/wire/counter_list.h"
 #include "dataplane/wire/packet_builder.h"
 #include "dataplane/wire/packet_parser.h"
 #include "dataplane/wire/ppcid.h"
@@ -35,40 +36,62 @@ class logger;
 
 namespace spraynet::switch_emu {
 
-// Every packet the node takes in is forwarded, or counted here under exactly one cause.
+// The switch's drop causes besides parse statuses, once: X(name). The struct, its total, the
+// JSON (drops_json) and telemetry (/spraynet/drops) are all made from this list.
+#define SPRAYNET_SWITCH_DROP_CAUSES(X)                                                         \
+  X(mac_control_not_pfc) /* 802.3x PAUSE and other MAC control frames: consumed */             \
+  X(pfc_malformed)       /* EtherType 0x8808, opcode PFC, but not a valid frame */             \
+  X(tcam_drop)           /* a TCAM rule said drop */                                           \
+  X(no_route)            /* no route for the destination */                                    \
+  X(ttl_expired)         /* TTL 0 or 1 on arrival: dropped before path selection */            \
+  X(no_eligible_port)    /* every member of the group down, paused or dropping */              \
+  /* Received on a port whose neighbour is storming, with the stormed priority: PFC watchdog   \
+     drop mode drops the ingress priority group too (PfcState::watchdog_ingress_drop). */      \
+  X(pfc_watchdog_ingress)                                                                      \
+  X(egress_refused) /* EgressPort refused it (its counters say why) */                         \
+  /* a mirror copy could not be allocated (the original went on): a copy lost, not a packet */ \
+  X(mirror_no_mbuf)                                                                            \
+  X(bad_port) /* receive() on a port the node does not have */
+
+// Every packet the node takes in is forwarded, or counted here under exactly one cause (and
+// every mirror copy it could not make, under mirror_no_mbuf). Summable: per-lcore copies add up.
 struct SwitchDropCounters {
-  std::array<uint64_t, static_cast<size_t>(ParseStatus::kCount)> parse{};  // by ParseStatus
-  uint64_t mac_control_not_pfc = 0;  // 802.3x PAUSE and other MAC control frames: consumed
-  uint64_t pfc_malformed = 0;        // EtherType 0x8808, opcode PFC, but not a valid frame
-  uint64_t tcam_drop = 0;            // a TCAM rule said drop
-  uint64_t no_route = 0;             // no route for the destination
-  uint64_t ttl_expired = 0;
-  uint64_t no_eligible_port = 0;     // every member of the group down, paused or dropping
-  // Received on a port whose neighbour is storming, with the stormed priority: PFC watchdog
-  // drop mode drops the ingress priority group too (PfcState::watchdog_ingress_drop).
-  uint64_t pfc_watchdog_ingress = 0;
-  uint64_t egress_refused = 0;       // EgressPort refused it (its counters say why)
-  uint64_t mirror_no_mbuf = 0;       // a mirror copy could not be allocated (the original went on)
-  uint64_t bad_port = 0;             // receive() on a port the node does not have
+  std::array<uint64_t, kParseStatusCount> parse{};  // by ParseStatus ([kOk] stays 0)
+  SPRAYNET_SWITCH_DROP_CAUSES(SPRAYNET_COUNTER_FIELD)
+  SPRAYNET_DROP_COUNTER_METHODS(SwitchDropCounters, SPRAYNET_SWITCH_DROP_CAUSES)
 };
+static_assert(sizeof(SwitchDropCounters) ==
+                  sizeof(uint64_t) *
+                      (kParseStatusCount + SPRAYNET_COUNTER_COUNT(SPRAYNET_SWITCH_DROP_CAUSES)),
+              "every switch drop counter is in SPRAYNET_SWITCH_DROP_CAUSES");
+
+#define SPRAYNET_SWITCH_PORT_COUNTERS(X)                                    \
+  X(rx_packets)                                                             \
+  X(rx_bytes)                                                               \
+  X(tx_packets) /* handed to the driver by transmit() */                    \
+  X(tx_bytes)                                                               \
+  X(forwarded_packets) /* enqueued on this port's egress by the pipeline */ \
+  X(pfc_frames_received)
 
 struct SwitchPortCounters {
-  uint64_t rx_packets = 0;
-  uint64_t rx_bytes = 0;
-  uint64_t tx_packets = 0;  // handed to the driver by transmit()
-  uint64_t tx_bytes = 0;
-  uint64_t forwarded_packets = 0;  // enqueued on this port's egress by the pipeline
-  uint64_t pfc_frames_received = 0;
+  SPRAYNET_SWITCH_PORT_COUNTERS(SPRAYNET_COUNTER_FIELD)
+  SPRAYNET_COUNTER_METHODS(SwitchPortCounters, SPRAYNET_SWITCH_PORT_COUNTERS)
 };
+static_assert(sizeof(SwitchPortCounters) == sizeof(uint64_t) * SwitchPortCounters::kCounters);
+
+#define SPRAYNET_SWITCH_COUNTERS(X) \
+  X(pfc_received)                   \
+  X(pfc_frames_sent)                \
+  X(mirrored)                       \
+  X(pinned)                         \
+  X(sprayed)                        \
+  X(spray_without_ppcid) /* spray rule hit a packet with UDP checksum 0: sent by ECMP */
 
 struct SwitchCounters {
-  uint64_t pfc_received = 0;
-  uint64_t pfc_frames_sent = 0;
-  uint64_t mirrored = 0;
-  uint64_t pinned = 0;
-  uint64_t sprayed = 0;
-  uint64_t spray_without_ppcid = 0;  // spray rule hit a packet with UDP checksum 0: sent by ECMP
+  SPRAYNET_SWITCH_COUNTERS(SPRAYNET_COUNTER_FIELD)
+  SPRAYNET_COUNTER_METHODS(SwitchCounters, SPRAYNET_SWITCH_COUNTERS)
 };
+static_assert(sizeof(SwitchCounters) == sizeof(uint64_t) * SwitchCounters::kCounters);
 
 class SwitchNode {
  public:
@@ -122,8 +145,8 @@ class SwitchNode {
   const EgressPort& egress(uint16_t port) const { return *egress_[port]; }
   const PfcState* pfc() const { return pfc_.get(); }
   const control::SwitchConfig& config() const { return config_; }
-  // A JSON-ready snapshot of every counter, for telemetry and the end-of-run report.
-  uint64_t total_drops() const;
+  // Every drop cause summed (drops().total()).
+  uint64_t total_drops() const { return drops_.total(); }
 
  private:
   void refresh_loads(uint64_t now_ns);

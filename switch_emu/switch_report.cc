@@ -19,47 +19,38 @@ json port_json(const SwitchNode& node, uint16_t port, uint64_t now_ns) {
                        {"drops_headroom_overflow", k.drops_headroom_overflow},
                        {"drops_bit_error", k.drops_bit_error},
                        {"drops_loss", k.drops_loss},
+                       {"drops_delay_line_full", k.drops_delay_line_full},
                        {"paused_ns", k.paused_ns},
                        {"queued_bytes", e.queued_bytes(tc)}});
   }
-  return {{"name", node.config().ports[port].name},
-          {"link_up", e.link_up()},
-          {"rate_gbps", e.link().rate_gbps()},
-          {"rx_packets", c.rx_packets},
-          {"rx_bytes", c.rx_bytes},
-          {"forwarded_packets", c.forwarded_packets},
-          {"tx_packets", c.tx_packets},
-          {"tx_bytes", c.tx_bytes},
-          {"pfc_frames_received", c.pfc_frames_received},
-          {"queued_bytes", e.queued_bytes()},
-          {"classes", classes}};
+  json j = {{"name", node.config().ports[port].name},
+            {"link_up", e.link_up()},
+            {"rate_gbps", e.link().rate_gbps()},
+            {"queued_bytes", e.queued_bytes()},
+            {"classes", classes}};
+  c.for_each([&j](std::string_view name, uint64_t v) { j[std::string(name)] = v; });
+  return j;
+}
+
+json drop_counters_json(const SwitchDropCounters& d) {
+  json j = json::object();
+  d.for_each([&j](std::string_view name, uint64_t v) { j[std::string(name)] = v; });
+  j["total"] = d.total();
+  return j;
 }
 
 json drops_json(const SwitchNode& node) {
-  const auto& d = node.drops();
-  json j;
-  for (size_t s = 1; s < d.parse.size(); ++s) {
-    j[std::string("parse_") + std::string(to_string(static_cast<ParseStatus>(s)))] = d.parse[s];
-  }
-  j["mac_control_not_pfc"] = d.mac_control_not_pfc;
-  j["pfc_malformed"] = d.pfc_malformed;
-  j["tcam_drop"] = d.tcam_drop;
-  j["no_route"] = d.no_route;
-  j["ttl_expired"] = d.ttl_expired;
-  j["no_eligible_port"] = d.no_eligible_port;
-  j["pfc_watchdog_ingress"] = d.pfc_watchdog_ingress;
-  j["egress_refused"] = d.egress_refused;
-  j["mirror_no_mbuf"] = d.mirror_no_mbuf;
-  j["bad_port"] = d.bad_port;
-  j["total"] = node.total_drops();
+  return drop_counters_json(node.drops());
+}
+
+json switch_counters_json(const SwitchCounters& c) {
+  json j = json::object();
+  c.for_each([&j](std::string_view name, uint64_t v) { j[std::string(name)] = v; });
   return j;
 }
 
 json counters_json(const SwitchNode& node) {
-  const auto& c = node.counters();
-  return {{"pfc_received", c.pfc_received},   {"pfc_frames_sent", c.pfc_frames_sent},
-          {"mirrored", c.mirrored},           {"pinned", c.pinned},
-          {"sprayed", c.sprayed},             {"spray_without_ppcid", c.spray_without_ppcid}};
+  return switch_counters_json(node.counters());
 }
 
 json group_json(SwitchNode& node, size_t g) {

@@ -10,7 +10,11 @@ namespace spraynet::switch_emu {
 
 nlohmann::json port_json(const SwitchNode& node, uint16_t port, uint64_t now_ns);
 nlohmann::json drops_json(const SwitchNode& node);
+// Every cause of SPRAYNET_SWITCH_DROP_CAUSES and every parse status but ok (parse_<status>), and
+// "total": their sum. From any SwitchDropCounters (one lcore's, or several added up).
+nlohmann::json drop_counters_json(const SwitchDropCounters& drops);
 nlohmann::json counters_json(const SwitchNode& node);
+nlohmann::json switch_counters_json(const SwitchCounters& counters);
 nlohmann::json group_json(SwitchNode& node, size_t group);
 nlohmann::json tcam_json(SwitchNode& node);
 nlohmann::json pfc_json(const SwitchNode& node, uint16_t port);

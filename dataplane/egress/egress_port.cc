@@ -16,6 +16,7 @@ std::string EgressPortConfig::check() const {
     }
   }
   if (control_queue_limit_frames == 0) return "control_queue_limit_frames: must be > 0";
+  if (delay_line_limit_frames == 0) return "delay_line_limit_frames: must be > 0";
   return {};
 }
 
@@ -184,8 +185,12 @@ void EgressPort::start_head(int q, uint64_t ready_ns) {
   }
   switch (t.fate) {
     case LinkFrameFate::kDelivered:
-      in_flight_.push_back(InFlight{e.mbuf, t.arrival_ns, e.bytes, static_cast<uint8_t>(q)});
-      return;
+      if (in_flight_.size() < config_.delay_line_limit_frames) {
+        in_flight_.push_back(InFlight{e.mbuf, t.arrival_ns, e.bytes, static_cast<uint8_t>(q)});
+        return;
+      }
+      ++c.drops_delay_line_full;
+      break;
     case LinkFrameFate::kBitError:
       ++c.drops_bit_error;
       break;

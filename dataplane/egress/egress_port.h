@@ -79,6 +79,10 @@ struct EgressClassCounters {
   uint64_t drops_headroom_overflow = 0;
   uint64_t drops_bit_error = 0;   // lost on the wire to bit errors
   uint64_t drops_loss = 0;        // lost on the wire to the plain loss rate
+  // Sent, but the delay line already held EgressPortConfig::delay_line_limit_frames frames
+  // (arrived ones the driver had not taken yet, and those still on the wire): lost at the far
+  // end, as on a receiver out of descriptors.
+  uint64_t drops_delay_line_full = 0;
   uint64_t paused_ns = 0;         // total time the class was held by PFC
   uint64_t longest_pause_ns = 0;  // the longest single pause (refreshes extend one pause)
   // How a PFC storm spreads and lasts: pause intervals opened (a refresh extends one, it does
@@ -98,6 +102,13 @@ struct EgressPortConfig {
                                                kDefaultClassLimitBytes, kDefaultClassLimitBytes,
                                                kDefaultClassLimitBytes, kDefaultClassLimitBytes};
   uint32_t control_queue_limit_frames = 64;
+  // Frames the delay line may hold: what is on the wire plus what has arrived and not yet been
+  // taken by dequeue. It bounds the port's memory when a driver stops draining it. The default
+  // is far above what a link holds (a 100 Gbit/s link with 1 ms of delay carries about 3,000
+  // MTU frames) and above a pool's worth of mbufs; a frame beyond it is counted
+  // (drops_delay_line_full) and freed.
+  static constexpr uint32_t kDefaultDelayLineLimitFrames = 1u << 18;
+  uint32_t delay_line_limit_frames = kDefaultDelayLineLimitFrames;
 
   // Empty when valid, else "key: reason".
   std::string check() const;

@@ -3,6 +3,7 @@
 #include <rte_mbuf.h>
 
 #include <cstring>
+#include <iterator>
 
 #include "dataplane/wire/byte_order.h"
 #include "dataplane/wire/icrc.h"
@@ -20,48 +21,25 @@ constexpr uint8_t kIpProtoUdp = 17;
 constexpr uint8_t kIpProtoTcp = 6;
 }  // namespace
 
+namespace {
+#define SPRAYNET_PARSE_STATUS_NAME(e, name) #name,
+constexpr std::string_view kStatusNames[] = {SPRAYNET_PARSE_STATUSES(SPRAYNET_PARSE_STATUS_NAME)};
+#undef SPRAYNET_PARSE_STATUS_NAME
+#define SPRAYNET_PARSE_COUNTER_NAME(e, name) "parse_" #name,
+constexpr std::string_view kCounterNames[] = {SPRAYNET_PARSE_STATUSES(SPRAYNET_PARSE_COUNTER_NAME)};
+#undef SPRAYNET_PARSE_COUNTER_NAME
+static_assert(std::size(kStatusNames) == kParseStatusCount);
+static_assert(std::size(kCounterNames) == kParseStatusCount);
+}  // namespace
+
 std::string_view to_string(ParseStatus s) {
-  switch (s) {
-    case ParseStatus::kOk:
-      return "ok";
-    case ParseStatus::kMultiSegment:
-      return "multi_segment";
-    case ParseStatus::kTruncatedEthernet:
-      return "truncated_ethernet";
-    case ParseStatus::kTruncatedVlan:
-      return "truncated_vlan";
-    case ParseStatus::kNotIpv4:
-      return "not_ipv4";
-    case ParseStatus::kTruncatedIpv4:
-      return "truncated_ipv4";
-    case ParseStatus::kBadIpVersion:
-      return "bad_ip_version";
-    case ParseStatus::kBadIhl:
-      return "bad_ihl";
-    case ParseStatus::kBadTotalLength:
-      return "bad_total_length";
-    case ParseStatus::kBadIpChecksum:
-      return "bad_ip_checksum";
-    case ParseStatus::kTruncatedUdp:
-      return "truncated_udp";
-    case ParseStatus::kUdpLengthMismatch:
-      return "udp_length_mismatch";
-    case ParseStatus::kTruncatedTcp:
-      return "truncated_tcp";
-    case ParseStatus::kTruncatedBth:
-      return "truncated_bth";
-    case ParseStatus::kUnknownRoceOpcode:
-      return "unknown_roce_opcode";
-    case ParseStatus::kTruncatedRoce:
-      return "truncated_roce";
-    case ParseStatus::kBadIcrc:
-      return "bad_icrc";
-    case ParseStatus::kTruncatedMacControl:
-      return "truncated_mac_control";
-    case ParseStatus::kCount:
-      break;
-  }
-  return "invalid";
+  const auto i = static_cast<size_t>(s);
+  return i < kParseStatusCount ? kStatusNames[i] : "invalid";
+}
+
+std::string_view counter_name(ParseStatus s) {
+  const auto i = static_cast<size_t>(s);
+  return i < kParseStatusCount ? kCounterNames[i] : "parse_invalid";
 }
 
 namespace {

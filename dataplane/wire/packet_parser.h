@@ -11,30 +11,51 @@ struct rte_mbuf;
 
 namespace spraynet {
 
+// Every parse status, once: X(enumerator, name). The enum, to_string() and the counter names
+// (parse_<name>) that the nodes' drop counters, JSON and telemetry use are all made from it.
+#define SPRAYNET_PARSE_STATUSES(X)                                                           \
+  X(kOk, ok)                                                                                 \
+  /* chained mbuf whose headers (up to RoCE's extension headers) are not all in its first    \
+     segment */                                                                              \
+  X(kMultiSegment, multi_segment)                                                            \
+  X(kTruncatedEthernet, truncated_ethernet) /* shorter than an Ethernet header */            \
+  X(kTruncatedVlan, truncated_vlan)         /* 802.1Q/802.1ad tag cut short */               \
+  /* EtherType neither IPv4 nor MAC control (IPv6, ARP, ...) */                              \
+  X(kNotIpv4, not_ipv4)                                                                      \
+  X(kTruncatedIpv4, truncated_ipv4) /* shorter than a 20-byte IPv4 header */                 \
+  X(kBadIpVersion, bad_ip_version)  /* EtherType IPv4 but version field != 4 */              \
+  X(kBadIhl, bad_ihl)               /* IHL < 5, or the options run past the data */          \
+  /* total length < IHL*4, or more than the frame carries */                                 \
+  X(kBadTotalLength, bad_total_length)                                                       \
+  X(kBadIpChecksum, bad_ip_checksum)                                                         \
+  /* fewer than 8 bytes of UDP header inside the IP datagram */                              \
+  X(kTruncatedUdp, truncated_udp)                                                            \
+  X(kUdpLengthMismatch, udp_length_mismatch) /* UDP length != IP payload length */           \
+  X(kTruncatedTcp, truncated_tcp)            /* IP payload too short for a TCP header */     \
+  X(kTruncatedBth, truncated_bth)            /* UDP 4791 with fewer bytes than BTH + ICRC */ \
+  X(kUnknownRoceOpcode, unknown_roce_opcode) /* reserved or unsupported BTH opcode */        \
+  /* extension headers + pad + ICRC longer than the UDP payload */                           \
+  X(kTruncatedRoce, truncated_roce)                                                          \
+  X(kBadIcrc, bad_icrc) /* only when ParseOptions::verify_icrc */                            \
+  X(kTruncatedMacControl, truncated_mac_control)
+
+// clang-format off
 enum class ParseStatus : uint8_t {
-  kOk = 0,
-  kMultiSegment,       // chained mbuf whose headers (up to RoCE's extension headers) are not
-                       // all in its first segment
-  kTruncatedEthernet,  // shorter than an Ethernet header
-  kTruncatedVlan,      // 802.1Q/802.1ad tag cut short
-  kNotIpv4,            // EtherType neither IPv4 nor MAC control (IPv6, ARP, ...)
-  kTruncatedIpv4,      // shorter than a 20-byte IPv4 header
-  kBadIpVersion,       // EtherType IPv4 but version field != 4
-  kBadIhl,             // IHL < 5, or the options run past the data
-  kBadTotalLength,     // total length < IHL*4, or more than the frame carries
-  kBadIpChecksum,
-  kTruncatedUdp,       // fewer than 8 bytes of UDP header inside the IP datagram
-  kUdpLengthMismatch,  // UDP length != IP payload length
-  kTruncatedTcp,       // IP payload too short for a TCP header
-  kTruncatedBth,       // UDP 4791 with fewer bytes than BTH + ICRC
-  kUnknownRoceOpcode,  // reserved or unsupported BTH opcode
-  kTruncatedRoce,      // extension headers + pad + ICRC longer than the UDP payload
-  kBadIcrc,            // only when ParseOptions::verify_icrc
-  kTruncatedMacControl,
+#define SPRAYNET_PARSE_STATUS_ENUM(e, name) e,
+  SPRAYNET_PARSE_STATUSES(SPRAYNET_PARSE_STATUS_ENUM)
+#undef SPRAYNET_PARSE_STATUS_ENUM
   kCount
 };
+// clang-format on
+static_assert(static_cast<int>(ParseStatus::kOk) == 0, "parse counters skip index 0 (ok)");
 
+inline constexpr size_t kParseStatusCount = static_cast<size_t>(ParseStatus::kCount);
+
+// "truncated_udp"; "invalid" for kCount or a value out of range.
 std::string_view to_string(ParseStatus s);
+// The drop counter's name: "parse_truncated_udp" (the nodes' JSON keys); "parse_invalid" for a
+// value out of range.
+std::string_view counter_name(ParseStatus s);
 
 enum class PacketKind : uint8_t {
   kUnknown = 0,  // not parsed far enough to say (status != kOk)

@@ -9,6 +9,8 @@
 #include <vector>
 #include <string>
 
+#include "dataplane/egress/egress_port.h"
+
 using namespace spraynet::control;
 
 namespace {
@@ -113,7 +115,7 @@ TEST_CASE("errors name the file, the key and what is allowed") {
         "test.yaml: ports[0].link.rate_gbps: must be a number in [0.001, 10000], got \"fast\"");
   CHECK(error_of("ports: [{name: a, device: x, lnik: {}}]") ==
         "test.yaml: ports[0].lnik: unknown key (allowed here: name|device|link|queue_bytes|"
-        "peer_mac)");
+        "delay_line_frames|peer_mac)");
   CHECK(error_of("ports: [{name: a, device: x, peer_mac: 02:00:00:00:00}]") ==
         "test.yaml: ports[0].peer_mac: must be a MAC address such as 02:00:00:00:00:01, got "
         "\"02:00:00:00:00\"");
@@ -328,4 +330,15 @@ TEST_CASE("idle_backoff: the programs' default, read, and bounded") {
         "\"2000000\"");
   CHECK(error_of(kPorts + "idle_backoff: {sleep: 1}") ==
         "test.yaml: idle_backoff.sleep: unknown key (allowed here: max_sleep_us|idle_polls)");
+}
+
+TEST_CASE("ports[].delay_line_frames: the egress delay line's bound, default 2^18, 1..2^24") {
+  const std::string one = "ports: [{name: a, device: x}]\n";
+  CHECK(parse(one).ports[0].delay_line_frames ==
+        spraynet::EgressPortConfig::kDefaultDelayLineLimitFrames);
+  CHECK(parse("ports: [{name: a, device: x, delay_line_frames: 8}]\n").ports[0].delay_line_frames ==
+        8);
+  const std::string e = error_of("ports: [{name: a, device: x, delay_line_frames: 0}]\n");
+  INFO(e);
+  CHECK(e.find("delay_line_frames") != std::string::npos);
 }

@@ -49,6 +49,25 @@ TEST_CASE("without a domain the publisher swaps tables and frees the old ones at
   CHECK(pub.counters().publications == 1);
 }
 
+TEST_CASE("with a domain: one grace period per publication, none when there is no group") {
+  runtime::RcuDomain domain(1);  // no reader online: synchronize() returns at once, counted
+  PathGroupConfig cfg;
+  cfg.mode = LbMode::kWeighted;
+  cfg.member_ports = {1, 2};
+  PathSelector a(cfg);
+  TablePublisher pub(&domain);
+  std::vector<PathSelector*> groups{&a};
+  pub.publish(groups, std::vector<std::vector<uint32_t>>{{32, 12}});
+  CHECK(pub.counters().grace_periods == 1);
+  CHECK(domain.grace_periods() == 1);
+  // A node without groups (nic_emu's control loop): nothing retired, nothing to wait for; the
+  // NIC's on_publish waits out the one grace period its spray weights need.
+  pub.publish({}, {});
+  CHECK(pub.counters().publications == 2);
+  CHECK(pub.counters().grace_periods == 1);
+  CHECK(domain.grace_periods() == 1);
+}
+
 TEST_CASE("publish_table refuses a table for another member count") {
   PathGroupConfig cfg;
   cfg.member_ports = {1, 2, 3};

@@ -900,3 +900,32 @@ TEST_CASE("Incast, lossy: the same load on a lossy class is tail-dropped at its 
   node.free_all();
   CHECK(pool.whole());
 }
+
+TEST_CASE("TTL-expired packets are dropped before path selection: no flowlet, no member count") {
+  TestPool pool(1023);
+  SwitchNode node(config_of(fanout_yaml(4, "dlb")), pool.get());
+  const auto flows = random_flows(50, 11);
+  uint64_t now = 0;
+  for (const auto& f : flows) {
+    rte_mbuf* m = udp(pool, f, 0, 64, 1);  // TTL 1: expires here
+    node.receive(0, &m, 1, now);
+    now += 1000;
+  }
+  CHECK(node.drops().ttl_expired == flows.size());
+  const PathSelector& g = node.group(0);
+  CHECK(g.counters().selected == 0);
+  CHECK(g.flowlet_table().counters().flowlets_started == 0);
+  for (uint64_t v : g.member_packets()) CHECK(v == 0);
+  for (uint16_t p = 0; p < node.port_count(); ++p) CHECK(node.egress(p).queued_bytes() == 0);
+  // A live packet of the same kind does take a path (the counters above can move).
+  rte_mbuf* m = udp(pool, flows[0]);
+  node.receive(0, &m, 1, now);
+  CHECK(g.counters().selected == 1);
+  CHECK(g.flowlet_table().counters().flowlets_started == 1);
+  const auto out = drain(node, now + 1'000'000);
+  REQUIRE(out.size() == 1);
+  CHECK(out[0].second.ttl == 63);
+  CHECK(node.total_drops() == flows.size());
+  node.free_all();
+  CHECK(pool.whole());
+}

@@ -333,6 +333,37 @@ TEST_CASE("The control queue has a frame limit") {
   CHECK(pool.whole());
 }
 
+TEST_CASE("The delay line has a frame limit: a driver that stops draining loses frames, counted") {
+  TestPool pool;
+  {
+    EgressPortConfig c = port_config(10.0);
+    c.delay_line_limit_frames = 4;
+    EgressPort port(c);
+    // One 1000 B frame every 10 us (each takes 0.82 us on the wire): each has arrived before the
+    // next is enqueued, and nobody dequeues, so arrived frames pile up in the delay line.
+    // Frames 0-3 fill it; 4-10 are sent and lost at the far end.
+    for (uint16_t i = 0; i <= 10; ++i) {
+      CHECK(port.enqueue(make_frame(pool, 1000, i), 0, kNoPort, 0, i * 10'000) ==
+            EgressEnqueueResult::kQueued);
+    }
+    CHECK(port.in_flight() == 4);
+    const auto k = port.counters(0, 100'000);
+    CHECK(k.transmitted_packets == 11);
+    CHECK(k.drops_delay_line_full == 7);
+    CHECK(drain(port, 1'000'000) == std::vector<uint16_t>{0, 1, 2, 3});
+    // Drained, it holds frames again.
+    CHECK(port.enqueue(make_frame(pool, 1000, 11), 0, kNoPort, 0, 1'000'000) ==
+          EgressEnqueueResult::kQueued);
+    CHECK(drain(port, 2'000'000) == std::vector<uint16_t>{11});
+    CHECK(port.counters(0, 2'000'000).drops_delay_line_full == 7);
+  }
+  CHECK(pool.whole());
+  EgressPortConfig c;
+  CHECK(c.delay_line_limit_frames == EgressPortConfig::kDefaultDelayLineLimitFrames);
+  c.delay_line_limit_frames = 0;
+  CHECK(c.check() == "delay_line_limit_frames: must be > 0");
+}
+
 TEST_CASE("A down link drops and counts everything and sends nothing") {
   TestPool pool;
   RecordingListener listener;

@@ -6,6 +6,8 @@
 
 #include <memory>
 #include <random>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "dataplane/wire/icrc.h"
@@ -346,4 +348,20 @@ TEST_CASE("every status has a name") {
   for (int s = 0; s < static_cast<int>(ParseStatus::kCount); ++s) {
     CHECK(to_string(static_cast<ParseStatus>(s)) != "invalid");
   }
+}
+
+TEST_CASE("status names are unique and the counter names are parse_<name>") {
+  std::set<std::string_view> names;
+  for (size_t s = 0; s < kParseStatusCount; ++s) {
+    const auto status = static_cast<ParseStatus>(s);
+    CHECK(names.insert(to_string(status)).second);
+    CHECK(counter_name(status) == "parse_" + std::string(to_string(status)));
+  }
+  // The names the nodes' JSON and telemetry have always used.
+  CHECK(to_string(ParseStatus::kOk) == "ok");
+  CHECK(to_string(ParseStatus::kTruncatedEthernet) == "truncated_ethernet");
+  CHECK(to_string(ParseStatus::kUdpLengthMismatch) == "udp_length_mismatch");
+  CHECK(to_string(ParseStatus::kTruncatedMacControl) == "truncated_mac_control");
+  CHECK(to_string(ParseStatus::kCount) == "invalid");
+  CHECK(counter_name(ParseStatus::kBadIcrc) == "parse_bad_icrc");
 }
