@@ -37,7 +37,11 @@ void fail(const char* what) {
 
 void init_eal(const char* argv0) {
   if (eal_up) return;
-  const std::string prefix = "spraynet-fuzz-" + std::to_string(getpid());
+  // scripts/fuzz.sh names the prefix, so that it can remove the runtime directory of a run that
+  // died in a sanitizer's handler.
+  const char* named = std::getenv("SPRAYNET_FUZZ_FILE_PREFIX");
+  const std::string prefix =
+      named != nullptr && named[0] != '\0' ? named : "spraynet-fuzz-" + std::to_string(getpid());
   std::vector<std::string> args = {argv0 != nullptr ? argv0 : "fuzz",
                                    "--no-huge",
                                    "--no-pci",

@@ -58,6 +58,7 @@ runtime_root() {
   if [ "$(id -u)" -eq 0 ]; then echo /var/run/dpdk; else echo "${XDG_RUNTIME_DIR:-/tmp}/dpdk"; fi
 }
 
+runtime_root=$(runtime_root)
 run_one() {  # target: writes $OUT/<target>/result
   local t=$1 dir="$OUT/$1" rc pid
   rm -rf "$dir"
@@ -66,14 +67,15 @@ run_one() {  # target: writes $OUT/<target>/result
   local dict=()
   if [ -f "fuzz/$t.dict" ]; then dict=("-dict=fuzz/$t.dict"); fi
   # -timeout: one input taking 10 s is a finding; the outer timeout only guards a hang at start.
-  timeout --kill-after=10 $((SECONDS_EACH + 120)) \
+  local prefix="spraynet-fuzz-$$-$t"
+  SPRAYNET_FUZZ_FILE_PREFIX=$prefix timeout --kill-after=10 $((SECONDS_EACH + 120)) \
     "$BUILD/fuzz/fuzz_$t" -max_total_time="$SECONDS_EACH" -timeout=10 -rss_limit_mb=2048 \
     -print_final_stats=1 -artifact_prefix="$dir/" "${dict[@]}" "$dir/corpus" \
     >"$dir/log" 2>&1 &
   pid=$!
   wait "$pid"
   rc=$?
-  rm -rf "$(runtime_root)/spraynet-fuzz-$pid"
+  rm -rf "${runtime_root:?}/$prefix"
   local runs eps cov ft units artifact
   runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$dir/log" | tail -1)
   eps=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$dir/log" | tail -1)
