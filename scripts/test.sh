@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds, and runs every test: the whole suite on the normal build,
-# the unit suite again under AddressSanitizer + UndefinedBehaviorSanitizer.
+# the unit suite again under AddressSanitizer + UndefinedBehaviorSanitizer, then each libFuzzer
+# target for 30 s (scripts/fuzz.sh; one test per target).
 # Last line: "tests: N passed, M failed" (one per meson test); non-zero exit on any failure.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
@@ -66,5 +67,20 @@ ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:halt_on_error=1:abort_on_error=1} \
 UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
   meson test -C build-asan --no-rebuild --print-errorlogs --suite unit
 count_results build-asan
+
+# libFuzzer: every target in fuzz/ for 30 s on a copy of its seed corpus (clang, build-fuzz/),
+# one test per target; a target that finds a crash, leak or timeout fails and leaves its
+# reproducer under out/fuzz/<target>/.
+mkdir -p out
+scripts/fuzz.sh 30 | tee out/fuzz.log
+fuzz_status=${PIPESTATUS[0]}
+fuzz_passed=$(grep -cE '^fuzz [a-z_]+: .*: ok$' out/fuzz.log)
+fuzz_failed=$(grep -cE '^fuzz [a-z_]+: .*FAILED' out/fuzz.log)
+passed=$((passed + fuzz_passed))
+failed=$((failed + fuzz_failed))
+if [ "$fuzz_status" -ne 0 ] && [ "$fuzz_failed" -eq 0 ]; then
+  echo "test.sh: scripts/fuzz.sh failed (set-up or build)" >&2
+  failed=$((failed + 1))
+fi
 
 finish

@@ -214,10 +214,17 @@ bool ReorderEngine::expect_read_responses(uint32_t src_ip, uint32_t dest_qp, uin
   } else if (psn_before(c.last_end, first)) {
     // PSNs between this range and the one announced before it get no READ response (WRITEs on
     // the same QP, answered by ACKs): jump them.
+    // Responses already held past the last range's end (they arrived inside the wider range
+    // announced before a rewind) stay before the gap: take_response_gaps jumps over a gap
+    // assuming nothing is held inside it.
+    uint32_t from = c.last_end;
+    if (c.buffered > 0 && !psn_before(c.highest, from)) from = psn_add(c.highest, 1);
     if (c.expected == c.last_end && c.buffered == 0) {
       c.expected = first;
+    } else if (!psn_before(from, first)) {
+      // Nothing left to jump.
     } else if (c.gap_count < kMaxResponseGaps) {
-      c.gaps[c.gap_count++] = {c.last_end, first};
+      c.gaps[c.gap_count++] = {from, first};
     } else {
       ++counters_.response_gaps_full;  // reaching that gap will wait for a hold timeout
     }

@@ -1079,3 +1079,32 @@ TEST_CASE("a READ response gap is skipped when its hold ends, like a request gap
   }
   CHECK(pool.whole());
 }
+
+// Found by fuzz/fuzz_reorder_engine: a rewind shortened the last range while responses of the
+// wider range before it were held; the next range's gap then began before them, the gap jump
+// left them held behind `expected`, and poll() spun for ever on their expired deadlines.
+TEST_CASE("responses held past a rewound range are released before the next range's gap") {
+  TestPool pool;
+  {
+    Rx rx(pool, config_with(16));
+    const Qp peer{0x0A000002, 0x11};
+    REQUIRE(rx.engine.expect_read_responses(peer.src_ip, peer.dest_qp, 54, 53));  // 54..106
+    REQUIRE(rx.engine.expect_read_responses(peer.src_ip, peer.dest_qp, 0, 1));    // retry: 0
+    CHECK(rx.engine.counters().read_ranges_rewound == 1);
+    rx.send_op(5, opcode::kRcReadResponseMiddle, 0, 0, peer);  // inside 54..106's announcement
+    rx.send_op(8, opcode::kRcReadResponseMiddle, 1, 0, peer);
+    CHECK(rx.out.empty());
+    REQUIRE(rx.engine.expect_read_responses(peer.src_ip, peer.dest_qp, 1000, 2));
+    rx.engine.poll(kHold, rx.out);  // 5's hold ends
+    CHECK(rx.take() == std::vector<uint32_t>{5});
+    rx.engine.poll(1 + kHold, rx.out);  // then 8's; returns
+    CHECK(rx.take() == std::vector<uint32_t>{8});
+    CHECK(rx.engine.buffered() == 0);
+    CHECK(rx.engine.next_event_ns() == kNever);
+    // The gap up to the next range is jumped: its first response is in order.
+    rx.send_op(1000, opcode::kRcReadResponseFirst, 2 + kHold, 0, peer);
+    CHECK(rx.take() == std::vector<uint32_t>{1000});
+    rx.check_accounting();
+  }
+  CHECK(pool.whole());
+}
