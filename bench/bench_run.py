@@ -76,21 +76,22 @@ def testpmd(prefix, rx_vdev, duration_s):
     c0 = cpu_children()
     p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT, text=True)
-    lines = []
+    # Raw reads: select() cannot see what a buffered reader already holds.
+    fd = p.stdout.fileno()
+    seen = ""
     deadline = time.time() + 120
-    while time.time() < deadline:
-        if not select.select([p.stdout], [], [], 1.0)[0]:
+    while time.time() < deadline and "Press enter to exit" not in seen:
+        if not select.select([fd], [], [], 1.0)[0]:
             continue
-        line = p.stdout.readline()
-        if not line:
+        chunk = os.read(fd, 65536)
+        if not chunk:
             break
-        lines.append(line)
-        if TSC_HZ is None:
-            m = re.search(r"TSC frequency is ~(\d+) KHz", line)
-            if m:
-                TSC_HZ = int(m.group(1)) * 1000
-        if "Press enter to exit" in line:
-            break
+        seen += chunk.decode(errors="replace")
+    if TSC_HZ is None:
+        m = re.search(r"TSC frequency is ~(\d+) KHz", seen)
+        if m:
+            TSC_HZ = int(m.group(1)) * 1000
+    lines = [seen]
     t = time.time()
     if duration_s > 0:
         time.sleep(duration_s)
