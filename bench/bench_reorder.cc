@@ -1,14 +1,15 @@
 // Receive-side reordering cost per packet: ReorderEngine against DPDK's lib/reorder
 // (rte_reorder, 22.11), the baseline, measured in the same run on the same permuted input.
 //
-// Input: blocks of 4096 packets. Within a block each QP's PSNs arrive jittered (PSN i gets the
-// key i + U[0, ahead) and packets go in key order: no packet overtakes one more than ahead - 1
-// PSNs before it), QPs interleaved round-robin; block after block, so the sequences run on (and
-// ReorderEngine's 24-bit PSNs wrap). Both sides see every packet in the same order and must give
-// back all 4096 per block, in order; a run that does not is reported as an error, not a number.
+// Input: blocks of max(4096, 64 x QPs) packets. Within a block each QP's PSNs arrive jittered (PSN
+// i gets the key i + U[0, ahead) and packets go in key order: no packet overtakes one more than
+// ahead - 1 PSNs before it), QPs interleaved round-robin; block after block, so the sequences run
+// on (and ReorderEngine's 24-bit PSNs wrap). Both sides see every packet in the same order and must
+// give back all of each block, in order; a run that does not is reported as an error, not a number.
 //
 // - BM_ReorderEngine/ahead/qps: receive() per packet (lookup, order, release), poll() per burst
-//   of 32, hold timeout 100 us never reached (10 ns per packet of virtual time).
+//   of 32, hold timeout 100 us never reached (10 ns per packet of virtual time up to 64 QPs,
+//   then less: see ps_per_packet).
 // - BM_Baseline_rte_reorder_per_qp/ahead/qps: what DPDK offers for the same job: rte_hash lookup
 //   of (source IP, DestQP) to a per-QP rte_reorder buffer, insert, then drain at once (released
 //   as soon as in order, like ReorderEngine). rte_reorder has one 32-bit sequence per buffer, no
@@ -43,17 +44,31 @@ namespace {
 
 using namespace spraynet;
 
-constexpr uint32_t kBlock = 4096;
+constexpr uint32_t kMinBlock = 4096;
+constexpr uint32_t kPerQpMin = 64;  // PSNs per QP per block: at least the deepest reordering
+constexpr uint32_t kMaxQps = 4096;
+constexpr uint32_t kMaxBlock = kMaxQps * kPerQpMin;
+
+uint32_t block_of(uint32_t qps) {
+  return std::max(kMinBlock, qps * kPerQpMin);
+}
 constexpr uint32_t kBurst = 32;
 constexpr uint32_t kWindow = 256;  // ReorderEngine window and rte_reorder buffer size
-constexpr uint64_t kNsPerPacket = 10;
+// Virtual time per packet: 10 ns up to 64 QPs; beyond, scaled down so that each QP still sees
+// one of its packets every 640 ns (a faster line) and reordering 64 deep stays within the hold
+// timeout, as a spraying fabric's reordering does (microseconds, whatever the QP count).
+constexpr uint64_t kPsPerPacket = 10'000;
+uint64_t ps_per_packet(uint32_t qps) {
+  return qps <= 64 ? kPsPerPacket : kPsPerPacket * 64 / qps;
+}
 
 rte_mempool* g_pool = nullptr;  // a benchmark program, not dataplane: one pool for all runs
 
 // One block of input: for each arrival position, the QP and the PSN offset within the block.
 struct Input {
   uint32_t qps = 1;
-  uint32_t per_qp = kBlock;
+  uint32_t block = kMinBlock;
+  uint32_t per_qp = kMinBlock;
   std::vector<uint32_t> qp;      // QP index of each arrival
   std::vector<uint32_t> offset;  // PSN offset from the QP's block start
 };
@@ -61,7 +76,8 @@ struct Input {
 Input make_input(uint32_t ahead, uint32_t qps) {
   Input in;
   in.qps = qps;
-  in.per_qp = kBlock / qps;
+  in.block = block_of(qps);
+  in.per_qp = in.block / qps;
   std::mt19937 rng(ahead * 1000 + qps);  // the same input for both sides of a comparison
   std::uniform_real_distribution<double> u(0.0, static_cast<double>(ahead));
   std::vector<std::vector<uint32_t>> orders(qps);
@@ -81,20 +97,20 @@ Input make_input(uint32_t ahead, uint32_t qps) {
 }
 
 uint32_t src_ip_of(uint32_t q) {
-  return 0x0A000001 + (q >> 3);
+  return 0x0A000001 + (q >> 3);  // 8 QPs per source address
 }
 uint32_t dest_qp_of(uint32_t q) {
   return 0x100 + (q & 7);
 }
 
-// kBlock real RoCE mbufs (WRITE MIDDLE), each already parsed: what both sides get per packet.
+// One block of real RoCE mbufs (WRITE MIDDLE), each already parsed: what both sides get per packet.
 struct Packets {
   std::vector<rte_mbuf*> mbufs;
   std::vector<ParsedPacket> parsed;
 
   explicit Packets(const Input& in) {
     const PacketParser parser;
-    for (uint32_t i = 0; i < kBlock; ++i) {
+    for (uint32_t i = 0; i < in.block; ++i) {
       FrameSpec f;
       f.ip.src = src_ip_of(in.qp[i]);
       f.ip.dst = 0x0A0000FE;
@@ -112,11 +128,11 @@ struct Packets {
   ~Packets() { rte_pktmbuf_free_bulk(mbufs.data(), static_cast<unsigned>(mbufs.size())); }
 };
 
-void set_counters(benchmark::State& st) {
-  st.SetItemsProcessed(static_cast<int64_t>(st.iterations()) * kBlock);
-  // Inverted rate of kBlock x 1e-9 per iteration: nanoseconds per packet.
+void set_counters(benchmark::State& st, uint32_t block) {
+  st.SetItemsProcessed(static_cast<int64_t>(st.iterations()) * block);
+  // Inverted rate of block x 1e-9 per iteration: nanoseconds per packet.
   st.counters["ns_per_packet"] = benchmark::Counter(
-      kBlock * 1e-9, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+      block * 1e-9, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
 }
 
 void BM_ReorderEngine(benchmark::State& st) {
@@ -126,11 +142,15 @@ void BM_ReorderEngine(benchmark::State& st) {
   Packets pk(in);
   ReorderConfig cfg;
   cfg.window = kWindow;
+  cfg.max_qps = std::max(kMaxQps, qps);
+  cfg.max_buffered = kMaxBlock;  // 4096 QPs x 64 deep hold more than the default 65536
   ReorderEngine engine(cfg);
   std::vector<rte_mbuf*> out;
-  out.reserve(kBlock);
+  out.reserve(in.block);
   std::vector<uint32_t> base(qps, 0xFFF000);  // the PSNs wrap within the first blocks
   uint64_t now = 0;
+  uint64_t now_ps = 0;
+  const uint64_t step_ps = ps_per_packet(qps);
 
   // Every QP's start learnt before measuring: a packet just before its first block, then its hold.
   for (uint32_t q = 0; q < qps; ++q) {
@@ -139,17 +159,19 @@ void BM_ReorderEngine(benchmark::State& st) {
     engine.receive(pk.mbufs[q], p, now, out);
   }
   now += cfg.hold_timeout_ns;
+  now_ps = now * 1000;
   engine.poll(now, out);
   if (out.size() != qps) st.SkipWithError("priming failed");
   out.clear();
 
   uint64_t released = 0;
   for (auto _ : st) {
-    for (uint32_t i = 0; i < kBlock; ++i) {
+    for (uint32_t i = 0; i < in.block; ++i) {
       ParsedPacket& p = pk.parsed[i];
       p.psn = psn_add(base[in.qp[i]], in.offset[i]);
       engine.receive(pk.mbufs[i], p, now, out);
-      now += kNsPerPacket;
+      now_ps += step_ps;
+      now = now_ps / 1000;
       if ((i & (kBurst - 1)) == kBurst - 1) {
         engine.poll(now, out);
         released += out.size();
@@ -160,11 +182,19 @@ void BM_ReorderEngine(benchmark::State& st) {
   }
   benchmark::DoNotOptimize(released);
   const ReorderCounters& c = engine.counters();
-  if (released != static_cast<uint64_t>(st.iterations()) * kBlock || c.psns_skipped != 0 ||
+  if (released != static_cast<uint64_t>(st.iterations()) * in.block || c.psns_skipped != 0 ||
       c.duplicates != 0 || engine.buffered() != 0) {
-    st.SkipWithError("ReorderEngine did not restore the order");
+    static std::string why;  // SkipWithError keeps the pointer
+    why = "ReorderEngine did not restore the order: released " + std::to_string(released) + " of " +
+          std::to_string(st.iterations() * in.block) + ", skipped " +
+          std::to_string(c.psns_skipped) + " (timeouts " + std::to_string(c.gap_timeouts) +
+          ", slides " + std::to_string(c.window_slides) + ", forced " +
+          std::to_string(c.gaps_forced) + "), duplicates " + std::to_string(c.duplicates) +
+          ", buffer_full " + std::to_string(c.buffer_full) + ", qp_table_full " +
+          std::to_string(c.qp_table_full) + ", held " + std::to_string(engine.buffered());
+    st.SkipWithError(why.c_str());
   }
-  set_counters(st);
+  set_counters(st, in.block);
   st.counters["max_buffered"] = static_cast<double>(c.max_buffered_seen);
 }
 
@@ -219,7 +249,7 @@ void BM_Baseline_rte_reorder_per_qp(benchmark::State& st) {
   uint64_t released = 0;
   uint64_t refused = 0;
   for (auto _ : st) {
-    for (uint32_t i = 0; i < kBlock; ++i) {
+    for (uint32_t i = 0; i < in.block; ++i) {
       rte_mbuf* m = pk.mbufs[i];
       const ParsedPacket& p = pk.parsed[i];
       *seqn(m) = base[in.qp[i]] + in.offset[i];
@@ -233,10 +263,10 @@ void BM_Baseline_rte_reorder_per_qp(benchmark::State& st) {
     for (uint32_t q = 0; q < qps; ++q) base[q] += in.per_qp;
   }
   benchmark::DoNotOptimize(released);
-  if (released != static_cast<uint64_t>(st.iterations()) * kBlock || refused != 0) {
+  if (released != static_cast<uint64_t>(st.iterations()) * in.block || refused != 0) {
     st.SkipWithError("rte_reorder did not restore the order");
   }
-  set_counters(st);
+  set_counters(st, in.block);
   for (rte_reorder_buffer* b : buffers) rte_reorder_free(b);
   rte_hash_free(h);
 }
@@ -255,35 +285,39 @@ void BM_Baseline_rte_reorder_raw(benchmark::State& st) {
     return;
   }
   uint32_t base = 1000;
-  rte_mbuf* drained[kBlock];
+  std::vector<rte_mbuf*> drained_v(in.block);
+  rte_mbuf** drained = drained_v.data();
   *seqn(pk.mbufs[0]) = base - 1;
   rte_reorder_insert(b, pk.mbufs[0]);
-  rte_reorder_drain(b, drained, kBlock);
+  rte_reorder_drain(b, drained, in.block);
 
   uint64_t released = 0;
   uint64_t refused = 0;
   for (auto _ : st) {
-    for (uint32_t i = 0; i < kBlock; ++i) {
+    for (uint32_t i = 0; i < in.block; ++i) {
       rte_mbuf* m = pk.mbufs[i];
       *seqn(m) = base + in.offset[i];
       if (rte_reorder_insert(b, m) != 0) ++refused;
-      if ((i & (kBurst - 1)) == kBurst - 1) released += rte_reorder_drain(b, drained, kBlock);
+      if ((i & (kBurst - 1)) == kBurst - 1) released += rte_reorder_drain(b, drained, in.block);
     }
-    base += kBlock;
+    base += in.block;
   }
   benchmark::DoNotOptimize(released);
-  if (released != static_cast<uint64_t>(st.iterations()) * kBlock || refused != 0) {
+  if (released != static_cast<uint64_t>(st.iterations()) * in.block || refused != 0) {
     st.SkipWithError("rte_reorder did not restore the order");
   }
-  set_counters(st);
+  set_counters(st, in.block);
   rte_reorder_free(b);
 }
 
-// {ahead, qps}: in order, shallow, deep and window-deep reordering of one QP; 64 QPs.
+// {ahead, qps}: depth 0 (ahead 1: in order), 8 and 64 at 1, 64 and 4096 QPs; window-deep
+// reordering (256) of one QP.
 void qp_args(benchmark::internal::Benchmark* b) {
   b->ArgNames({"ahead", "qps"});
-  for (int64_t ahead : {1, 8, 64, 256}) b->Args({ahead, 1});
-  for (int64_t ahead : {8, 64}) b->Args({ahead, 64});
+  for (int64_t qps : {1, 64, 4096}) {
+    for (int64_t ahead : {1, 8, 64}) b->Args({ahead, qps});
+  }
+  b->Args({256, 1});
 }
 
 BENCHMARK(BM_ReorderEngine)->Apply(qp_args);
@@ -295,7 +329,7 @@ BENCHMARK(BM_Baseline_rte_reorder_raw)->ArgName("ahead")->Arg(1)->Arg(8)->Arg(64
 int main(int argc, char** argv) {
   std::string prefix = "spraynet-bench-reorder-" + std::to_string(getpid());
   std::vector<std::string> eal = {argv[0], "--no-huge",   "-m",
-                                  "256",   "--no-pci",    "--file-prefix",
+                                  "1024",  "--no-pci",    "--file-prefix",
                                   prefix,  "--log-level", "lib.eal:error"};
   std::vector<char*> eal_argv;
   for (auto& a : eal) eal_argv.push_back(a.data());
@@ -303,7 +337,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "bench_reorder: rte_eal_init failed\n");
     return 1;
   }
-  g_pool = rte_pktmbuf_pool_create("bench_reorder", 2 * kBlock - 1, 0, 0, 512, SOCKET_ID_ANY);
+  g_pool = rte_pktmbuf_pool_create("bench_reorder", kMaxBlock + 2 * kMinBlock - 1, 0, 0, 512,
+                                   SOCKET_ID_ANY);
   if (g_pool == nullptr) {
     std::fprintf(stderr, "bench_reorder: mempool creation failed\n");
     return 1;

@@ -1,0 +1,483 @@
+#!/usr/bin/env python3
+"""The driver behind scripts/bench.sh: every figure beside its baseline, measured in the same run.
+
+  bench_run.py --build DIR [--json FILE] [--quick]
+
+Prints a table on stdout, progress lines on stderr, and (with --json) one entry per figure:
+name, value, unit, baseline, baseline_value, ratio (value / baseline_value), target (or null),
+met (true / false / null), reps.
+
+Process figures (switch_emu, dpdk-testpmd) are cycles per packet from the process's CPU time
+(user + sys, less a run of the same configuration that stops at once: set-up and tear-down) times
+the TSC rate, over the packets sent: CPU time is what a shared machine does not steal. Mpps are
+packets over wall time of the forwarding phase (the run's wall time less that of the set-up run:
+what the machine gave the lcores, very noisy when shared).
+"""
+import argparse
+import json
+import os
+import re
+import resource
+import select
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+T0 = time.time()
+FIGURES = []
+TSC_HZ = None
+
+
+def progress(msg):
+    print("[bench %5.0fs] %s" % (time.time() - T0, msg), file=sys.stderr, flush=True)
+
+
+def add(name, value, unit, baseline=None, baseline_value=None, target=None, reps=None, note=None):
+    """target: (kind, limit, text); kind is value_max, value_min, ratio_max or ratio_min."""
+    ratio = None
+    if value is not None and baseline_value:
+        ratio = value / baseline_value
+    met = None
+    tgt = None
+    if target is not None:
+        kind, limit, text = target
+        tgt = {"kind": kind, "limit": limit, "text": text}
+        x = ratio if kind.startswith("ratio") else value
+        if x is not None:
+            met = bool(x <= limit) if kind.endswith("max") else bool(x >= limit)
+    FIGURES.append({"name": name, "value": value, "unit": unit, "baseline": baseline,
+                    "baseline_value": baseline_value, "ratio": ratio, "target": tgt, "met": met,
+                    "reps": reps, "note": note})
+
+
+def med(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def cpu_children():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+# --- dpdk-testpmd: io forwarding on the same ports, the I/O floor -------------------------------
+
+def testpmd(prefix, rx_vdev, duration_s):
+    """Returns (tx packets, cpu seconds, wall seconds of forwarding)."""
+    global TSC_HZ
+    # stdbuf: testpmd's stdout is a pipe here; "Press enter to exit" must arrive when printed.
+    cmd = ["stdbuf", "-oL", "dpdk-testpmd", "-l", "0-1", "--no-huge", "-m", "512", "--no-pci",
+           "--file-prefix", prefix, "--log-level", "lib.eal:debug" if TSC_HZ is None else
+           "lib.eal:error", "--vdev", rx_vdev, "--vdev", "net_null0,no-rx=1", "--",
+           "--forward-mode=io", "--no-mlockall", "--total-num-mbufs=8192"]
+    c0 = cpu_children()
+    p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True)
+    # Raw reads: select() cannot see what a buffered reader already holds.
+    fd = p.stdout.fileno()
+    seen = ""
+    deadline = time.time() + 120
+    while time.time() < deadline and "Press enter to exit" not in seen:
+        if not select.select([fd], [], [], 1.0)[0]:
+            continue
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            break
+        seen += chunk.decode(errors="replace")
+    if TSC_HZ is None:
+        m = re.search(r"TSC frequency is ~(\d+) KHz", seen)
+        if m:
+            TSC_HZ = int(m.group(1)) * 1000
+    lines = [seen]
+    t = time.time()
+    if duration_s > 0:
+        time.sleep(duration_s)
+    p.stdin.write("\n")
+    p.stdin.flush()
+    wall = time.time() - t
+    try:
+        rest, _ = p.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        rest, _ = p.communicate()
+        progress("testpmd did not stop: killed")
+        return None
+    c1 = cpu_children()
+    out = "".join(lines) + rest
+    m = re.search(r"Accumulated forward statistics.*?TX-packets:\s+(\d+)", out, re.S)
+    if p.returncode != 0 or not m:
+        progress("testpmd failed: " + out[-400:].replace("\n", " | "))
+        return None
+    return int(m.group(1)), c1 - c0, wall
+
+
+def measure_testpmd(tag, pcap, reps, duration_s):
+    vdev = "net_pcap0,rx_pcap=%s,infinite_rx=1" % pcap
+    start = testpmd("bench-tp-%s-0" % tag, vdev, 0)
+    cpu0 = start[1] if start else 0
+    mpps, cyc = [], []
+    for r in range(reps):
+        res = testpmd("bench-tp-%s-%d" % (tag, r + 1), vdev, duration_s)
+        if res and res[0] > 0:
+            mpps.append(res[0] / res[2] / 1e6)
+            cyc.append(max(res[1] - cpu0, 1e-9) * TSC_HZ / res[0])
+    return med(mpps), med(cyc)
+
+
+# --- switch_emu on the same ports ---------------------------------------------------------------
+
+def switch_run(exe, cfg, lcores, duration_ms, prefix, workdir):
+    stats = os.path.join(workdir, prefix + ".json")
+    cmd = [exe, "-l", "0" if lcores == 1 else "0-%d" % (lcores - 1), "--no-huge", "-m", "512",
+           "--no-pci", "--file-prefix", prefix, "--log-level", "lib.eal:error", "--",
+           "--config", cfg, "--duration-ms", str(duration_ms), "--idle-backoff-us", "0",
+           "--stats", stats, "--log-level", "warn"]
+    c0 = cpu_children()
+    t0 = time.time()
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                       cwd=workdir, check=False)
+    wall = time.time() - t0
+    cpu = cpu_children() - c0
+    if p.returncode != 0 or not os.path.exists(stats):
+        progress("switch_emu failed (%s): %s" % (cfg, p.stdout[-400:].replace("\n", " | ")))
+        return None
+    with open(stats) as f:
+        rep = json.load(f)
+    os.unlink(stats)
+    tx = sum(port["tx_packets"] for port in rep["ports"])
+    return tx, cpu, wall
+
+
+STARTUP_CPU = {}
+
+
+def measure_switch(exe, cfg, lcores, reps, duration_ms, tag, workdir, startup_key=None):
+    """startup_key: configurations with the same key share one set-up run (same rules, ports)."""
+    key = startup_key or cfg
+    if key not in STARTUP_CPU:
+        start = switch_run(exe, cfg, lcores, 1, "bench-sw-%s-0" % tag, workdir)
+        STARTUP_CPU[key] = (start[1], start[2]) if start else (0, 0)
+    cpu0, wall0 = STARTUP_CPU[key]
+    # --duration-ms counts from before the node is built (YAML, TCAM build): give the set-up its
+    # measured time on top, and count the forwarding phase as the run's wall time less it.
+    run_ms = duration_ms + int(1500 * wall0)
+    mpps, cyc = [], []
+    for r in range(reps):
+        res = switch_run(exe, cfg, lcores, run_ms, "bench-sw-%s-%d" % (tag, r + 1), workdir)
+        if res and res[0] > 0:
+            mpps.append(res[0] / max(res[2] - wall0, 1e-3) / 1e6)
+            cyc.append(max(res[1] - cpu0, 1e-9) * TSC_HZ / res[0])
+    return med(mpps), med(cyc)
+
+
+def gen(*args):
+    subprocess.run([sys.executable, os.path.join(HERE, "gen_inputs.py")] + [str(a) for a in args],
+                   check=True)
+
+
+def switch_section(build, work, quick, reps):
+    exe = os.path.join(build, "switch_emu", "switch_emu")
+    duration_ms = 300 if quick else 400
+    pcaps = {}
+    for size in (64, 1024):
+        pcaps[size] = os.path.join(work, "in%d.pcap" % size)
+        gen("pcap", pcaps[size], size)
+    sizes = (64,) if quick else (64, 1024)
+    rule_counts = (1024,) if quick else (0, 1024, 16384)
+    modes = ("ecmp", "weighted", "dlb", "drill")
+
+    floor = {}
+    for size in sizes:
+        progress("dpdk-testpmd io forwarding, %d B (net_pcap infinite_rx -> net_null)" % size)
+        floor[size] = measure_testpmd("%d" % size, pcaps[size], reps, duration_ms / 1000.0)
+
+    results = {}
+    for size in sizes:
+        for rules in rule_counts:
+            for mode in modes:
+                cfg = os.path.join(work, "sw-%s-%d-%d.yaml" % (mode, rules, size))
+                gen("switch", cfg, mode, rules, 1, pcaps[size])
+                progress("switch_emu %s, %d TCAM rules, %d B, one lcore" % (mode, rules, size))
+                results[(mode, rules, size)] = measure_switch(
+                    exe, cfg, 1, reps, duration_ms, "%s%d%d" % (mode, rules, size), work,
+                    "%d-%d" % (rules, size))
+
+    for size in sizes:
+        fm, fc = floor[size]
+        for rules in rule_counts:
+            for mode in modes:
+                mpps, cyc = results[(mode, rules, size)]
+                base = "switch %s %d rules %d B 1 lcore" % (mode, rules, size)
+                target = None
+                if mode == "ecmp" and rules == 1024 and size == 64:
+                    target = ("value_max", 200, "<= 200 cycles/packet including I/O")
+                add(base + ": cycles/packet", cyc, "cycles/packet", "dpdk-testpmd io", fc,
+                    target, reps)
+                add(base + ": Mpps", mpps, "Mpps", "dpdk-testpmd io", fm, None, reps,
+                    "wall-clock rate on a shared machine")
+                if mode != "ecmp":
+                    e = results[("ecmp", rules, size)][1]
+                    lim = 1.1 if mode == "weighted" else 1.2
+                    tgt = None
+                    if rules == 1024 and size == 64:
+                        tgt = ("ratio_max", lim, "within %d%% of ecmp" % round((lim - 1) * 100))
+                    add(base + ": cycles/packet vs ecmp", cyc, "cycles/packet",
+                        "switch ecmp (same rules, size)", e, tgt, reps)
+
+    # Two lcores against one on the same ports: two inputs, eight outputs.
+    progress("switch_emu ecmp, 1024 rules, 64 B, two inputs: one lcore, then two")
+    two = {}
+    for lc in (1, 2):
+        cfg = os.path.join(work, "sw2-%d.yaml" % lc)
+        gen("switch", cfg, "ecmp", 1024, lc, pcaps[64], pcaps[64])
+        two[lc] = measure_switch(exe, cfg, lc, reps, duration_ms, "two%d" % lc, work)
+    add("switch ecmp 1024 rules 64 B 2 lcores: Mpps", two[2][0], "Mpps",
+        "same ports, 1 lcore", two[1][0], ("ratio_min", 1.7, ">= 1.7x one lcore"), reps,
+        "2 cores shared with other builds: scaling is bounded by what the machine gives")
+    add("switch ecmp 1024 rules 64 B 2 lcores: cycles/packet", two[2][1], "cycles/packet",
+        "same ports, 1 lcore", two[1][1], None, reps)
+
+
+# --- Google Benchmark programs -------------------------------------------------------------------
+
+def gbench(exe, reps, min_time, flt=None):
+    cmd = [exe, "--benchmark_format=json", "--benchmark_repetitions=%d" % reps,
+           "--benchmark_report_aggregates_only=true", "--benchmark_min_time=%g" % min_time]
+    if flt:
+        cmd.append("--benchmark_filter=" + flt)
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, check=False)
+    if p.returncode != 0:
+        progress("%s failed: %s" % (exe, p.stderr[-400:]))
+        return {}
+    out = {}
+    for b in json.loads(p.stdout)["benchmarks"]:
+        if b.get("aggregate_name") != "median":
+            continue
+        if b.get("error_occurred"):
+            progress("%s: %s" % (b["run_name"], b.get("error_message")))
+            continue
+        out[b["run_name"]] = b
+    return out
+
+
+def ns_of(b):
+    """ns per iteration (per packet / per call), from CPU time."""
+    scale = {"ns": 1, "us": 1e3, "ms": 1e6, "s": 1e9}[b.get("time_unit", "ns")]
+    return b["cpu_time"] * scale
+
+
+def wire_section(build, reps, min_time):
+    progress("bench_wire: parser vs rte_net_get_ptype, ICRC vs rte_net_crc_calc and zlib")
+    r = gbench(os.path.join(build, "bench", "bench_wire"), reps, min_time)
+    g = lambda n: ns_of(r[n]) if n in r else None  # noqa: E731
+    for size in (64, 1024, 4096):
+        add("parser %d B" % size, g("BM_PacketParser/%d" % size), "ns/packet", "rte_net_get_ptype",
+            g("BM_Baseline_rte_net_get_ptype/%d" % size),
+            ("ratio_max", 2.0, "within 2x of rte_net_get_ptype") if size == 64 else None, reps)
+    icrc64 = g("BM_Icrc/64")
+    add("ICRC 64 B vs today", icrc64, "ns/packet", "ICRC today (issue 14: 222 ns at 64 B)", 222.0,
+        ("ratio_max", 0.2, ">= 5x faster than 222 ns"), None, "baseline is the issue's figure")
+    for size in (64, 1024, 4096):
+        v = g("BM_Icrc/%d" % size)
+        add("ICRC %d B" % size, v, "ns/packet", "rte_net_crc_calc (SSE4.2/PCLMUL, unmasked)",
+            g("BM_Baseline_rte_net_crc_calc/%d" % size),
+            ("ratio_max", 1.5, "within 1.5x of rte_net_crc_calc") if size == 4096 else None, reps)
+        add("ICRC %d B vs zlib" % size, v, "ns/packet", "zlib crc32", g(
+            "BM_Baseline_zlib_crc32/%d" % size), None, reps)
+
+
+def reorder_section(build, reps, min_time, quick):
+    progress("bench_reorder: ReorderEngine vs rte_reorder per QP")
+    flt = "ahead:(1|8|64)/qps:(1|64)$" if quick else None
+    r = gbench(os.path.join(build, "bench", "bench_reorder"), reps, min_time, flt)
+    for qps in ((1, 64) if quick else (1, 64, 4096)):
+        for ahead in (1, 8, 64):
+            k = "ahead:%d/qps:%d" % (ahead, qps)
+            e = r.get("BM_ReorderEngine/" + k)
+            b = r.get("BM_Baseline_rte_reorder_per_qp/" + k)
+            tgt = None
+            if qps == 64 and ahead == 8:
+                tgt = ("ratio_max", 1 / 1.2, ">= 1.2x rte_reorder per QP (ns ratio <= 0.833)")
+            add("reorder %d QPs depth %d" % (qps, 0 if ahead == 1 else ahead),
+                e["ns_per_packet"] if e else None, "ns/packet",
+                "rte_hash + rte_reorder per QP", b["ns_per_packet"] if b else None, tgt, reps,
+                "engine handles hold timeouts and the 2^24 PSN wrap; rte_reorder neither")
+
+
+def tcam_section(build, reps, min_time, quick):
+    progress("bench_tcam: Tcam::classify vs rte_acl_classify, rebuild vs rte_acl_build")
+    flt = "rules:(1|1024)$" if quick else None
+    r = gbench(os.path.join(build, "bench", "bench_tcam"), reps, min_time, flt)
+    for rules in ((1, 1024) if quick else (1, 1024, 16384)):
+        v = r.get("BM_TcamClassify/rules:%d" % rules)
+        b = r.get("BM_Baseline_rte_acl_classify/rules:%d" % rules)
+        add("TCAM classify %d rules" % rules, v["ns_per_packet"] if v else None, "ns/packet",
+            "raw rte_acl_classify (same rules, keys)", b["ns_per_packet"] if b else None,
+            ("ratio_max", 1.2, "<= 1.2x raw rte_acl") if rules > 1 else None, reps)
+    if not quick:
+        for rules in (16384, 32768):
+            v = r.get("BM_TcamRebuild/rules:%d" % rules)
+            b = r.get("BM_Baseline_rte_acl_build/rules:%d" % rules)
+            add("TCAM rebuild %d rules" % rules, ns_of(v) / 1e6 if v else None, "ms",
+                "raw rte_acl create+add+build", ns_of(b) / 1e6 if b else None, None, reps)
+
+
+def latency_section(build, reps, quick):
+    progress("bench_latency: probes through the switch on net_ring at 10/50/90% load")
+    exe = os.path.join(build, "bench", "bench_latency")
+    runs = []
+    for _ in range(reps):
+        p = subprocess.run([exe, "--probes", "5000" if quick else "20000"], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, check=False)
+        if p.returncode == 0:
+            runs.append(json.loads(p.stdout))
+        else:
+            progress("bench_latency failed: " + p.stderr[-300:])
+    if not runs:
+        return
+    for drain in (100000, 0):
+        for load in (0.1, 0.5, 0.9):
+            def pick(mode, key, load=load, drain=drain):
+                return med([e[key] for run in runs for e in run if e["mode"] == mode and
+                            e["drain_ns"] == drain and abs(e["load"] - load) < 1e-6])
+            for key, label in (("p50_ns", "p50"), ("p99_ns", "p99"), ("p999_ns", "p99.9")):
+                tgt = None
+                if key == "p99_ns" and load == 0.5 and drain == 100000:
+                    tgt = ("value_max", 5000, "p99 < 5 us at 50% load")
+                add("switch latency %d%% load, tx drain %s: %s" % (
+                    round(load * 100), "100us" if drain else "0", label),
+                    pick("switch", key), "ns", "same loop, io forward (no switch)",
+                    pick("io_forward", key), tgt, len(runs),
+                    "achieved load %.2f of 10G" % (pick("switch", "achieved_load") or 0))
+
+
+def fabric_section(build, reps, quick, work):
+    progress("fabric_emu: 8 leaves x 8 spines x 8 hosts, 400G, spray: packet-hops/s")
+    exe = os.path.join(build, "fabric", "fabric_emu")
+    out = os.path.join(work, "fabric.json")
+    hops, cpu_hops = [], []
+    for _ in range(reps):
+        c0 = cpu_children()
+        p = subprocess.run([exe, "--quiet", "--leaves", "8", "--hosts-per-leaf", "8", "--spines",
+                            "8", "--link-gbps", "400", "--duration", "0.5ms" if quick else "2ms",
+                            "--mode", "spray", "--seeds", "1", "--json", out],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                           check=False)
+        cpu = cpu_children() - c0
+        if p.returncode == 0:
+            with open(out) as f:
+                run = json.load(f)["runs"][0]
+            hops.append(run["hops_per_s"])
+            cpu_hops.append(run["packet_hops"] / cpu)
+        else:
+            progress("fabric_emu failed: " + p.stderr[-300:])
+    add("fabric_emu packet-hops per CPU second (spray, 8x8x8, 400G)", med(cpu_hops), "hops/s",
+        None, None, None, len(hops), "packet_hops / process CPU time; issue 9's target is 5 M" +
+        (" (quick: 0.5 ms)" if quick else ""))
+    add("fabric_emu packet-hops/s wall (runs[0].hops_per_s)", med(hops), "hops/s", None, None,
+        None, len(hops), "wall clock on a shared machine")
+
+
+def nic_section(build, reps, quick):
+    exe = os.path.join(build, "bench", "bench_nic")
+    if not os.path.exists(exe):
+        progress("bench_nic not built: nic_emu figures skipped")
+        return
+    progress("bench_nic: NicNode spray TX and reorder RX")
+    r = gbench(exe, reps, 0.05 if quick else 0.2)
+    for name, base in (("BM_NicSprayTx", "BM_Baseline_NicFlowTx"),
+                       ("BM_NicReorderRx", "BM_Baseline_NicNoReorderRx")):
+        for size in (64, 1024):
+            v = r.get("%s/payload:%d" % (name, size))
+            b = r.get("%s/payload:%d" % (base, size))
+            spray = "Spray" in name
+            label = "NicNode spray TX (rr)" if spray else "NicNode reorder RX (64 QPs, 8 deep)"
+            add("%s %d B payload" % (label, size), v["ns_per_packet"] if v else None, "ns/packet",
+                "spray mode flow" if spray else "receive: none (no reorder engine)",
+                b["ns_per_packet"] if b else None, None, reps)
+
+
+def fmt(x):
+    if x is None:
+        return "-"
+    if abs(x) >= 1e6:
+        return "%.3g" % x
+    if abs(x) >= 100:
+        return "%.0f" % x
+    return "%.3g" % x
+
+
+def table():
+    rows = [("figure", "value", "unit", "baseline", "base value", "ratio", "target", "met")]
+    for f in FIGURES:
+        rows.append((f["name"], fmt(f["value"]), f["unit"], f["baseline"] or "-",
+                     fmt(f["baseline_value"]), fmt(f["ratio"]),
+                     f["target"]["text"] if f["target"] else "-",
+                     {True: "yes", False: "NO", None: "-"}[f["met"]]))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = []
+    for i, r in enumerate(rows):
+        lines.append("  ".join(c.ljust(widths[j]) for j, c in enumerate(r)).rstrip())
+        if i == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", required=True)
+    ap.add_argument("--json")
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--only", help="comma-separated sections (switch,wire,reorder,tcam,latency,"
+                                   "fabric,nic); default all")
+    a = ap.parse_args()
+    a.build = os.path.abspath(a.build)
+    sections = set((a.only or "switch,wire,reorder,tcam,latency,fabric,nic").split(","))
+    reps = 3
+    min_time = 0.02 if a.quick else 0.05
+    work = tempfile.mkdtemp(prefix="spraynet-bench-")
+    global TSC_HZ
+    try:
+        if TSC_HZ is None:
+            testpmd("bench-tp-tsc", "net_null1,no-rx=1", 0)  # reads the TSC rate from EAL's log
+        if TSC_HZ is None:
+            sys.exit("bench: could not read the TSC rate from dpdk-testpmd")
+        progress("TSC %.3f GHz; %s run, %d repetitions" % (TSC_HZ / 1e9, "quick" if a.quick
+                                                             else "full", reps))
+        if "switch" in sections:
+            switch_section(a.build, work, a.quick, 3)
+        if "wire" in sections:
+            wire_section(a.build, reps, min_time)
+        if "reorder" in sections:
+            reorder_section(a.build, reps, min_time, a.quick)
+        if "tcam" in sections:
+            tcam_section(a.build, reps, min_time, a.quick)
+        if "nic" in sections:
+            nic_section(a.build, reps, a.quick)
+        if "latency" in sections:
+            latency_section(a.build, 3, a.quick)
+        if "fabric" in sections:
+            fabric_section(a.build, 1 if a.quick else 3, a.quick, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    elapsed = time.time() - T0
+    print(table())
+    met = [f for f in FIGURES if f["met"] is not None]
+    print("\n%d figures, %d with a target: %d met, %d missed; %.0f s" % (
+        len(FIGURES), len(met), sum(f["met"] for f in met), sum(not f["met"] for f in met),
+        elapsed))
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"machine": os.uname().nodename, "cpus": os.cpu_count(),
+                       "tsc_hz": TSC_HZ, "quick": a.quick, "seconds": elapsed,
+                       "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                       "figures": FIGURES}, f, indent=1)
+            f.write("\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""Inputs for scripts/bench.sh: UDP pcaps (many flows) and switch_emu configs with N TCAM rules.
+
+  gen_inputs.py pcap OUT.pcap FRAME_BYTES [FLOWS]
+  gen_inputs.py switch OUT.yaml MODE RULES LCORES IN_PCAP...
+Frame sizes are on the wire with the FCS: a 64 B frame is 60 bytes in the pcap.
+"""
+import random
+import struct
+import sys
+
+
+def csum(data):
+    if len(data) % 2:
+        data += b"\0"
+    s = sum(struct.unpack("!%dH" % (len(data) // 2), data))
+    while s >> 16:
+        s = (s & 0xFFFF) + (s >> 16)
+    return (~s) & 0xFFFF
+
+
+def udp_frame(frame_bytes, src_ip, dst_ip, sport, dport):
+    total = frame_bytes - 4  # no FCS in the capture
+    ip_len = total - 14
+    payload = bytes(ip_len - 28)
+    udp = struct.pack("!HHHH", sport, dport, ip_len - 20, 0) + payload
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, ip_len, 0, 0x4000, 64, 17, 0,
+                     struct.pack("!I", src_ip), struct.pack("!I", dst_ip))
+    ip = ip[:10] + struct.pack("!H", csum(ip)) + ip[12:]
+    eth = bytes.fromhex("020000000002" "020000000001" "0800")
+    return eth + ip + udp
+
+
+def write_pcap(path, frame_bytes, flows):
+    rng = random.Random(frame_bytes * 7 + flows)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1))
+        for i in range(flows):
+            fr = udp_frame(frame_bytes, 0x0A000001 + (i % 16), 0x0A010000 + rng.randrange(1 << 16),
+                           0xC000 + rng.randrange(1 << 14), 4791 if i % 2 else 5001)
+            f.write(struct.pack("<IIII", i // 1000000, i % 1000000, len(fr), len(fr)))
+            f.write(fr)
+
+
+def write_switch(path, mode, rules, lcores, inputs):
+    outs_per_in = 4
+    lines = ["name: bench", "seed: 1", "ports:"]
+    ins, outs = [], []
+    for k, pcap in enumerate(inputs):
+        name = "in%d" % k
+        ins.append(name)
+        lines.append('  - {name: %s, device: "net_pcap%d,rx_pcap=%s,infinite_rx=1", '
+                     "link: {rate_gbps: 10000, delay_ns: 0}}" % (name, k, pcap))
+    for j in range(outs_per_in * len(inputs)):
+        name = "up%d" % j
+        outs.append(name)
+        lines.append('  - {name: %s, device: "net_null%d,no-rx=1", '
+                     "link: {rate_gbps: 10000, delay_ns: 0}}" % (name, j))
+    lines += ["groups:", "  - name: uplinks", "    mode: %s" % mode,
+              "    ports: [%s]" % ", ".join(outs)]
+    if mode == "weighted":
+        lines.append("    weights: [%s]" % ", ".join(str(1 + j % 3) for j in range(len(outs))))
+    lines += ["routes:", "  - {prefix: 0.0.0.0/0, group: uplinks}"]
+    if rules:
+        rng = random.Random(rules)
+        lines += ["tcam:", "  capacity: %d" % max(rules, 16384), "  rules:"]
+        for r in range(rules - 1):
+            # Rules the traffic mostly misses (172.16/12 destinations), as a big ACL has.
+            dst = "172.%d.%d.%d/32" % (16 + rng.randrange(16), rng.randrange(256), rng.randrange(256))
+            lines.append("    - {id: %d, priority: %d, action: ecmp, match: {dst: %s, proto: udp, "
+                         "dst_port: %d}}" % (r + 1, 10 + r, dst, 1000 + rng.randrange(60000)))
+        # and one every packet matches (lowest priority): each packet goes through the whole ACL
+        lines.append("    - {id: %d, priority: 1, action: ecmp, match: {dst: 10.0.0.0/8}}" % rules)
+    if lcores > 1:
+        lines.append("lcores:")
+        per = len(outs) // lcores
+        for l in range(lcores):
+            mine = [ins[l]] + outs[l * per:(l + 1) * per]
+            lines.append("  - {lcore: %d, ports: [%s]}" % (l, ", ".join(mine)))
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "pcap":
+        write_pcap(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]) if len(sys.argv) > 4 else 1024)
+    elif sys.argv[1] == "switch":
+        write_switch(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6:])
+    else:
+        sys.exit("usage: see the docstring")
