@@ -16,7 +16,6 @@ namespace spraynet::nic_emu {
 
 namespace {
 
-constexpr uint16_t kBurst = 32;
 // The host port is a real port (or the RC engine's side): its emulated link only keeps order,
 // it must not be what limits the node.
 constexpr double kHostLinkGbps = 400.0;

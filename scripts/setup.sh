@@ -15,6 +15,8 @@ PKGS=(
   tshark python3 python3-scapy python3-matplotlib iproute2 ethtool iputils-ping
   # the deployment scripts (e2e.sh reads the reports with jq; a test runs shellcheck)
   jq shellcheck
+  # fuzzing (scripts/fuzz.sh: clang's libFuzzer and sanitizers) and formatting
+  clang libclang-rt-14-dev clang-format
 )
 
 missing=()
