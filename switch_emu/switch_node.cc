@@ -383,6 +383,27 @@ bool SwitchNode::idle() const {
   return true;
 }
 
+SwitchAccounting SwitchNode::accounting() const {
+  SwitchAccounting a;
+  a.received = drops_.bad_port;
+  for (const auto& p : ports_) a.received += p.rx_packets;
+  a.generated = counters_.pfc_frames_sent + counters_.mirrored;
+  a.consumed = counters_.pfc_received;
+  a.pipeline_dropped = drops_.total() - drops_.egress_refused - drops_.mirror_no_mbuf;
+  for (const auto& e : egress_) {
+    const EgressAccounting x = e->accounting();
+    a.egress.offered += x.offered;
+    a.egress.refused += x.refused;
+    a.egress.dequeued += x.dequeued;
+    a.egress.lost += x.lost;
+    a.egress.queued += x.queued;
+    a.egress.in_flight += x.in_flight;
+    a.egress.freed_at_shutdown += x.freed_at_shutdown;
+  }
+  a.offered_to_egress = a.egress.offered;
+  return a;
+}
+
 void SwitchNode::free_all() {
   for (auto& e : egress_) e->free_all();
 }

@@ -93,6 +93,26 @@ struct SwitchCounters {
 };
 static_assert(sizeof(SwitchCounters) == sizeof(uint64_t) * SwitchCounters::kCounters);
 
+// The node's accounting identity at any moment (issue: "received = forwarded + dropped +
+// buffered"): every frame the node took in or made itself is consumed (a PFC frame honoured),
+// dropped by the pipeline (a cause of SwitchDropCounters other than egress_refused, which the
+// egress side counts, and mirror_no_mbuf, a copy never made), or was offered to an egress port,
+// where EgressAccounting says where it is now. Each term is counted where it happens.
+struct SwitchAccounting {
+  uint64_t received = 0;         // on a port, or on one the node does not have (bad_port)
+  uint64_t generated = 0;        // PFC frames sent and mirror copies made
+  uint64_t consumed = 0;         // PFC frames received and honoured
+  uint64_t pipeline_dropped = 0;
+  uint64_t offered_to_egress = 0;
+  EgressAccounting egress;  // summed over the ports
+  bool node_balanced() const {
+    return received + generated == consumed + pipeline_dropped + offered_to_egress;
+  }
+  bool balanced() const {
+    return node_balanced() && egress.offered == offered_to_egress && egress.balanced();
+  }
+};
+
 class SwitchNode {
  public:
   static constexpr uint16_t kBurst = 32;  // receive() works through bursts this size at most
@@ -147,6 +167,8 @@ class SwitchNode {
   const control::SwitchConfig& config() const { return config_; }
   // Every drop cause summed (drops().total()).
   uint64_t total_drops() const { return drops_.total(); }
+  // Where every frame is, now; balanced() holds at any moment between calls.
+  SwitchAccounting accounting() const;
 
  private:
   void refresh_loads(uint64_t now_ns);

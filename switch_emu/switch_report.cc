@@ -152,6 +152,32 @@ json pfc_buffer_json(const PfcState& pfc) {
           {"xoff_asserted", b.xoff_asserted()}};
 }
 
+namespace {
+json egress_accounting_json(const EgressAccounting& e) {
+  return {{"offered", e.offered},     {"refused", e.refused},       {"dequeued", e.dequeued},
+          {"lost", e.lost},           {"queued", e.queued},         {"in_flight", e.in_flight},
+          {"freed_at_shutdown", e.freed_at_shutdown}, {"balanced", e.balanced()}};
+}
+}  // namespace
+
+json accounting_json(const SwitchNode& node) {
+  const SwitchAccounting a = node.accounting();
+  json ports = json::array();
+  for (uint16_t p = 0; p < node.port_count(); ++p) {
+    json e = egress_accounting_json(node.egress(p).accounting());
+    e["name"] = node.config().ports[p].name;
+    ports.push_back(e);
+  }
+  return {{"received", a.received},
+          {"generated", a.generated},
+          {"consumed", a.consumed},
+          {"pipeline_dropped", a.pipeline_dropped},
+          {"offered_to_egress", a.offered_to_egress},
+          {"egress", egress_accounting_json(a.egress)},
+          {"ports", ports},
+          {"balanced", a.balanced()}};
+}
+
 json report_json(SwitchNode& node, uint64_t now_ns) {
   json ports = json::array(), groups = json::array(), pfc = json::array();
   for (uint16_t p = 0; p < node.port_count(); ++p) {
@@ -165,6 +191,7 @@ json report_json(SwitchNode& node, uint64_t now_ns) {
     j["pfc"] = pfc;
     j["pfc_buffer"] = pfc_buffer_json(*node.pfc());
   }
+  j["accounting"] = accounting_json(node);
   return j;
 }
 

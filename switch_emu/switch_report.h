@@ -14,6 +14,9 @@ nlohmann::json drops_json(const SwitchNode& node);
 // "total": their sum. From any SwitchDropCounters (one lcore's, or several added up).
 nlohmann::json drop_counters_json(const SwitchDropCounters& drops);
 nlohmann::json counters_json(const SwitchNode& node);
+// The accounting identity (SwitchAccounting) now: its terms, each port's egress, and whether
+// they add up ("balanced"). Telemetry /spraynet/accounting; the report's "accounting".
+nlohmann::json accounting_json(const SwitchNode& node);
 nlohmann::json switch_counters_json(const SwitchCounters& counters);
 nlohmann::json group_json(SwitchNode& node, size_t group);
 nlohmann::json tcam_json(SwitchNode& node);

@@ -129,6 +129,12 @@ void register_reading(SwitchShared& s, const runtime::TscClock& clock) {
                            std::lock_guard<std::mutex> g(s.lock);
                            return counters_json(*s.node);
                          });
+  TelemetryCommands::add("/spraynet/accounting",
+                         "Received + made = consumed + dropped + at egress, now. No parameters",
+                         [&s](std::string_view) {
+                           std::lock_guard<std::mutex> g(s.lock);
+                           return accounting_json(*s.node);
+                         });
   TelemetryCommands::add("/spraynet/groups", "ECMP group names. No parameters",
                          [&s](std::string_view) {
                            json names = json::array();

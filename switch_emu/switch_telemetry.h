@@ -1,5 +1,5 @@
 // switch_emu's commands on DPDK's telemetry socket (dpdk-telemetry.py -f PREFIX), under
-// /spraynet/. Reading: ports, port, drops, counters, groups, group, tcam, pfc, link_state,
+// /spraynet/. Reading: ports, port, drops, counters, accounting, groups, group, tcam, pfc, link_state,
 // buckets. Acting, each validated and acknowledged ({"ok": true, ...}) or refused
 // ({"error": reason}): link_set, link_rate, link_ber, link_loss, tcam_add, tcam_remove,
 // group_mode — off unless enabled (telemetry.acting_commands, --telemetry-acting). The parameter syntax of every command is in its help text (/help,<command>).

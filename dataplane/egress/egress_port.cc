@@ -42,14 +42,20 @@ EgressEnqueueResult EgressPort::refuse(rte_mbuf* m, int q, uint64_t EgressClassC
                                        EgressEnqueueResult result) {
   rte_pktmbuf_free(m);
   ++(counters_of(q).*counter);
+  ++refused_;
   return result;
 }
 
 EgressEnqueueResult EgressPort::enqueue(rte_mbuf* m, uint8_t tc, uint16_t ingress_port,
                                         uint8_t priority, uint64_t now_ns) {
   const NextEventRefresh refresh(*this);
+  if (m != nullptr) ++offered_;
   if (m == nullptr || tc >= kClasses) {
-    if (m != nullptr) rte_pktmbuf_free(m);
+    if (m != nullptr) {
+      rte_pktmbuf_free(m);
+      ++refused_;
+      ++invalid_requests_with_mbuf_;  // refused, but under no drop cause
+    }
     ++invalid_requests_;
     return EgressEnqueueResult::kInvalid;
   }
@@ -81,6 +87,7 @@ EgressEnqueueResult EgressPort::enqueue(rte_mbuf* m, uint8_t tc, uint16_t ingres
 
 EgressEnqueueResult EgressPort::enqueue_control(rte_mbuf* m, uint64_t now_ns) {
   const NextEventRefresh refresh(*this);
+  if (m != nullptr) ++offered_;
   if (m == nullptr) {
     ++invalid_requests_;
     return EgressEnqueueResult::kInvalid;
@@ -115,6 +122,7 @@ uint16_t EgressPort::dequeue(uint64_t now_ns, rte_mbuf** out, uint16_t max, uint
     in_flight_.pop_front();
   }
   if (bytes != nullptr) *bytes += sum;
+  dequeued_ += n;
   return n;
 }
 
@@ -428,9 +436,32 @@ void EgressPort::set_loss_rate(double loss_rate, uint64_t now_ns) {
 
 void EgressPort::free_all() {
   const NextEventRefresh refresh(*this);
+  for (const auto& q : queues_) freed_at_shutdown_ += q.size();
+  freed_at_shutdown_ += in_flight_.size();
   for (int tc = 0; tc < kClasses; ++tc) flush_class(tc, nullptr, latest_now_ns_);
   flush_control(nullptr);
   flush_in_flight(nullptr, latest_now_ns_);
+}
+
+EgressAccounting EgressPort::accounting() const {
+  EgressAccounting a;
+  a.offered = offered_;
+  a.refused = refused_;
+  a.dequeued = dequeued_;
+  uint64_t drops = 0;
+  auto add = [&drops](const EgressClassCounters& c) {
+    drops += c.drops_queue_full + c.drops_link_down + c.drops_watchdog +
+             c.drops_headroom_overflow + c.drops_bit_error + c.drops_loss +
+             c.drops_delay_line_full;
+  };
+  for (const auto& c : class_counters_) add(c);
+  add(control_counters_);
+  // Refusals are counted under their cause too; what is left was lost after it was accepted.
+  a.lost = drops - (refused_ - invalid_requests_with_mbuf_);
+  for (const auto& q : queues_) a.queued += q.size();
+  a.in_flight = in_flight_.size();
+  a.freed_at_shutdown = freed_at_shutdown_;
+  return a;
 }
 
 EgressClassCounters EgressPort::counters(uint8_t tc, uint64_t now_ns) const {

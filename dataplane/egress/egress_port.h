@@ -66,6 +66,23 @@ struct PfcPauseUpdate {
   std::array<uint64_t, 8> pause_until_ns{};
 };
 
+// Where every frame offered to a port is, at any moment: refused at the door (counted by cause,
+// or an invalid request), dequeued to the driver, lost after it was accepted (link down, the
+// watchdog, the wire, the delay line), still queued, on the wire, or freed by free_all() at
+// shutdown. Counted at each of those places, so that balanced() checks they add up.
+struct EgressAccounting {
+  uint64_t offered = 0;    // enqueue() and enqueue_control() calls
+  uint64_t refused = 0;    // not accepted (its class counters say why) or invalid
+  uint64_t dequeued = 0;   // handed to the driver by dequeue()
+  uint64_t lost = 0;       // accepted, then dropped (the class counters' drops less refusals)
+  uint64_t queued = 0;     // waiting in a class or the control queue
+  uint64_t in_flight = 0;  // started on the wire, not yet dequeued
+  uint64_t freed_at_shutdown = 0;
+  bool balanced() const {
+    return offered == refused + dequeued + lost + queued + in_flight + freed_at_shutdown;
+  }
+};
+
 struct EgressClassCounters {
   uint64_t enqueued = 0;
   // Frames that started transmission, including those the link then lost (they used the wire).
@@ -201,6 +218,7 @@ class EgressPort {
 
   EgressClassCounters counters(uint8_t tc, uint64_t now_ns) const;
   const EgressClassCounters& control_counters() const { return control_counters_; }
+  EgressAccounting accounting() const;
   // Calls with a null mbuf or a class >= 8 (the mbuf, if any, is freed).
   uint64_t invalid_requests() const { return invalid_requests_; }
   // Pauses received for a class in watchdog drop or forward mode.
@@ -294,6 +312,12 @@ class EgressPort {
   EgressClassCounters control_counters_{};
   uint64_t invalid_requests_ = 0;
   uint64_t pauses_ignored_ = 0;
+  // accounting(): counted where each event happens, not derived from one another.
+  uint64_t offered_ = 0;
+  uint64_t refused_ = 0;
+  uint64_t dequeued_ = 0;
+  uint64_t freed_at_shutdown_ = 0;
+  uint64_t invalid_requests_with_mbuf_ = 0;
 };
 
 }  // namespace spraynet

@@ -181,6 +181,8 @@ class HostileTraffic(unittest.TestCase):
         with open(os.path.join(outdir, "stats.json")) as f:
             st = json.load(f)
         self.assertEqual(st["mempool_in_use_at_exit"], 0)
+        self.assertTrue(st["accounting"]["balanced"], st["accounting"])
+        self.assertEqual(st["accounting"]["received"], sum(len(v) for v in self.classes.values()))
         # Forwarded: every class a switch forwards (a switch does not check the ICRC, which is
         # end to end, nor BTH opcodes it does not know beyond the parser's table).
         forwarded = ["runt", "jumbo_9216", "vlan", "qinq", "ipv4_options", "fragments",

@@ -218,6 +218,13 @@ TEST_CASE(
             last_error = std::string(c) + ": " + j.dump();
           }
         }
+        // The accounting identity holds whenever it is read, lcores running or not.
+        const nlohmann::json acc = control::TelemetryCommands::call("/spraynet/accounting", "");
+        ++replies;
+        if (!acc.value("balanced", false)) {
+          ++errors;
+          last_error = "/spraynet/accounting: " + acc.dump();
+        }
         // Parameterised reads too.
         for (const char* c : {"/spraynet/port", "/spraynet/pfc"}) {
           for (const char* p : {"0", "1", "2"}) {

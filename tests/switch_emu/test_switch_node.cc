@@ -929,3 +929,100 @@ TEST_CASE("TTL-expired packets are dropped before path selection: no flowlet, no
   node.free_all();
   CHECK(pool.whole());
 }
+
+TEST_CASE("accounting: every frame received or made is consumed, dropped or at egress, at any "
+          "moment") {
+  // Everything at once on 4 outputs: lossless and lossy classes with PFC and a small pool, a
+  // mirror rule, a drop rule, a port losing frames on the wire, small queues that tail-drop,
+  // garbage, PFC frames arriving, links going down and up. After every single call into the
+  // node the identity must hold.
+  TestPool pool(16383);
+  auto cfg = config_of(fanout_yaml(4, "dlb", R"(
+pfc: {priorities: [3], pool_bytes: 262144}
+tcam:
+  rules:
+    - {id: 1, priority: 10, action: mirror, port: p3, match: {dst: 10.9.0.0/16}}
+    - {id: 2, priority: 9, action: drop, match: {dst: 10.8.0.0/16}}
+)"));
+  cfg.ports[1].link.rate_gbps = 1.0;  // p0 backs up: XOFF, tail drops on the lossy class
+  cfg.ports[1].queue_bytes = 20000;
+  cfg.ports[2].link.loss = 0.05;
+  cfg.ports[3].link.ber = 1e-5;
+  std::mt19937 rng(7);
+  uint64_t steps = 0;
+  {
+    SwitchNode node(cfg, pool.get());
+    uint64_t now = 0;
+    auto check = [&](const char* what) {
+      const switch_emu::SwitchAccounting a = node.accounting();
+      INFO(what << " at step " << steps << ": received " << a.received << " generated "
+                << a.generated << " consumed " << a.consumed << " dropped " << a.pipeline_dropped
+                << " offered " << a.offered_to_egress << " | refused " << a.egress.refused
+                << " dequeued " << a.egress.dequeued << " lost " << a.egress.lost << " queued "
+                << a.egress.queued << " in flight " << a.egress.in_flight);
+      REQUIRE(a.node_balanced());
+      REQUIRE(a.egress.balanced());
+      ++steps;
+    };
+    const uint8_t src_mac[6] = {2, 0, 0, 0, 0, 9};
+    for (int step = 0; step < 6000; ++step) {
+      now += rng() % 3000;
+      const unsigned action = rng() % 16;
+      if (action < 9) {  // a burst of mixed traffic on a random port
+        rte_mbuf* burst[32];
+        const uint16_t n = static_cast<uint16_t>(1 + rng() % 32);
+        for (uint16_t i = 0; i < n; ++i) {
+          const unsigned kind = rng() % 10;
+          const uint32_t dst = kind == 0   ? 0x0A090001   // mirrored
+                               : kind == 1 ? 0x0A080001   // TCAM drop
+                                           : 0x0B000000 | (rng() % 4096);
+          burst[i] = udp(pool, {0x0A000000 | (rng() % 64), dst, static_cast<uint16_t>(rng()), 7000},
+                         rng() % 2 ? 26 : 0, 64 + rng() % 1200, kind == 2 ? 1 : 64);
+          if (kind == 3) {  // garbage: a cut-short IPv4 header
+            rte_pktmbuf_trim(burst[i], rte_pktmbuf_pkt_len(burst[i]) - 20);
+          } else if (kind == 4) {  // a PFC frame, honoured or malformed
+            rte_pktmbuf_reset(burst[i]);
+            PfcFrame f;
+            f.class_enable = 0x08;
+            f.quanta[3] = static_cast<uint16_t>(rng());
+            REQUIRE(build_pfc_frame(burst[i], src_mac, f));
+            // The vector's reserved upper byte set: malformed.
+            if (rng() % 4 == 0) rte_pktmbuf_mtod(burst[i], uint8_t*)[16] = 0xFF;
+          }
+        }
+        const uint16_t port = static_cast<uint16_t>(rng() % (rng() % 50 == 0 ? 9 : 5));
+        node.receive(port, burst, n, now);
+        check("receive");
+      } else if (action < 12) {
+        node.poll(now);
+        check("poll");
+      } else if (action < 15) {
+        rte_mbuf* out[8];
+        const uint16_t p = static_cast<uint16_t>(rng() % 5);
+        const uint16_t k = node.transmit(p, now, out, static_cast<uint16_t>(1 + rng() % 8));
+        rte_pktmbuf_free_bulk(out, k);
+        check("transmit");
+      } else {
+        const uint16_t p = static_cast<uint16_t>(1 + rng() % 4);
+        node.set_link_up(p, !node.egress(p).link_up(), now);
+        check("link toggle");
+      }
+    }
+    const switch_emu::SwitchAccounting a = node.accounting();
+    INFO("pipeline drops " << a.pipeline_dropped << ", lost " << a.egress.lost << ", refused "
+                           << a.egress.refused << ", consumed " << a.consumed);
+    // The scenario reached every term.
+    CHECK(a.generated > 0);
+    CHECK(a.consumed > 0);
+    CHECK(a.pipeline_dropped > 0);
+    CHECK(a.egress.refused > 0);
+    CHECK(a.egress.lost > 0);
+    CHECK(a.egress.dequeued > 0);
+    CHECK(a.egress.queued + a.egress.in_flight > 0);
+    node.free_all();
+    check("free_all");
+    CHECK(node.accounting().egress.freed_at_shutdown > 0);
+  }
+  CHECK(steps > 6000);
+  CHECK(pool.whole());
+}
