@@ -390,17 +390,7 @@ SwitchAccounting SwitchNode::accounting() const {
   a.generated = counters_.pfc_frames_sent + counters_.mirrored;
   a.consumed = counters_.pfc_received;
   a.pipeline_dropped = drops_.total() - drops_.egress_refused - drops_.mirror_no_mbuf;
-  for (const auto& e : egress_) {
-    const EgressAccounting x = e->accounting();
-    a.egress.offered += x.offered;
-    a.egress.refused += x.refused;
-    a.egress.dequeued += x.dequeued;
-    a.egress.lost += x.lost;
-    a.egress.queued += x.queued;
-    a.egress.in_flight += x.in_flight;
-    a.egress.freed_at_shutdown += x.freed_at_shutdown;
-  }
-  a.offered_to_egress = a.egress.offered;
+  for (const auto& e : egress_) a.egress += e->accounting();
   return a;
 }
 

@@ -103,14 +103,11 @@ struct SwitchAccounting {
   uint64_t generated = 0;        // PFC frames sent and mirror copies made
   uint64_t consumed = 0;         // PFC frames received and honoured
   uint64_t pipeline_dropped = 0;
-  uint64_t offered_to_egress = 0;
-  EgressAccounting egress;  // summed over the ports
+  EgressAccounting egress;  // summed over the ports; egress.offered: what the node offered them
   bool node_balanced() const {
-    return received + generated == consumed + pipeline_dropped + offered_to_egress;
+    return received + generated == consumed + pipeline_dropped + egress.offered;
   }
-  bool balanced() const {
-    return node_balanced() && egress.offered == offered_to_egress && egress.balanced();
-  }
+  bool balanced() const { return node_balanced() && egress.balanced(); }
 };
 
 class SwitchNode {

@@ -172,7 +172,7 @@ json accounting_json(const SwitchNode& node) {
           {"generated", a.generated},
           {"consumed", a.consumed},
           {"pipeline_dropped", a.pipeline_dropped},
-          {"offered_to_egress", a.offered_to_egress},
+          {"offered_to_egress", a.egress.offered},
           {"egress", egress_accounting_json(a.egress)},
           {"ports", ports},
           {"balanced", a.balanced()}};

@@ -81,6 +81,16 @@ struct EgressAccounting {
   bool balanced() const {
     return offered == refused + dequeued + lost + queued + in_flight + freed_at_shutdown;
   }
+  EgressAccounting& operator+=(const EgressAccounting& o) {
+    offered += o.offered;
+    refused += o.refused;
+    dequeued += o.dequeued;
+    lost += o.lost;
+    queued += o.queued;
+    in_flight += o.in_flight;
+    freed_at_shutdown += o.freed_at_shutdown;
+    return *this;
+  }
 };
 
 struct EgressClassCounters {
