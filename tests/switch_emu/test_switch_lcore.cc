@@ -12,6 +12,7 @@
 #include <memory>
 #include <random>
 #include <set>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -207,43 +208,32 @@ TEST_CASE(
     uint64_t replies = 0, errors = 0;
     std::string last_error;
     std::thread client([&] {
+      // One read: a reply, and an error when it is one (or, for accounting, not balanced).
+      auto ask = [&](const char* command, std::string_view params) {
+        const nlohmann::json j = control::TelemetryCommands::call(command, params);
+        ++replies;
+        return j;
+      };
+      auto failed = [&](const char* command, const nlohmann::json& j) {
+        ++errors;
+        last_error = std::string(command) + ": " + j.dump();
+      };
+      auto read = [&](const char* command, std::string_view params) {
+        const nlohmann::json j = ask(command, params);
+        if (j.is_object() && j.contains("error")) failed(command, j);
+      };
       const char* commands[] = {"/spraynet/ports",  "/spraynet/drops",      "/spraynet/counters",
                                 "/spraynet/groups", "/spraynet/link_state", "/spraynet/tcam"};
       while (running.load()) {
-        for (const char* c : commands) {
-          const nlohmann::json j = control::TelemetryCommands::call(c, "");
-          ++replies;
-          if (j.is_object() && j.contains("error")) {
-            ++errors;
-            last_error = std::string(c) + ": " + j.dump();
-          }
-        }
+        for (const char* c : commands) read(c, "");
         // The accounting identity holds whenever it is read, lcores running or not.
-        const nlohmann::json acc = control::TelemetryCommands::call("/spraynet/accounting", "");
-        ++replies;
-        if (!acc.value("balanced", false)) {
-          ++errors;
-          last_error = "/spraynet/accounting: " + acc.dump();
-        }
+        const nlohmann::json acc = ask("/spraynet/accounting", "");
+        if (!acc.value("balanced", false)) failed("/spraynet/accounting", acc);
         // Parameterised reads too.
         for (const char* c : {"/spraynet/port", "/spraynet/pfc"}) {
-          for (const char* p : {"0", "1", "2"}) {
-            const nlohmann::json j = control::TelemetryCommands::call(c, p);
-            ++replies;
-            if (j.is_object() && j.contains("error")) {
-              ++errors;
-              last_error = std::string(c) + ": " + j.dump();
-            }
-          }
+          for (const char* p : {"0", "1", "2"}) read(c, p);
         }
-        for (const char* c : {"/spraynet/group", "/spraynet/buckets"}) {
-          const nlohmann::json j = control::TelemetryCommands::call(c, "g");
-          ++replies;
-          if (j.is_object() && j.contains("error")) {
-            ++errors;
-            last_error = std::string(c) + ": " + j.dump();
-          }
-        }
+        for (const char* c : {"/spraynet/group", "/spraynet/buckets"}) read(c, "g");
       }
     });
     {

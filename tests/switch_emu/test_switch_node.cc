@@ -957,7 +957,7 @@ tcam:
       const switch_emu::SwitchAccounting a = node.accounting();
       INFO(what << " at step " << steps << ": received " << a.received << " generated "
                 << a.generated << " consumed " << a.consumed << " dropped " << a.pipeline_dropped
-                << " offered " << a.offered_to_egress << " | refused " << a.egress.refused
+                << " offered " << a.egress.offered << " | refused " << a.egress.refused
                 << " dequeued " << a.egress.dequeued << " lost " << a.egress.lost << " queued "
                 << a.egress.queued << " in flight " << a.egress.in_flight);
       REQUIRE(a.node_balanced());
@@ -976,7 +976,7 @@ tcam:
           const uint32_t dst = kind == 0   ? 0x0A090001   // mirrored
                                : kind == 1 ? 0x0A080001   // TCAM drop
                                            : 0x0B000000 | (rng() % 4096);
-          burst[i] = udp(pool, {0x0A000000 | (rng() % 64), dst, static_cast<uint16_t>(rng()), 7000},
+          burst[i] = udp(pool, {static_cast<uint32_t>(0x0A000000 | (rng() % 64)), dst, static_cast<uint16_t>(rng()), 7000},
                          rng() % 2 ? 26 : 0, 64 + rng() % 1200, kind == 2 ? 1 : 64);
           if (kind == 3) {  // garbage: a cut-short IPv4 header
             rte_pktmbuf_trim(burst[i], rte_pktmbuf_pkt_len(burst[i]) - 20);
