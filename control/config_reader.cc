@@ -83,7 +83,48 @@ YAML::Node ConfigNode::get(std::string_view key) const {
 
 bool ConfigNode::has(std::string_view key) const {
   const YAML::Node n = get(key);
-  return n.IsDefined() && !n.IsNull();
+  // `key:` with nothing after it is null in YAML: most likely a value left out by mistake, so it
+  // is refused rather than read as "use the default" (a list may be empty that way).
+  if (n.IsDefined() && n.IsNull()) {
+    fail(key, "has no value: give one, or leave the key out for its default");
+  }
+  return n.IsDefined();
+}
+
+namespace {
+
+// Why `s` cannot name a port, group, partition or node; empty if it can.
+std::string name_problem(const std::string& s) {
+  if (s.empty()) return "must not be empty";
+  if (s.size() > ConfigNode::kMaxNameLength) {
+    return "is " + std::to_string(s.size()) + " characters long; at most " +
+           std::to_string(ConfigNode::kMaxNameLength);
+  }
+  for (const char c : s) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '_' || c == '-' || c == '.';
+    if (!ok) return "may hold only letters, digits, '_', '-' and '.'";
+  }
+  // Telemetry commands take a port or group as an index or a name: a name of digits only would
+  // read as an index.
+  if (s.find_first_not_of("0123456789") == std::string::npos) {
+    return "must not be digits only (telemetry would read it as an index)";
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string ConfigNode::name(std::string_view key) const {
+  const std::string s = string(key);
+  if (const std::string why = name_problem(s); !why.empty()) {
+    fail(key, "\"" + s + "\" " + why);
+  }
+  return s;
+}
+
+std::string ConfigNode::name_or(std::string_view key, std::string def) const {
+  return has(key) ? name(key) : def;
 }
 
 ConfigNode ConfigNode::child(std::string_view key) const {

@@ -45,7 +45,7 @@ class ConfigNode {
   [[noreturn]] void fail(std::string_view key, const std::string& reason) const;
   [[noreturn]] void fail_here(const std::string& reason) const;
 
-  bool has(std::string_view key) const;
+  bool has(std::string_view key) const;          // present; a key with no value (null) is an error
   ConfigNode child(std::string_view key) const;  // required map
   std::optional<ConfigNode> optional_child(std::string_view key) const;
   std::vector<ConfigNode> list(std::string_view key) const;  // missing key: empty list
@@ -59,6 +59,11 @@ class ConfigNode {
   void allow_only(std::initializer_list<std::string_view> known) const;
 
   std::string string(std::string_view key) const;
+  // A name other keys and telemetry refer to (ports, groups, partitions, the node): required,
+  // 1..kMaxNameLength letters, digits, '_', '-' or '.', not digits only.
+  static constexpr size_t kMaxNameLength = 64;
+  std::string name(std::string_view key) const;
+  std::string name_or(std::string_view key, std::string def) const;
   std::string string_or(std::string_view key, std::string def) const;
   bool boolean_or(std::string_view key, bool def) const;
   double number_or(std::string_view key, double def, double min, double max) const;

@@ -133,7 +133,7 @@ void parse_uplinks(NicConfig& c, const ConfigNode& nic) {
     const ConfigNode& n = nodes[i];
     n.allow_only({"name", "device", "path_id", "peer_mac", "link"});
     UplinkSettings u;
-    u.name = n.string("name");
+    u.name = n.name("name");
     if (c.uplink_index(u.name) >= 0) n.fail("name", "uplink \"" + u.name + "\" defined twice");
     if (c.host && c.host->name == u.name) {
       n.fail("name", "\"" + u.name + "\" is already the host port's name");
@@ -429,8 +429,7 @@ NicConfig parse_nic_config(const ConfigNode& root) {
                   "idle_backoff"});
   NicConfig c;
   c.file = root.file();
-  c.name = nic.string_or("name", c.name);
-  if (c.name.empty()) nic.fail("name", "must not be empty (it names the NIC's links)");
+  c.name = nic.name_or("name", c.name);
   c.seed = nic.uint_or("seed", c.seed, 0, UINT64_MAX);
   c.mempool_mbufs =
       static_cast<uint32_t>(nic.uint_or("mempool_mbufs", c.mempool_mbufs, 0, kMaxMempoolMbufs));
@@ -442,7 +441,7 @@ NicConfig parse_nic_config(const ConfigNode& root) {
   if (auto h = nic.optional_child("host")) {
     h->allow_only({"name", "device"});
     HostSettings host;
-    host.name = h->string_or("name", host.name);
+    host.name = h->name_or("name", host.name);
     host.device = h->string("device");
     c.host = host;
   }

@@ -17,7 +17,7 @@ constexpr uint64_t kMaxPorts = 64;
 PortSettings parse_port(const ConfigNode& n) {
   n.allow_only({"name", "device", "link", "queue_bytes", "delay_line_frames", "peer_mac"});
   PortSettings p;
-  p.name = n.string("name");
+  p.name = n.name("name");
   p.device = n.string("device");
   p.queue_bytes = n.uint_or("queue_bytes", p.queue_bytes, 2048, uint64_t{1} << 32);
   p.delay_line_frames =
@@ -82,7 +82,7 @@ uint16_t port_ref(const SwitchConfig& c, const ConfigNode& n, std::string_view k
 GroupSettings parse_group(const SwitchConfig& c, const ConfigNode& n) {
   n.allow_only({"name", "mode", "ports", "weights", "dlb_gap_ns", "flowlet_entries"});
   GroupSettings g;
-  g.name = n.string("name");
+  g.name = n.name("name");
   g.mode = n.choice_or("mode", g.mode, {"ecmp", "weighted", "dlb", "drill"});
   const auto names = n.string_list("ports");
   if (names.empty()) n.fail("ports", "required: a list of one or more port names");
@@ -205,7 +205,7 @@ void parse_tcam(SwitchConfig& c, const ConfigNode& n) {
   for (const auto& p : n.list("partitions")) {
     p.allow_only({"name", "capacity"});
     TcamPartitionSettings s;
-    s.name = p.string("name");
+    s.name = p.name("name");
     if (!names.insert(s.name).second) p.fail("name", "partition \"" + s.name + "\" defined twice");
     s.capacity = static_cast<uint32_t>(p.uint("capacity", 0, 1u << 20));
     c.tcam.partitions.push_back(s);
@@ -291,7 +291,7 @@ SwitchConfig parse_switch_config(const ConfigNode& root) {
                    "idle_backoff", "telemetry"});
   SwitchConfig c;
   c.file = root.file();
-  c.name = root.string_or("name", c.name);
+  c.name = root.name_or("name", c.name);
   c.seed = root.uint_or("seed", c.seed, 0, UINT64_MAX);
   c.ppcid_layout = root.choice_or("ppcid_layout", c.ppcid_layout, {"ts-high", "path-high"});
   c.mempool_mbufs = static_cast<uint32_t>(root.uint_or("mempool_mbufs", 0, 0, 16u << 20));

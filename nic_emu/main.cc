@@ -109,8 +109,11 @@ int run(int argc, char** argv) {
   prog.make_pool(config.mempool_mbufs, config.mbuf_data_room, nports, 1,
                  8192 + (config.reorder_enabled() ? config.reorder.max_buffered : 0));
   // Node ports: uplinks in config order, then the host.
-  for (const auto& u : config.uplinks) prog.add_port(u.name, u.device);
-  if (config.host) prog.add_port(config.host->name, config.host->device);
+  for (size_t i = 0; i < config.uplinks.size(); ++i) {
+    const auto& u = config.uplinks[i];
+    prog.add_port(u.name, u.device, "nic.uplinks[" + std::to_string(i) + "].device");
+  }
+  if (config.host) prog.add_port(config.host->name, config.host->device, "nic.host.device");
   prog.ports_ready();
 
   std::optional<nic_emu::NicNode> node;

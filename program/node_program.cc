@@ -86,16 +86,45 @@ void NodeProgram::make_pool(unsigned configured_mbufs, unsigned data_room, unsig
                                    : runtime::pool_size_for(ports, 1, 1, kDescriptors, kDescriptors,
                                                             lcores, kBurst, kCache) +
                                          extra;
-  pool_.emplace(pc);
+  try {
+    pool_.emplace(pc);
+  } catch (const std::exception& e) {
+    const uint64_t mib = (uint64_t{pc.mbufs} * (pc.data_room + 128 + 64) + (1 << 20) - 1) >> 20;
+    throw std::runtime_error(std::string(e.what()) + " (" + std::to_string(pc.mbufs) +
+                             " mbufs of " + std::to_string(pc.data_room) + " bytes, about " +
+                             std::to_string(mib) + " MiB" +
+                             (configured_mbufs != 0 ? ", mempool_mbufs in " + opt_.config : "") +
+                             "): give the EAL more memory (-m MiB with --no-huge, or hugepages)"
+                             " or ask for fewer mbufs");
+  }
 }
 
 runtime::Port& NodeProgram::add_port(const std::string& name, const std::string& device,
-                                     const std::string& what) {
+                                     const std::string& key, const std::string& what) {
   runtime::PortConfig portcfg;
   portcfg.device = device;
   portcfg.rx_descriptors = portcfg.tx_descriptors = 1024;
-  ports_.emplace_back(portcfg, pool_->get());
+  // Two node ports on one DPDK port would share its queues; said here, at the config's key,
+  // rather than as "busy" from rte_eth_dev_configure.
+  for (size_t i = 0; i < devices_.size(); ++i) {
+    if (devices_[i] == device) {
+      throw control::ConfigError(
+          opt_.config, key, "\"" + device + "\" is already port \"" + names_[i] + "\"'s device");
+    }
+  }
+  devices_.push_back(device);
+  names_.push_back(name);
+  try {
+    ports_.emplace_back(portcfg, pool_->get());
+  } catch (const std::exception& e) {
+    throw control::ConfigError(opt_.config, key, e.what());
+  }
   runtime::Port& port = ports_.back();
+  if (node_port_of_[port.id()] >= 0) {
+    throw control::ConfigError(opt_.config, key,
+                               "\"" + device + "\" is DPDK port " + std::to_string(port.id()) +
+                                   ", which an earlier port already uses");
+  }
   const rte_ether_addr mac = port.mac();
   macs_.push_back({mac.addr_bytes[0], mac.addr_bytes[1], mac.addr_bytes[2], mac.addr_bytes[3],
                    mac.addr_bytes[4], mac.addr_bytes[5]});

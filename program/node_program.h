@@ -97,9 +97,10 @@ class NodeProgram {
   void make_pool(unsigned configured_mbufs, unsigned data_room, unsigned ports, unsigned lcores,
                  unsigned extra);
   // The next node port: a DPDK port on `device` (PCI address, vdev spec or name), logged with
-  // `what` after its names.
+  // `what` after its names. `key` is where the config gave the device (ports[2].device): a
+  // device that cannot be opened is a config error there.
   runtime::Port& add_port(const std::string& name, const std::string& device,
-                          const std::string& what = "");
+                          const std::string& key, const std::string& what = "");
   // After the last port: rte_pdump for dpdk-dumpcap.
   void ports_ready();
 
@@ -160,6 +161,7 @@ class NodeProgram {
   std::vector<MacAddress> macs_;
   std::vector<uint16_t> dpdk_port_;
   std::vector<int> node_port_of_;
+  std::vector<std::string> devices_, names_;  // what add_port was given, in node port order
   runtime::ProgramArgs args_;
   std::optional<runtime::TscClock> clock_;  // after EAL: it reads the TSC's rate
   runtime::StopSignal stop_;

@@ -80,8 +80,9 @@ int run(int argc, char** argv) {
   prog.make_pool(config.mempool_mbufs, config.mbuf_data_room,
                  static_cast<unsigned>(config.ports.size()), static_cast<unsigned>(plans.size()),
                  8192);
-  for (const auto& port : config.ports) {
-    prog.add_port(port.name, port.device,
+  for (size_t i = 0; i < config.ports.size(); ++i) {
+    const auto& port = config.ports[i];
+    prog.add_port(port.name, port.device, "ports[" + std::to_string(i) + "].device",
                   fmt::format("{} Gbit/s, delay {} ns", port.link.rate_gbps, port.link.delay_ns));
   }
   prog.ports_ready();

@@ -630,3 +630,15 @@ TEST_CASE("idle_backoff: the programs' default, read, and bounded") {
   CHECK(error_of(one_uplink("  idle_backoff: {idle_polls: -1}\n")) ==
         "test.yaml: nic.idle_backoff.idle_polls: must be an integer in [0, 100000000], got \"-1\"");
 }
+
+TEST_CASE("NIC names are checked like the switch's; a key with no value is refused") {
+  CHECK(error_of("nic:\n  uplinks: [{name: 'up 0', device: net_ring0}]\n") ==
+        "test.yaml: nic.uplinks[0].name: \"up 0\" may hold only letters, digits, '_', '-' and '.'");
+  CHECK(error_of(one_uplink("  host: {name: '7', device: net_ring_host}\n")) ==
+        "test.yaml: nic.host.name: \"7\" must not be digits only (telemetry would read it as an "
+        "index)");
+  CHECK(error_of(one_uplink("  name: ''\n")) == "test.yaml: nic.name: \"\" must not be empty");
+  CHECK(error_of(one_uplink("  reorder:\n    window:\n")) ==
+        "test.yaml: nic.reorder.window: has no value: give one, or leave the key out for its "
+        "default");
+}

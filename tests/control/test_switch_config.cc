@@ -342,3 +342,33 @@ TEST_CASE("ports[].delay_line_frames: the egress delay line's bound, default 2^1
   INFO(e);
   CHECK(e.find("delay_line_frames") != std::string::npos);
 }
+
+TEST_CASE("a key with no value is refused, not read as its default") {
+  CHECK(error_of(kPorts + "seed:\n") ==
+        "test.yaml: seed: has no value: give one, or leave the key out for its default");
+  CHECK(error_of("ports:\n  - {name: a, device: x, link: {rate_gbps: }}\n") ==
+        "test.yaml: ports[0].link.rate_gbps: has no value: give one, or leave the key out for its "
+        "default");
+  CHECK(error_of(kPorts + "pfc:\n  enabled:\n") ==
+        "test.yaml: pfc.enabled: has no value: give one, or leave the key out for its default");
+  // A list may be left empty that way.
+  CHECK_NOTHROW(parse(kPorts + "routes:\n"));
+}
+
+TEST_CASE("names: 1..64 letters, digits, '_', '-', '.'; not digits only (telemetry indices)") {
+  CHECK_NOTHROW(parse("ports:\n  - {name: leaf0-spine3.p1_a, device: x}\n"));
+  CHECK(error_of("ports:\n  - {name: '', device: x}\n") ==
+        "test.yaml: ports[0].name: \"\" must not be empty");
+  CHECK(error_of("ports:\n  - {name: 'up 1', device: x}\n") ==
+        "test.yaml: ports[0].name: \"up 1\" may hold only letters, digits, '_', '-' and '.'");
+  CHECK(error_of("ports:\n  - {name: 'a,b', device: x}\n").find("may hold only") !=
+        std::string::npos);
+  CHECK(error_of("ports:\n  - {name: '3', device: x}\n") ==
+        "test.yaml: ports[0].name: \"3\" must not be digits only (telemetry would read it as an "
+        "index)");
+  CHECK(error_of("ports:\n  - {name: " + std::string(65, 'a') + ", device: x}\n")
+            .find("is 65 characters long; at most 64") != std::string::npos);
+  CHECK(error_of(kPorts + "groups:\n  - {name: 'g 1', ports: [a]}\n")
+            .starts_with("test.yaml: groups[0].name: \"g 1\" may hold only"));
+  CHECK(error_of(kPorts + "name: ''\n") == "test.yaml: name: \"\" must not be empty");
+}
