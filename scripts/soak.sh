@@ -17,7 +17,8 @@ TOPO=$ROOT/scripts/topo.sh
 SECONDS_TO_RUN=600
 OUT=$ROOT/out
 PREFIX=spsk
-usage() {
+usage() {  # exit code: 0 for --help (on stdout), 2 for bad use (on stderr)
+  if [ "${1:-2}" = 0 ]; then sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0; fi
   sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
@@ -25,7 +26,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --out) [ $# -ge 2 ] || usage; OUT=$2; shift 2 ;;
     --prefix) [ $# -ge 2 ] || usage; PREFIX=$2; shift 2 ;;
-    -h|--help) usage ;;
+    -h|--help) usage 0 ;;
     [0-9]*) SECONDS_TO_RUN=$1; shift ;;
     *) echo "$ME: unknown argument '$1'" >&2; usage ;;
   esac
