@@ -4,7 +4,7 @@
 # nic1's without end, while scripts/soak.py drives chaos through the spines' telemetry (link
 # flaps, BER bursts, TCAM churn; PFC storms sent into a spine port from nic0's side, the PFC
 # watchdog on) and every second checks each process: the accounting identity, each lcore's
-# progress, traffic flowing, RSS flat after the warm-up, alive.
+# progress, traffic flowing, RSS outside DPDK's memory flat after the warm-up, alive.
 #   scripts/soak.sh [SECONDS] [--out DIR] [--prefix P]     (SECONDS: 20..86400, default 600)
 # At the end it stops the processes with SIGINT and checks their exit status, their reports'
 # mempool check and accounting; writes DIR/soak.json (default out/). Exits 0 when every check
@@ -132,7 +132,7 @@ jq --argjson exits "$exits" --argjson failed "$failed_json" \
 echo
 jq -r '"samples \(.samples // 0); checks \(.checks // {} | to_entries | map("\(.key) \(.value)") | join(", "))",
        "chaos \(.chaos // {} | to_entries | map("\(.key) \(.value)") | join(", "))",
-       (.rss_kb // {} | to_entries[] | "rss \(.key): \(.value.min_kb // 0) .. \(.value.max_kb // 0) kB"),
+       (.rss_kb // {} | to_entries[] | "rss \(.key): VmRSS \(.value.min_kb // 0) .. \(.value.max_kb // 0) kB, outside DPDK memory \(.value.own_min_kb // 0) .. \(.value.own_max_kb // 0) kB"),
        (.failures // [] | .[:20][] | "  at \(.t) s: \(.what)")' "$OUT/soak.json"
 echo "report: $OUT/soak.json"
 if [ ${#FAILED[@]} -gt 0 ]; then
