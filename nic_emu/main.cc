@@ -44,6 +44,10 @@ void register_telemetry(nic_emu::NicShared& s, control::ControlLoop& loop) {
                          locked(nic_emu::ports_json));
   TelemetryCommands::add("/spraynet/drops", "Drops by cause. No parameters",
                          locked(nic_emu::drops_json));
+  TelemetryCommands::add(
+      "/spraynet/accounting",
+      "Received + made = consumed + dropped + held + at egress, now. No parameters",
+      locked(nic_emu::accounting_json));
   TelemetryCommands::add("/spraynet/spray", "Spray mode, weights, packets per uplink",
                          [&s](std::string_view) { return nic_emu::spray_telemetry(s); });
   TelemetryCommands::add("/spraynet/ppcid", "Received PPCIDs by verdict and path id",

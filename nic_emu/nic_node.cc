@@ -405,6 +405,7 @@ void NicNode::deliver_all(uint64_t now_ns) {
 
 void NicNode::send_to_uplinks(uint64_t now_ns) {
   refresh_loads(now_ns);
+  counters_.rc_packets_sent += rc_out_.size();
   for (size_t i = 0; i < rc_out_.size(); ++i) from_host(rc_out_[i], now_ns);
   rc_out_.clear();
 }
@@ -493,13 +494,36 @@ void NicNode::free_all() {
   if (reorder_) {
     std::vector<rte_mbuf*> held;
     reorder_->flush(held);
+    freed_at_shutdown_ += held.size();
     for (rte_mbuf* m : held) rte_pktmbuf_free(m);
   }
+  // Empty between calls; a throw mid-call could leave some.
+  freed_at_shutdown_ += released_.size() + rc_out_.size();
   for (rte_mbuf* m : released_) rte_pktmbuf_free(m);
   released_.clear();
   for (rte_mbuf* m : rc_out_) rte_pktmbuf_free(m);
   rc_out_.clear();
   for (auto& e : egress_) e->free_all();
+}
+
+NicAccounting NicNode::accounting() const {
+  NicAccounting a;
+  a.received = drops_.bad_port;
+  for (const auto& p : ports_) a.received += p.rx_packets;
+  a.generated = counters_.rc_packets_sent + counters_.probes_sent + counters_.probe_egress_refused;
+  a.consumed = counters_.pfc_received + counters_.probes_received;
+  if (rc_) a.consumed += rc_->counters().received;
+  a.pipeline_dropped = drops_.total() - drops_.egress_refused;
+  if (reorder_) {
+    const ReorderCounters& r = reorder_->counters();
+    a.reorder_dropped = r.duplicates_of_held;
+    a.reorder_held = reorder_->buffered();
+    a.reorder_in = r.in;
+    a.reorder_released = r.released();
+  }
+  a.freed_at_shutdown = freed_at_shutdown_;
+  for (const auto& e : egress_) a.egress += e->accounting();
+  return a;
 }
 
 void NicNode::set_link_up(uint16_t uplink, bool up, uint64_t now_ns) {

@@ -124,6 +124,8 @@ static_assert(sizeof(PpcidCounters) == sizeof(uint64_t) * PpcidCounters::kCounte
   X(pfc_received)      /* PFC frames from the fabric, honoured on that uplink */     \
   /* RC engine READ requests sent: their response PSNs told to the reorder engine */ \
   X(read_ranges_noted)                                                               \
+  /* RC engine packets (requests, ACKs, READ responses, retransmissions) to TX */    \
+  X(rc_packets_sent)                                                                 \
   X(probes_sent)                                                                     \
   X(probes_received)                                                                 \
   X(probe_pool_empty)                                                                \
@@ -134,6 +136,37 @@ struct NicCounters {
   SPRAYNET_COUNTER_METHODS(NicCounters, SPRAYNET_NIC_COUNTERS)
 };
 static_assert(sizeof(NicCounters) == sizeof(uint64_t) * NicCounters::kCounters);
+
+// The node's accounting identity at any moment (issue: "received = forwarded + dropped +
+// buffered"): every frame the node took in or made itself (the RC engine's packets, probes) is
+// consumed (a PFC frame honoured, a probe of its own back, a packet the RC engine took), dropped
+// by the pipeline (a cause of NicDropCounters other than egress_refused, which the egress side
+// counts) or by the reorder engine (a second copy of a held PSN), held by the reorder engine,
+// freed from it at shutdown, or was offered to an egress port, where EgressAccounting says where
+// it is now (the host port's dequeued are the deliveries to the host). The RC engine holds no
+// mbufs between calls: it builds every (re)transmission from its QP state. Each term is counted
+// where it happens.
+struct NicAccounting {
+  uint64_t received = 0;           // on a port, or on one the node does not have (bad_port)
+  uint64_t generated = 0;          // RC engine packets to the TX path, probes made
+  uint64_t consumed = 0;           // PFC frames honoured, own probes back, taken by the RC engine
+  uint64_t pipeline_dropped = 0;   // NicDropCounters but egress_refused
+  uint64_t reorder_dropped = 0;    // ReorderCounters::duplicates_of_held
+  uint64_t reorder_held = 0;       // ReorderEngine::buffered()
+  uint64_t freed_at_shutdown = 0;  // held by the reorder engine when free_all() freed them
+  EgressAccounting egress;         // summed over the ports; egress.offered: what the node offered
+  // The reorder engine's own identity: in = released + duplicates_of_held + held.
+  uint64_t reorder_in = 0;
+  uint64_t reorder_released = 0;
+  bool node_balanced() const {
+    return received + generated == consumed + pipeline_dropped + reorder_dropped + reorder_held +
+                                       freed_at_shutdown + egress.offered;
+  }
+  bool reorder_balanced() const {
+    return reorder_in == reorder_released + reorder_dropped + reorder_held;
+  }
+  bool balanced() const { return node_balanced() && reorder_balanced() && egress.balanced(); }
+};
 
 // One QP's arrivals per uplink: the spraying heat map.
 struct QpArrivals {
@@ -214,6 +247,8 @@ class NicNode {
   const std::vector<QpArrivals>& heat_map() const { return heat_; }
   // Every drop cause summed (drops().total()).
   uint64_t total_drops() const { return drops_.total(); }
+  // Where every frame is, now; balanced() holds at any moment between calls.
+  NicAccounting accounting() const;
 
  private:
   void from_host(rte_mbuf* m, uint64_t now_ns);
@@ -261,6 +296,7 @@ class NicNode {
   NicHostSide host_side_;
   bool mismatch_logged_ = false;
   bool bad_check_logged_ = false;
+  uint64_t freed_at_shutdown_ = 0;  // by free_all(), besides what egress counts itself
 
   std::vector<NicPortCounters> ports_;
   NicDropCounters drops_;

@@ -232,6 +232,44 @@ json probe_json(const NicNode& node) {
   return j;
 }
 
+namespace {
+json egress_accounting_json(const EgressAccounting& e) {
+  return {{"offered", e.offered},
+          {"refused", e.refused},
+          {"dequeued", e.dequeued},
+          {"lost", e.lost},
+          {"queued", e.queued},
+          {"in_flight", e.in_flight},
+          {"freed_at_shutdown", e.freed_at_shutdown},
+          {"balanced", e.balanced()}};
+}
+}  // namespace
+
+json accounting_json(const NicNode& node) {
+  const NicAccounting a = node.accounting();
+  json ports = json::array();
+  for (uint16_t p = 0; p < node.port_count(); ++p) {
+    const bool host = node.has_host() && p == node.host_port();
+    json e = egress_accounting_json(node.egress(p).accounting());
+    e["name"] = host ? node.config().host->name : node.config().uplinks[p].name;
+    ports.push_back(e);
+  }
+  return {{"received", a.received},
+          {"generated", a.generated},
+          {"consumed", a.consumed},
+          {"pipeline_dropped", a.pipeline_dropped},
+          {"reorder_dropped", a.reorder_dropped},
+          {"reorder_held", a.reorder_held},
+          {"freed_at_shutdown", a.freed_at_shutdown},
+          {"reorder_in", a.reorder_in},
+          {"reorder_released", a.reorder_released},
+          {"egress", egress_accounting_json(a.egress)},
+          {"ports", ports},
+          {"node_balanced", a.node_balanced()},
+          {"reorder_balanced", a.reorder_balanced()},
+          {"balanced", a.balanced()}};
+}
+
 json report_json(const NicNode& node) {
   return {{"name", node.config().name},
           {"ports", ports_json(node)},
@@ -243,6 +281,7 @@ json report_json(const NicNode& node) {
           {"rc_engine", rc_engine_json(node)},
           {"probe", probe_json(node)},
           {"counters", nic_counters_json(node.counters())},
+          {"accounting", accounting_json(node)},
           {"delivered", node.counters().delivered},
           {"pfc_received", node.counters().pfc_received}};
 }

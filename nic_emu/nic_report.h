@@ -23,6 +23,9 @@ nlohmann::json rc_engine_json(const NicNode& node);  // null without an RC engin
 // The latency probe's report (LatencyReport's fields) with its uplink, rate and counters; null
 // without a probe. It sorts the stored latencies: O(n log n) in the samples kept.
 nlohmann::json probe_json(const NicNode& node);
+// The accounting identity (NicAccounting) now: its terms, each port's egress, and whether they
+// add up ("balanced"). Telemetry /spraynet/accounting; the report's "accounting".
+nlohmann::json accounting_json(const NicNode& node);
 nlohmann::json report_json(const NicNode& node);
 
 }  // namespace spraynet::nic_emu

@@ -158,10 +158,28 @@ void NodeProgram::add_loop(const LcorePlan& plan, runtime::BurstHandler& handler
   cfg.rcu_reader_id = static_cast<unsigned>(loops_.size());
   cfg.idle_backoff = opt_.backoff.config();
   loops_.push_back(std::make_unique<runtime::PollLoop>(rx, tx, handler, *clock_, cfg));
+  lcore_of_loop_.push_back(plan.lcore);
 }
 
 void NodeProgram::run(const std::vector<unsigned>& lcores, control::ControlLoop& loop,
                       std::mutex& control_lock) {
+  // Progress from outside (a stalled lcore stops counting loops): the loops publish it, so
+  // the telemetry thread takes no lock the lcores take.
+  control::TelemetryCommands::add(
+      "/spraynet/lcores",
+      "Each lcore's poll-loop iterations, rx and tx packets so far (they only grow while it "
+      "runs). No parameters",
+      [this](std::string_view) {
+        json lcores = json::array();
+        for (size_t i = 0; i < loops_.size(); ++i) {
+          const runtime::PollLoopProgress p = loops_[i]->progress();
+          lcores.push_back({{"lcore", lcore_of_loop_[i]},
+                            {"loops", p.loops},
+                            {"rx_packets", p.rx_packets},
+                            {"tx_packets", p.tx_packets}});
+        }
+        return json{{"lcores", lcores}};
+      });
   std::optional<control::ControlThread> control_thread;
   control_thread.emplace(loop, control_lock, [this] { return clock_->now_ns(); });
   runtime::LcoreRunner(lcores).run([&](unsigned, unsigned index) { loops_[index]->run(stop_); });
@@ -195,6 +213,7 @@ void NodeProgram::add_run_report(json& report, const runtime::RcuDomain& rcu,
 
 void NodeProgram::close_ports(json& report) {
   loops_.clear();
+  lcore_of_loop_.clear();
   if (pdump_) rte_pdump_uninit();
   pdump_ = false;
   ports_.clear();  // stops ports; net_pcap flushes its files

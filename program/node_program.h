@@ -17,7 +17,8 @@
 // and main() is `return program::run_main("switch_emu", run, argc, argv);`. Whatever both
 // programs do lives here once: --help without EAL, pool sizing, ports and their MACs, the
 // control thread, the lcores and their poll loops, the poll-loop and control counters in the
-// report, rte_pdump, the end-of-run mempool check and the exit codes.
+// report, rte_pdump, the end-of-run mempool check and the exit codes; and the telemetry command
+// /spraynet/lcores (each lcore's loop iterations, rx and tx packets while it runs).
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -167,6 +168,7 @@ class NodeProgram {
   runtime::StopSignal stop_;
   std::vector<std::unique_ptr<runtime::BurstHandler>> handlers_;  // one per lcore
   std::vector<std::unique_ptr<runtime::PollLoop>> loops_;         // the same order
+  std::vector<unsigned> lcore_of_loop_;                           // the same order
   bool pdump_ = false;
 };
 

@@ -40,7 +40,7 @@ declare -A CFG=(
   [prefix]=spn [uplinks]=4 [traffic]=rc [spray]=rr [receive]=reorder-buffer
   [reorder_hold_us]=5000 [rc_qps]=4 [rc_messages]=50 [rc_message_bytes]=65536 [rc_mtu]=1024
   [link_gbps]=10 [link_delay_ns]=2000 [idle_backoff_us]=100 [capture]=none [cores]=auto
-  [hold]=none [dir]=''
+  [hold]=none [dir]='' [spine_extra]=''
 )
 # What each key allows, for the error message: KEY -> "regex@@description".
 declare -A RULE=(
@@ -61,6 +61,7 @@ declare -A RULE=(
   [cores]='^(auto|[0-9]+(,[0-9]+)*)$@@auto or a list of CPUs, e.g. 0,1'
   [hold]='^(none|nic0)$@@none or nic0 (up leaves the requester to topo.sh start)'
   [dir]='^(/[^ ]*)?$@@an absolute path (default /run/spraynet/PREFIX)'
+  [spine_extra]='^(/[^ ]*)?$@@an absolute path to YAML appended to every spine config (empty: none)'
 )
 CONFIG_FILE=
 set_key() {  # where key value
@@ -244,6 +245,7 @@ write_spine_config() {  # k
     echo "routes:"
     echo "  - {prefix: 10.0.1.0/24, port: p0}"
     echo "  - {prefix: 10.0.2.0/24, port: p1}"
+    if [ -n "${CFG[spine_extra]}" ]; then cat "${CFG[spine_extra]}"; fi
   } >"$DIR/spine$k.yaml"
 }
 
@@ -337,6 +339,8 @@ do_up() {
   for b in "$SWITCH_EMU" "$NIC_EMU"; do
     [ -x "$b" ] || die "$b is not built (ninja -C build)"
   done
+  [ -z "${CFG[spine_extra]}" ] || [ -r "${CFG[spine_extra]}" ] ||
+    die "spine_extra: '${CFG[spine_extra]}': cannot read"
   for ns in $(namespaces); do
     ! ns_exists "$ns" || die "netns $ns exists: the topology (prefix $P) is up; run $ME down first"
   done

@@ -86,6 +86,7 @@ void PollLoop::run(const StopSignal& stop) {
     handler_.on_poll(now, sink_);
     if (reader) reader->quiescent();
     ++counters_.loops;
+    publish();
     if (!backoff_.enabled()) continue;
     // Work is what moved a packet: received, or handed to a tx buffer (a handler's own timers,
     // an RC engine sending, a delay line releasing). A control thread's synchronize() may wait
@@ -108,6 +109,19 @@ void PollLoop::run(const StopSignal& stop) {
   }
   handler_.on_stop(clock_.now_ns(), sink_);
   flush_all();
+  publish();
+}
+
+void PollLoop::publish() {
+  published_.loops.store(counters_.loops, std::memory_order_relaxed);
+  published_.rx_packets.store(counters_.rx_packets, std::memory_order_relaxed);
+  published_.tx_packets.store(sink_.sent_, std::memory_order_relaxed);
+}
+
+PollLoopProgress PollLoop::progress() const {
+  return {published_.loops.load(std::memory_order_relaxed),
+          published_.rx_packets.load(std::memory_order_relaxed),
+          published_.tx_packets.load(std::memory_order_relaxed)};
 }
 
 PollLoopCounters PollLoop::counters() const {

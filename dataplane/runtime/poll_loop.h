@@ -3,6 +3,7 @@
 
 #include <rte_mbuf.h>
 
+#include <atomic>
 #include <cstdint>
 #include <vector>
 
@@ -134,6 +135,14 @@ struct PollLoopCounters {
   uint64_t idle_sleep_ns = 0;  // and for how long in all, as measured on the loop's clock
 };
 
+// How far a running loop has got, for other threads (telemetry, a soak's stall check): each
+// a count that only grows while the loop runs.
+struct PollLoopProgress {
+  uint64_t loops = 0;
+  uint64_t rx_packets = 0;
+  uint64_t tx_packets = 0;  // handed to tx buffers
+};
+
 // One lcore's loop over its (port, rx queue) list and its (port, tx queue) list, with one
 // TxBuffer per tx queue. Single-threaded: run one PollLoop per lcore (see LcoreRunner).
 class PollLoop {
@@ -152,6 +161,8 @@ class PollLoop {
 
   // Plain counters, not atomics: read them on the loop's lcore or after run() returned.
   PollLoopCounters counters() const;
+  // Safe from any thread at any time: what the loop published at the end of its last iteration.
+  PollLoopProgress progress() const;
 
  private:
   bool poll_rx(uint64_t now_ns);
@@ -166,6 +177,15 @@ class PollLoop {
   PollLoopConfig config_;
   IdleBackoff backoff_;
   PollLoopCounters counters_;
+  // The lcore's copy for other threads: relaxed stores once per iteration (plain moves on x86,
+  // no read-modify-write, no fence), on a cache line of their own so that readers never make
+  // the lcore's own counters miss.
+  struct alignas(64) Published {
+    std::atomic<uint64_t> loops{0};
+    std::atomic<uint64_t> rx_packets{0};
+    std::atomic<uint64_t> tx_packets{0};
+  } published_;
+  void publish();
 };
 
 }  // namespace spraynet::runtime

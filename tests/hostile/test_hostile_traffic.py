@@ -256,6 +256,8 @@ class HostileTraffic(unittest.TestCase):
         total_in = sum(len(v) for v in self.classes.values())
         self.assertEqual(st["drops"]["total"] + len(sent) + st["pfc_received"], total_in,
                          f"every frame sent or counted: {drops}")
+        self.assertTrue(st["accounting"]["balanced"], st["accounting"])
+        self.assertEqual(st["accounting"]["received"], total_in)
 
     def test_nic_reorder_side(self):
         # The receiving NIC gets the hostile RoCE on its uplinks (one QP flooding, a QP jumping
@@ -295,6 +297,8 @@ class HostileTraffic(unittest.TestCase):
                            st["reorder"]["duplicates_of_held"])
         self.assertEqual(held_or_dropped + len(delivered), total_in,
                          f"every frame delivered or counted: {drops} {st.get('reorder')}")
+        self.assertTrue(st["accounting"]["balanced"], st["accounting"])
+        self.assertEqual(st["accounting"]["received"], total_in)
 
 
 def routed(frame):

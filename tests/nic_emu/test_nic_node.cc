@@ -1,14 +1,16 @@
 // The NIC node: spraying with PPCIDs on TX, PPCID reading, reordering and checksum restore on
-// RX; and two NIC nodes joined by four emulated paths of different delays, with the RC traffic
-// engine at both ends, in virtual time: spraying with the reorder engine retransmits almost
-// nothing, spraying without it retransmits a lot, flow mode never reorders, out-of-order
-// placement retransmits nothing and waits for no hold, and resends exactly a lost packet.
+// RX; its accounting identity after every call of two long mixed scenarios; and two NIC nodes
+// joined by four emulated paths of different delays, with the RC traffic engine at both ends, in
+// virtual time: spraying with the reorder engine retransmits almost nothing, spraying without it
+// retransmits a lot, flow mode never reorders, out-of-order placement retransmits nothing and waits
+// for no hold, and resends exactly a lost packet.
 #include "nic_emu/nic_node.h"
 
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <map>
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -481,5 +483,270 @@ TEST_CASE("RX: the PPCID is read and counted, the UDP checksum restored to 0, th
     CHECK(nic.heat_map().size() == 1);
     CHECK(nic.heat_map()[0].per_uplink[2] == 1);
   }
+  CHECK(pool.whole());
+}
+
+namespace {
+
+// The accounting terms each scenario reached, over every check.
+struct TermsSeen {
+  bool generated = false, consumed = false, pipeline_dropped = false, reorder_dropped = false,
+       reorder_held = false, refused = false, lost = false, dequeued = false, queued = false;
+  void see(const nic_emu::NicAccounting& a) {
+    generated = generated || a.generated > 0;
+    consumed = consumed || a.consumed > 0;
+    pipeline_dropped = pipeline_dropped || a.pipeline_dropped > 0;
+    reorder_dropped = reorder_dropped || a.reorder_dropped > 0;
+    reorder_held = reorder_held || a.reorder_held > 0;
+    refused = refused || a.egress.refused > 0;
+    lost = lost || a.egress.lost > 0;
+    dequeued = dequeued || a.egress.dequeued > 0;
+    queued = queued || a.egress.queued + a.egress.in_flight > 0;
+  }
+};
+
+void check_balanced(const NicNode& n, const char* what, uint64_t step, TermsSeen& seen) {
+  const nic_emu::NicAccounting a = n.accounting();
+  INFO(n.config().name << " " << what << " at step " << step << ": received " << a.received
+                       << " generated " << a.generated << " consumed " << a.consumed << " dropped "
+                       << a.pipeline_dropped << " reorder dropped " << a.reorder_dropped << " held "
+                       << a.reorder_held << " freed " << a.freed_at_shutdown << " offered "
+                       << a.egress.offered << " | refused " << a.egress.refused << " dequeued "
+                       << a.egress.dequeued << " lost " << a.egress.lost << " queued "
+                       << a.egress.queued << " in flight " << a.egress.in_flight << " | reorder in "
+                       << a.reorder_in << " released " << a.reorder_released);
+  REQUIRE(a.node_balanced());
+  REQUIRE(a.reorder_balanced());
+  REQUIRE(a.egress.balanced());
+  REQUIRE(a.balanced());
+  seen.see(a);
+}
+
+// Something hostile for `port`: a cut-short IPv4 header, a PFC frame (honoured, or malformed),
+// an 802.3x PAUSE, a non-IPv4 frame, or a RoCE packet of a QP nobody has at a random PSN.
+rte_mbuf* odd_frame(const test::TestPool& pool, std::mt19937& rng) {
+  const unsigned kind = rng() % 5;
+  rte_mbuf* m = roce_packet(pool, 0x700 + rng() % 4, rng() % 64);
+  if (kind == 0) {
+    rte_pktmbuf_trim(m, rte_pktmbuf_pkt_len(m) - 20);
+  } else if (kind == 1 || kind == 2) {
+    rte_pktmbuf_reset(m);
+    PfcFrame f;
+    f.class_enable = 0xFF;
+    f.quanta.fill(static_cast<uint16_t>(rng() % 200));
+    const uint8_t src[6] = {0x02, 0, 0, 0, 0, 0x77};
+    REQUIRE(build_pfc_frame(m, src, f));
+    if (kind == 2) rte_pktmbuf_mtod(m, uint8_t*)[rng() % 2 ? 16 : 15] = 0xFF;  // malformed/PAUSE
+  } else if (kind == 3) {
+    rte_pktmbuf_mtod(m, uint8_t*)[12] = 0x08;  // EtherType ARP
+    rte_pktmbuf_mtod(m, uint8_t*)[13] = 0x06;
+  }
+  return m;
+}
+
+std::string accounting_pair_yaml(const std::string& name, const std::string& role,
+                                 uint32_t first_qp, uint32_t peer_qp) {
+  std::string y = "nic:\n  name: " + name + "\n  uplinks:\n";
+  for (int i = 0; i < 4; ++i) {
+    y += "    - {name: up" + std::to_string(i) + ", device: x, path_id: " + std::to_string(i + 1) +
+         ", link: {rate_gbps: 25, delay_ns: " + std::to_string(2000 * (i + 1)) +
+         (i == 2 ? ", ber: 0.000001" : "") + (i == 3 ? ", loss: 0.02" : "") + "}}\n";
+  }
+  y += "  spray: {mode: rr}\n  receive: reorder-buffer\n";
+  y += "  reorder: {hold_timeout_us: 40, max_buffered: 64}\n";
+  y += "  probe: {uplink: up0, rate_pps: 20000, dst_port: 9999}\n";
+  y += "  rc_engine: {qps: 4, role: " + role +
+       ", message_bytes: 16384, mtu: 1024, max_in_flight: 128, messages: 0, first_qp: " +
+       std::to_string(first_qp) + ", peer_first_qp: " + std::to_string(peer_qp) +
+       (name == "a" ? ", local_ip: 10.0.0.1, peer_ip: 10.0.0.2"
+                    : ", local_ip: 10.0.0.2, peer_ip: 10.0.0.1") +
+       "}\n";
+  return y;
+}
+
+}  // namespace
+
+TEST_CASE("accounting: two RC NICs, 6,000 mixed steps: balanced after every call") {
+  // Sprayed RC traffic both ways (requests, ACKs, retransmissions) over 4 paths, one with bit
+  // errors and one losing frames; the cables also drop and duplicate frames; probes; reorder
+  // holds that time out and a small reorder buffer; hostile frames on every port and on ports
+  // the node does not have; uplinks going down and up.
+  test::TestPool pool(16383, 4096 + 512);
+  std::mt19937 rng(11);
+  uint64_t step = 0;
+  TermsSeen seen;
+  {
+    NicNode a(load(accounting_pair_yaml("a", "requester", 0x100, 0x200)), pool.get());
+    NicNode b(load(accounting_pair_yaml("b", "responder", 0x200, 0x100)), pool.get());
+    NicNode* nodes[2] = {&a, &b};
+    uint64_t now = 0;
+    rte_mbuf* buf[64];
+    for (; step < 6000; ++step) {
+      now += rng() % 4000;
+      NicNode& n = *nodes[rng() % 2];
+      NicNode& peer = &n == &a ? b : a;
+      const unsigned action = rng() % 20;
+      if (action < 6) {
+        n.poll(now);
+        check_balanced(n, "poll", step, seen);
+      } else if (action < 14) {  // a cable: what crossed, less some, with some twice
+        const uint16_t u = static_cast<uint16_t>(rng() % 4);
+        const uint16_t k = n.transmit(u, now, buf, 32);
+        check_balanced(n, "transmit", step, seen);
+        uint16_t kept = 0;
+        for (uint16_t i = 0; i < k; ++i) {
+          const unsigned fate = rng() % 40;
+          if (fate == 0) {
+            rte_pktmbuf_free(buf[i]);
+            continue;
+          }
+          rte_mbuf* m = buf[i];
+          buf[kept++] = m;
+          if (fate == 1 && kept < 64) {
+            rte_mbuf* copy = rte_pktmbuf_copy(m, pool.get(), 0, UINT32_MAX);
+            if (copy != nullptr) buf[kept++] = copy;
+          }
+        }
+        if (kept > 0) {
+          peer.receive(u, buf, kept, now);
+          check_balanced(peer, "receive", step, seen);
+        }
+      } else if (action < 17) {  // hostile frames, now and then on a port the node lacks
+        const uint16_t k = static_cast<uint16_t>(1 + rng() % 8);
+        for (uint16_t i = 0; i < k; ++i) buf[i] = odd_frame(pool, rng);
+        const uint16_t port = static_cast<uint16_t>(rng() % 10 == 0 ? 9 : rng() % 4);
+        n.receive(port, buf, k, now);
+        check_balanced(n, "receive odd", step, seen);
+      } else if (action < 18) {
+        const uint16_t u = static_cast<uint16_t>(rng() % 4);
+        n.set_link_up(u, !n.egress(u).link_up(), now);
+        check_balanced(n, "link toggle", step, seen);
+      } else {
+        now = std::max(now, std::min(n.next_event_ns(now), now + 200'000));
+        n.poll(now);
+        check_balanced(n, "poll at next event", step, seen);
+      }
+    }
+    for (NicNode* n : nodes) {
+      n->free_all();
+      check_balanced(*n, "free_all", step, seen);
+    }
+    CHECK(a.rc_engine()->requester_totals().packets_retransmitted > 0);
+    CHECK(b.reorder()->counters().gap_timeouts > 0);
+  }
+  CHECK(seen.generated);
+  CHECK(seen.consumed);
+  CHECK(seen.pipeline_dropped);
+  CHECK(seen.reorder_dropped);
+  CHECK(seen.reorder_held);
+  CHECK(seen.lost);
+  CHECK(seen.dequeued);
+  CHECK(seen.queued);
+  CHECK(pool.whole());
+}
+
+TEST_CASE("accounting: a host NIC, 6,000 mixed steps: balanced after every call") {
+  // The host side: bursts from the host onto slow uplinks that tail-drop, RoCE arriving from the
+  // fabric out of PSN order with gaps the reorder engine times out, duplicates, hostile frames,
+  // a host that filters non-zero UDP checksums, links going down and up.
+  test::TestPool pool(16383);
+  std::mt19937 rng(5);
+  uint64_t step = 0;
+  TermsSeen seen;
+  {
+    NicNode nic(load(R"(
+nic:
+  name: host-nic
+  host: {name: host, device: x}
+  uplinks:
+    - {name: up0, device: x, path_id: 1, link: {rate_gbps: 0.1, delay_ns: 3000}}
+    - {name: up1, device: x, path_id: 2, link: {rate_gbps: 0.1, delay_ns: 5000, loss: 0.05}}
+  spray: {mode: adaptive}
+  receive: reorder-buffer
+  reorder: {hold_timeout_us: 30, window: 64, max_buffered: 128}
+)"),
+                pool.get());
+    uint64_t now = 0;
+    std::array<uint32_t, 4> next_psn{};
+    rte_mbuf* buf[32];
+    for (; step < 6000; ++step) {
+      now += rng() % 3000;
+      const unsigned action = rng() % 20;
+      if (action < 5) {  // the host sends: RoCE mostly, some hostile
+        const uint16_t k = static_cast<uint16_t>(1 + rng() % 32);
+        for (uint16_t i = 0; i < k; ++i) {
+          buf[i] = rng() % 8 == 0 ? odd_frame(pool, rng) : roce_packet(pool, 0x40, rng() % 1000);
+        }
+        nic.receive(nic.host_port(), buf, k, now);
+        check_balanced(nic, "receive from host", step, seen);
+      } else if (action < 10) {  // the fabric delivers, out of order, with gaps and duplicates
+        const uint16_t k = static_cast<uint16_t>(1 + rng() % 16);
+        for (uint16_t i = 0; i < k; ++i) {
+          const uint32_t q = rng() % 4;
+          const unsigned r = rng() % 10;
+          uint32_t psn = next_psn[q];
+          if (r < 6) {
+            ++next_psn[q];
+          } else if (r < 8) {
+            psn = next_psn[q] + 1 + rng() % 4;  // ahead: a gap
+          } else if (r < 9 && psn > 0) {
+            psn = psn - 1 - rng() % std::min<uint32_t>(psn, 4);  // behind: a duplicate
+          } else {
+            next_psn[q] += 1 + rng() % 3;  // lost on the way
+          }
+          if (rng() % 10 == 0) {
+            buf[i] = odd_frame(pool, rng);
+            continue;
+          }
+          buf[i] = roce_packet(pool, 0x50 + q, psn);
+          if (rng() % 2 == 0) {  // sprayed by a peer: a PPCID in the UDP checksum
+            ParsedPacket p;
+            REQUIRE(PacketParser().parse(buf[i], p) == ParseStatus::kOk);
+            const uint16_t ppcid = ppcid_encode(PpcidLayout::kTsHigh, 1, 0x5A, 0x50 + q, psn);
+            rte_pktmbuf_mtod_offset(buf[i], uint8_t*, p.l4_offset)[6] =
+                static_cast<uint8_t>(ppcid >> 8);
+            rte_pktmbuf_mtod_offset(buf[i], uint8_t*, p.l4_offset)[7] = static_cast<uint8_t>(ppcid);
+          }
+        }
+        nic.receive(static_cast<uint16_t>(rng() % 2), buf, k, now);
+        check_balanced(nic, "receive from uplink", step, seen);
+      } else if (action < 12) {
+        nic.poll(now);
+        check_balanced(nic, "poll", step, seen);
+      } else if (action < 17) {
+        const uint16_t p = static_cast<uint16_t>(rng() % 3);
+        const uint16_t k = nic.transmit(p, now, buf, static_cast<uint16_t>(1 + rng() % 32));
+        rte_pktmbuf_free_bulk(buf, k);
+        check_balanced(nic, "transmit", step, seen);
+      } else if (action < 18) {
+        // In the second half only, and rarely: a link going down loses what it queued, and
+        // the queues must fill up first.
+        if (step < 3000 || rng() % 8 != 0) continue;
+        const uint16_t u = static_cast<uint16_t>(rng() % 2);
+        nic.set_link_up(u, !nic.egress(u).link_up(), now);
+        check_balanced(nic, "link toggle", step, seen);
+      } else if (action < 19) {
+        nic_emu::NicHostSide h;
+        h.restore_checksum = rng() % 2 == 0;
+        h.filter_nonzero_udp_checksum = rng() % 2 == 0;
+        nic.set_host_side(h);
+      } else {
+        nic.flush(now);
+        check_balanced(nic, "flush", step, seen);
+      }
+    }
+    CHECK(nic.reorder()->counters().gap_timeouts > 0);
+    CHECK(nic.drops().host_checksum_filter > 0);
+    nic.free_all();
+    check_balanced(nic, "free_all", step, seen);
+  }
+  CHECK(seen.consumed);
+  CHECK(seen.pipeline_dropped);
+  CHECK(seen.reorder_dropped);
+  CHECK(seen.reorder_held);
+  CHECK(seen.refused);
+  CHECK(seen.lost);
+  CHECK(seen.dequeued);
+  CHECK(seen.queued);
   CHECK(pool.whole());
 }

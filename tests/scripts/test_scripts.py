@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """The deployment scripts on real processes: shellcheck over scripts/*.sh, topo.sh's config
 errors, scripts/e2e.sh end to end (root: namespaces, veth, real switch_emu and nic_emu on
-net_af_packet, dpdk-dumpcap, tshark), e2e.sh killed half-way leaving nothing behind, and
-perftest.sh's skip where no RDMA device can exist.
+net_af_packet, dpdk-dumpcap, tshark), e2e.sh killed half-way leaving nothing behind,
+perftest.sh's skip where no RDMA device can exist, and scripts/soak.sh (120 s when CI is set,
+20 s otherwise).
 
     test_scripts.py [unittest names, e.g. Shellcheck E2e E2eKilled]
 """
 import glob
+import json
 import os
 import re
 import shutil
@@ -21,6 +23,7 @@ ROOT = os.environ.get("SPRAYNET_SOURCE_DIR",
                       os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 SCRIPTS = os.path.join(ROOT, "scripts")
 TOPO = os.path.join(SCRIPTS, "topo.sh")
+SOAK = os.path.join(SCRIPTS, "soak.sh")
 E2E = os.path.join(SCRIPTS, "e2e.sh")
 PERFTEST = os.path.join(SCRIPTS, "perftest.sh")
 IS_ROOT = os.geteuid() == 0
@@ -201,6 +204,35 @@ class E2e(unittest.TestCase):
             cap = os.path.join(out, "rr", "spine0.pcapng")
             t = run(["tshark", "-r", cap, "-c", "1", "-T", "fields", "-e", "infiniband.bth.opcode"])
             self.assertRegex(t.stdout.strip(), r"^\d+$")
+            left.check(self)
+
+
+@unittest.skipUnless(IS_ROOT, "needs root: network namespaces, veth")
+class Soak(unittest.TestCase):
+    def test_soak_holds_every_check_and_leaves_nothing_behind(self):
+        seconds = 120 if os.environ.get("CI") else 20
+        with tempfile.TemporaryDirectory(prefix="soak_") as out:
+            prefix = f"spsk{os.getpid() % 100}"
+            left = LeftBehind(prefix, out)
+            r = run([SOAK, str(seconds), "--out", out, "--prefix", prefix], timeout=seconds + 300)
+            sys.stderr.write(r.stdout[-3000:])
+            self.assertEqual(r.returncode, 0, r.stdout[-4000:] + r.stderr[-2000:])
+            self.assertIn("soak: every check held", r.stdout)
+            with open(os.path.join(out, "soak.json")) as f:
+                report = json.load(f)
+            self.assertTrue(report["passed"])
+            self.assertEqual(report["failures"], [])
+            # A sample a second, every process's accounting read at each.
+            self.assertGreaterEqual(report["samples"], seconds - 2)
+            self.assertGreaterEqual(report["checks"]["accounting"], 4 * (seconds - 2))
+            self.assertGreater(report["checks"]["rss"], 0)
+            chaos = report["chaos"]
+            for k in ("link_flaps", "ber_bursts", "tcam_adds", "tcam_removes", "pfc_storms"):
+                self.assertGreater(chaos[k], 0, k)
+            self.assertGreater(chaos["pfc_frames_sent"], 100)
+            for name, p in report["processes"].items():
+                self.assertEqual(p, {"exit_status": "0", "mempool_in_use_at_exit": 0,
+                                     "accounting_balanced": True}, name)
             left.check(self)
 
 

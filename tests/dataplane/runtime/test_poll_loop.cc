@@ -476,3 +476,55 @@ TEST_CASE("a loaded loop never backs off", "[poll_loop][idle_backoff]") {
   }
   CHECK(pool.whole());
 }
+
+TEST_CASE("progress() is read from another lcore while the loop runs, and only grows",
+          "[poll_loop]") {
+  const std::vector<unsigned> lcores = LcoreRunner::all_lcores();
+  REQUIRE(lcores.size() >= 2);
+  PacketPool pool({.name = "loop_progress"});
+  {
+    Port source({.device = "net_null_progress0"}, pool.get());  // never runs dry
+    Port sink({.device = "net_null_progress1"}, pool.get());
+    TscClock clock;
+    StopSignal stop;
+    Forwarder fwd(stop, sink.id(), UINT64_MAX);
+    PollLoop loop({{&source, 0}}, {{&sink, 0}}, fwd, clock);
+    spraynet::runtime::PollLoopProgress last{}, first_seen{};
+    uint64_t reads = 0, went_back = 0;
+    bool moved = false;
+    LcoreRunner({lcores[0], lcores[1]}).run([&](unsigned, unsigned i) {
+      if (i == 1) {
+        loop.run(stop);
+        return;
+      }
+      // Bounded polling on a condition: the loop has moved on since it was first seen running.
+      const uint64_t deadline = clock.now_ns() + 30'000'000'000ULL;
+      while (clock.now_ns() < deadline && !stop.requested()) {
+        const spraynet::runtime::PollLoopProgress p = loop.progress();
+        ++reads;
+        if (p.loops < last.loops || p.rx_packets < last.rx_packets ||
+            p.tx_packets < last.tx_packets) {
+          ++went_back;
+        }
+        last = p;
+        if (first_seen.loops == 0) first_seen = p;
+        if (first_seen.loops > 0 && p.loops > first_seen.loops + 100 &&
+            p.rx_packets > first_seen.rx_packets && p.tx_packets > first_seen.tx_packets) {
+          moved = true;
+          break;
+        }
+      }
+      stop.request();
+    });
+    CHECK(moved);
+    CHECK(reads > 0);
+    CHECK(went_back == 0);
+    // After run() returned: what it published last is its final count.
+    const auto c = loop.counters();
+    const auto p = loop.progress();
+    CHECK(p.loops == c.loops);
+    CHECK(p.rx_packets == c.rx_packets);
+    CHECK(p.tx_packets == c.tx_packets);
+  }
+  CHECK(pool.whole());
+}
