@@ -23,6 +23,9 @@ nlohmann::json rc_engine_json(const NicNode& node);  // null without an RC engin
 // The latency probe's report (LatencyReport's fields) with its uplink, rate and counters; null
 // without a probe. It sorts the stored latencies: O(n log n) in the samples kept.
 nlohmann::json probe_json(const NicNode& node);
+// The PPCID anomaly detector: {"enabled": false} when off, else its counters and every flagged
+// QP (reason, uplink, PSN, first and last anomalous packet, counts by reason).
+nlohmann::json anomaly_json(const NicNode& node);
 nlohmann::json report_json(const NicNode& node);
 
 }  // namespace spraynet::nic_emu
