@@ -421,12 +421,48 @@ RcTrafficEngineConfig rc_engine_config(const NicConfig& config) {
   return r;
 }
 
+void parse_anomaly(NicConfig& c, const ConfigNode& n) {
+  n.allow_only({"enabled", "qp_table_size", "threshold", "quarantine"});
+  NicAnomalySettings& a = c.anomaly;
+  a.enabled = n.boolean_or("enabled", a.enabled);
+  a.qp_table_size = static_cast<uint32_t>(
+      n.uint_or("qp_table_size", a.qp_table_size, 1, PpcidAnomalyConfig::kMaxQps));
+  a.threshold = static_cast<uint32_t>(
+      n.uint_or("threshold", a.threshold, 1, PpcidAnomalyConfig::kMaxThreshold));
+  const auto q = n.optional_child("quarantine");
+  if (!q) return;
+  q->allow_only({"enabled", "switch_socket", "honeypot_port", "keep_percent", "rule_id_base",
+                 "priority", "period_ms", "timeout_ms"});
+  NicQuarantineSettings& s = a.quarantine;
+  s.enabled = q->boolean_or("enabled", s.enabled);
+  if (s.enabled && !a.enabled) {
+    q->fail("enabled", "quarantine responds to flagged QPs: it needs nic.anomaly.enabled: true");
+  }
+  s.switch_socket = q->string_or("switch_socket", s.switch_socket);
+  s.honeypot_port = q->string_or("honeypot_port", s.honeypot_port);
+  if (s.enabled && s.switch_socket.empty()) {
+    q->fail("switch_socket",
+            "required with quarantine: the switch's telemetry socket, e.g. "
+            "/var/run/dpdk/<file-prefix>/dpdk_telemetry.v2");
+  }
+  if (s.enabled && s.honeypot_port.empty()) {
+    q->fail("honeypot_port", "required with quarantine: a port name of the switch");
+  }
+  s.keep_percent = static_cast<uint32_t>(q->uint_or("keep_percent", s.keep_percent, 0, 100));
+  s.rule_id_base = static_cast<uint32_t>(
+      q->uint_or("rule_id_base", s.rule_id_base, 0, UINT32_MAX - uint64_t{a.qp_table_size}));
+  s.priority =
+      static_cast<int32_t>(q->number_or("priority", s.priority, -2147483648.0, 2147483647.0));
+  s.period_ms = q->uint_or("period_ms", s.period_ms, 1, 60'000);
+  s.timeout_ms = q->uint_or("timeout_ms", s.timeout_ms, 1, 60'000);
+}
+
 NicConfig parse_nic_config(const ConfigNode& root) {
   root.allow_only({"nic"});
   const ConfigNode nic = root.child("nic");
   nic.allow_only({"name", "seed", "mempool_mbufs", "mbuf_data_room", "host", "uplinks", "spray",
                   "receive", "reorder", "placement", "control", "rc_engine", "probe",
-                  "idle_backoff"});
+                  "idle_backoff", "anomaly"});
   NicConfig c;
   c.file = root.file();
   c.name = nic.name_or("name", c.name);
@@ -534,8 +570,19 @@ NicConfig parse_nic_config(const ConfigNode& root) {
     }
   }
   if (auto p = nic.optional_child("probe")) parse_probe(c, *p);
+  if (auto a = nic.optional_child("anomaly")) parse_anomaly(c, *a);
   check_engines(c, nic);
   return c;
+}
+
+PpcidAnomalyConfig anomaly_config(const NicConfig& config) {
+  PpcidAnomalyConfig a;
+  a.qp_table_size = config.anomaly.qp_table_size;
+  a.threshold = config.anomaly.threshold;
+  if (config.spray.fabric_paths == 0) {
+    for (const auto& u : config.uplinks) a.uplink_path_ids.push_back(u.path_id);
+  }
+  return a;
 }
 
 NicConfig load_nic_config(const std::string& path) {
@@ -675,6 +722,37 @@ std::string nic_config_help() {
   line("    sequence_window: " + std::to_string(pr.sequence_window),
        "1.." + std::to_string(LatencyProbeConfig::kMaxSequenceWindow) +
            " sequence numbers remembered for duplicate / out-of-order detection");
+  const NicAnomalySettings an;
+  const NicQuarantineSettings qs;
+  line("  anomaly:",
+       "optional: PPCID anomaly detection on received RoCEv2 packets (wrong uplink, bad check, "
+       "unknown path, PPCID missing/unexpected, layout flip); a QP is flagged once");
+  line("    enabled: false",
+       "true | false; off by default: wrong_uplink assumes each uplink's far end writes its "
+       "path id");
+  line("    qp_table_size: " + std::to_string(an.qp_table_size),
+       "1.." + std::to_string(PpcidAnomalyConfig::kMaxQps) +
+           " QPs tracked (preallocated); packets of QPs beyond it are counted, not judged");
+  line("    threshold: " + std::to_string(an.threshold),
+       "1.." + std::to_string(PpcidAnomalyConfig::kMaxThreshold) +
+           " anomalous packets that flag a QP (so within 3 forged packets)");
+  line("    quarantine:",
+       "optional: push a TCAM quarantine rule for each flagged QP to the switch (its "
+       "telemetry needs acting commands on)");
+  line("      enabled: false", "true | false; needs anomaly.enabled");
+  line("      switch_socket: (required)",
+       "the switch's /var/run/dpdk/<file-prefix>/dpdk_telemetry.v2");
+  line("      honeypot_port: (required)", "the switch's port name quarantined packets go to");
+  line("      keep_percent: " + std::to_string(qs.keep_percent),
+       "0..100: packets with PSN % 100 below it stay on the normal path");
+  line("      rule_id_base: " + std::to_string(qs.rule_id_base),
+       "0..2^32-1-qp_table_size; rule id = base + the QP's index in flag order");
+  line("      priority: " + std::to_string(qs.priority),
+       "the rule's TCAM priority, a 32-bit integer");
+  line("      period_ms: " + std::to_string(qs.period_ms),
+       "1..60000: how often the control side looks for newly flagged QPs");
+  line("      timeout_ms: " + std::to_string(qs.timeout_ms),
+       "1..60000 per push (connect, greeting, reply)");
   return help.str();
 }
 

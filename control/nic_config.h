@@ -17,6 +17,7 @@
 #include "control/config_reader.h"
 #include "control/link_state_table.h"
 #include "control/switch_config.h"  // LinkSettings
+#include "dataplane/nic/ppcid_anomaly_detector.h"
 #include "dataplane/nic/reorder_engine.h"
 #include "dataplane/nic/spray_engine.h"
 #include "dataplane/probe/latency_probe.h"
@@ -118,6 +119,30 @@ struct NicProbeSettings {
   LatencyProbeConfig probe;   // addresses, ports, DSCP, size, rate, threshold, sample store
 };
 
+// The optional response to a flagged QP: nic_emu's control side pushes a TCAM quarantine rule
+// to the switch through its DPDK telemetry socket (/spraynet/tcam_add; the switch must run with
+// acting commands on). `nic: anomaly: quarantine:`.
+struct NicQuarantineSettings {
+  bool enabled = false;
+  std::string switch_socket;    // the switch's dpdk_telemetry.v2 socket (required when enabled)
+  std::string honeypot_port;    // the switch's port name the quarantined packets go to (required)
+  uint32_t keep_percent = 5;    // PSN % 100 below it stays on the normal path (monitoring)
+  uint32_t rule_id_base = 900;  // rule id = base + the QP's index in flag order
+  int32_t priority = 1000;      // the rule's TCAM priority (above the spray rules it overrides)
+  uint64_t period_ms = 50;      // how often the control side looks for newly flagged QPs
+  uint64_t timeout_ms = 2000;   // per push: connect, greeting, reply
+};
+
+// PPCID anomaly detection at the receiving NIC (dataplane/nic/ppcid_anomaly_detector.h).
+// `nic: anomaly:`. Off by default: its rules are false-positive-free only where each uplink's
+// far end writes that uplink's path id, which a fabric of switches need not do.
+struct NicAnomalySettings {
+  bool enabled = false;
+  uint32_t qp_table_size = 4096;
+  uint32_t threshold = 3;
+  NicQuarantineSettings quarantine;
+};
+
 struct NicConfig {
   std::string file;
   std::string name = "nic";
@@ -138,6 +163,7 @@ struct NicConfig {
   // file has no rc_engine block).
   std::optional<RcEngineSettings> rc_engine;
   std::optional<NicProbeSettings> probe;  // absent: no probe
+  NicAnomalySettings anomaly;
 
   int uplink_index(const std::string& name) const;  // -1 when unknown
   bool reorder_enabled() const { return receive == ReceiveModel::kReorderBuffer; }
@@ -159,6 +185,8 @@ unsigned path_id_bits(const NicConfig& config);
 // The dataplane's configs. rc_engine_config requires config.rc_engine.
 SprayEngineConfig spray_engine_config(const NicConfig& config);
 ReorderConfig reorder_config(const NicConfig& config);
+// The detector's config (uplink path ids only without fabric paths: see wrong_uplink).
+PpcidAnomalyConfig anomaly_config(const NicConfig& config);
 RcTrafficEngineConfig rc_engine_config(const NicConfig& config);
 
 }  // namespace spraynet::control

@@ -127,18 +127,24 @@ uint8_t protocol(const ConfigNode& n) {
 }  // namespace
 
 TcamRuleSettings parse_tcam_rule(const SwitchConfig& c, const ConfigNode& n) {
-  n.allow_only({"id", "priority", "partition", "match", "action", "port"});
+  n.allow_only({"id", "priority", "partition", "match", "action", "port", "keep_percent"});
   TcamRuleSettings r;
   r.id = static_cast<uint32_t>(n.uint("id", 0, 0xFFFFFFFF));
   const double prio = n.number_or("priority", 0, -2147483648.0, 2147483647.0);
   r.priority = static_cast<int32_t>(prio);
   r.partition = n.string_or("partition", r.partition);
-  r.action = n.choice_or("action", r.action, {"ecmp", "spray", "pin", "drop", "mirror"});
-  if (r.action == "pin" || r.action == "mirror") {
+  r.action =
+      n.choice_or("action", r.action, {"ecmp", "spray", "pin", "drop", "mirror", "quarantine"});
+  if (r.action == "pin" || r.action == "mirror" || r.action == "quarantine") {
     if (!n.has("port")) n.fail("port", "required for action " + r.action);
     r.port = port_ref(c, n, "port", n.string("port"));
   } else if (n.has("port")) {
-    n.fail("port", "only pin and mirror take a port");
+    n.fail("port", "only pin, mirror and quarantine take a port");
+  }
+  if (r.action == "quarantine") {
+    r.keep_percent = static_cast<uint8_t>(n.uint_or("keep_percent", r.keep_percent, 0, 100));
+  } else if (n.has("keep_percent")) {
+    n.fail("keep_percent", "only quarantine takes keep_percent");
   }
   if (auto m = n.optional_child("match")) {
     m->allow_only({"src", "dst", "proto", "src_port", "dst_port", "dest_qp"});
@@ -174,6 +180,7 @@ TcamRule to_tcam_rule(const TcamRuleSettings& r) {
   t.dest_qp_hi = static_cast<uint32_t>(r.dest_qp.hi);
   t.action = *parse_tcam_action(r.action);  // parse_tcam_rule accepted only known actions
   t.port = r.port;
+  t.keep_percent = r.keep_percent;
   return t;
 }
 
@@ -490,8 +497,11 @@ std::string switch_config_help() {
   h.line("    - id: (required)", "0..2^32-1, unique");
   h.line("      priority: " + std::to_string(rule.priority), "-2^31..2^31-1; higher wins");
   h.line("      partition: " + rule.partition, "a partition name");
-  h.line("      action: " + rule.action, "ecmp | spray | pin | drop | mirror");
-  h.line("      port: (none)", "pin and mirror only: a port name");
+  h.line("      action: " + rule.action, "ecmp | spray | pin | drop | mirror | quarantine");
+  h.line("      port: (none)", "pin, mirror and quarantine (the honeypot) only: a port name");
+  h.line("      keep_percent: " + std::to_string(rule.keep_percent),
+         "quarantine only, 0..100: RoCEv2 packets with PSN % 100 below it stay on the normal "
+         "path, the rest (and every non-RoCEv2 packet) go to port");
   h.line("      match:", "every field optional (absent: any):");
   h.line("        src:", "IPv4 prefix");
   h.line("        dst:", "IPv4 prefix");

@@ -77,8 +77,9 @@ struct TcamRuleSettings {
   UintRange src_port{0, 0xFFFF};
   UintRange dst_port{0, 0xFFFF};
   UintRange dest_qp{0, 0xFFFFFF};
-  std::string action = "ecmp";  // ecmp | spray | pin | drop | mirror
-  uint16_t port = 0;            // pin and mirror: index into SwitchConfig::ports
+  std::string action = "ecmp";  // ecmp | spray | pin | drop | mirror | quarantine
+  uint16_t port = 0;            // pin, mirror, quarantine: index into SwitchConfig::ports
+  uint8_t keep_percent = 5;     // quarantine: PSN % 100 below it stays on the normal path
 };
 
 struct TcamPartitionSettings {

@@ -18,6 +18,7 @@
 #include "control/bucket_reweighter.h"
 #include "control/control_loop.h"
 #include "control/nic_config.h"
+#include "control/quarantine_pusher.h"
 #include "control/telemetry_commands.h"
 #include "dataplane/runtime/logging.h"
 #include "dataplane/runtime/rcu_domain.h"
@@ -32,7 +33,8 @@ namespace {
 using namespace spraynet;
 using nlohmann::json;
 
-void register_telemetry(nic_emu::NicShared& s, control::ControlLoop& loop) {
+void register_telemetry(nic_emu::NicShared& s, control::ControlLoop& loop,
+                        const control::QuarantinePusher* pusher) {
   using control::TelemetryCommands;
   auto locked = [&s](auto fn) {
     return [&s, fn](std::string_view) {
@@ -52,6 +54,11 @@ void register_telemetry(nic_emu::NicShared& s, control::ControlLoop& loop) {
                          [&s](std::string_view) { return nic_emu::spray_telemetry(s); });
   TelemetryCommands::add("/spraynet/ppcid", "Received PPCIDs by verdict and path id",
                          locked(nic_emu::ppcid_json));
+  TelemetryCommands::add(
+      "/spraynet/anomaly",
+      "PPCID anomaly detection: counters, flagged QPs (reason, uplink, first/last seen), "
+      "quarantine pushes",
+      [&s, pusher](std::string_view) { return nic_emu::anomaly_telemetry(s, pusher); });
   TelemetryCommands::add("/spraynet/reorder", "Reorder engine counters",
                          locked(nic_emu::reorder_json));
   TelemetryCommands::add("/spraynet/heat_map", "Arrivals per QP per uplink (spraying heat map)",
@@ -154,8 +161,29 @@ int run(int argc, char** argv) {
   control::ControlLoop control_loop(target, prog.clock().now_ns(), loop_config,
                                     runtime::logger("control"));
   shared.control = &control_loop;
+  // The quarantine response: its own thread reads the QPs the lcore flagged (under the node
+  // lock) and pushes their rules to the switch outside it.
+  std::unique_ptr<control::QuarantinePusher> pusher;
+  if (config.anomaly.enabled && config.anomaly.quarantine.enabled) {
+    const control::NicQuarantineSettings& q = config.anomaly.quarantine;
+    control::QuarantinePushConfig pc{q.switch_socket, q.honeypot_port, q.keep_percent,
+                                     q.rule_id_base,  q.priority,      q.period_ms,
+                                     q.timeout_ms};
+    size_t taken = 0;
+    pusher = std::make_unique<control::QuarantinePusher>(
+        pc,
+        [&shared, taken](std::vector<control::QuarantineTarget>& out) mutable {
+          std::lock_guard<std::mutex> g(shared.lock);
+          const auto& flags = shared.node->anomaly_flags();
+          for (; taken < flags.size(); ++taken) {
+            out.push_back({flags[taken].dest_qp, flags[taken].dst_ip});
+          }
+        },
+        runtime::logger("quarantine"));
+  }
   const control::TelemetryCommands::ClearOnExit telemetry_guard;
-  register_telemetry(shared, control_loop);
+  register_telemetry(shared, control_loop, pusher.get());
+  if (pusher) pusher->start();
 
   program::LcorePlan plan{rte_get_main_lcore(), {}};
   for (uint16_t p = 0; p < nports; ++p) plan.ports.push_back(p);
@@ -166,8 +194,10 @@ int run(int argc, char** argv) {
             to_string(config.spray.mode), to_string(config.receive));
   nic_emu::NicStopPolicy policy(shared);
   prog.run_lcores(shared, {plan}, rcu, control_loop, shared.control_lock, &policy);
+  if (pusher) pusher->stop();  // after a last pass: a QP flagged at the end is pushed too
 
   json report = nic_emu::report_json(*node);
+  report["anomaly"]["quarantine"] = nic_emu::quarantine_json(pusher.get());
   prog.add_run_report(report, rcu, control_loop);
   if (!report["rc_engine"].is_null()) {
     // Bytes acknowledged over the time from the engine's start to its last completion (or to
@@ -193,6 +223,14 @@ int run(int argc, char** argv) {
               pp["ok"].get<uint64_t>(), pp["absent"].get<uint64_t>(),
               pp["bad_check"].get<uint64_t>(), pp["layout_mismatch"].get<uint64_t>(),
               pp["unknown_path"].get<uint64_t>());
+  if (const auto& an = report["anomaly"]; an["enabled"].get<bool>()) {
+    std::printf(
+        "anomaly: %lu QPs flagged, %lu packets judged, quarantine rules pushed %lu, "
+        "failed %lu\n",
+        an["qps_flagged"].get<uint64_t>(), an["packets"].get<uint64_t>(),
+        an["quarantine"].value("pushes", uint64_t{0}),
+        an["quarantine"].value("push_failures", uint64_t{0}));
+  }
   if (report["reorder"]["enabled"].get<bool>()) {
     const auto& r = report["reorder"];
     std::printf(

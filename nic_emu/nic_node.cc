@@ -91,6 +91,10 @@ NicNode::NicNode(const control::NicConfig& config, const RcTrafficEngineConfig& 
     pc.eth.src = macs_[config_.probe->uplink_index];
     probe_ = std::make_unique<LatencyProbe>(pc);
   }
+  if (config_.anomaly.enabled) {
+    anomaly_ = std::make_unique<PpcidAnomalyDetector>(control::anomaly_config(config_));
+    anomaly_flags_.reserve(config_.anomaly.qp_table_size);
+  }
   loads_.resize(uplinks_);
   ports_.resize(egress_.size());
   released_.reserve(1024);
@@ -232,7 +236,7 @@ void NicNode::note_read_request(const rte_mbuf* m, const ParsedPacket& p) {
   }
 }
 
-void NicNode::read_ppcid(uint16_t uplink, const ParsedPacket& p) {
+PpcidReading NicNode::read_ppcid(uint16_t uplink, const ParsedPacket& p) {
   const PpcidReading r =
       ppcid_read(p.udp_checksum, spray_.layout(), p.dest_qp, p.psn, known_paths_);
   switch (r.verdict) {
@@ -275,6 +279,23 @@ void NicNode::read_ppcid(uint16_t uplink, const ParsedPacket& p) {
     case PpcidVerdict::kUnknownPath:
       ++ppcid_.unknown_path;
       break;
+  }
+  return r;
+}
+
+void NicNode::judge_ppcid(uint16_t uplink, const ParsedPacket& p, const PpcidReading& r,
+                          uint64_t now_ns) {
+  const AnomalyQp* q = anomaly_->observe(p.dest_qp, uplink, r, p.psn, now_ns);
+  if (q == nullptr) return;
+  anomaly_flags_.push_back(AnomalyFlag{p.dest_qp, p.src_ip, p.dst_ip});
+  if (logger_) {
+    logger_->warn(
+        "anomaly: QP 0x{:06x} flagged: {} on uplink {} (PSN 0x{:06x}, PPCID 0x{:04x}, from "
+        "{}.{}.{}.{} to {}.{}.{}.{}), {} anomalous of {} packets",
+        q->dest_qp, to_string(q->reason), config_.uplinks[uplink].name, q->psn, p.udp_checksum,
+        p.src_ip >> 24, (p.src_ip >> 16) & 0xFF, (p.src_ip >> 8) & 0xFF, p.src_ip & 0xFF,
+        p.dst_ip >> 24, (p.dst_ip >> 16) & 0xFF, (p.dst_ip >> 8) & 0xFF, p.dst_ip & 0xFF,
+        q->evidence, q->packets);
   }
 }
 
@@ -339,7 +360,8 @@ void NicNode::from_uplink(uint16_t uplink, rte_mbuf* m, uint64_t now_ns) {
     released_.push_back(m);
     return;
   }
-  read_ppcid(uplink, p);
+  const PpcidReading reading = read_ppcid(uplink, p);
+  if (anomaly_) judge_ppcid(uplink, p, reading, now_ns);
   count_arrival(uplink, p);
   if (p.udp_checksum != 0 && host_side_.restore_checksum) {
     // The UDP checksum field is masked by the ICRC: zeroing it keeps the ICRC valid and stops

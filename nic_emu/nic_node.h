@@ -33,6 +33,7 @@
 #include "dataplane/forwarding/flow_hasher.h"
 #include "dataplane/forwarding/path_load.h"
 #include "dataplane/forwarding/traffic_class_map.h"
+#include "dataplane/nic/ppcid_anomaly_detector.h"
 #include "dataplane/nic/reorder_engine.h"
 #include "dataplane/nic/spray_engine.h"
 #include "dataplane/probe/latency_probe.h"
@@ -168,6 +169,14 @@ struct NicAccounting {
   bool balanced() const { return node_balanced() && reorder_balanced() && egress.balanced(); }
 };
 
+// A QP the anomaly detector flagged, with the addresses of the packet that flagged it (the
+// quarantine rule's destination is the QP's host: this packet's destination).
+struct AnomalyFlag {
+  uint32_t dest_qp = 0;
+  uint32_t src_ip = 0;
+  uint32_t dst_ip = 0;
+};
+
 // One QP's arrivals per uplink: the spraying heat map.
 struct QpArrivals {
   uint32_t src_ip = 0;
@@ -245,6 +254,10 @@ class NicNode {
   const std::array<uint64_t, 256>& path_arrivals() const { return path_arrivals_; }
   // The heat map, one entry per QP seen (at most config.reorder.max_qps).
   const std::vector<QpArrivals>& heat_map() const { return heat_; }
+  // The PPCID anomaly detector (nullptr unless config.anomaly.enabled), and the QPs it flagged
+  // in flag order (anomaly_flags()[i] is anomaly()->flagged(i)).
+  const PpcidAnomalyDetector* anomaly() const { return anomaly_.get(); }
+  const std::vector<AnomalyFlag>& anomaly_flags() const { return anomaly_flags_; }
   // Every drop cause summed (drops().total()).
   uint64_t total_drops() const { return drops_.total(); }
   // Where every frame is, now; balanced() holds at any moment between calls.
@@ -260,7 +273,8 @@ class NicNode {
   void deliver(rte_mbuf* m, uint64_t now_ns);  // towards the host (port or RC engine)
   void deliver_all(uint64_t now_ns);           // released_ -> deliver
   void send_to_uplinks(uint64_t now_ns);       // rc_out_ through the TX path
-  void read_ppcid(uint16_t uplink, const ParsedPacket& p);
+  PpcidReading read_ppcid(uint16_t uplink, const ParsedPacket& p);
+  void judge_ppcid(uint16_t uplink, const ParsedPacket& p, const PpcidReading& r, uint64_t now_ns);
   void count_arrival(uint16_t uplink, const ParsedPacket& p);
   void refresh_loads(uint64_t now_ns);
   void handle_mac_control(uint16_t port, rte_mbuf* m, uint64_t now_ns);
@@ -284,6 +298,8 @@ class NicNode {
   std::unique_ptr<RcTrafficEngine> rc_;
   std::unique_ptr<LatencyProbe> probe_;
   bool probe_sending_ = true;
+  std::unique_ptr<PpcidAnomalyDetector> anomaly_;
+  std::vector<AnomalyFlag> anomaly_flags_;  // reserved to the detector's table: never grows
   std::vector<std::unique_ptr<EgressPort>> egress_;
   std::vector<PathLoad> loads_;  // per uplink
 

@@ -270,6 +270,39 @@ json accounting_json(const NicNode& node) {
           {"balanced", a.balanced()}};
 }
 
+json anomaly_json(const NicNode& node) {
+  const PpcidAnomalyDetector* d = node.anomaly();
+  if (d == nullptr) return {{"enabled", false}};
+  json j = {{"enabled", true},
+            {"threshold", d->config().threshold},
+            {"qp_table_size", d->config().qp_table_size},
+            {"qps_tracked", d->qps_tracked()}};
+  d->counters().for_each([&j](std::string_view name, uint64_t v) { j[std::string(name)] = v; });
+  json flagged = json::array();
+  for (size_t i = 0; i < d->flagged_count(); ++i) {
+    const AnomalyQp& q = d->flagged(i);
+    const AnomalyFlag& f = node.anomaly_flags()[i];
+    json by_reason = json::object();
+    for (size_t r = 0; r < kAnomalyReasonCount; ++r) {
+      by_reason[std::string(to_string(static_cast<AnomalyReason>(r)))] = q.by_reason[r];
+    }
+    flagged.push_back({{"dest_qp", q.dest_qp},
+                       {"src_ip", control::format_ipv4(f.src_ip)},
+                       {"dst_ip", control::format_ipv4(f.dst_ip)},
+                       {"reason", to_string(q.reason)},
+                       {"uplink", node.config().uplinks[q.uplink].name},
+                       {"psn", q.psn},
+                       {"first_seen_ns", q.first_ns},
+                       {"last_seen_ns", q.last_ns},
+                       {"flagged_ns", q.flagged_ns},
+                       {"anomalous_packets", q.evidence},
+                       {"packets", q.packets},
+                       {"by_reason", by_reason}});
+  }
+  j["flagged"] = flagged;
+  return j;
+}
+
 json report_json(const NicNode& node) {
   return {{"name", node.config().name},
           {"ports", ports_json(node)},
@@ -280,6 +313,7 @@ json report_json(const NicNode& node) {
           {"heat_map", heat_map_json(node)},
           {"rc_engine", rc_engine_json(node)},
           {"probe", probe_json(node)},
+          {"anomaly", anomaly_json(node)},
           {"counters", nic_counters_json(node.counters())},
           {"accounting", accounting_json(node)},
           {"delivered", node.counters().delivered},

@@ -26,6 +26,10 @@ nlohmann::json probe_json(const NicNode& node);
 // The accounting identity (NicAccounting) now: its terms, each port's egress, and whether they
 // add up ("balanced"). Telemetry /spraynet/accounting; the report's "accounting".
 nlohmann::json accounting_json(const NicNode& node);
+
+// The PPCID anomaly detector: {"enabled": false} when off, else its counters and every flagged
+// QP (reason, uplink, PSN, first and last anomalous packet, counts by reason).
+nlohmann::json anomaly_json(const NicNode& node);
 nlohmann::json report_json(const NicNode& node);
 
 }  // namespace spraynet::nic_emu

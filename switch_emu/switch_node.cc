@@ -255,8 +255,16 @@ void SwitchNode::forward(uint16_t in_port, rte_mbuf* m, const ParsedPacket& p,
     }
   }
 
-  const bool pinned =
-      match.matched && match.action == TcamAction::kPinPort && match.port < egress_.size();
+  // Quarantine: a deterministic split by PSN (the monitoring share keeps its normal path, so
+  // what the QP does there stays visible); without a PSN there is nothing to split on and the
+  // honeypot takes it all.
+  bool quarantined = false;
+  if (match.matched && match.action == TcamAction::kQuarantine && match.port < egress_.size()) {
+    quarantined = p.kind != PacketKind::kRoce || p.psn % 100 >= match.keep_percent;
+    if (!quarantined) counters_.quarantine_kept++;
+  }
+  const bool pinned = quarantined || (match.matched && match.action == TcamAction::kPinPort &&
+                                      match.port < egress_.size());
   if (!pinned && (group == RouteTable::kNoRoute || group >= groups_.size())) {
     drops_.no_route++;
     rte_pktmbuf_free(m);
@@ -272,7 +280,11 @@ void SwitchNode::forward(uint16_t in_port, rte_mbuf* m, const ParsedPacket& p,
 
   uint16_t out_port;
   if (pinned) {
-    counters_.pinned++;
+    if (quarantined) {
+      counters_.quarantined++;
+    } else {
+      counters_.pinned++;
+    }
     out_port = match.port;
   } else {
     const uint32_t hash = hasher_.hash(make_flow_key(p, hasher_.config().dest_qp_in_key));

@@ -79,13 +79,15 @@ struct SwitchPortCounters {
 };
 static_assert(sizeof(SwitchPortCounters) == sizeof(uint64_t) * SwitchPortCounters::kCounters);
 
-#define SPRAYNET_SWITCH_COUNTERS(X) \
-  X(pfc_received)                   \
-  X(pfc_frames_sent)                \
-  X(mirrored)                       \
-  X(pinned)                         \
-  X(sprayed)                        \
-  X(spray_without_ppcid) /* spray rule hit a packet with UDP checksum 0: sent by ECMP */
+#define SPRAYNET_SWITCH_COUNTERS(X)                                                      \
+  X(pfc_received)                                                                        \
+  X(pfc_frames_sent)                                                                     \
+  X(mirrored)                                                                            \
+  X(pinned)                                                                              \
+  X(sprayed)                                                                             \
+  X(spray_without_ppcid) /* spray rule hit a packet with UDP checksum 0: sent by ECMP */ \
+  X(quarantined)         /* quarantine rule: sent to its honeypot port */                \
+  X(quarantine_kept)     /* quarantine rule, PSN % 100 < keep_percent: normal path */
 
 struct SwitchCounters {
   SPRAYNET_SWITCH_COUNTERS(SPRAYNET_COUNTER_FIELD)

@@ -77,6 +77,9 @@ std::optional<std::string> invalid_reason(const TcamRule& r) {
   if (r.dest_qp_lo > r.dest_qp_hi) {
     return fmt::format("DestQP range {:#x}-{:#x} has lo > hi", r.dest_qp_lo, r.dest_qp_hi);
   }
+  if (r.action == TcamAction::kQuarantine && r.keep_percent > 100) {
+    return fmt::format("quarantine keep_percent {} > 100", r.keep_percent);
+  }
   return std::nullopt;
 }
 
@@ -154,6 +157,8 @@ std::string_view to_string(TcamAction action) {
       return "drop";
     case TcamAction::kMirror:
       return "mirror";
+    case TcamAction::kQuarantine:
+      return "quarantine";
   }
   return "unknown";
 }
@@ -313,7 +318,8 @@ bool Tcam::build_table(const std::vector<const StoredRule*>& rules, char kind,
   table.entries.reserve(ranked.size());
   for (const StoredRule* s : ranked) {
     acl_rules.push_back(to_acl_rule(s->rule, static_cast<uint32_t>(table.entries.size() + 1)));
-    table.entries.push_back({s->rule.id, s->rule.action, s->rule.port, s->refusal, s->hits});
+    table.entries.push_back(
+        {s->rule.id, s->rule.action, s->rule.port, s->rule.keep_percent, s->refusal, s->hits});
   }
 
   const std::string name = next_context_name(kind);
@@ -446,7 +452,7 @@ void Tcam::classify(const TcamSnapshot& snapshot, const ParsedPacket* const* pkt
         }
         const TcamSnapshot::Entry& e = entries[results[j] - 1];
         e.hits->fetch_add(1, std::memory_order_relaxed);
-        out[slot[j]] = TcamMatch{true, false, e.rule_id, e.action, e.port};
+        out[slot[j]] = TcamMatch{true, false, e.rule_id, e.action, e.port, e.keep_percent};
         ++matched;
       }
     }

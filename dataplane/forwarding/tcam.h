@@ -1,6 +1,6 @@
 // The switch's TCAM: ternary rules with priorities (IPv4 prefixes, IP protocol under a mask,
-// L4 port ranges, BTH DestQP range) deciding ecmp | spray | pin port | drop | mirror, backed by
-// DPDK's rte_acl.
+// L4 port ranges, BTH DestQP range) deciding ecmp | spray | pin port | drop | mirror |
+// quarantine, backed by DPDK's rte_acl.
 //
 // Like a hardware TCAM it has a size: a total capacity, a limit on spray rules and named
 // partitions, each with its own capacity. A rule that does not fit is refused with a cause,
@@ -49,10 +49,15 @@ enum class TcamAction : uint8_t {
   kPinPort,  // send out of `port`, whatever the route says
   kDrop,     // counted drop
   kMirror,   // forward as usual AND send a copy out of `port`
+  // RoCEv2 packets whose PSN % 100 < keep_percent go on as usual (kept for monitoring), the
+  // rest out of `port` (the honeypot): deterministic by PSN, so 10,000 consecutive PSNs split
+  // exactly. Packets without a PSN (not RoCEv2) all go to `port`.
+  kQuarantine,
 };
-inline constexpr size_t kTcamActionCount = 5;
+inline constexpr size_t kTcamActionCount = 6;
 
-std::string_view to_string(TcamAction action);  // "ecmp" | "spray" | "pin" | "drop" | "mirror"
+// "ecmp" | "spray" | "pin" | "drop" | "mirror" | "quarantine"
+std::string_view to_string(TcamAction action);
 std::optional<TcamAction> parse_tcam_action(std::string_view name);
 
 // Why add() refused a rule. kNone: admitted.
@@ -94,7 +99,8 @@ struct TcamRule {
   uint32_t dest_qp_hi = kTcamDestQpMax;
 
   TcamAction action = TcamAction::kEcmp;
-  uint16_t port = 0;  // egress port for kPinPort and kMirror; ignored otherwise
+  uint16_t port = 0;         // egress port for kPinPort, kMirror and kQuarantine; ignored otherwise
+  uint8_t keep_percent = 5;  // kQuarantine: 0..100, PSN % 100 below it stays on the normal path
 };
 
 struct TcamPartitionConfig {
@@ -121,6 +127,7 @@ struct TcamMatch {
   uint32_t rule_id = 0;   // the matching rule (admitted, or the refused one when fallback)
   TcamAction action = TcamAction::kEcmp;  // kEcmp whenever !matched
   uint16_t port = 0;
+  uint8_t keep_percent = 0;  // kQuarantine only
 };
 
 // A copy of the TCAM's counters at one moment.
@@ -156,6 +163,7 @@ class TcamSnapshot {
     uint32_t rule_id = 0;
     TcamAction action = TcamAction::kEcmp;
     uint16_t port = 0;
+    uint8_t keep_percent = 0;
     TcamRefusal refusal = TcamRefusal::kNone;
     // Shared with Tcam so that counts survive rebuilds and outlive a removed rule's snapshots.
     std::shared_ptr<std::atomic<uint64_t>> hits;

@@ -319,7 +319,8 @@ TEST_CASE("errors name the file, the key and what is allowed") {
       {uplinks(17), "test.yaml: nic.uplinks: at most 16 uplinks, got 17"},
       {one_uplink("  hots: {device: x}\n"),
        "test.yaml: nic.hots: unknown key (allowed here: name|seed|mempool_mbufs|mbuf_data_room|"
-       "host|uplinks|spray|receive|reorder|placement|control|rc_engine|probe|idle_backoff)"},
+       "host|uplinks|spray|receive|reorder|placement|control|rc_engine|probe|idle_backoff|"
+       "anomaly)"},
       {"nic:\n  uplinks: [{name: up0, device: a}, {name: up0, device: b}]",
        "test.yaml: nic.uplinks[1].name: uplink \"up0\" defined twice"},
       {"nic:\n  host: {device: h}\n  uplinks: [{name: host, device: a}]",

@@ -9,6 +9,7 @@
 #include <vector>
 #include <string>
 
+#include "control/quarantine_pusher.h"
 #include "dataplane/egress/egress_port.h"
 
 using namespace spraynet::control;
@@ -146,6 +147,46 @@ TEST_CASE("errors name the file, the key and what is allowed") {
   CHECK(error_of(kPorts + "hash: {algorithm: md5}") ==
         "test.yaml: hash.algorithm: must be one of crc32c|crc32, got \"md5\"");
   CHECK(error_of("ports: [") .find("test.yaml: YAML syntax error") == 0);
+}
+
+TEST_CASE("quarantine rules: a honeypot port, keep_percent 0..100 (default 5), nowhere else") {
+  const auto c = parse(kPorts +
+                       "tcam: {rules: [{id: 9, action: quarantine, port: c, match: {dest_qp: 17}},"
+                       " {id: 10, action: quarantine, port: b, keep_percent: 0}]}");
+  REQUIRE(c.tcam.rules.size() == 2);
+  CHECK(c.tcam.rules[0].keep_percent == 5);
+  CHECK(c.tcam.rules[0].port == 2);
+  const spraynet::TcamRule r = to_tcam_rule(c.tcam.rules[0]);
+  CHECK(r.action == spraynet::TcamAction::kQuarantine);
+  CHECK(r.keep_percent == 5);
+  CHECK(r.dest_qp_lo == 17);
+  CHECK(to_tcam_rule(c.tcam.rules[1]).keep_percent == 0);
+  CHECK(error_of(kPorts + "tcam: {rules: [{id: 1, action: quarantine}]}") ==
+        "test.yaml: tcam.rules[0].port: required for action quarantine");
+  CHECK(error_of(kPorts + "tcam: {rules: [{id: 1, action: quarantine, port: a, keep_percent: "
+                          "101}]}")
+            .find("test.yaml: tcam.rules[0].keep_percent: ") == 0);
+  CHECK(error_of(kPorts + "tcam: {rules: [{id: 1, action: pin, port: a, keep_percent: 5}]}") ==
+        "test.yaml: tcam.rules[0].keep_percent: only quarantine takes keep_percent");
+}
+
+TEST_CASE("the rule a NIC pushes for a flagged QP is one this parser takes") {
+  const SwitchConfig c = parse(kPorts);
+  QuarantinePushConfig q;
+  q.honeypot_port = "c";
+  q.keep_percent = 7;
+  q.priority = -3;
+  const std::string yaml = quarantine_rule_yaml(q, 901, QuarantineTarget{0x12, 0x0A000002});
+  const TcamRuleSettings r = parse_tcam_rule(c, ConfigNode::load_string(yaml, "tcam_add"));
+  CHECK(r.id == 901);
+  CHECK(r.priority == -3);
+  CHECK(r.action == "quarantine");
+  CHECK(r.port == 2);
+  CHECK(r.keep_percent == 7);
+  CHECK(r.dst.address == 0x0A000002);
+  CHECK(r.dst.length == 32);
+  CHECK(r.dest_qp.lo == 0x12);
+  CHECK(r.dest_qp.hi == 0x12);
 }
 
 TEST_CASE("list items are named once: groups[0].weights[1], not groups[0].groups[0]...") {

@@ -1026,3 +1026,86 @@ tcam:
   CHECK(steps > 6000);
   CHECK(pool.whole());
 }
+
+TEST_CASE("TCAM quarantine: one QP split 95/5 by PSN over 10,000 packets, others untouched") {
+  TestPool pool(8191);
+  const std::string yaml = R"(
+ports:
+  - {name: in0, device: x}
+  - {name: p0, device: x, queue_bytes: 67108864}
+  - {name: honeypot, device: x, queue_bytes: 67108864}
+groups:
+  - {name: g, mode: ecmp, ports: [p0]}
+routes:
+  - {prefix: 0.0.0.0/0, group: g}
+tcam:
+  rules:
+    - {id: 900, match: {dst: 10.0.0.2, dest_qp: 17}, action: quarantine, port: honeypot}
+    - {id: 901, match: {dst: 10.0.0.3}, action: quarantine, port: honeypot, keep_percent: 50}
+)";
+  const auto cfg = config_of(yaml);
+  REQUIRE(cfg.tcam.rules[0].keep_percent == 5);  // the default
+  SwitchNode node(cfg, pool.get());
+  auto roce = [&](uint32_t dst, uint32_t qp, uint32_t psn) {
+    FrameSpec f;
+    f.ip.src = 0x0A000001;
+    f.ip.dst = dst;
+    f.udp.src_port = 0xC000;
+    f.udp.dst_port = 4791;
+    RoceSpec r;
+    r.opcode = opcode::kRcSendOnly;
+    r.dest_qp = qp;
+    r.psn = psn;
+    rte_mbuf* m = build_roce_mbuf(pool.get(), f, r);
+    REQUIRE(m != nullptr);
+    return m;
+  };
+  // Per (port, QP): packets out; and every honeypot PSN must be one the split sends there.
+  std::map<std::pair<uint16_t, uint32_t>, uint64_t> out;
+  uint64_t wrong_side = 0, udp_to_honeypot = 0;
+  uint64_t now = 0;
+  auto collect = [&] {
+    now += 1'000'000;
+    for (const auto& [port, p] : drain(node, now)) {
+      if (p.kind != PacketKind::kRoce) {
+        if (port == 2) ++udp_to_honeypot;
+        continue;
+      }
+      ++out[{port, p.dest_qp}];
+      const bool kept = p.psn % 100 < 5;
+      if (p.dest_qp == 17 && (port == 2) == kept) ++wrong_side;
+    }
+  };
+  const uint32_t first_psn = 123'400;
+  for (uint32_t i = 0; i < 10'000; i += 25) {
+    rte_mbuf* burst[32];
+    uint16_t n = 0;
+    for (uint32_t k = 0; k < 25; ++k) burst[n++] = roce(0x0A000002, 17, first_psn + i + k);
+    burst[n++] = roce(0x0A000002, 18, i);  // another QP to the same host: not matched
+    burst[n++] = udp(pool, {0x0A000001, 0x0A000002, 1000, 80});  // not RoCE: DestQP 0
+    node.receive(0, burst, n, now);
+    collect();
+  }
+  // Non-RoCE traffic a quarantine rule matches has no PSN to split on: all to the honeypot.
+  for (int i = 0; i < 10; ++i) {
+    rte_mbuf* m = udp(pool, {0x0A000001, 0x0A000003, static_cast<uint16_t>(2000 + i), 80});
+    node.receive(0, &m, 1, now);
+  }
+  collect();
+  const uint64_t honeypot = out[{2, 17}], normal = out[{1, 17}];
+  CHECK(honeypot + normal == 10'000);
+  CHECK(std::abs(double(honeypot) - 9500.0) <= 100.0);
+  CHECK(std::abs(double(normal) - 500.0) <= 100.0);
+  CHECK(honeypot == 9500);  // deterministic by PSN: exact
+  CHECK(normal == 500);
+  CHECK(wrong_side == 0);
+  CHECK(out[{1, 18}] == 400);
+  CHECK(out[{2, 18}] == 0);
+  CHECK(udp_to_honeypot == 10);
+  CHECK(node.counters().quarantined == 9500 + 10);
+  CHECK(node.counters().quarantine_kept == 500);
+  CHECK(node.counters().pinned == 0);
+  CHECK(node.total_drops() == 0);
+  node.free_all();
+  CHECK(pool.whole());
+}

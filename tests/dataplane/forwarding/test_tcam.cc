@@ -157,7 +157,8 @@ TEST_CASE("action and refusal names") {
   for (auto [action, name] :
        {std::pair{TcamAction::kEcmp, "ecmp"}, std::pair{TcamAction::kSpray, "spray"},
         std::pair{TcamAction::kPinPort, "pin"}, std::pair{TcamAction::kDrop, "drop"},
-        std::pair{TcamAction::kMirror, "mirror"}}) {
+        std::pair{TcamAction::kMirror, "mirror"},
+        std::pair{TcamAction::kQuarantine, "quarantine"}}) {
     CHECK(to_string(action) == name);
     CHECK(parse_tcam_action(name) == action);
   }
@@ -291,11 +292,9 @@ TEST_CASE("equal priorities: the lower id wins; extreme priorities rank correctl
 
 TEST_CASE("every action comes back with its port") {
   Tcam tcam(TcamConfig{});
-  const std::vector<std::pair<TcamAction, uint16_t>> actions = {{TcamAction::kEcmp, 0},
-                                                                {TcamAction::kSpray, 0},
-                                                                {TcamAction::kPinPort, 5},
-                                                                {TcamAction::kDrop, 0},
-                                                                {TcamAction::kMirror, 7}};
+  const std::vector<std::pair<TcamAction, uint16_t>> actions = {
+      {TcamAction::kEcmp, 0}, {TcamAction::kSpray, 0},  {TcamAction::kPinPort, 5},
+      {TcamAction::kDrop, 0}, {TcamAction::kMirror, 7}, {TcamAction::kQuarantine, 3}};
   for (uint32_t i = 0; i < actions.size(); ++i) {
     TcamRule r;
     r.id = 10 + i;
@@ -303,6 +302,7 @@ TEST_CASE("every action comes back with its port") {
     r.dst_prefix_len = 24;
     r.action = actions[i].first;
     r.port = actions[i].second;
+    r.keep_percent = static_cast<uint8_t>(i);
     REQUIRE(tcam.add(r) == TcamRefusal::kNone);
   }
   REQUIRE(tcam.commit());
@@ -315,8 +315,22 @@ TEST_CASE("every action comes back with its port") {
     CHECK(m.rule_id == 10 + i);
     CHECK(m.action == actions[i].first);
     CHECK(m.port == actions[i].second);
+    CHECK(m.keep_percent == i);
     CHECK(tcam.rule_hits(10 + i) == 1);
   }
+}
+
+TEST_CASE("a quarantine rule keeping more than 100% is invalid, not kept") {
+  Tcam tcam(TcamConfig{});
+  TcamRule r;
+  r.id = 1;
+  r.action = TcamAction::kQuarantine;
+  r.keep_percent = 100;
+  CHECK(tcam.add(r) == TcamRefusal::kNone);
+  r.id = 2;
+  r.keep_percent = 101;
+  CHECK(tcam.add(r) == TcamRefusal::kInvalidRule);
+  CHECK(tcam.refusal_of(2) == std::nullopt);
 }
 
 TEST_CASE("each match field: prefixes, protocol under a mask, port ranges, DestQP range") {
