@@ -4,12 +4,10 @@ namespace spraynet::switch_emu {
 
 using nlohmann::json;
 
-json port_json(const SwitchNode& node, uint16_t port, uint64_t now_ns) {
-  const auto& c = node.port_counters(port);
-  const auto& e = node.egress(port);
+json port_json(const std::string& name, const SwitchPortSnapshot& s) {
   json classes = json::array();
   for (uint8_t tc = 0; tc < EgressPort::kClasses; ++tc) {
-    const auto k = e.counters(tc, now_ns);
+    const auto& k = s.classes[tc];
     classes.push_back({{"enqueued", k.enqueued},
                        {"transmitted_packets", k.transmitted_packets},
                        {"transmitted_bytes", k.transmitted_bytes},
@@ -21,15 +19,19 @@ json port_json(const SwitchNode& node, uint16_t port, uint64_t now_ns) {
                        {"drops_loss", k.drops_loss},
                        {"drops_delay_line_full", k.drops_delay_line_full},
                        {"paused_ns", k.paused_ns},
-                       {"queued_bytes", e.queued_bytes(tc)}});
+                       {"queued_bytes", s.class_queued_bytes[tc]}});
   }
-  json j = {{"name", node.config().ports[port].name},
-            {"link_up", e.link_up()},
-            {"rate_gbps", e.link().rate_gbps()},
-            {"queued_bytes", e.queued_bytes()},
+  json j = {{"name", name},
+            {"link_up", s.link_up != 0},
+            {"rate_gbps", s.rate_gbps},
+            {"queued_bytes", s.queued_bytes},
             {"classes", classes}};
-  c.for_each([&j](std::string_view name, uint64_t v) { j[std::string(name)] = v; });
+  s.counters.for_each([&j](std::string_view n, uint64_t v) { j[std::string(n)] = v; });
   return j;
+}
+
+json port_json(const SwitchNode& node, uint16_t port, uint64_t now_ns) {
+  return port_json(node.config().ports[port].name, port_snapshot(node, port, now_ns));
 }
 
 json drop_counters_json(const SwitchDropCounters& d) {
@@ -160,12 +162,12 @@ json egress_accounting_json(const EgressAccounting& e) {
 }
 }  // namespace
 
-json accounting_json(const SwitchNode& node) {
-  const SwitchAccounting a = node.accounting();
+json accounting_json(const control::SwitchConfig& config, const SwitchCounterView& view) {
+  const SwitchAccounting a = view.accounting();
   json ports = json::array();
-  for (uint16_t p = 0; p < node.port_count(); ++p) {
-    json e = egress_accounting_json(node.egress(p).accounting());
-    e["name"] = node.config().ports[p].name;
+  for (size_t p = 0; p < view.ports.size(); ++p) {
+    json e = egress_accounting_json(view.ports[p].egress);
+    e["name"] = config.ports[p].name;
     ports.push_back(e);
   }
   return {{"received", a.received},
@@ -176,6 +178,12 @@ json accounting_json(const SwitchNode& node) {
           {"egress", egress_accounting_json(a.egress)},
           {"ports", ports},
           {"balanced", a.balanced()}};
+}
+
+json accounting_json(const SwitchNode& node) {
+  SwitchCounterView view;
+  fill_counter_view(node, 0, view);  // the accounting reads no time-dependent counter
+  return accounting_json(node.config(), view);
 }
 
 json report_json(SwitchNode& node, uint64_t now_ns) {
