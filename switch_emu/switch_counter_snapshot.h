@@ -32,22 +32,65 @@ static_assert(std::is_trivially_copyable_v<SwitchPortSnapshot> &&
                   sizeof(SwitchPortSnapshot) % sizeof(uint64_t) == 0,
               "a port snapshot is copied as 64-bit words");
 
+// PFC at one port: its counters and, per priority, its buffer and watchdog state (0/1 flags).
+struct SwitchPfcPrioritySnapshot {
+  uint64_t buffered_bytes;
+  uint64_t shared_bytes;
+  uint64_t headroom_used_bytes;
+  uint64_t headroom_peak_bytes;
+  uint64_t headroom_overflows;
+  uint64_t xoff_asserted;
+  uint64_t watchdog_dropping;
+  uint64_t watchdog_storming;
+};
+struct SwitchPfcPortSnapshot {
+  PfcPortCounters counters;
+  uint64_t headroom_bytes;
+  std::array<SwitchPfcPrioritySnapshot, kPriorities> priority;
+};
+// The shared lossless pool as a whole.
+struct SwitchPfcBufferSnapshot {
+  uint64_t pool_used_bytes;
+  uint64_t pool_peak_bytes;
+  uint64_t threshold_bytes;
+  uint64_t headroom_used_bytes;
+  uint64_t headroom_overflows;
+  uint64_t xoff_asserted;
+};
+static_assert(std::is_trivially_copyable_v<SwitchPfcPortSnapshot> &&
+              std::is_trivially_copyable_v<SwitchPfcBufferSnapshot> &&
+              std::is_trivially_copyable_v<PathSelectorCounters>);
+
+// One group's packet counters (its mode, members and buckets are the control side's).
+struct SwitchGroupSnapshot {
+  PathSelectorCounters counters;
+  std::vector<uint64_t> member_packets;  // by member index
+};
+
 struct SwitchCounterView {
   uint64_t published_ns = 0;  // the now_ns of the call that published it
   SwitchDropCounters drops;
   SwitchCounters counters;
   std::vector<SwitchPortSnapshot> ports;
+  std::vector<SwitchGroupSnapshot> groups;
+  std::vector<SwitchPfcPortSnapshot> pfc;  // by port; empty without PFC
+  SwitchPfcBufferSnapshot pfc_buffer{};    // zero without PFC
   // The identity over this copy (the same terms as SwitchNode::accounting()).
   SwitchAccounting accounting() const;
 };
 
 SwitchPortSnapshot port_snapshot(const SwitchNode& node, uint16_t port, uint64_t now_ns);
-// Every counter of `node` now, into `view` (its ports resized to the node's).
+SwitchGroupSnapshot group_snapshot(const SwitchNode& node, size_t group);
+// Needs PFC on (node.pfc() not null).
+SwitchPfcPortSnapshot pfc_port_snapshot(const SwitchNode& node, uint16_t port);
+SwitchPfcBufferSnapshot pfc_buffer_snapshot(const PfcState& pfc);
+// Every counter of `node` now, into `view` (its vectors resized to the node's).
 void fill_counter_view(const SwitchNode& node, uint64_t now_ns, SwitchCounterView& view);
 
 class SwitchCounterSnapshot {
  public:
-  explicit SwitchCounterSnapshot(size_t ports);
+  // The layout (ports, group members, PFC on or off) is `node`'s, fixed for its life.
+  explicit SwitchCounterSnapshot(const SwitchNode& node);
 
   // Publishes `node`'s counters. Callers are serialised (the node lock, or one lcore).
   void publish(const SwitchNode& node, uint64_t now_ns);
@@ -57,7 +100,7 @@ class SwitchCounterSnapshot {
   uint64_t publications() const { return cell_.publications(); }
 
  private:
-  size_t ports_;
+  SwitchCounterView layout_;  // sizes only: what read() fills
   runtime::SeqlockSnapshot cell_;
   SwitchCounterView view_;       // the writer's scratch
   std::vector<uint64_t> words_;  // the writer's scratch

@@ -19,7 +19,7 @@ struct SwitchShared : program::NodeShared<SwitchNode> {
   // After `node` is set: makes `counters` for its ports, publishes them once (readers never see
   // an empty copy) and has the lcores publish them (NodeShared::publish).
   void publish_counters(uint64_t now_ns) {
-    counters = std::make_unique<SwitchCounterSnapshot>(node->port_count());
+    counters = std::make_unique<SwitchCounterSnapshot>(*node);
     counters->publish(*node, now_ns);
     publish = [c = counters.get()](const SwitchNode& n, uint64_t t) { c->publish(n, t); };
   }

@@ -56,17 +56,21 @@ json counters_json(const SwitchNode& node) {
 }
 
 json group_json(SwitchNode& node, size_t g) {
+  return group_json(node, g, group_snapshot(node, g));
+}
+
+json group_json(SwitchNode& node, size_t g, const SwitchGroupSnapshot& snapshot) {
   const PathSelector& sel = node.group(g);
   const auto& cfg = node.config();
   json members = json::array();
   for (uint16_t p : sel.member_ports()) members.push_back(cfg.ports[p].name);
   json packets = json::array();
-  for (uint64_t v : sel.member_packets()) packets.push_back(v);
+  for (uint64_t v : snapshot.member_packets) packets.push_back(v);
   json buckets = json::array();
   for (size_t m = 0; m < sel.member_ports().size(); ++m) {
     buckets.push_back(sel.bucket_table().buckets_of(static_cast<uint16_t>(m)));
   }
-  const auto& c = sel.counters();
+  const auto& c = snapshot.counters;
   return {{"name", cfg.groups[g].name},
           {"mode", std::string(to_string(sel.mode()))},
           {"members", members},
@@ -109,24 +113,29 @@ json tcam_json(SwitchNode& node) {
 }
 
 json pfc_json(const SwitchNode& node, uint16_t port) {
-  const PfcState* pfc = node.pfc();
-  if (pfc == nullptr) return {{"enabled", false}};
-  const auto& c = pfc->counters(port);
+  if (node.pfc() == nullptr) return {{"enabled", false}};
+  return pfc_json(node, port, pfc_port_snapshot(node, port));
+}
+
+json pfc_json(const SwitchNode& node, uint16_t port, const SwitchPfcPortSnapshot& s) {
+  if (node.pfc() == nullptr) return {{"enabled", false}};
+  const auto& c = s.counters;
   json prio = json::array();
   for (uint8_t p = 0; p < kPriorities; ++p) {
     const auto& k = c.priority[p];
+    const auto& b = s.priority[p];
     prio.push_back({{"xoff_sent", k.xoff_sent},
                     {"xon_sent", k.xon_sent},
                     {"xoff_received", k.xoff_received},
                     {"xon_received", k.xon_received},
-                    {"buffered_bytes", pfc->buffered_bytes(port, p)},
-                    {"shared_bytes", pfc->buffer().shared_bytes(port, p)},
-                    {"headroom_used_bytes", pfc->buffer().headroom_used_bytes(port, p)},
-                    {"headroom_peak_bytes", pfc->buffer().peak_headroom_used_bytes(port, p)},
-                    {"headroom_overflows", pfc->buffer().headroom_overflows(port, p)},
-                    {"xoff_asserted", pfc->xoff_asserted(port, p)},
-                    {"watchdog_dropping", pfc->watchdog_dropping(port, p)},
-                    {"watchdog_storming", pfc->watchdog_storming(port, p)},
+                    {"buffered_bytes", b.buffered_bytes},
+                    {"shared_bytes", b.shared_bytes},
+                    {"headroom_used_bytes", b.headroom_used_bytes},
+                    {"headroom_peak_bytes", b.headroom_peak_bytes},
+                    {"headroom_overflows", b.headroom_overflows},
+                    {"xoff_asserted", b.xoff_asserted != 0},
+                    {"watchdog_dropping", b.watchdog_dropping != 0},
+                    {"watchdog_storming", b.watchdog_storming != 0},
                     {"watchdog_storms_detected", k.watchdog_storms_detected},
                     {"watchdog_restorations", k.watchdog_restorations},
                     {"watchdog_ingress_drops", k.watchdog_ingress_drops},
@@ -137,21 +146,25 @@ json pfc_json(const SwitchNode& node, uint16_t port) {
           {"frames_sent", c.frames_sent},
           {"frames_received", c.frames_received},
           {"ignored_priority_pauses", c.ignored_priority_pauses},
-          {"headroom_bytes", pfc->buffer().headroom_bytes(port)},
+          {"headroom_bytes", s.headroom_bytes},
           {"priorities", prio}};
 }
 
 json pfc_buffer_json(const PfcState& pfc) {
+  return pfc_buffer_json(pfc, pfc_buffer_snapshot(pfc));
+}
+
+json pfc_buffer_json(const PfcState& pfc, const SwitchPfcBufferSnapshot& s) {
   const SharedBuffer& b = pfc.buffer();
   return {{"pool_bytes", b.pool_bytes()},
-          {"pool_used_bytes", b.pool_used_bytes()},
-          {"pool_peak_bytes", b.pool_peak_bytes()},
+          {"pool_used_bytes", s.pool_used_bytes},
+          {"pool_peak_bytes", s.pool_peak_bytes},
           {"threshold", b.dynamic() ? "dynamic" : "static"},
           {"alpha", b.config().alpha},
-          {"threshold_bytes", b.threshold_bytes()},
-          {"headroom_used_bytes", b.headroom_used_bytes()},
-          {"headroom_overflows", b.headroom_overflows()},
-          {"xoff_asserted", b.xoff_asserted()}};
+          {"threshold_bytes", s.threshold_bytes},
+          {"headroom_used_bytes", s.headroom_used_bytes},
+          {"headroom_overflows", s.headroom_overflows},
+          {"xoff_asserted", s.xoff_asserted}};
 }
 
 namespace {

@@ -25,10 +25,15 @@ nlohmann::json accounting_json(const SwitchNode& node);
 nlohmann::json accounting_json(const control::SwitchConfig& config, const SwitchCounterView& view);
 nlohmann::json switch_counters_json(const SwitchCounters& counters);
 nlohmann::json group_json(SwitchNode& node, size_t group);
+// The same with the packet counters from a published copy (its mode, members, buckets: node's).
+nlohmann::json group_json(SwitchNode& node, size_t group, const SwitchGroupSnapshot& counters);
 nlohmann::json tcam_json(SwitchNode& node);
 nlohmann::json pfc_json(const SwitchNode& node, uint16_t port);
+nlohmann::json pfc_json(const SwitchNode& node, uint16_t port, const SwitchPfcPortSnapshot& pfc);
 // The shared lossless buffer: pool used and peak, threshold, headroom used, overflows.
 nlohmann::json pfc_buffer_json(const PfcState& pfc);
+// The same with what changes from a published copy (pool size, threshold mode, alpha: pfc's).
+nlohmann::json pfc_buffer_json(const PfcState& pfc, const SwitchPfcBufferSnapshot& buffer);
 // All of the above: {"switch", "ports": [...], "drops", "counters", "groups": [...], "tcam",
 // "pfc": [...] (when enabled)}.
 nlohmann::json report_json(SwitchNode& node, uint64_t now_ns);

@@ -163,13 +163,13 @@ void register_reading(SwitchShared& s, const runtime::TscClock& clock) {
       "/spraynet/group", "One ECMP group: mode, members, packets, buckets. Parameter: group",
       [&s](std::string_view params) {
         const size_t g = group_of(*s.node, std::string(params));
+        const SwitchCounterView v = published(s);
         std::lock_guard<std::mutex> c(s.control_lock);  // the bucket table stays published
-        std::lock_guard<std::mutex> l(s.lock);
-        return group_json(*s.node, g);
+        return group_json(*s.node, g, v.groups[g]);
       });
   TelemetryCommands::add("/spraynet/tcam", "TCAM counters. No parameters", [&s](std::string_view) {
+    // The rules are the control side's; the packet counters are atomics any thread may read.
     std::lock_guard<std::mutex> c(s.control_lock);
-    std::lock_guard<std::mutex> g(s.lock);
     json j = tcam_json(*s.node);
     j.erase("rules");  // per-rule detail does not fit telemetry's flat model; see --stats
     return j;
@@ -177,8 +177,8 @@ void register_reading(SwitchShared& s, const runtime::TscClock& clock) {
   TelemetryCommands::add("/spraynet/pfc", "PFC state of one port. Parameter: port index or name",
                          [&s](std::string_view params) {
                            const uint16_t p = port_of(*s.node, std::string(params));
-                           std::lock_guard<std::mutex> g(s.lock);
-                           json j = pfc_json(*s.node, p);
+                           if (s.node->pfc() == nullptr) return json{{"enabled", false}};
+                           json j = pfc_json(*s.node, p, published(s).pfc[p]);
                            if (j.contains("priorities")) {
                              // Flatten per priority into arrays indexed by priority.
                              json flat;
@@ -193,9 +193,8 @@ void register_reading(SwitchShared& s, const runtime::TscClock& clock) {
                          "The shared lossless buffer: pool used and peak, threshold, headroom used "
                          "and overflows. No parameters",
                          [&s](std::string_view) {
-                           std::lock_guard<std::mutex> g(s.lock);
                            if (s.node->pfc() == nullptr) return json{{"enabled", false}};
-                           return pfc_buffer_json(*s.node->pfc());
+                           return pfc_buffer_json(*s.node->pfc(), published(s).pfc_buffer);
                          });
   TelemetryCommands::add(
       "/spraynet/link_state",

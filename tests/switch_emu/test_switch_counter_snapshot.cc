@@ -21,7 +21,8 @@ using spraynet::test::TestPool;
 
 namespace {
 
-// in0, p0 (a 1 Gbit/s link: packets stay queued), p1; everything routes over p0 and p1.
+// in0, p0 (a 1 Gbit/s link: packets stay queued), p1; everything routes over p0 and p1; DSCP
+// 26 (class 3) is lossless, with a small static threshold so that a burst asserts XOFF.
 const char* kConfig = R"(
 ports:
   - {name: in0, device: x}
@@ -31,10 +32,19 @@ groups:
   - {name: g, mode: ecmp, ports: [p0, p1]}
 routes:
   - {prefix: 10.0.0.0/8, group: g}
+pfc: {priorities: [3], static_threshold_bytes: 2048}
 )";
 
-rte_mbuf* udp(const TestPool& pool, uint32_t dst, uint16_t sport, uint8_t ttl = 64) {
+SwitchNode make_node(const TestPool& pool) {
+  return SwitchNode(
+      control::parse_switch_config(control::ConfigNode::load_string(kConfig, "t.yaml")),
+      pool.get());
+}
+
+rte_mbuf* udp(const TestPool& pool, uint32_t dst, uint16_t sport, uint8_t ttl = 64,
+              uint8_t tos = 0) {
   FrameSpec fs;
+  fs.ip.tos = tos;
   fs.ip.src = 0x0A000001;
   fs.ip.dst = dst;
   fs.ip.ttl = ttl;
@@ -50,21 +60,27 @@ rte_mbuf* udp(const TestPool& pool, uint32_t dst, uint16_t sport, uint8_t ttl = 
 }  // namespace
 
 TEST_CASE("SwitchCounterSnapshot: nothing before the first publication") {
-  const SwitchCounterSnapshot s(3);
-  CHECK(s.publications() == 0);
-  CHECK_FALSE(s.read().has_value());
+  TestPool pool(255);
+  {
+    SwitchNode node = make_node(pool);
+    const SwitchCounterSnapshot s(node);
+    CHECK(s.publications() == 0);
+    CHECK_FALSE(s.read().has_value());
+  }
+  CHECK(pool.whole());
 }
 
 TEST_CASE("SwitchCounterSnapshot: a copy is the node's counters when it was published") {
   TestPool pool(1023);
   {
-    SwitchNode node(
-        control::parse_switch_config(control::ConfigNode::load_string(kConfig, "t.yaml")),
-        pool.get());
-    SwitchCounterSnapshot snap(node.port_count());
+    SwitchNode node = make_node(pool);
+    SwitchCounterSnapshot snap(node);
     // Forwarded (many flows over both members), no route, TTL expired, bad port.
     std::vector<rte_mbuf*> burst;
-    for (uint16_t i = 0; i < 20; ++i) burst.push_back(udp(pool, 0x0A000002, 1000 + i));
+    // Lossless (DSCP 26, class 3): past the 2,048-byte threshold, in0 asserts XOFF.
+    for (uint16_t i = 0; i < 20; ++i) {
+      burst.push_back(udp(pool, 0x0A000002, static_cast<uint16_t>(1000 + i), 64, 26 << 2));
+    }
     burst.push_back(udp(pool, 0xC0A80001, 7));
     burst.push_back(udp(pool, 0x0A000002, 8, 1));
     node.receive(0, burst.data(), static_cast<uint16_t>(burst.size()), 1'000);
@@ -95,6 +111,14 @@ TEST_CASE("SwitchCounterSnapshot: a copy is the node's counters when it was publ
     CHECK(a.received == 23);
     CHECK(a.balanced());
     CHECK(node.accounting().received == 24);
+    CHECK(v->groups.at(0).counters.selected == 20);
+    CHECK(v->groups[0].member_packets.size() == 2);
+    CHECK(v->groups[0].member_packets[0] + v->groups[0].member_packets[1] == 20);
+    REQUIRE(v->pfc.size() == 3);
+    CHECK(v->pfc[0].priority[3].xoff_asserted == 1);
+    CHECK(v->pfc[0].priority[3].buffered_bytes > 0);  // the late packet (class 0) adds none
+    CHECK(v->pfc[0].priority[3].buffered_bytes == node.pfc()->buffered_bytes(0, 3));
+    CHECK(v->pfc_buffer.xoff_asserted == 1);
 
     // Published again: the same JSON as from the node itself.
     snap.publish(node, 3'000);
@@ -107,7 +131,11 @@ TEST_CASE("SwitchCounterSnapshot: a copy is the node's counters when it was publ
       INFO("port " << p);
       CHECK(switch_emu::port_json(node.config().ports[p].name, w->ports[p]) ==
             switch_emu::port_json(node, p, 3'000));
+      CHECK(switch_emu::pfc_json(node, p, w->pfc[p]) == switch_emu::pfc_json(node, p));
     }
+    CHECK(switch_emu::group_json(node, 0, w->groups[0]) == switch_emu::group_json(node, 0));
+    CHECK(switch_emu::pfc_buffer_json(*node.pfc(), w->pfc_buffer) ==
+          switch_emu::pfc_buffer_json(*node.pfc()));
     node.free_all();
   }
   CHECK(pool.whole());

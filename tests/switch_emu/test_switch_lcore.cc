@@ -296,10 +296,13 @@ TEST_CASE("read-only telemetry answers while another thread holds the node lock"
     std::unique_lock<std::mutex> held(sw.shared.lock);
     auto replies = std::async(std::launch::async, [] {
       std::vector<nlohmann::json> out;
-      for (const char* c : {"/spraynet/drops", "/spraynet/counters", "/spraynet/accounting"}) {
+      for (const char* c : {"/spraynet/drops", "/spraynet/counters", "/spraynet/accounting",
+                            "/spraynet/tcam", "/spraynet/pfc_buffer"}) {
         out.push_back(control::TelemetryCommands::call(c, ""));
       }
       out.push_back(control::TelemetryCommands::call("/spraynet/port", "1"));
+      out.push_back(control::TelemetryCommands::call("/spraynet/pfc", "1"));
+      out.push_back(control::TelemetryCommands::call("/spraynet/group", "g"));
       return out;
     });
     const bool answered = replies.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
@@ -312,7 +315,8 @@ TEST_CASE("read-only telemetry answers while another thread holds the node lock"
       CHECK_FALSE(j.contains("error"));
     }
     CHECK(out[2].value("balanced", false));
-    CHECK(out[3].value("name", "") == "nlk_out0");
+    CHECK(out[5].value("name", "") == "nlk_out0");
+    CHECK(out[7].value("name", "") == "g");
   }
   CHECK(pool.whole());
 }
