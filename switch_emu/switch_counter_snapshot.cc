@@ -50,8 +50,14 @@ SwitchAccounting SwitchCounterView::accounting() const {
 }
 
 SwitchPortSnapshot port_snapshot(const SwitchNode& node, uint16_t port, uint64_t now_ns) {
-  const EgressPort& e = node.egress(port);
   SwitchPortSnapshot s{};
+  fill_port_snapshot(node, port, now_ns, s);
+  return s;
+}
+
+void fill_port_snapshot(const SwitchNode& node, uint16_t port, uint64_t now_ns,
+                        SwitchPortSnapshot& s) {
+  const EgressPort& e = node.egress(port);
   s.counters = node.port_counters(port);
   s.egress = e.accounting();
   for (uint8_t tc = 0; tc < EgressPort::kClasses; ++tc) {
@@ -61,7 +67,6 @@ SwitchPortSnapshot port_snapshot(const SwitchNode& node, uint16_t port, uint64_t
   s.queued_bytes = e.queued_bytes();
   s.link_up = e.link_up() ? 1 : 0;
   s.rate_gbps = e.link().rate_gbps();
-  return s;
 }
 
 SwitchGroupSnapshot group_snapshot(const SwitchNode& node, size_t group) {
@@ -99,7 +104,8 @@ void fill_counter_view(const SwitchNode& node, uint64_t now_ns, SwitchCounterVie
   view.drops = node.drops();
   view.counters = node.counters();
   view.ports.resize(node.port_count());
-  for (uint16_t p = 0; p < node.port_count(); ++p) view.ports[p] = port_snapshot(node, p, now_ns);
+  for (uint16_t p = 0; p < node.port_count(); ++p)
+    fill_port_snapshot(node, p, now_ns, view.ports[p]);
   view.groups.resize(node.group_count());
   for (size_t g = 0; g < node.group_count(); ++g) {
     // In place: the member vectors keep their storage from one publication to the next.

@@ -80,6 +80,9 @@ struct SwitchCounterView {
 };
 
 SwitchPortSnapshot port_snapshot(const SwitchNode& node, uint16_t port, uint64_t now_ns);
+// The same into `out` (publication fills its view in place: no 1 KB temporary per port).
+void fill_port_snapshot(const SwitchNode& node, uint16_t port, uint64_t now_ns,
+                        SwitchPortSnapshot& out);
 SwitchGroupSnapshot group_snapshot(const SwitchNode& node, size_t group);
 // Needs PFC on (node.pfc() not null).
 SwitchPfcPortSnapshot pfc_port_snapshot(const SwitchNode& node, uint16_t port);
