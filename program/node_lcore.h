@@ -11,8 +11,11 @@
 // without holding `lock`.
 #pragma once
 
+#include <rte_pause.h>
+
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <mutex>
@@ -43,6 +46,13 @@ struct NodeShared {
   std::atomic<uint64_t> last_rx_ns{0};
   uint64_t idle_exit_ns = 0;  // stop once idle this long with empty queues (0: never)
   uint64_t stop_at_ns = 0;    // stop at this TSC time (0: never)
+  // The lcores running the node (run_lcores sets it). On stop each lcore waits, at most
+  // kStopWait, until all of them have stopped receiving before it drains its ports: otherwise
+  // another lcore's last bursts land on ports whose owner has already drained them, and stay
+  // there until the node frees them. 0 or 1: no wait.
+  unsigned lcores = 0;
+  std::atomic<unsigned> stopped_lcores{0};
+  static constexpr std::chrono::seconds kStopWait{1};
   // Publishes the node's counters for readers that take no lock (telemetry), called with `lock`
   // held: by an lcore at most every kPublishPeriodNs while the node changes and once more after
   // it stops changing, on stop, and by whoever else changes the node under `lock`. Empty: none.
@@ -114,6 +124,15 @@ class NodeLcore : public runtime::BurstHandler {
   // links' own time (serialisation, delay), not the wall clock's. The NIC first flushes what
   // its reorder engine holds. Whatever cannot leave is freed by the node's free_all().
   void on_stop(uint64_t now_ns, runtime::TxSink& tx) override {
+    if (s_.lcores > 1) {
+      // Not under the lock: the lcores still receiving need it for their last bursts.
+      s_.stopped_lcores.fetch_add(1, std::memory_order_acq_rel);
+      const auto give_up = std::chrono::steady_clock::now() + NodeShared<Node>::kStopWait;
+      while (s_.stopped_lcores.load(std::memory_order_acquire) < s_.lcores &&
+             std::chrono::steady_clock::now() < give_up) {
+        rte_pause();
+      }
+    }
     std::lock_guard<std::mutex> g(s_.lock);
     if constexpr (requires(Node & n) { n.flush(now_ns); }) s_.node->flush(now_ns);
     uint64_t t = now_ns;

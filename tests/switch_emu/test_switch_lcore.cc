@@ -320,3 +320,46 @@ TEST_CASE("read-only telemetry answers while another thread holds the node lock"
   }
   CHECK(pool.whole());
 }
+
+TEST_CASE("on stop, an lcore drains its ports only once every lcore has stopped receiving") {
+  // Lcore b owns the outputs and stops first; lcore a's last burst, forwarded onto b's ports
+  // after that, must still leave by b's drain (not stay queued until the node frees it).
+  test::TestPool pool(4095);
+  {
+    RingSwitch sw("stb", 2, pool.get(), 0);
+    auto& node = *sw.node;
+    sw.shared.lcores = 2;
+    switch_emu::SwitchLcore a(sw.shared, {0}), b(sw.shared, {1, 2});
+    runtime::TscClock clock;
+    std::thread b_stops([&] {
+      runtime::TxSink tx;  // routes nowhere: frees what it is given (the node counts it sent)
+      b.on_stop(clock.now_ns(), tx);
+    });
+    // b is waiting for a (bounded polling: b has arrived once the count says so).
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (sw.shared.stopped_lcores.load() < 1 && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::yield();
+    }
+    REQUIRE(sw.shared.stopped_lcores.load() == 1);
+    std::vector<uint8_t> payload(64, 0x33);
+    std::vector<rte_mbuf*> burst;
+    for (uint16_t i = 0; i < 32; ++i) {
+      FrameSpec f;
+      f.ip.src = 0x0A000000 | i;
+      f.ip.dst = 0x0B000001;
+      f.udp.src_port = static_cast<uint16_t>(2000 + i);
+      f.udp.dst_port = 7000;
+      f.payload = payload;
+      burst.push_back(build_udp_mbuf(pool.get(), f));
+      REQUIRE(burst.back() != nullptr);
+    }
+    runtime::TxSink tx_a;
+    a.on_rx(sw.shared.dpdk_port[0], 0, burst.data(), 32, clock.now_ns(), tx_a);
+    a.on_stop(clock.now_ns(), tx_a);
+    b_stops.join();
+    CHECK(node.port_counters(1).tx_packets + node.port_counters(2).tx_packets == 32);
+    CHECK(node.idle());
+    CHECK(node.accounting().egress.dequeued == 32);
+  }
+  CHECK(pool.whole());
+}
