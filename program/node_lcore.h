@@ -4,14 +4,20 @@
 // which is what fabric_emu drives in virtual time too; this is its TSC-time twin.
 //
 // The node is single-threaded: every call into it holds NodeShared::lock (uncontended with one
-// lcore); the control thread and telemetry take the same lock to read or change its state.
+// lcore); the control thread and acting telemetry commands take the same lock to change its
+// state. Counters reach readers without that lock: the lcores publish a copy (NodeShared::publish)
+// that read-only telemetry reads lock-free, so a reader never holds what an lcore waits for.
 // Lock order: control_lock before lock, never the reverse; RCU grace periods are waited for
 // without holding `lock`.
 #pragma once
 
+#include <rte_pause.h>
+
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <vector>
 
@@ -40,6 +46,20 @@ struct NodeShared {
   std::atomic<uint64_t> last_rx_ns{0};
   uint64_t idle_exit_ns = 0;  // stop once idle this long with empty queues (0: never)
   uint64_t stop_at_ns = 0;    // stop at this TSC time (0: never)
+  // The lcores running the node (run_lcores sets it). On stop each lcore waits, at most
+  // kStopWait, until all of them have stopped receiving before it drains its ports: otherwise
+  // another lcore's last bursts land on ports whose owner has already drained them, and stay
+  // there until the node frees them. 0 or 1: no wait.
+  unsigned lcores = 0;
+  std::atomic<unsigned> stopped_lcores{0};
+  static constexpr std::chrono::seconds kStopWait{1};
+  // Publishes the node's counters for readers that take no lock (telemetry), called with `lock`
+  // held: by an lcore at most every kPublishPeriodNs while the node changes and once more after
+  // it stops changing, on stop, and by whoever else changes the node under `lock`. Empty: none.
+  std::function<void(const Node&, uint64_t now_ns)> publish;
+  static constexpr uint64_t kPublishPeriodNs = 1'000'000;
+  // (A publication copies a few KB of counters, ~30k instructions with 10 ports: once per
+  // millisecond it costs a few instructions a packet at Mpps rates.)
 };
 
 // What a program adds to the driver's own stop rules (--duration-ms, --idle-exit-ms): called on
@@ -71,6 +91,7 @@ class NodeLcore : public runtime::BurstHandler {
     s_.node->receive(node_port < 0 ? UINT16_MAX : static_cast<uint16_t>(node_port), pkts, n,
                      now_ns);
     release(now_ns, tx);  // what the burst made due (a zero-delay link) leaves with it
+    changed_ = true;
   }
 
   void on_poll(uint64_t now_ns, runtime::TxSink& tx) override {
@@ -78,9 +99,17 @@ class NodeLcore : public runtime::BurstHandler {
     {
       std::lock_guard<std::mutex> g(s_.lock);
       s_.node->poll(now_ns);
-      release(now_ns, tx);
+      if (release(now_ns, tx) != 0) changed_ = true;
       idle = s_.node->idle();
       if (policy_ != nullptr) stop = policy_->want_stop(*s_.node, now_ns, idle);
+      // Queued frames change with time alone (PFC frames, losses on the wire): keep publishing.
+      if (!idle) changed_ = true;
+      if (changed_ && s_.publish &&
+          now_ns - last_publish_ns_ >= NodeShared<Node>::kPublishPeriodNs) {
+        s_.publish(*s_.node, now_ns);
+        last_publish_ns_ = now_ns;
+        changed_ = false;
+      }
     }
     stop = stop || (s_.stop_at_ns != 0 && now_ns >= s_.stop_at_ns);
     if (stop && ready_to_stop(now_ns)) s_.stop->request();
@@ -95,6 +124,15 @@ class NodeLcore : public runtime::BurstHandler {
   // links' own time (serialisation, delay), not the wall clock's. The NIC first flushes what
   // its reorder engine holds. Whatever cannot leave is freed by the node's free_all().
   void on_stop(uint64_t now_ns, runtime::TxSink& tx) override {
+    if (s_.lcores > 1) {
+      // Not under the lock: the lcores still receiving need it for their last bursts.
+      s_.stopped_lcores.fetch_add(1, std::memory_order_acq_rel);
+      const auto give_up = std::chrono::steady_clock::now() + NodeShared<Node>::kStopWait;
+      while (s_.stopped_lcores.load(std::memory_order_acquire) < s_.lcores &&
+             std::chrono::steady_clock::now() < give_up) {
+        rte_pause();
+      }
+    }
     std::lock_guard<std::mutex> g(s_.lock);
     if constexpr (requires(Node & n) { n.flush(now_ns); }) s_.node->flush(now_ns);
     uint64_t t = now_ns;
@@ -106,6 +144,7 @@ class NodeLcore : public runtime::BurstHandler {
       if (next == EgressPort::kNever) break;
       t = std::max(next, t + 1);
     }
+    if (s_.publish) s_.publish(*s_.node, t);
   }
 
  private:
@@ -115,20 +154,26 @@ class NodeLcore : public runtime::BurstHandler {
     return policy_->ready_to_stop(*s_.node, now_ns);
   }
 
-  void release(uint64_t now_ns, runtime::TxSink& tx) {
+  // What this lcore's ports release by now_ns, into the tx buffers; returns how many.
+  unsigned release(uint64_t now_ns, runtime::TxSink& tx) {
     rte_mbuf* out[32];
+    unsigned total = 0;
     for (uint16_t p : ports_) {
       uint16_t n;
       do {
         n = s_.node->transmit(p, now_ns, out, 32);
         for (uint16_t i = 0; i < n; ++i) tx.send(s_.dpdk_port[p], 0, out[i]);
+        total += n;
       } while (n == 32);
     }
+    return total;
   }
 
   NodeShared<Node>& s_;
   std::vector<uint16_t> ports_;
   StopPolicy<Node>* policy_;
+  bool changed_ = true;  // since this lcore last published
+  uint64_t last_publish_ns_ = 0;
 };
 
 }  // namespace spraynet::program

@@ -130,6 +130,7 @@ class NodeProgram {
                   runtime::RcuDomain& rcu, control::ControlLoop& loop, std::mutex& control_lock,
                   StopPolicy<Node>* policy = nullptr) {
     std::vector<unsigned> lcores;
+    shared.lcores = static_cast<unsigned>(plans.size());
     for (const auto& plan : plans) {
       handlers_.push_back(std::make_unique<NodeLcore<Node>>(shared, plan.ports, policy));
       add_loop(plan, *handlers_.back(), rcu);

@@ -91,6 +91,7 @@ int run(int argc, char** argv) {
   node.emplace(config, prog.pool(), prog.macs(), runtime::logger("switch"));
   switch_emu::SwitchShared shared;
   prog.attach(shared, *node);
+  shared.publish_counters(prog.clock().now_ns());
 
   // Control: its own thread (never an lcore) reweights every period and publishes bucket tables
   // to the lcores through RCU; each lcore's poll loop is a reader of the domain.

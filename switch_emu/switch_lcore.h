@@ -1,13 +1,30 @@
 // What a poll-mode lcore runs for a switch: the common node driver (program/node_lcore.h) on a
-// SwitchNode. The switch adds no stop rule of its own.
+// SwitchNode. The switch adds no stop rule of its own; it adds the published copy of its
+// counters that read-only telemetry reads without the node lock.
 #pragma once
 
+#include <cstdint>
+#include <memory>
+
 #include "program/node_lcore.h"
+#include "switch_emu/switch_counter_snapshot.h"
 #include "switch_emu/switch_node.h"
 
 namespace spraynet::switch_emu {
 
-using SwitchShared = program::NodeShared<SwitchNode>;
+struct SwitchShared : program::NodeShared<SwitchNode> {
+  // Made by publish_counters(); null before (read-only telemetry then answers an error).
+  std::unique_ptr<SwitchCounterSnapshot> counters;
+
+  // After `node` is set: makes `counters` for its ports, publishes them once (readers never see
+  // an empty copy) and has the lcores publish them (NodeShared::publish).
+  void publish_counters(uint64_t now_ns) {
+    counters = std::make_unique<SwitchCounterSnapshot>(*node);
+    counters->publish(*node, now_ns);
+    publish = [c = counters.get()](const SwitchNode& n, uint64_t t) { c->publish(n, t); };
+  }
+};
+
 using SwitchLcore = program::NodeLcore<SwitchNode>;
 
 }  // namespace spraynet::switch_emu

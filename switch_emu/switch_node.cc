@@ -395,15 +395,24 @@ bool SwitchNode::idle() const {
   return true;
 }
 
-SwitchAccounting SwitchNode::accounting() const {
+SwitchAccounting SwitchAccounting::of(const SwitchDropCounters& drops,
+                                      const SwitchCounters& counters,
+                                      std::span<const SwitchPortCounters> ports,
+                                      const EgressAccounting& egress) {
   SwitchAccounting a;
-  a.received = drops_.bad_port;
-  for (const auto& p : ports_) a.received += p.rx_packets;
-  a.generated = counters_.pfc_frames_sent + counters_.mirrored;
-  a.consumed = counters_.pfc_received;
-  a.pipeline_dropped = drops_.total() - drops_.egress_refused - drops_.mirror_no_mbuf;
-  for (const auto& e : egress_) a.egress += e->accounting();
+  a.received = drops.bad_port;
+  for (const auto& p : ports) a.received += p.rx_packets;
+  a.generated = counters.pfc_frames_sent + counters.mirrored;
+  a.consumed = counters.pfc_received;
+  a.pipeline_dropped = drops.total() - drops.egress_refused - drops.mirror_no_mbuf;
+  a.egress = egress;
   return a;
+}
+
+SwitchAccounting SwitchNode::accounting() const {
+  EgressAccounting egress;
+  for (const auto& e : egress_) egress += e->accounting();
+  return SwitchAccounting::of(drops_, counters_, ports_, egress);
 }
 
 void SwitchNode::free_all() {

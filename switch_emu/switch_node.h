@@ -14,6 +14,7 @@
 #include <array>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -110,6 +111,11 @@ struct SwitchAccounting {
     return received + generated == consumed + pipeline_dropped + egress.offered;
   }
   bool balanced() const { return node_balanced() && egress.balanced(); }
+  // The terms from the counters that count them: SwitchNode::accounting() and a published copy
+  // of its counters (switch_counter_snapshot.h) both use this.
+  static SwitchAccounting of(const SwitchDropCounters& drops, const SwitchCounters& counters,
+                             std::span<const SwitchPortCounters> ports,
+                             const EgressAccounting& egress);
 };
 
 class SwitchNode {

@@ -4,12 +4,10 @@ namespace spraynet::switch_emu {
 
 using nlohmann::json;
 
-json port_json(const SwitchNode& node, uint16_t port, uint64_t now_ns) {
-  const auto& c = node.port_counters(port);
-  const auto& e = node.egress(port);
+json port_json(const std::string& name, const SwitchPortSnapshot& s) {
   json classes = json::array();
   for (uint8_t tc = 0; tc < EgressPort::kClasses; ++tc) {
-    const auto k = e.counters(tc, now_ns);
+    const auto& k = s.classes[tc];
     classes.push_back({{"enqueued", k.enqueued},
                        {"transmitted_packets", k.transmitted_packets},
                        {"transmitted_bytes", k.transmitted_bytes},
@@ -21,15 +19,19 @@ json port_json(const SwitchNode& node, uint16_t port, uint64_t now_ns) {
                        {"drops_loss", k.drops_loss},
                        {"drops_delay_line_full", k.drops_delay_line_full},
                        {"paused_ns", k.paused_ns},
-                       {"queued_bytes", e.queued_bytes(tc)}});
+                       {"queued_bytes", s.class_queued_bytes[tc]}});
   }
-  json j = {{"name", node.config().ports[port].name},
-            {"link_up", e.link_up()},
-            {"rate_gbps", e.link().rate_gbps()},
-            {"queued_bytes", e.queued_bytes()},
+  json j = {{"name", name},
+            {"link_up", s.link_up != 0},
+            {"rate_gbps", s.rate_gbps},
+            {"queued_bytes", s.queued_bytes},
             {"classes", classes}};
-  c.for_each([&j](std::string_view name, uint64_t v) { j[std::string(name)] = v; });
+  s.counters.for_each([&j](std::string_view n, uint64_t v) { j[std::string(n)] = v; });
   return j;
+}
+
+json port_json(const SwitchNode& node, uint16_t port, uint64_t now_ns) {
+  return port_json(node.config().ports[port].name, port_snapshot(node, port, now_ns));
 }
 
 json drop_counters_json(const SwitchDropCounters& d) {
@@ -54,17 +56,21 @@ json counters_json(const SwitchNode& node) {
 }
 
 json group_json(SwitchNode& node, size_t g) {
+  return group_json(node, g, group_snapshot(node, g));
+}
+
+json group_json(SwitchNode& node, size_t g, const SwitchGroupSnapshot& snapshot) {
   const PathSelector& sel = node.group(g);
   const auto& cfg = node.config();
   json members = json::array();
   for (uint16_t p : sel.member_ports()) members.push_back(cfg.ports[p].name);
   json packets = json::array();
-  for (uint64_t v : sel.member_packets()) packets.push_back(v);
+  for (uint64_t v : snapshot.member_packets) packets.push_back(v);
   json buckets = json::array();
   for (size_t m = 0; m < sel.member_ports().size(); ++m) {
     buckets.push_back(sel.bucket_table().buckets_of(static_cast<uint16_t>(m)));
   }
-  const auto& c = sel.counters();
+  const auto& c = snapshot.counters;
   return {{"name", cfg.groups[g].name},
           {"mode", std::string(to_string(sel.mode()))},
           {"members", members},
@@ -107,24 +113,29 @@ json tcam_json(SwitchNode& node) {
 }
 
 json pfc_json(const SwitchNode& node, uint16_t port) {
-  const PfcState* pfc = node.pfc();
-  if (pfc == nullptr) return {{"enabled", false}};
-  const auto& c = pfc->counters(port);
+  if (node.pfc() == nullptr) return {{"enabled", false}};
+  return pfc_json(node, port, pfc_port_snapshot(node, port));
+}
+
+json pfc_json(const SwitchNode& node, uint16_t port, const SwitchPfcPortSnapshot& s) {
+  if (node.pfc() == nullptr) return {{"enabled", false}};
+  const auto& c = s.counters;
   json prio = json::array();
   for (uint8_t p = 0; p < kPriorities; ++p) {
     const auto& k = c.priority[p];
+    const auto& b = s.priority[p];
     prio.push_back({{"xoff_sent", k.xoff_sent},
                     {"xon_sent", k.xon_sent},
                     {"xoff_received", k.xoff_received},
                     {"xon_received", k.xon_received},
-                    {"buffered_bytes", pfc->buffered_bytes(port, p)},
-                    {"shared_bytes", pfc->buffer().shared_bytes(port, p)},
-                    {"headroom_used_bytes", pfc->buffer().headroom_used_bytes(port, p)},
-                    {"headroom_peak_bytes", pfc->buffer().peak_headroom_used_bytes(port, p)},
-                    {"headroom_overflows", pfc->buffer().headroom_overflows(port, p)},
-                    {"xoff_asserted", pfc->xoff_asserted(port, p)},
-                    {"watchdog_dropping", pfc->watchdog_dropping(port, p)},
-                    {"watchdog_storming", pfc->watchdog_storming(port, p)},
+                    {"buffered_bytes", b.buffered_bytes},
+                    {"shared_bytes", b.shared_bytes},
+                    {"headroom_used_bytes", b.headroom_used_bytes},
+                    {"headroom_peak_bytes", b.headroom_peak_bytes},
+                    {"headroom_overflows", b.headroom_overflows},
+                    {"xoff_asserted", b.xoff_asserted != 0},
+                    {"watchdog_dropping", b.watchdog_dropping != 0},
+                    {"watchdog_storming", b.watchdog_storming != 0},
                     {"watchdog_storms_detected", k.watchdog_storms_detected},
                     {"watchdog_restorations", k.watchdog_restorations},
                     {"watchdog_ingress_drops", k.watchdog_ingress_drops},
@@ -135,21 +146,25 @@ json pfc_json(const SwitchNode& node, uint16_t port) {
           {"frames_sent", c.frames_sent},
           {"frames_received", c.frames_received},
           {"ignored_priority_pauses", c.ignored_priority_pauses},
-          {"headroom_bytes", pfc->buffer().headroom_bytes(port)},
+          {"headroom_bytes", s.headroom_bytes},
           {"priorities", prio}};
 }
 
 json pfc_buffer_json(const PfcState& pfc) {
+  return pfc_buffer_json(pfc, pfc_buffer_snapshot(pfc));
+}
+
+json pfc_buffer_json(const PfcState& pfc, const SwitchPfcBufferSnapshot& s) {
   const SharedBuffer& b = pfc.buffer();
   return {{"pool_bytes", b.pool_bytes()},
-          {"pool_used_bytes", b.pool_used_bytes()},
-          {"pool_peak_bytes", b.pool_peak_bytes()},
+          {"pool_used_bytes", s.pool_used_bytes},
+          {"pool_peak_bytes", s.pool_peak_bytes},
           {"threshold", b.dynamic() ? "dynamic" : "static"},
           {"alpha", b.config().alpha},
-          {"threshold_bytes", b.threshold_bytes()},
-          {"headroom_used_bytes", b.headroom_used_bytes()},
-          {"headroom_overflows", b.headroom_overflows()},
-          {"xoff_asserted", b.xoff_asserted()}};
+          {"threshold_bytes", s.threshold_bytes},
+          {"headroom_used_bytes", s.headroom_used_bytes},
+          {"headroom_overflows", s.headroom_overflows},
+          {"xoff_asserted", s.xoff_asserted}};
 }
 
 namespace {
@@ -160,12 +175,12 @@ json egress_accounting_json(const EgressAccounting& e) {
 }
 }  // namespace
 
-json accounting_json(const SwitchNode& node) {
-  const SwitchAccounting a = node.accounting();
+json accounting_json(const control::SwitchConfig& config, const SwitchCounterView& view) {
+  const SwitchAccounting a = view.accounting();
   json ports = json::array();
-  for (uint16_t p = 0; p < node.port_count(); ++p) {
-    json e = egress_accounting_json(node.egress(p).accounting());
-    e["name"] = node.config().ports[p].name;
+  for (size_t p = 0; p < view.ports.size(); ++p) {
+    json e = egress_accounting_json(view.ports[p].egress);
+    e["name"] = config.ports[p].name;
     ports.push_back(e);
   }
   return {{"received", a.received},
@@ -176,6 +191,12 @@ json accounting_json(const SwitchNode& node) {
           {"egress", egress_accounting_json(a.egress)},
           {"ports", ports},
           {"balanced", a.balanced()}};
+}
+
+json accounting_json(const SwitchNode& node) {
+  SwitchCounterView view;
+  fill_counter_view(node, 0, view);  // the accounting reads no time-dependent counter
+  return accounting_json(node.config(), view);
 }
 
 json report_json(SwitchNode& node, uint64_t now_ns) {

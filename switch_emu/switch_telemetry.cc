@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -98,10 +99,29 @@ json link_json(const control::LinkState& l) {
           {"updated_ns", l.updated_ns}};
 }
 
+// The lcores' latest published copy of the counters, read without any lock an lcore takes.
+SwitchCounterView published(const SwitchShared& s) {
+  if (!s.counters) throw std::invalid_argument("no published counters in this process");
+  std::optional<SwitchCounterView> v = s.counters->read();
+  // Every try overlapped a publication: the publishing lcore was preempted mid-copy.
+  if (!v) throw std::invalid_argument("the counters were being published on every try: ask again");
+  return std::move(*v);
+}
+
+// After a change made under the node lock: readers see it now, not at an lcore's next publish.
+void republish(SwitchShared& s, uint64_t now_ns) {
+  if (s.publish) s.publish(*s.node, now_ns);
+}
+
 // Waits until no lcore can still hold a retired TCAM snapshot, then frees them.
 void reclaim_tcam(SwitchShared& s) {
   if (s.rcu != nullptr) s.rcu->synchronize();
   s.node->tcam().reclaim_retired();
+}
+
+uint64_t age_ns(const SwitchCounterView& v, const runtime::TscClock& clock) {
+  const uint64_t now = clock.now_ns();
+  return now > v.published_ns ? now - v.published_ns : 0;
 }
 
 void register_reading(SwitchShared& s, const runtime::TscClock& clock) {
@@ -114,26 +134,24 @@ void register_reading(SwitchShared& s, const runtime::TscClock& clock) {
   TelemetryCommands::add("/spraynet/port", "Counters of one port. Parameter: port index or name",
                          [&s, &clock](std::string_view params) {
                            const uint16_t p = port_of(*s.node, std::string(params));
-                           std::lock_guard<std::mutex> g(s.lock);
-                           json j = port_json(*s.node, p, clock.now_ns());
+                           const SwitchCounterView v = published(s);
+                           json j = port_json(s.node->config().ports[p].name, v.ports[p]);
+                           j["snapshot_age_ns"] = age_ns(v, clock);
                            j["dpdk"] = ethdev_json(s.dpdk_port[p]);
                            return j;
                          });
   TelemetryCommands::add("/spraynet/drops", "Pipeline drops by cause. No parameters",
-                         [&s](std::string_view) {
-                           std::lock_guard<std::mutex> g(s.lock);
-                           return drops_json(*s.node);
-                         });
-  TelemetryCommands::add("/spraynet/counters", "Switch-wide counters. No parameters",
-                         [&s](std::string_view) {
-                           std::lock_guard<std::mutex> g(s.lock);
-                           return counters_json(*s.node);
-                         });
+                         [&s](std::string_view) { return drop_counters_json(published(s).drops); });
+  TelemetryCommands::add(
+      "/spraynet/counters", "Switch-wide counters. No parameters",
+      [&s](std::string_view) { return switch_counters_json(published(s).counters); });
   TelemetryCommands::add("/spraynet/accounting",
                          "Received + made = consumed + dropped + at egress, now. No parameters",
-                         [&s](std::string_view) {
-                           std::lock_guard<std::mutex> g(s.lock);
-                           return accounting_json(*s.node);
+                         [&s, &clock](std::string_view) {
+                           const SwitchCounterView v = published(s);
+                           json j = accounting_json(s.node->config(), v);
+                           j["snapshot_age_ns"] = age_ns(v, clock);
+                           return j;
                          });
   TelemetryCommands::add("/spraynet/groups", "ECMP group names. No parameters",
                          [&s](std::string_view) {
@@ -145,13 +163,13 @@ void register_reading(SwitchShared& s, const runtime::TscClock& clock) {
       "/spraynet/group", "One ECMP group: mode, members, packets, buckets. Parameter: group",
       [&s](std::string_view params) {
         const size_t g = group_of(*s.node, std::string(params));
+        const SwitchCounterView v = published(s);
         std::lock_guard<std::mutex> c(s.control_lock);  // the bucket table stays published
-        std::lock_guard<std::mutex> l(s.lock);
-        return group_json(*s.node, g);
+        return group_json(*s.node, g, v.groups[g]);
       });
   TelemetryCommands::add("/spraynet/tcam", "TCAM counters. No parameters", [&s](std::string_view) {
+    // The rules are the control side's; the packet counters are atomics any thread may read.
     std::lock_guard<std::mutex> c(s.control_lock);
-    std::lock_guard<std::mutex> g(s.lock);
     json j = tcam_json(*s.node);
     j.erase("rules");  // per-rule detail does not fit telemetry's flat model; see --stats
     return j;
@@ -159,8 +177,8 @@ void register_reading(SwitchShared& s, const runtime::TscClock& clock) {
   TelemetryCommands::add("/spraynet/pfc", "PFC state of one port. Parameter: port index or name",
                          [&s](std::string_view params) {
                            const uint16_t p = port_of(*s.node, std::string(params));
-                           std::lock_guard<std::mutex> g(s.lock);
-                           json j = pfc_json(*s.node, p);
+                           if (s.node->pfc() == nullptr) return json{{"enabled", false}};
+                           json j = pfc_json(*s.node, p, published(s).pfc[p]);
                            if (j.contains("priorities")) {
                              // Flatten per priority into arrays indexed by priority.
                              json flat;
@@ -175,9 +193,8 @@ void register_reading(SwitchShared& s, const runtime::TscClock& clock) {
                          "The shared lossless buffer: pool used and peak, threshold, headroom used "
                          "and overflows. No parameters",
                          [&s](std::string_view) {
-                           std::lock_guard<std::mutex> g(s.lock);
                            if (s.node->pfc() == nullptr) return json{{"enabled", false}};
-                           return pfc_buffer_json(*s.node->pfc());
+                           return pfc_buffer_json(*s.node->pfc(), published(s).pfc_buffer);
                          });
   TelemetryCommands::add(
       "/spraynet/link_state",
@@ -281,6 +298,7 @@ void register_acting(SwitchShared& s, const runtime::TscClock& clock, bool enabl
         {
           std::lock_guard<std::mutex> g(s.lock);
           s.node->set_link_up(port, up, now);
+          republish(s, now);
         }
         json reply{{"ok", 1}, {"port", s.node->config().ports[port].name}, {"state", p[1]}};
         if (s.control != nullptr && !up) {
@@ -325,7 +343,9 @@ void register_acting(SwitchShared& s, const runtime::TscClock& clock, bool enabl
           }
           std::lock_guard<std::mutex> c(s.control_lock);
           std::lock_guard<std::mutex> g(s.lock);
-          (s.node->*prop.set)(port, value, clock.now_ns());
+          const uint64_t now = clock.now_ns();
+          (s.node->*prop.set)(port, value, now);
+          republish(s, now);
           const std::string& name = s.node->config().ports[port].name;
           log->info("telemetry: link {} {} {}", name, prop.key, value);
           return json{

@@ -1,12 +1,17 @@
 // switch_emu's commands on DPDK's telemetry socket (dpdk-telemetry.py -f PREFIX), under
-// /spraynet/. Reading: ports, port, drops, counters, accounting, groups, group, tcam, pfc, link_state,
-// buckets. Acting, each validated and acknowledged ({"ok": true, ...}) or refused
+// /spraynet/. Reading: ports, port, drops, counters, accounting, groups, group, tcam, pfc,
+// link_state, buckets. Acting, each validated and acknowledged ({"ok": true, ...}) or refused
 // ({"error": reason}): link_set, link_rate, link_ber, link_loss, tcam_add, tcam_remove,
-// group_mode — off unless enabled (telemetry.acting_commands, --telemetry-acting). The parameter syntax of every command is in its help text (/help,<command>).
+// group_mode — off unless enabled (telemetry.acting_commands, --telemetry-acting). The parameter
+// syntax of every command is in its help text (/help,<command>).
 //
-// Handlers run on DPDK's telemetry threads. They take SwitchShared::control_lock for anything
-// the control side owns (control loop, TCAM rules, bucket tables) and SwitchShared::lock for the
-// node's dataplane state, in that order, and wait for RCU grace periods without the node lock.
+// Handlers run on DPDK's telemetry threads and never take the node lock to read: counters come
+// from the copy the lcores publish (SwitchShared::counters; port and accounting say how old it
+// is in "snapshot_age_ns"), TCAM counters are atomics, and what the control side owns (control
+// loop, TCAM rules, bucket tables, group modes) is read under SwitchShared::control_lock, which
+// no lcore takes. Acting commands take control_lock, then SwitchShared::lock for the node's
+// dataplane state, wait for RCU grace periods without the node lock, and publish the counters
+// again after a change.
 #pragma once
 
 #include <nlohmann/json.hpp>

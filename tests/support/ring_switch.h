@@ -62,6 +62,7 @@ struct RingSwitch {
     }
     node = std::make_unique<switch_emu::SwitchNode>(config, pool);
     shared.node = node.get();
+    shared.publish_counters(0);
     shared.stop = &stop;
     // A termination condition only: the results do not depend on it.
     shared.idle_exit_ns = idle_exit_ns;

@@ -8,8 +8,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <future>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <set>
 #include <string_view>
@@ -25,6 +28,7 @@
 #include "dataplane/runtime/rcu_domain.h"
 #include "dataplane/runtime/tsc_clock.h"
 #include "dataplane/wire/packet_builder.h"
+#include "switch_emu/switch_report.h"
 #include "switch_emu/switch_telemetry.h"
 #include "tests/support/dpdk_test.h"
 #include "tests/support/ring_switch.h"
@@ -271,6 +275,91 @@ TEST_CASE(
     CHECK(std::count(seen.begin(), seen.end(), 1) == kPackets);  // each exactly once
     CHECK(node.total_drops() == 0);
     CHECK(loop_a.counters().tx_dropped + loop_b.counters().tx_dropped == 0);
+    // The readers read the lcores' publications (many during the run, one more on each stop),
+    // and the last one is the node as it ended.
+    CHECK(sw.shared.counters->publications() > 2);
+    const auto last = sw.shared.counters->read();
+    REQUIRE(last.has_value());
+    CHECK(switch_emu::accounting_json(node.config(), *last) == switch_emu::accounting_json(node));
+  }
+  CHECK(pool.whole());
+}
+
+TEST_CASE("read-only telemetry answers while another thread holds the node lock") {
+  // What an lcore holds per burst must not be what a reader waits for: with the node lock held
+  // here, the counter reads still answer (from the published copy).
+  test::TestPool pool(4095);
+  {
+    RingSwitch sw("nlk", 2, pool.get(), 0);
+    runtime::TscClock clock;
+    switch_emu::register_switch_telemetry(sw.shared, clock, false);
+    std::unique_lock<std::mutex> held(sw.shared.lock);
+    auto replies = std::async(std::launch::async, [] {
+      std::vector<nlohmann::json> out;
+      for (const char* c : {"/spraynet/drops", "/spraynet/counters", "/spraynet/accounting",
+                            "/spraynet/tcam", "/spraynet/pfc_buffer"}) {
+        out.push_back(control::TelemetryCommands::call(c, ""));
+      }
+      out.push_back(control::TelemetryCommands::call("/spraynet/port", "1"));
+      out.push_back(control::TelemetryCommands::call("/spraynet/pfc", "1"));
+      out.push_back(control::TelemetryCommands::call("/spraynet/group", "g"));
+      return out;
+    });
+    const bool answered = replies.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+    held.unlock();  // a reader that did wait for it finishes now
+    const std::vector<nlohmann::json> out = replies.get();
+    control::TelemetryCommands::clear();
+    REQUIRE(answered);
+    for (const auto& j : out) {
+      INFO(j.dump());
+      CHECK_FALSE(j.contains("error"));
+    }
+    CHECK(out[2].value("balanced", false));
+    CHECK(out[5].value("name", "") == "nlk_out0");
+    CHECK(out[7].value("name", "") == "g");
+  }
+  CHECK(pool.whole());
+}
+
+TEST_CASE("on stop, an lcore drains its ports only once every lcore has stopped receiving") {
+  // Lcore b owns the outputs and stops first; lcore a's last burst, forwarded onto b's ports
+  // after that, must still leave by b's drain (not stay queued until the node frees it).
+  test::TestPool pool(4095);
+  {
+    RingSwitch sw("stb", 2, pool.get(), 0);
+    auto& node = *sw.node;
+    sw.shared.lcores = 2;
+    switch_emu::SwitchLcore a(sw.shared, {0}), b(sw.shared, {1, 2});
+    runtime::TscClock clock;
+    std::thread b_stops([&] {
+      runtime::TxSink tx;  // routes nowhere: frees what it is given (the node counts it sent)
+      b.on_stop(clock.now_ns(), tx);
+    });
+    // b is waiting for a (bounded polling: b has arrived once the count says so).
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (sw.shared.stopped_lcores.load() < 1 && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::yield();
+    }
+    REQUIRE(sw.shared.stopped_lcores.load() == 1);
+    std::vector<uint8_t> payload(64, 0x33);
+    std::vector<rte_mbuf*> burst;
+    for (uint16_t i = 0; i < 32; ++i) {
+      FrameSpec f;
+      f.ip.src = 0x0A000000 | i;
+      f.ip.dst = 0x0B000001;
+      f.udp.src_port = static_cast<uint16_t>(2000 + i);
+      f.udp.dst_port = 7000;
+      f.payload = payload;
+      burst.push_back(build_udp_mbuf(pool.get(), f));
+      REQUIRE(burst.back() != nullptr);
+    }
+    runtime::TxSink tx_a;
+    a.on_rx(sw.shared.dpdk_port[0], 0, burst.data(), 32, clock.now_ns(), tx_a);
+    a.on_stop(clock.now_ns(), tx_a);
+    b_stops.join();
+    CHECK(node.port_counters(1).tx_packets + node.port_counters(2).tx_packets == 32);
+    CHECK(node.idle());
+    CHECK(node.accounting().egress.dequeued == 32);
   }
   CHECK(pool.whole());
 }

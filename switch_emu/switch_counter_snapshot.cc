@@ -1,0 +1,160 @@
+#include "switch_emu/switch_counter_snapshot.h"
+
+#include <cstring>
+#include <stdexcept>
+
+namespace spraynet::switch_emu {
+
+namespace {
+
+// A reader gives up after this many overlapping tries (it yields between the later ones).
+constexpr unsigned kReadTries = 100'000;
+
+// A view as 64-bit words, in one order for writing and reading: the head, then each port,
+// each group (its counters, then its members), each port's PFC, the PFC pool.
+template <class Visit>
+void visit_words(SwitchCounterView& v, Visit&& visit) {
+  visit(&v.published_ns, sizeof v.published_ns);
+  visit(&v.drops, sizeof v.drops);
+  visit(&v.counters, sizeof v.counters);
+  visit(v.ports.data(), v.ports.size() * sizeof(SwitchPortSnapshot));
+  for (auto& g : v.groups) {
+    visit(&g.counters, sizeof g.counters);
+    visit(g.member_packets.data(), g.member_packets.size() * sizeof(uint64_t));
+  }
+  visit(v.pfc.data(), v.pfc.size() * sizeof(SwitchPfcPortSnapshot));
+  visit(&v.pfc_buffer, sizeof v.pfc_buffer);
+}
+
+size_t words_of(SwitchCounterView& v) {
+  size_t bytes = 0;
+  visit_words(v, [&bytes](void*, size_t n) {
+    // Every part is whole 64-bit words (the structs are all uint64_t fields).
+    if (n % sizeof(uint64_t) != 0) throw std::logic_error("a counter snapshot part is not words");
+    bytes += n;
+  });
+  return bytes / sizeof(uint64_t);
+}
+
+}  // namespace
+
+SwitchAccounting SwitchCounterView::accounting() const {
+  std::vector<SwitchPortCounters> port_counters;
+  port_counters.reserve(ports.size());
+  EgressAccounting egress;
+  for (const auto& p : ports) {
+    port_counters.push_back(p.counters);
+    egress += p.egress;
+  }
+  return SwitchAccounting::of(drops, counters, port_counters, egress);
+}
+
+SwitchPortSnapshot port_snapshot(const SwitchNode& node, uint16_t port, uint64_t now_ns) {
+  SwitchPortSnapshot s{};
+  fill_port_snapshot(node, port, now_ns, s);
+  return s;
+}
+
+void fill_port_snapshot(const SwitchNode& node, uint16_t port, uint64_t now_ns,
+                        SwitchPortSnapshot& s) {
+  const EgressPort& e = node.egress(port);
+  s.counters = node.port_counters(port);
+  s.egress = e.accounting();
+  for (uint8_t tc = 0; tc < EgressPort::kClasses; ++tc) {
+    s.classes[tc] = e.counters(tc, now_ns);
+    s.class_queued_bytes[tc] = e.queued_bytes(tc);
+  }
+  s.queued_bytes = e.queued_bytes();
+  s.link_up = e.link_up() ? 1 : 0;
+  s.rate_gbps = e.link().rate_gbps();
+}
+
+SwitchGroupSnapshot group_snapshot(const SwitchNode& node, size_t group) {
+  const PathSelector& sel = node.group(group);
+  return {sel.counters(), {sel.member_packets().begin(), sel.member_packets().end()}};
+}
+
+SwitchPfcPortSnapshot pfc_port_snapshot(const SwitchNode& node, uint16_t port) {
+  const PfcState& pfc = *node.pfc();
+  const SharedBuffer& b = pfc.buffer();
+  SwitchPfcPortSnapshot s{};
+  s.counters = pfc.counters(port);
+  s.headroom_bytes = b.headroom_bytes(port);
+  for (uint8_t p = 0; p < kPriorities; ++p) {
+    s.priority[p] = {pfc.buffered_bytes(port, p),
+                     b.shared_bytes(port, p),
+                     b.headroom_used_bytes(port, p),
+                     b.peak_headroom_used_bytes(port, p),
+                     b.headroom_overflows(port, p),
+                     pfc.xoff_asserted(port, p) ? 1u : 0u,
+                     pfc.watchdog_dropping(port, p) ? 1u : 0u,
+                     pfc.watchdog_storming(port, p) ? 1u : 0u};
+  }
+  return s;
+}
+
+SwitchPfcBufferSnapshot pfc_buffer_snapshot(const PfcState& pfc) {
+  const SharedBuffer& b = pfc.buffer();
+  return {b.pool_used_bytes(),     b.pool_peak_bytes(),    b.threshold_bytes(),
+          b.headroom_used_bytes(), b.headroom_overflows(), b.xoff_asserted()};
+}
+
+void fill_counter_view(const SwitchNode& node, uint64_t now_ns, SwitchCounterView& view) {
+  view.published_ns = now_ns;
+  view.drops = node.drops();
+  view.counters = node.counters();
+  view.ports.resize(node.port_count());
+  for (uint16_t p = 0; p < node.port_count(); ++p)
+    fill_port_snapshot(node, p, now_ns, view.ports[p]);
+  view.groups.resize(node.group_count());
+  for (size_t g = 0; g < node.group_count(); ++g) {
+    // In place: the member vectors keep their storage from one publication to the next.
+    const PathSelector& sel = node.group(g);
+    view.groups[g].counters = sel.counters();
+    view.groups[g].member_packets.assign(sel.member_packets().begin(), sel.member_packets().end());
+  }
+  if (node.pfc() != nullptr) {
+    view.pfc.resize(node.port_count());
+    for (uint16_t p = 0; p < node.port_count(); ++p) view.pfc[p] = pfc_port_snapshot(node, p);
+    view.pfc_buffer = pfc_buffer_snapshot(*node.pfc());
+  } else {
+    view.pfc.clear();
+    view.pfc_buffer = {};
+  }
+}
+
+SwitchCounterSnapshot::SwitchCounterSnapshot(const SwitchNode& node)
+    : layout_([&node] {
+        SwitchCounterView v;
+        fill_counter_view(node, 0, v);
+        return v;
+      }()),
+      cell_(words_of(layout_)),
+      words_(cell_.size()) {}
+
+void SwitchCounterSnapshot::publish(const SwitchNode& node, uint64_t now_ns) {
+  fill_counter_view(node, now_ns, view_);
+  auto* out = reinterpret_cast<unsigned char*>(words_.data());
+  const auto* end = out + words_.size() * sizeof(uint64_t);
+  visit_words(view_, [&out, end](const void* part, size_t n) {
+    // A group whose members changed would not fit the layout: never copied past it.
+    if (out + n > end) return;
+    std::memcpy(out, part, n);
+    out += n;
+  });
+  cell_.publish(words_.data());
+}
+
+std::optional<SwitchCounterView> SwitchCounterSnapshot::read() const {
+  std::vector<uint64_t> words(cell_.size());
+  if (!cell_.read(words.data(), kReadTries)) return std::nullopt;
+  SwitchCounterView v = layout_;
+  const auto* in = reinterpret_cast<const unsigned char*>(words.data());
+  visit_words(v, [&in](void* part, size_t n) {
+    std::memcpy(part, in, n);
+    in += n;
+  });
+  return v;
+}
+
+}  // namespace spraynet::switch_emu

@@ -1,0 +1,112 @@
+// The switch's counters as lock-free readers (telemetry) see them: a copy of every counter the
+// read-only telemetry commands report, published by the lcores and read without the node lock.
+//
+// Consistency: a copy is taken at one moment between two calls into the node (the lcore that
+// publishes holds the node lock, or is the node's only caller), so the accounting identity holds
+// for every copy a reader gets (SwitchCounterView::accounting().balanced()). The copy is at most
+// one publish period old while the node changes (program/node_lcore.h says when lcores publish).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <type_traits>
+#include <vector>
+
+#include "dataplane/runtime/seqlock_snapshot.h"
+#include "switch_emu/switch_node.h"
+
+namespace spraynet::switch_emu {
+
+// One port: its pipeline counters, its egress accounting and per-class counters, and its link.
+struct SwitchPortSnapshot {
+  SwitchPortCounters counters;
+  EgressAccounting egress;
+  std::array<EgressClassCounters, EgressPort::kClasses> classes;
+  std::array<uint64_t, EgressPort::kClasses> class_queued_bytes;
+  uint64_t queued_bytes;
+  uint64_t link_up;
+  double rate_gbps;
+};
+static_assert(std::is_trivially_copyable_v<SwitchPortSnapshot> &&
+                  sizeof(SwitchPortSnapshot) % sizeof(uint64_t) == 0,
+              "a port snapshot is copied as 64-bit words");
+
+// PFC at one port: its counters and, per priority, its buffer and watchdog state (0/1 flags).
+struct SwitchPfcPrioritySnapshot {
+  uint64_t buffered_bytes;
+  uint64_t shared_bytes;
+  uint64_t headroom_used_bytes;
+  uint64_t headroom_peak_bytes;
+  uint64_t headroom_overflows;
+  uint64_t xoff_asserted;
+  uint64_t watchdog_dropping;
+  uint64_t watchdog_storming;
+};
+struct SwitchPfcPortSnapshot {
+  PfcPortCounters counters;
+  uint64_t headroom_bytes;
+  std::array<SwitchPfcPrioritySnapshot, kPriorities> priority;
+};
+// The shared lossless pool as a whole.
+struct SwitchPfcBufferSnapshot {
+  uint64_t pool_used_bytes;
+  uint64_t pool_peak_bytes;
+  uint64_t threshold_bytes;
+  uint64_t headroom_used_bytes;
+  uint64_t headroom_overflows;
+  uint64_t xoff_asserted;
+};
+static_assert(std::is_trivially_copyable_v<SwitchPfcPortSnapshot> &&
+              std::is_trivially_copyable_v<SwitchPfcBufferSnapshot> &&
+              std::is_trivially_copyable_v<PathSelectorCounters>);
+
+// One group's packet counters (its mode, members and buckets are the control side's).
+struct SwitchGroupSnapshot {
+  PathSelectorCounters counters;
+  std::vector<uint64_t> member_packets;  // by member index
+};
+
+struct SwitchCounterView {
+  uint64_t published_ns = 0;  // the now_ns of the call that published it
+  SwitchDropCounters drops;
+  SwitchCounters counters;
+  std::vector<SwitchPortSnapshot> ports;
+  std::vector<SwitchGroupSnapshot> groups;
+  std::vector<SwitchPfcPortSnapshot> pfc;  // by port; empty without PFC
+  SwitchPfcBufferSnapshot pfc_buffer{};    // zero without PFC
+  // The identity over this copy (the same terms as SwitchNode::accounting()).
+  SwitchAccounting accounting() const;
+};
+
+SwitchPortSnapshot port_snapshot(const SwitchNode& node, uint16_t port, uint64_t now_ns);
+// The same into `out` (publication fills its view in place: no 1 KB temporary per port).
+void fill_port_snapshot(const SwitchNode& node, uint16_t port, uint64_t now_ns,
+                        SwitchPortSnapshot& out);
+SwitchGroupSnapshot group_snapshot(const SwitchNode& node, size_t group);
+// Needs PFC on (node.pfc() not null).
+SwitchPfcPortSnapshot pfc_port_snapshot(const SwitchNode& node, uint16_t port);
+SwitchPfcBufferSnapshot pfc_buffer_snapshot(const PfcState& pfc);
+// Every counter of `node` now, into `view` (its vectors resized to the node's).
+void fill_counter_view(const SwitchNode& node, uint64_t now_ns, SwitchCounterView& view);
+
+class SwitchCounterSnapshot {
+ public:
+  // The layout (ports, group members, PFC on or off) is `node`'s, fixed for its life.
+  explicit SwitchCounterSnapshot(const SwitchNode& node);
+
+  // Publishes `node`'s counters. Callers are serialised (the node lock, or one lcore).
+  void publish(const SwitchNode& node, uint64_t now_ns);
+  // The latest publication; nullopt before the first, or when every try overlapped a
+  // publication (the publishing lcore preempted mid-copy).
+  std::optional<SwitchCounterView> read() const;
+  uint64_t publications() const { return cell_.publications(); }
+
+ private:
+  SwitchCounterView layout_;  // sizes only: what read() fills
+  runtime::SeqlockSnapshot cell_;
+  SwitchCounterView view_;       // the writer's scratch
+  std::vector<uint64_t> words_;  // the writer's scratch
+};
+
+}  // namespace spraynet::switch_emu
