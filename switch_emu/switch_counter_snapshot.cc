@@ -137,8 +137,9 @@ void SwitchCounterSnapshot::publish(const SwitchNode& node, uint64_t now_ns) {
   auto* out = reinterpret_cast<unsigned char*>(words_.data());
   const auto* end = out + words_.size() * sizeof(uint64_t);
   visit_words(view_, [&out, end](const void* part, size_t n) {
-    // A group whose members changed would not fit the layout: never copied past it.
-    if (out + n > end) return;
+    // A group whose members changed would not fit the layout: never copied past it. An empty
+    // part (no PFC, a group of none) may have no storage at all: memcpy must not see its null.
+    if (n == 0 || out + n > end) return;
     std::memcpy(out, part, n);
     out += n;
   });
@@ -151,6 +152,7 @@ std::optional<SwitchCounterView> SwitchCounterSnapshot::read() const {
   SwitchCounterView v = layout_;
   const auto* in = reinterpret_cast<const unsigned char*>(words.data());
   visit_words(v, [&in](void* part, size_t n) {
+    if (n == 0) return;  // an empty part may have no storage (see publish)
     std::memcpy(part, in, n);
     in += n;
   });
