@@ -29,9 +29,12 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_eal.h"
 #include "control/config_reader.h"
 #include "control/switch_config.h"
 #include "dataplane/probe/latency_probe.h"
+#include "dataplane/runtime/eal.h"
+#include "dataplane/runtime/packet_pool.h"
 #include "dataplane/runtime/poll_loop.h"
 #include "dataplane/runtime/port.h"
 #include "dataplane/runtime/stop_signal.h"
@@ -176,7 +179,7 @@ class Driver : public runtime::BurstHandler {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) try {
   uint64_t probes = 20000;
   std::vector<double> loads = {0.1, 0.5, 0.9};
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -192,18 +195,10 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  std::string prefix = "spraynet-bench-lat-" + std::to_string(getpid());
-  std::vector<std::string> eal = {argv[0], "--no-huge",   "-m",
-                                  "512",   "--no-pci",    "--file-prefix",
-                                  prefix,  "--log-level", "lib.eal:error"};
-  std::vector<char*> eal_argv;
-  for (auto& a : eal) eal_argv.push_back(a.data());
-  if (rte_eal_init(static_cast<int>(eal_argv.size()), eal_argv.data()) < 0) {
-    std::fprintf(stderr, "bench_latency: rte_eal_init failed\n");
-    return 1;
-  }
-  rte_mempool* pool = rte_pktmbuf_pool_create("bench_lat", 16383, 256, 0, 2176, SOCKET_ID_ANY);
-  if (pool == nullptr) return 1;
+  runtime::Eal eal(bench::eal_args(argv[0], "bench-lat", 512));
+  runtime::PacketPool pool_owner(
+      {.name = "bench_lat", .mbufs = 16383, .cache = 256, .data_room = 2176});
+  rte_mempool* pool = pool_owner.get();
 
   int run = 0;
   std::printf("[\n");
@@ -282,7 +277,8 @@ int main(int argc, char** argv) {
     }
   }
   std::printf("\n]\n");
-  rte_mempool_free(pool);
-  rte_eal_cleanup();
   return 0;
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "bench_latency: %s\n", e.what());
+  return 1;
 }

@@ -25,8 +25,11 @@
 #include <utility>
 #include <vector>
 
+#include "bench/bench_eal.h"
 #include "control/config_reader.h"
 #include "control/nic_config.h"
+#include "dataplane/runtime/eal.h"
+#include "dataplane/runtime/packet_pool.h"
 #include "dataplane/wire/byte_order.h"
 #include "dataplane/wire/packet_builder.h"
 #include "dataplane/wire/packet_parser.h"
@@ -226,23 +229,16 @@ BENCHMARK(BM_Baseline_NicNoReorderRx)->ArgName("payload")->Arg(64)->Arg(1024);
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  std::string prefix = "spraynet-bench-nic-" + std::to_string(getpid());
-  std::vector<std::string> eal = {argv[0], "--no-huge",   "-m",
-                                  "512",   "--no-pci",    "--file-prefix",
-                                  prefix,  "--log-level", "lib.eal:error"};
-  std::vector<char*> eal_argv;
-  for (auto& a : eal) eal_argv.push_back(a.data());
-  if (rte_eal_init(static_cast<int>(eal_argv.size()), eal_argv.data()) < 0) {
-    std::fprintf(stderr, "bench_nic: rte_eal_init failed\n");
-    return 1;
-  }
-  g_pool = rte_pktmbuf_pool_create("bench_nic", 2 * kBlock - 1, 0, 0, 2176, SOCKET_ID_ANY);
-  if (g_pool == nullptr) return 1;
+int main(int argc, char** argv) try {
+  runtime::Eal eal(bench::eal_args(argv[0], "bench-nic", 512));
+  runtime::PacketPool pool(
+      {.name = "bench_nic", .mbufs = 2 * kBlock - 1, .cache = 0, .data_room = 2176});
+  g_pool = pool.get();
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
-  rte_mempool_free(g_pool);
-  rte_eal_cleanup();
   return 0;
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "bench_nic: %s\n", e.what());
+  return 1;
 }

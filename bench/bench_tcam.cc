@@ -28,7 +28,10 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_eal.h"
 #include "dataplane/forwarding/tcam.h"
+#include "dataplane/runtime/eal.h"
+#include "dataplane/runtime/packet_pool.h"
 #include "dataplane/wire/packet_builder.h"
 #include "dataplane/wire/packet_parser.h"
 
@@ -289,23 +292,16 @@ BENCHMARK(BM_Baseline_rte_acl_build)
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  std::string prefix_name = "spraynet-bench-tcam-" + std::to_string(getpid());
-  std::vector<std::string> eal = {argv[0],     "--no-huge",   "-m",
-                                  "1024",      "--no-pci",    "--file-prefix",
-                                  prefix_name, "--log-level", "lib.eal:error"};
-  std::vector<char*> eal_argv;
-  for (auto& a : eal) eal_argv.push_back(a.data());
-  if (rte_eal_init(static_cast<int>(eal_argv.size()), eal_argv.data()) < 0) {
-    std::fprintf(stderr, "bench_tcam: rte_eal_init failed\n");
-    return 1;
-  }
-  g_pool = rte_pktmbuf_pool_create("bench_tcam", 2 * kFlows - 1, 0, 0, 512, SOCKET_ID_ANY);
-  if (g_pool == nullptr) return 1;
+int main(int argc, char** argv) try {
+  runtime::Eal eal(bench::eal_args(argv[0], "bench-tcam", 1024));
+  runtime::PacketPool pool(
+      {.name = "bench_tcam", .mbufs = 2 * kFlows - 1, .cache = 0, .data_room = 512});
+  g_pool = pool.get();
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
-  rte_mempool_free(g_pool);
-  rte_eal_cleanup();
   return 0;
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "bench_tcam: %s\n", e.what());
+  return 1;
 }

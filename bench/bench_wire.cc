@@ -16,6 +16,9 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_eal.h"
+#include "dataplane/runtime/eal.h"
+#include "dataplane/runtime/packet_pool.h"
 #include "dataplane/wire/icrc.h"
 #include "dataplane/wire/packet_builder.h"
 #include "dataplane/wire/packet_parser.h"
@@ -101,22 +104,16 @@ BENCHMARK(BM_Baseline_zlib_crc32)->Arg(64)->Arg(1024)->Arg(4096);
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  std::string prefix = "spraynet-bench-" + std::to_string(getpid());
-  std::vector<std::string> eal = {argv[0], "--no-huge", "-m", "256", "--no-pci",
-                                  "--file-prefix", prefix, "--log-level", "lib.eal:error"};
-  std::vector<char*> eal_argv;
-  for (auto& a : eal) eal_argv.push_back(a.data());
-  if (rte_eal_init(static_cast<int>(eal_argv.size()), eal_argv.data()) < 0) {
-    std::fprintf(stderr, "bench_wire: rte_eal_init failed\n");
-    return 1;
-  }
+int main(int argc, char** argv) try {
+  runtime::Eal eal(bench::eal_args(argv[0], "bench-wire", 256));
   rte_net_crc_set_alg(RTE_NET_CRC_SSE42);  // falls back to scalar where the CPU lacks it
-  g_pool = rte_pktmbuf_pool_create("bench_wire", 1023, 0, 0, 9216, SOCKET_ID_ANY);
+  runtime::PacketPool pool({.name = "bench_wire", .mbufs = 1023, .cache = 0, .data_room = 9216});
+  g_pool = pool.get();
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
-  rte_mempool_free(g_pool);
-  rte_eal_cleanup();
   return 0;
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "bench_wire: %s\n", e.what());
+  return 1;
 }
