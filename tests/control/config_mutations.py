@@ -177,21 +177,24 @@ def main():
         cwd = os.getcwd()
         os.chdir(tmp)  # relative pcap paths and out/ land here
         os.makedirs("out", exist_ok=True)
+
+        def attempt(tag, tree):
+            """Writes `tree` as config `tag` and runs the program on it: (path, rc, stderr)."""
+            path = os.path.join(tmp, f"{tag}.yaml")
+            with open(path, "w") as f:
+                yaml.safe_dump(tree, f, default_flow_style=None, sort_keys=False)
+            rc, _, err = run_one(args.program, args.kind, path, f"cfgmut{os.getpid()}_{tag}")
+            return path, rc, err
+
         try:
             for j, (what, tree, expected) in enumerate(fixed_cases(args.kind, base)):
-                path = os.path.join(tmp, f"fixed{j}.yaml")
-                with open(path, "w") as f:
-                    yaml.safe_dump(tree, f, default_flow_style=None, sort_keys=False)
-                rc, _, err = run_one(args.program, args.kind, path, f"cfgmut{os.getpid()}_f{j}")
+                _, rc, err = attempt(f"fixed{j}", tree)
                 if rc != 2 or not err.strip().endswith(expected):
                     failures.append(f"{what}: exit {rc}, wanted 2 and `...{expected}`, got "
                                     f"{err.strip()[-300:]!r}")
                     print(f"FAIL {failures[-1]}", file=sys.stderr)
             for i, (what, tree) in enumerate(mutations(base, rng, args.count)):
-                path = os.path.join(tmp, f"m{i}.yaml")
-                with open(path, "w") as f:
-                    yaml.safe_dump(tree, f, default_flow_style=None, sort_keys=False)
-                rc, _, err = run_one(args.program, args.kind, path, f"cfgmut{os.getpid()}_{i}")
+                path, rc, err = attempt(f"m{i}", tree)
                 why = check(args.kind, prog_name, path, rc, err)
                 if args.show:
                     tail = (err.strip().splitlines() or [""])[-1]
