@@ -390,9 +390,10 @@ void Fabric::serve(uint32_t id) {
       ++n.weight_ticks;
     }
     sw.poll(now_);
-    const auto ports = static_cast<uint16_t>(sw.port_count());
-    for (uint16_t p = 0; p < ports; ++p) {
-      if (sw.port_next_event_ns(p) > now_) continue;
+    // Transmitting on one port changes no other port's next event: the due set is taken once.
+    due_ports_.clear();
+    sw.append_due_ports(now_, due_ports_);
+    for (const uint16_t p : due_ports_) {
       // Fewer than a burst: nothing more is due on the port now (no second, empty dequeue).
       uint16_t k;
       do {

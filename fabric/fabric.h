@@ -146,6 +146,7 @@ class Fabric {
   uint64_t seq_ = 0;
   uint64_t now_ = 0;
   std::vector<uint32_t> touched_;  // nodes that received frames while serving
+  std::vector<uint16_t> due_ports_;  // serve(): the switch ports with frames due (scratch)
   std::vector<FabricEvent> events_;  // sorted by time
   size_t next_event_ = 0;
   uint64_t next_sample_ns_ = 0;

@@ -127,14 +127,14 @@ SwitchNode::SwitchNode(const control::SwitchConfig& config, rte_mempool* pool,
     }
   }
   ports_.resize(n);
-  port_next_.assign(n, EgressPort::kNever);
-  for (size_t i = 0; i < n; ++i) egress_[i]->set_next_event_slot(&port_next_[i]);
+  port_next_.resize(n);
+  for (size_t i = 0; i < n; ++i) egress_[i]->set_next_event_slot(&port_next_, i);
 }
 
 SwitchNode::~SwitchNode() {
   free_all();
   // port_next_ goes before egress_ (declared after it): the ports must stop writing to it.
-  for (auto& e : egress_) e->set_next_event_slot(nullptr);
+  for (auto& e : egress_) e->set_next_event_slot(nullptr, 0);
 }
 
 void SwitchNode::refresh_loads_if_stale(uint64_t now_ns) {
@@ -382,8 +382,7 @@ uint16_t SwitchNode::transmit(uint16_t port, uint64_t now_ns, rte_mbuf** out, ui
 }
 
 uint64_t SwitchNode::next_event_ns(uint64_t now_ns) const {
-  uint64_t next = EgressPort::kNever;
-  for (const uint64_t t : port_next_) next = std::min(next, t);
+  uint64_t next = port_next_.earliest();
   if (pfc_) next = std::min(next, pfc_->next_event_ns(now_ns));
   return next;
 }

@@ -145,7 +145,12 @@ class SwitchNode {
   // Earliest time anything is due on any port; EgressPort::kNever when idle.
   uint64_t next_event_ns(uint64_t now_ns) const;
   // egress(port).next_event_ns(), from one array (cheap to ask for every port).
-  uint64_t port_next_event_ns(uint16_t port) const { return port_next_[port]; }
+  uint64_t port_next_event_ns(uint16_t port) const { return port_next_.at(port); }
+  // Appends the ports with something due by now_ns (port_next_event_ns <= now_ns) to out, in
+  // port order: what a driver transmits on, without asking every port.
+  void append_due_ports(uint64_t now_ns, std::vector<uint16_t>& out) const {
+    port_next_.append_due(now_ns, out);
+  }
   // True when nothing is queued or in flight on any port.
   bool idle() const;
   // Frees every mbuf still held (shutdown).
@@ -207,7 +212,7 @@ class SwitchNode {
   std::vector<PathLoad> fallback_view_;  // fast feedback with every member paused (scratch)
   std::array<uint8_t, 8> view_of_tc_{};
   std::array<uint8_t, 8> lossless_tc_{};
-  std::vector<uint64_t> port_next_;  // each egress port's next event (EgressPort keeps it)
+  EarliestEvent port_next_;  // each egress port's next event (EgressPort keeps it)
   bool loads_stale_ = true;
   uint64_t eligibility_seen_ = 0;
 

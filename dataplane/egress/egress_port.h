@@ -20,6 +20,7 @@
 #include <deque>
 #include <string>
 
+#include "dataplane/egress/earliest_event.h"
 #include "dataplane/egress/link_emulator.h"
 
 struct rte_mbuf;
@@ -170,11 +171,13 @@ class EgressPort {
   // Earliest time at which dequeue could return a frame or a queue could start one (it may be in
   // the past when a dequeue was cut short by max); kNever when nothing is queued or in flight.
   uint64_t next_event_ns() const { return next_event_; }
-  // Also keep next_event_ns() in *slot (nullptr: nowhere else): a node with many ports keeps
-  // them in one array, so that asking all of them reads a few cache lines, not every port.
-  void set_next_event_slot(uint64_t* slot) {
-    next_event_slot_ = slot;
-    if (slot != nullptr) *slot = next_event_;
+  // Also keep next_event_ns() in slot `index` of `events` (nullptr: nowhere else): a node with
+  // many ports keeps them in one EarliestEvent, so that its own next event is one load, not a
+  // scan of every port.
+  void set_next_event_slot(EarliestEvent* events, size_t index) {
+    next_event_slots_ = events;
+    next_event_index_ = index;
+    if (events != nullptr) events->set(index, next_event_);
   }
 
   // All classes and the control queue; not in flight.
@@ -270,7 +273,9 @@ class EgressPort {
     explicit NextEventRefresh(EgressPort& p) : port(p) {}
     ~NextEventRefresh() {
       port.next_event_ = port.compute_next_event();
-      if (port.next_event_slot_ != nullptr) *port.next_event_slot_ = port.next_event_;
+      if (port.next_event_slots_ != nullptr) {
+        port.next_event_slots_->set(port.next_event_index_, port.next_event_);
+      }
     }
   };
   uint64_t compute_next_event() const;
@@ -316,7 +321,8 @@ class EgressPort {
   uint8_t pauses_ignored_mask_ = 0;  // drop or forward mode
   uint64_t latest_now_ns_ = 0;       // the latest now_ns seen, for free_all's listener calls
   uint64_t next_event_ = kNever;     // compute_next_event() as of the last mutation
-  uint64_t* next_event_slot_ = nullptr;
+  EarliestEvent* next_event_slots_ = nullptr;
+  size_t next_event_index_ = 0;
 
   std::array<EgressClassCounters, kClasses> class_counters_{};
   EgressClassCounters control_counters_{};
