@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <iostream>
@@ -280,9 +281,32 @@ void write_timeseries(std::ofstream& out, const Fabric& f, const RunResult& r,
   }
 }
 
+// fabric_emu's working set is every node's state, hundreds of MB touched at random, one packet
+// hop at a time: with 4 KiB pages most hops miss the TLB. glibc's malloc backs its heap with
+// transparent huge pages (where the kernel offers them: THP "madvise" or "always") only when
+// the glibc.malloc.hugetlb tunable says so, and tunables are read at start-up, so the program
+// sets it and starts itself again, once. Measured here: 10-20% more packet-hops per second at
+// 64 and at 1024 hosts, the same JSON byte for byte. GLIBC_TUNABLES naming the tunable already
+// (glibc.malloc.hugetlb=0 to opt out) is left alone; an exec that fails goes on as it is.
+void heap_on_huge_pages(char** argv) {
+  static constexpr const char* kTunable = "glibc.malloc.hugetlb";
+  const char* tunables = std::getenv("GLIBC_TUNABLES");
+  if (tunables != nullptr && std::strstr(tunables, kTunable) != nullptr) return;
+  std::string value = std::string(kTunable) + "=1";
+  if (tunables != nullptr && *tunables != '\0') value = std::string(tunables) + ":" + value;
+  if (setenv("GLIBC_TUNABLES", value.c_str(), 1) != 0) return;
+  execv("/proc/self/exe", argv);
+  if (tunables != nullptr) {  // still here: the exec failed; leave the environment as it was
+    setenv("GLIBC_TUNABLES", tunables, 1);
+  } else {
+    unsetenv("GLIBC_TUNABLES");
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  heap_on_huge_pages(argv);
   CLI::App app{
       "fabric_emu: a leaf-spine fabric of real SwitchNode and NicNode pipelines (DPDK mbufs, "
       "EAL --no-huge, no ports) in virtual time. Every mode runs on every seed; stdout gets one "
