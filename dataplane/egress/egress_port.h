@@ -17,10 +17,10 @@
 
 #include <array>
 #include <cstdint>
-#include <deque>
 #include <string>
 
 #include "dataplane/egress/earliest_event.h"
+#include "dataplane/egress/fifo_ring.h"
 #include "dataplane/egress/link_emulator.h"
 
 struct rte_mbuf;
@@ -304,13 +304,13 @@ class EgressPort {
   LinkEmulator link_;
   EgressQueueListener* listener_ = nullptr;
 
-  std::array<std::deque<Queued>, kClasses + 1> queues_;  // classes 0..7, then control
+  std::array<FifoRing<Queued>, kClasses + 1> queues_;  // classes 0..7, then control
   std::array<uint64_t, kClasses + 1> queued_bytes_{};
   uint64_t total_queued_bytes_ = 0;
   // Bit q set: queues_[q] is not empty. advance() and compute_next_event() look at those only,
   // which is one or two queues on a fabric's port rather than nine.
   uint32_t nonempty_ = 0;
-  std::deque<InFlight> in_flight_;
+  FifoRing<InFlight> in_flight_;
 
   std::array<PauseTimer, kClasses> pause_{};
   // When each class queue last started a frame: with the pause timer, what stalled_since_ns()
