@@ -57,6 +57,11 @@ Fabric::Fabric(const FabricConfig& config, FabricMode mode, uint64_t seed, rte_m
     r.max_qps = std::clamp<uint32_t>(2 * incoming[h] + 8, 16, 4096);
     r.max_buffered = std::clamp<uint32_t>(r.window * (incoming[h] + 1), 1024, 65536);
   }
+  if (topology_.node_count() >= DueQueue::kMaxNodes) {
+    throw std::invalid_argument("the fabric has " + std::to_string(topology_.node_count()) +
+                                " nodes; fabric_emu drives at most " +
+                                std::to_string(DueQueue::kMaxNodes - 1));
+  }
   nodes_.resize(topology_.node_count());
   // One sink for every NIC's logger, each named by its host: what they log lands in the report
   // (a NIC logs a layout mismatch or a failed PPCID check once, so a few lines per host at most).
@@ -308,7 +313,7 @@ void Fabric::schedule(uint32_t id, bool served) {
   if (next <= now_) next = served ? now_ + 1 : now_;
   if (next < n.scheduled) {
     n.scheduled = next;
-    queue_.push(Due{next, seq_++, id});
+    queue_.push(next, id);
   }
 }
 
@@ -773,10 +778,10 @@ RunResult Fabric::run(const std::function<void(uint64_t, uint64_t)>& progress) {
       next_sample_ns_ += config_.sample_ns;
       continue;
     }
-    const Due d = queue_.top();
+    const DueQueue::Due d = queue_.top();
     queue_.pop();
-    if (d.t != nodes_[d.node].scheduled) continue;  // superseded by an earlier schedule
-    serve(d.node);
+    if (d.t != nodes_[d.node()].scheduled) continue;  // superseded by an earlier schedule
+    serve(d.node());
     // Counted with or without a progress callback: the report's node_events.
     if ((++serves_ & 0xFFF) == 0 && progress) {
       const auto now = std::chrono::steady_clock::now();

@@ -21,12 +21,12 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <queue>
 #include <string>
 #include <vector>
 
 #include "control/control_loop.h"
 #include "dataplane/wire/payload_store.h"
+#include "fabric/due_queue.h"
 #include "fabric/fabric_config.h"
 #include "fabric/fabric_report.h"
 #include "fabric/topology.h"
@@ -86,12 +86,6 @@ class Fabric {
     uint64_t scheduled = UINT64_MAX;
     bool dirty = false;
   };
-  struct Due {
-    uint64_t t;
-    uint64_t seq;
-    uint32_t node;
-    bool operator>(const Due& o) const { return t != o.t ? t > o.t : seq > o.seq; }
-  };
   // A fabric link direction the sampler watches: node's egress port.
   struct Watched {
     uint32_t node;
@@ -142,8 +136,7 @@ class Fabric {
   // Before nodes_: the payloads their packets carry outlive them (config_.payload "shared").
   PayloadStore payload_store_;
   std::vector<Node> nodes_;
-  std::priority_queue<Due, std::vector<Due>, std::greater<Due>> queue_;
-  uint64_t seq_ = 0;
+  DueQueue queue_;
   uint64_t now_ = 0;
   std::vector<uint32_t> touched_;  // nodes that received frames while serving
   std::vector<uint16_t> due_ports_;  // serve(): the switch ports with frames due (scratch)
