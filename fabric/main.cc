@@ -290,14 +290,18 @@ void write_timeseries(std::ofstream& out, const Fabric& f, const RunResult& r,
 // (glibc.malloc.hugetlb=0 to opt out) is left alone; an exec that fails goes on as it is.
 void heap_on_huge_pages(char** argv) {
   static constexpr const char* kTunable = "glibc.malloc.hugetlb";
-  const char* tunables = std::getenv("GLIBC_TUNABLES");
-  if (tunables != nullptr && std::strstr(tunables, kTunable) != nullptr) return;
+  const char* set = std::getenv("GLIBC_TUNABLES");
+  if (set != nullptr && std::strstr(set, kTunable) != nullptr) return;
+  // A copy: setenv may replace the string getenv pointed to.
+  const std::optional<std::string> before =
+      set != nullptr ? std::optional<std::string>(set) : std::nullopt;
   std::string value = std::string(kTunable) + "=1";
-  if (tunables != nullptr && *tunables != '\0') value = std::string(tunables) + ":" + value;
+  if (before && !before->empty()) value = *before + ":" + value;
   if (setenv("GLIBC_TUNABLES", value.c_str(), 1) != 0) return;
   execv("/proc/self/exe", argv);
-  if (tunables != nullptr) {  // still here: the exec failed; leave the environment as it was
-    setenv("GLIBC_TUNABLES", tunables, 1);
+  // Still here: the exec failed; leave the environment as it was.
+  if (before) {
+    setenv("GLIBC_TUNABLES", before->c_str(), 1);
   } else {
     unsetenv("GLIBC_TUNABLES");
   }
