@@ -12,11 +12,14 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
-import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "support"))
+from waiting import wait_for  # noqa: E402
+
 ROOT = os.environ.get("SPRAYNET_SOURCE_DIR", os.path.dirname(os.path.dirname(HERE)))
 NIC_EMU = os.environ.get("NIC_EMU", os.path.join(ROOT, "build", "nic_emu", "nic_emu"))
 TIMEOUT_S = 120  # one program run, start to exit; a bound, not a wait
@@ -134,21 +137,18 @@ class ProbeOverTelemetry(unittest.TestCase):
             self.assertLessEqual(p["p99_ns"], p["max_ns"])
 
     def query(self, path, command, proc):
-        """Connects once the socket is there and the probe has counted something (bounded)."""
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            self.assertIsNone(proc.poll(), "nic_emu exited early")
-            if os.path.exists(path):
-                with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as s:
-                    s.connect(path)
-                    json.loads(s.recv(16384))  # the greeting
-                    s.send(command.encode())
-                    reply = json.loads(s.recv(65536))
-                # null until the program has registered its commands (after EAL's socket is up)
-                if (reply.get(command) or {}).get("count", 0) > 0:
-                    return reply
-            time.sleep(0.05)
-        self.fail(f"no {command} reply with probes counted within 60 s")
+        """The reply once the socket is there and the probe has counted something (bounded)."""
+        def counted():
+            if not os.path.exists(path):
+                return None
+            with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as s:
+                s.connect(path)
+                json.loads(s.recv(16384))  # the greeting
+                s.send(command.encode())
+                reply = json.loads(s.recv(65536))
+            # null until the program has registered its commands (after EAL's socket is up)
+            return reply if (reply.get(command) or {}).get("count", 0) > 0 else None
+        return wait_for(counted, 60, f"a {command} reply with probes counted", proc=proc)
 
 
 class ProbeConfigErrors(unittest.TestCase):

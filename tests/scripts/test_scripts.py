@@ -16,7 +16,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 import unittest
 
 ROOT = os.environ.get("SPRAYNET_SOURCE_DIR",
@@ -27,6 +26,9 @@ SOAK = os.path.join(SCRIPTS, "soak.sh")
 E2E = os.path.join(SCRIPTS, "e2e.sh")
 PERFTEST = os.path.join(SCRIPTS, "perftest.sh")
 IS_ROOT = os.geteuid() == 0
+
+sys.path.insert(0, os.path.join(ROOT, "tests", "support"))
+from waiting import wait_for  # noqa: E402
 
 
 def env():
@@ -247,11 +249,7 @@ class E2eKilled(unittest.TestCase):
             p = subprocess.Popen([E2E, "--out", out, "--prefix", prefix], env=env(),
                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
             try:
-                deadline = time.monotonic() + 120
-                while not ready(prefix, out):
-                    self.assertIsNone(p.poll(), "e2e.sh ended before the topology was up")
-                    self.assertLess(time.monotonic(), deadline, "the topology never came up")
-                    time.sleep(0.05)
+                wait_for(lambda: ready(prefix, out), 120, "the topology to come up", proc=p)
                 p.send_signal(signal.SIGTERM)
                 output, _ = p.communicate(timeout=120)
             finally:

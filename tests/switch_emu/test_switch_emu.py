@@ -20,13 +20,14 @@ import struct
 import subprocess
 import sys
 import tempfile
-import time
 import unittest
 from collections import Counter, defaultdict
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "support"))
 import pcaplib as P  # noqa: E402
+from waiting import wait_for  # noqa: E402  (re-exported: other suites import it from here)
 
 from scapy.all import IP, UDP, Ether, raw  # noqa: E402
 from scapy.contrib.roce import BTH  # noqa: E402
@@ -72,19 +73,6 @@ def run_switch(prefix, config, *args, cwd=None, timeout=PROGRAM_TIMEOUT_S):
                               capture_output=True, text=True, cwd=cwd, timeout=timeout)
     finally:
         remove_runtime_dir(prefix)
-
-
-def wait_for(condition, bound_s, what):
-    """Polls `condition` until it returns something truthy, for at most bound_s seconds: the
-    condition decides, the bound only turns a hang into a failure."""
-    deadline = time.monotonic() + bound_s
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up after {bound_s} s waiting for {what}")
-        time.sleep(0.02)  # between polls of the condition; the condition decides
 
 
 class Telemetry:
