@@ -202,7 +202,7 @@ void SwitchNode::receive(uint16_t port, rte_mbuf** pkts, uint16_t n, uint64_t no
     if (nip == 0) continue;
 
     TcamMatch* match = scratch_.match.data();
-    tcam_->classify(ip, nip, match);
+    tcam_->classify(ip, nip, match, &tcam_cache_);
     uint32_t* dst = scratch_.dst.data();
     uint32_t* group = scratch_.group.data();
     for (uint16_t i = 0; i < nip; ++i) dst[i] = parsed[i].dst_ip;

@@ -199,6 +199,7 @@ class SwitchNode {
   TrafficClassMap classes_;
   PpcidLayout ppcid_layout_;
   std::unique_ptr<Tcam> tcam_;
+  TcamDecisionCache tcam_cache_;  // receive() is single-threaded: the node's own
   std::unique_ptr<RouteTable> routes_;
   std::vector<std::unique_ptr<PathSelector>> groups_;
   // PfcState before the egress ports: it is their listener and must outlive them.

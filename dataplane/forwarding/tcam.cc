@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
+#include <cstring>
 #include <stdexcept>
 
 #include "dataplane/wire/flow_key.h"
@@ -119,6 +120,13 @@ AclKey make_acl_key(const ParsedPacket& p) {
   key.dst_port = rte_cpu_to_be_16(k.dst_port);
   key.dest_qp = rte_cpu_to_be_32(k.dest_qp());
   return key;
+}
+
+TcamDecisionCache::Key cache_key(const AclKey& key) {
+  static_assert(sizeof(TcamDecisionCache::Key) == sizeof(AclKey));
+  TcamDecisionCache::Key k;
+  std::memcpy(k.data(), &key, sizeof key);  // the padding is zero: make_acl_key value-initialises
+  return k;
 }
 
 TcamConfig validated(TcamConfig config) {
@@ -404,21 +412,32 @@ uint64_t Tcam::rule_hits(uint32_t id) const {
 }
 
 void Tcam::classify(const TcamSnapshot& snapshot, const ParsedPacket* const* pkts, uint16_t n,
-                    TcamMatch* out) const {
+                    TcamMatch* out, TcamDecisionCache* cache) const {
   uint64_t not_ipv4 = 0;
   uint64_t classified = 0;
   uint64_t matched = 0;
   uint64_t fallback = 0;
   uint64_t errors = 0;
   std::array<uint64_t, kTcamRefusalCount> fallback_by_cause{};
+  const auto& admitted = snapshot.admitted_.entries;
+  const auto& shadow = snapshot.shadow_.entries;
+  // Before the first commit, or with no rules, nothing is looked up and nothing is cached.
+  if (snapshot.admitted_.acl == nullptr && snapshot.shadow_.acl == nullptr) cache = nullptr;
+  if (cache != nullptr && cache->owner() != this) cache->reset(this);
 
   for (uint16_t base = 0; base < n; base += kClassifyChunk) {
     const uint16_t count = std::min<uint16_t>(kClassifyChunk, n - base);
     AclKey keys[kClassifyChunk];
-    const uint8_t* data[kClassifyChunk];
     uint16_t slot[kClassifyChunk];  // out index of each looked-up key
+    // rte_acl's results per looked-up key (0: no rule); an error leaves the key unanswered.
+    TcamDecisionCache::Decision decision[kClassifyChunk];
+    bool answered[kClassifyChunk];
+    bool fresh[kClassifyChunk];  // asked of rte_acl, not found in the cache
+    const uint8_t* data[kClassifyChunk];  // the keys rte_acl is asked about
+    uint16_t asked[kClassifyChunk];       // their indexes into keys
     uint32_t results[kClassifyChunk];
     uint32_t looked_up = 0;
+    uint32_t to_ask = 0;
     for (uint16_t i = 0; i < count; ++i) {
       out[base + i] = TcamMatch{};
       const ParsedPacket* p = pkts[base + i];
@@ -426,54 +445,78 @@ void Tcam::classify(const TcamSnapshot& snapshot, const ParsedPacket* const* pkt
         ++not_ipv4;
         continue;
       }
-      keys[looked_up] = make_acl_key(*p);
-      data[looked_up] = reinterpret_cast<const uint8_t*>(&keys[looked_up]);
-      slot[looked_up] = static_cast<uint16_t>(base + i);
-      ++looked_up;
+      const uint32_t j = looked_up++;
+      keys[j] = make_acl_key(*p);
+      slot[j] = static_cast<uint16_t>(base + i);
+      answered[j] = true;
+      fresh[j] = false;
+      if (cache != nullptr) {
+        if (const auto* d = cache->find(snapshot.generation_, cache_key(keys[j]))) {
+          decision[j] = *d;
+          continue;
+        }
+      }
+      decision[j] = {};
+      fresh[j] = true;
+      data[to_ask] = reinterpret_cast<const uint8_t*>(&keys[j]);
+      asked[to_ask++] = static_cast<uint16_t>(j);
     }
     classified += looked_up;
     if (looked_up == 0) continue;
 
-    // Admitted rules: what the hardware would apply.
-    uint32_t misses = looked_up;
-    if (snapshot.admitted_.acl != nullptr) {
-      if (rte_acl_classify(snapshot.admitted_.acl, data, results, looked_up, 1) != 0) {
-        errors += looked_up;
-        continue;
-      }
-      const auto& entries = snapshot.admitted_.entries;
-      misses = 0;
-      for (uint32_t j = 0; j < looked_up; ++j) {
-        if (results[j] == 0 || results[j] > entries.size()) {
-          data[misses] = data[j];  // compacts the misses in place: misses <= j
-          slot[misses] = slot[j];
-          ++misses;
-          continue;
+    // Admitted rules (what the hardware would apply), then the refused ones for the keys no
+    // admitted rule took: the traffic a refused rule would have taken goes by ECMP, and is
+    // counted as such.
+    uint32_t misses = to_ask;
+    if (to_ask != 0 && snapshot.admitted_.acl != nullptr) {
+      if (rte_acl_classify(snapshot.admitted_.acl, data, results, to_ask, 1) != 0) {
+        errors += to_ask;
+        for (uint32_t k = 0; k < to_ask; ++k) answered[asked[k]] = false;
+        misses = 0;
+      } else {
+        misses = 0;
+        for (uint32_t k = 0; k < to_ask; ++k) {
+          decision[asked[k]].admitted = results[k];
+          if (results[k] == 0 || results[k] > admitted.size()) {
+            data[misses] = data[k];  // compacts the misses in place: misses <= k
+            asked[misses] = asked[k];
+            ++misses;
+          }
         }
-        const TcamSnapshot::Entry& e = entries[results[j] - 1];
-        e.hits->fetch_add(1, std::memory_order_relaxed);
-        out[slot[j]] = TcamMatch{true, false, e.rule_id, e.action, e.port, e.keep_percent};
-        ++matched;
+      }
+    }
+    if (misses != 0 && snapshot.shadow_.acl != nullptr) {
+      if (rte_acl_classify(snapshot.shadow_.acl, data, results, misses, 1) != 0) {
+        errors += misses;
+        for (uint32_t k = 0; k < misses; ++k) answered[asked[k]] = false;
+      } else {
+        for (uint32_t k = 0; k < misses; ++k) decision[asked[k]].shadow = results[k];
       }
     }
 
-    // Refused rules, only for misses: the traffic a refused rule would have taken goes by ECMP,
-    // and is counted as such.
-    if (misses == 0 || snapshot.shadow_.acl == nullptr) continue;
-    if (rte_acl_classify(snapshot.shadow_.acl, data, results, misses, 1) != 0) {
-      errors += misses;
-      continue;
+    for (uint32_t j = 0; j < looked_up; ++j) {
+      if (!answered[j]) continue;
+      const TcamDecisionCache::Decision d = decision[j];
+      if (d.admitted != 0 && d.admitted <= admitted.size()) {
+        const TcamSnapshot::Entry& e = admitted[d.admitted - 1];
+        e.hits->fetch_add(1, std::memory_order_relaxed);
+        out[slot[j]] = TcamMatch{true, false, e.rule_id, e.action, e.port, e.keep_percent};
+        ++matched;
+      } else if (d.shadow != 0 && d.shadow <= shadow.size()) {
+        const TcamSnapshot::Entry& e = shadow[d.shadow - 1];
+        e.hits->fetch_add(1, std::memory_order_relaxed);
+        TcamMatch& m = out[slot[j]];
+        m.fallback = true;
+        m.rule_id = e.rule_id;
+        ++fallback;
+        ++fallback_by_cause[static_cast<size_t>(e.refusal)];
+      }
     }
-    const auto& entries = snapshot.shadow_.entries;
-    for (uint32_t j = 0; j < misses; ++j) {
-      if (results[j] == 0 || results[j] > entries.size()) continue;
-      const TcamSnapshot::Entry& e = entries[results[j] - 1];
-      e.hits->fetch_add(1, std::memory_order_relaxed);
-      TcamMatch& m = out[slot[j]];
-      m.fallback = true;
-      m.rule_id = e.rule_id;
-      ++fallback;
-      ++fallback_by_cause[static_cast<size_t>(e.refusal)];
+    if (cache != nullptr) {
+      // What rte_acl answered just now (a decision found in the cache is there already).
+      for (uint32_t j = 0; j < looked_up; ++j) {
+        if (fresh[j] && answered[j]) cache->store(snapshot.generation_, cache_key(keys[j]), decision[j]);
+      }
     }
   }
 

@@ -33,6 +33,7 @@
 #include <string_view>
 #include <vector>
 
+#include "dataplane/forwarding/tcam_decision_cache.h"
 #include "dataplane/wire/packet_parser.h"
 
 struct rte_acl_ctx;
@@ -217,12 +218,15 @@ class Tcam {
 
   // Fast path. The snapshot to classify against; hold it no longer than one burst.
   const TcamSnapshot& current() const { return *current_.load(std::memory_order_acquire); }
-  void classify(const ParsedPacket* const* pkts, uint16_t n, TcamMatch* out) const {
-    classify(current(), pkts, n, out);
+  void classify(const ParsedPacket* const* pkts, uint16_t n, TcamMatch* out,
+                TcamDecisionCache* cache = nullptr) const {
+    classify(current(), pkts, n, out, cache);
   }
   // One decision per packet, out[i] for pkts[i]. Packets without an IPv4 header never match.
+  // With a cache (the caller's own: see tcam_decision_cache.h), keys it holds for this
+  // snapshot skip rte_acl; decisions and every counter are the same either way.
   void classify(const TcamSnapshot& snapshot, const ParsedPacket* const* pkts, uint16_t n,
-                TcamMatch* out) const;
+                TcamMatch* out, TcamDecisionCache* cache = nullptr) const;
 
   TcamCounters counters() const;  // any thread
 

@@ -990,3 +990,97 @@ TEST_CASE("randomized: 200 rules x 10,000 packets agree with a linear scan") {
   for (const TcamRule& r : all) hits_wrong += tcam.rule_hits(r.id) != expect_hits[r.id];
   CHECK(hits_wrong == 0);
 }
+
+TEST_CASE("a decision cache changes no decision and no counter, across commits") {
+  // Two TCAMs with the same rules, one classifying through a small cache (collisions and
+  // evictions) and one without; packets drawn from a pool so that keys repeat. After every
+  // pass a commit changes the rules: decisions cached under the old snapshot must not be used.
+  constexpr uint32_t kSeed = 20261202;
+  INFO("seed " << kSeed);
+  RandomRules random(kSeed);
+  TcamConfig cfg;
+  cfg.capacity = 60;
+  cfg.spray_rule_limit = 10;
+  Tcam plain(cfg), cached(cfg);
+  TcamDecisionCache cache(64);
+  std::vector<TcamRule> all;
+  for (uint32_t id = 1; id <= 80; ++id) {
+    all.push_back(random.rule(id));
+    REQUIRE(plain.add(all.back()) == cached.add(all.back()));
+  }
+  std::vector<ParsedPacket> pool;
+  for (int i = 0; i < 300; ++i) pool.push_back(random.packet(all));
+  std::mt19937 pick(kSeed);
+
+  uint64_t cache_hits_possible = 0;
+  for (uint32_t pass = 0; pass < 4; ++pass) {
+    INFO("pass " << pass);
+    REQUIRE(plain.commit());
+    REQUIRE(cached.commit());
+    std::vector<const ParsedPacket*> pkts;
+    for (int i = 0; i < 3000; ++i) pkts.push_back(&pool[pick() % pool.size()]);
+    std::vector<TcamMatch> a(pkts.size()), b(pkts.size());
+    for (size_t base = 0; base < pkts.size(); base += 1 + base % 97) {
+      const auto n = static_cast<uint16_t>(std::min<size_t>(1 + base % 97, pkts.size() - base));
+      plain.classify(pkts.data() + base, n, a.data() + base);
+      cached.classify(pkts.data() + base, n, b.data() + base, &cache);
+    }
+    size_t differ = 0;
+    for (size_t i = 0; i < pkts.size(); ++i) {
+      differ += a[i].matched != b[i].matched || a[i].fallback != b[i].fallback ||
+                a[i].rule_id != b[i].rule_id || a[i].action != b[i].action ||
+                a[i].port != b[i].port || a[i].keep_percent != b[i].keep_percent;
+    }
+    CHECK(differ == 0);
+    const TcamCounters ca = plain.counters(), cb = cached.counters();
+    CHECK(ca.classified_packets == cb.classified_packets);
+    CHECK(ca.not_ipv4_packets == cb.not_ipv4_packets);
+    CHECK(ca.matched_packets == cb.matched_packets);
+    CHECK(ca.fallback_ecmp_packets == cb.fallback_ecmp_packets);
+    CHECK(ca.fallback_packets_by_cause == cb.fallback_packets_by_cause);
+    CHECK(ca.classify_errors == cb.classify_errors);
+    size_t hits_differ = 0;
+    for (const TcamRule& r : all) hits_differ += plain.rule_hits(r.id) != cached.rule_hits(r.id);
+    CHECK(hits_differ == 0);
+    // Not vacuous: rules match, and keys repeat far more than the cache has slots.
+    CHECK(ca.matched_packets > 100 * (pass + 1));
+    cache_hits_possible += pkts.size() - pool.size();
+
+    // The next pass runs on other rules: the first ten removed, ten new ones of high priority.
+    for (uint32_t k = 0; k < 10; ++k) {
+      const uint32_t gone = all[k].id;
+      REQUIRE(plain.remove(gone));
+      REQUIRE(cached.remove(gone));
+      TcamRule r = random.rule(1000 + pass * 10 + k);
+      r.priority = 100;
+      all[k] = r;
+      REQUIRE(plain.add(r) == cached.add(r));
+    }
+  }
+  CHECK(cache_hits_possible > 10000);
+}
+
+TEST_CASE("a decision cache filled by one TCAM is reset by another") {
+  Tcam one(TcamConfig{}), other(TcamConfig{});
+  TcamRule r;
+  r.id = 1;
+  r.dst_ip = ipv4(10, 0, 0, 0);
+  r.dst_prefix_len = 8;
+  r.action = TcamAction::kDrop;
+  REQUIRE(one.add(r) == TcamRefusal::kNone);
+  r.action = TcamAction::kMirror;
+  r.port = 3;
+  REQUIRE(other.add(r) == TcamRefusal::kNone);
+  REQUIRE(one.commit());
+  REQUIRE(other.commit());  // the same generation as one's
+  const ParsedPacket p = udp_packet(ipv4(1, 2, 3, 4), ipv4(10, 1, 1, 1), 1000, 2000);
+  const ParsedPacket* pkts[] = {&p};
+  TcamDecisionCache cache(16);
+  TcamMatch m;
+  one.classify(pkts, 1, &m, &cache);
+  CHECK(m.action == TcamAction::kDrop);
+  other.classify(pkts, 1, &m, &cache);
+  CHECK(m.action == TcamAction::kMirror);
+  CHECK(m.port == 3);
+  CHECK(cache.owner() == &other);
+}
