@@ -32,6 +32,11 @@ uint32_t compute_icrc(const rte_mbuf* m, size_t l3_offset, size_t len, const Pay
 // `len` includes the trailing ICRC; false when the packet holds fewer bytes.
 bool verify_icrc(const rte_mbuf* m, size_t l3_offset, size_t len, const PayloadStore* store);
 
+// The CRC-32 of a block A followed by a block B, from crc1 = CRC(A), crc2 = CRC(B) and
+// op = zlib's crc32_combine_gen(len(B)): zlib's crc32_combine_op, with a carry-less multiply
+// (PCLMULQDQ) in place of its bit loop when the CPU has one.
+uint32_t crc32_combine_with_op(uint32_t crc1, uint32_t crc2, uint32_t op);
+
 // The ICRC as carried in the packet (little-endian on the wire).
 uint32_t load_icrc(const uint8_t* icrc_bytes);
 
