@@ -26,9 +26,11 @@ class TcamDecisionCache {
   using Key = std::array<uint32_t, kKeyWords>;
   // rte_acl's results for the key: the admitted rules' and, when those had no match, the
   // refused (shadow) rules'; 0 is no match.
+  // (No member initialisers: classify() keeps a stack array of these per chunk, written before
+  // it is read, and zeroing it on every call cost more than the lookup it saves.)
   struct Decision {
-    uint32_t admitted = 0;
-    uint32_t shadow = 0;
+    uint32_t admitted;
+    uint32_t shadow;
   };
   static constexpr size_t kDefaultEntries = 1024;
 
@@ -64,7 +66,7 @@ class TcamDecisionCache {
   struct Slot {
     uint64_t generation = kEmpty;
     Key key{};
-    Decision decision;
+    Decision decision{};
   };
 
   // Multiply-shift over the key's words: the top bits of the mixed products pick the slot.
