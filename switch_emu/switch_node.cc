@@ -117,7 +117,7 @@ SwitchNode::SwitchNode(const control::SwitchConfig& config, rte_mempool* pool,
     egress_.push_back(std::make_unique<EgressPort>(ec));
     if (pfc_) pfc_->attach_port(static_cast<uint16_t>(i), *egress_.back());
   }
-  views_.emplace_back(n);  // lossy
+  views_.emplace_back(n);  // lossy (every port eligible until refresh_loads reads them)
   if (pfc_) {
     for (uint8_t tc = 0; tc < EgressPort::kClasses; ++tc) {
       if (!pfc_->lossless(tc)) continue;
@@ -126,6 +126,7 @@ SwitchNode::SwitchNode(const control::SwitchConfig& config, rte_mempool* pool,
       views_.emplace_back(n);
     }
   }
+  ineligible_.assign(views_.size(), 0);
   ports_.resize(n);
   port_next_.resize(n);
   for (size_t i = 0; i < n; ++i) egress_[i]->set_next_event_slot(&port_next_, i);
@@ -158,6 +159,10 @@ void SwitchNode::refresh_loads(uint64_t now_ns) {
     for (size_t v = 1; v < views_.size(); ++v) {
       views_[v][i] = PathLoad{queued, pfc_->eligible(port, lossless_tc_[v], now_ns)};
     }
+  }
+  for (size_t v = 0; v < views_.size(); ++v) {
+    ineligible_[v] = static_cast<uint32_t>(
+        std::count_if(views_[v].begin(), views_[v].end(), [](const PathLoad& l) { return !l.eligible; }));
   }
 }
 
@@ -295,16 +300,17 @@ void SwitchNode::forward(uint16_t in_port, rte_mbuf* m, const ParsedPacket& p,
     const bool sprayed = match.matched && match.action == TcamAction::kSpray &&
                          p.kind == PacketKind::kRoce && p.udp_checksum != 0;
     const uint8_t path = sprayed ? ppcid_decode(p.udp_checksum, ppcid_layout_).path_id : 0;
-    const auto choose = [&](std::span<const PathLoad> view) {
-      return sprayed ? sel.select_sprayed(hash, path, now_ns, view)
-                     : sel.select(hash, now_ns, view);
+    const bool all_eligible = ineligible_[view_of_tc_[tc]] == 0;
+    const auto choose = [&](std::span<const PathLoad> view, bool all) {
+      return sprayed ? sel.select_sprayed(hash, path, now_ns, view, all)
+                     : sel.select(hash, now_ns, view, all);
     };
     if (sprayed) {
       counters_.sprayed++;
     } else if (match.matched && match.action == TcamAction::kSpray) {
       counters_.spray_without_ppcid++;
     }
-    out_port = choose(loads);
+    out_port = choose(loads, all_eligible);
     if (out_port == PathSelector::kNoPort && view_of_tc_[tc] != 0 && pfc_ &&
         pfc_->config().fast_feedback) {
       // Fast feedback steers lossless traffic around paused ports; with every member paused
@@ -316,7 +322,7 @@ void SwitchNode::forward(uint16_t in_port, rte_mbuf* m, const ParsedPacket& p,
         fallback_view_[i] = PathLoad{egress_[i]->queued_bytes(),
                                      egress_[i]->link_up() && !egress_[i]->drop_mode(tc)};
       }
-      out_port = choose(fallback_view_);
+      out_port = choose(fallback_view_, false);
     }
     if (out_port == PathSelector::kNoPort) {
       drops_.no_eligible_port++;
@@ -348,7 +354,11 @@ void SwitchNode::enqueue(uint16_t out_port, uint16_t in_port, rte_mbuf* m, uint8
   // Keep the load views current within a burst, so DLB and DRILL see their own decisions.
   set_queued_bytes(out_port, egress_[out_port]->queued_bytes());
   if (pfc_ && tc < EgressPort::kClasses && view_of_tc_[tc] != 0) {
-    views_[view_of_tc_[tc]][out_port].eligible = pfc_->eligible(out_port, tc, now_ns);
+    const uint8_t v = view_of_tc_[tc];
+    const bool eligible = pfc_->eligible(out_port, tc, now_ns);
+    bool& was = views_[v][out_port].eligible;
+    if (was != eligible) ineligible_[v] = eligible ? ineligible_[v] - 1 : ineligible_[v] + 1;
+    was = eligible;
   }
 }
 

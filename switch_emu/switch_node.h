@@ -211,6 +211,9 @@ class SwitchNode {
   // the port's, the same in every view. view_of_tc_ maps a class to its view.
   std::vector<std::vector<PathLoad>> views_;
   std::vector<PathLoad> fallback_view_;  // fast feedback with every member paused (scratch)
+  // Ports not eligible in each view, kept with every write of a view's `eligible`: 0 lets path
+  // selection skip reading the members' loads in modes that need no queue depth.
+  std::vector<uint32_t> ineligible_;
   std::array<uint8_t, 8> view_of_tc_{};
   std::array<uint8_t, 8> lossless_tc_{};
   EarliestEvent port_next_;  // each egress port's next event (EgressPort keeps it)

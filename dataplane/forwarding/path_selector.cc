@@ -75,7 +75,8 @@ PathSelector::PathSelector(const PathGroupConfig& config)
       drill_(config.seed),
       member_loads_(members_.size()),
       member_packets_(members_.size(), 0),
-      excluded_(members_.size(), false) {}
+      excluded_(members_.size(), false),
+      max_member_(*std::max_element(members_.begin(), members_.end())) {}
 
 std::unique_ptr<const BucketTable> PathSelector::make_table(
     std::span<const uint32_t> weights) const {
@@ -132,9 +133,9 @@ uint16_t PathSelector::hash_over_eligible(uint32_t hash, uint32_t eligible) cons
 }
 
 uint16_t PathSelector::from_bucket(const BucketTable& table, uint32_t index, uint32_t fallback_key,
-                                   uint32_t eligible) {
+                                   uint32_t eligible, bool all) {
   uint16_t member = table.select(index);
-  if (member != BucketTable::kNoMember && member_loads_[member].eligible) return member;
+  if (member != BucketTable::kNoMember && (all || member_loads_[member].eligible)) return member;
   if (member == BucketTable::kNoMember) {
     ++counters_.empty_table;  // every weight 0 (all paths saturated?): still forward
   } else {
@@ -158,11 +159,21 @@ uint16_t PathSelector::to_port(uint16_t member) {
 }
 
 uint16_t PathSelector::select(uint32_t flow_hash, uint64_t now_ns,
-                              std::span<const PathLoad> port_loads) {
+                              std::span<const PathLoad> port_loads, bool all_eligible) {
+  const LbMode m = mode();
+  if ((m == LbMode::kEcmp || m == LbMode::kWeighted) &&
+      all_members_eligible(port_loads, all_eligible)) {
+    const auto n = static_cast<uint32_t>(members_.size());
+    const uint16_t member = m == LbMode::kEcmp
+                                ? static_cast<uint16_t>(flow_hash % n)
+                                : from_bucket(bucket_table(), flow_hash, flow_hash, n, true);
+    ++counters_.selected;
+    return to_port(member);
+  }
   const uint32_t eligible = gather_loads(port_loads);
   if (eligible == 0) return to_port(BucketTable::kNoMember);
   uint16_t member = BucketTable::kNoMember;
-  switch (mode()) {
+  switch (m) {
     case LbMode::kEcmp:
       member = hash_over_eligible(flow_hash, eligible);
       break;
@@ -181,19 +192,24 @@ uint16_t PathSelector::select(uint32_t flow_hash, uint64_t now_ns,
 }
 
 uint16_t PathSelector::select_sprayed(uint32_t flow_hash, uint8_t path_id, uint64_t /*now_ns*/,
-                                      std::span<const PathLoad> port_loads) {
-  const uint32_t eligible = gather_loads(port_loads);
+                                      std::span<const PathLoad> port_loads,
+                                      bool all_eligible) {
+  const bool all = all_members_eligible(port_loads, all_eligible);
+  const uint32_t eligible =
+      all ? static_cast<uint32_t>(members_.size()) : gather_loads(port_loads);
   if (eligible == 0) return to_port(BucketTable::kNoMember);
   // One load of the published table per packet: its size and its buckets belong together.
   const BucketTable& table = bucket_table();
   const uint32_t index = flow_hash + path_id * spray_stride(table.size());
-  const uint16_t member = from_bucket(table, index, flow_hash + path_id, eligible);
+  const uint16_t member = from_bucket(table, index, flow_hash + path_id, eligible, all);
   ++counters_.sprayed;
   return to_port(member);
 }
 
 void PathSelector::set_member_excluded(uint16_t member, bool excluded) {
-  excluded_.at(member) = excluded;
+  if (excluded_.at(member) == excluded) return;
+  excluded_[member] = excluded;
+  excluded_count_ = excluded ? excluded_count_ + 1 : excluded_count_ - 1;
 }
 
 }  // namespace spraynet

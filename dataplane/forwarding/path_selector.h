@@ -69,7 +69,13 @@ class PathSelector {
   // The port for a packet of the flow with this hash. `port_loads` is indexed by port id (one
   // entry per port of the node, shared by every group); a member whose port id is beyond it
   // counts as ineligible. kNoPort when no member is eligible.
-  uint16_t select(uint32_t flow_hash, uint64_t now_ns, std::span<const PathLoad> port_loads);
+  //
+  // `all_eligible`: the caller knows every entry of port_loads is eligible (a switch whose links
+  // are all up and unpaused, most of the time). Modes that read no queue depth (ecmp, weighted,
+  // sprayed packets) then skip copying the members' loads: the same answer, without touching
+  // every member's entry per packet.
+  uint16_t select(uint32_t flow_hash, uint64_t now_ns, std::span<const PathLoad> port_loads,
+                  bool all_eligible = false);
 
   // The port for a sprayed packet: the bucket table at flow_hash + path_id * stride, with
   // stride the odd number nearest table size / golden ratio, so that one QP's path ids land on
@@ -78,7 +84,7 @@ class PathSelector {
   // flow_hash + path_id spread over the eligible members by a Fibonacci multiply, so the path
   // ids still spread. The same in every mode.
   uint16_t select_sprayed(uint32_t flow_hash, uint8_t path_id, uint64_t now_ns,
-                          std::span<const PathLoad> port_loads);
+                          std::span<const PathLoad> port_loads, bool all_eligible = false);
 
   // Changes the mode at run time (any thread). Entering dlb starts from the flowlets it last
   // knew; those older than the gap are new flowlets anyway.
@@ -116,11 +122,17 @@ class PathSelector {
  private:
   // Copies the members' loads into member order; returns how many are eligible.
   uint32_t gather_loads(std::span<const PathLoad> port_loads);
+  // True when every member is eligible without looking at member_loads_: the caller says every
+  // port is, no member is excluded and every member has an entry.
+  bool all_members_eligible(std::span<const PathLoad> port_loads, bool all_eligible) const {
+    return all_eligible && excluded_count_ == 0 && max_member_ < port_loads.size();
+  }
   // Member index of the k-th eligible member (k < eligible count) in member order.
   uint16_t nth_eligible(uint32_t k) const;
   uint16_t hash_over_eligible(uint32_t hash, uint32_t eligible) const;
+  // `all`: every member eligible (member_loads_ may not have been gathered).
   uint16_t from_bucket(const BucketTable& table, uint32_t index, uint32_t fallback_key,
-                       uint32_t eligible);
+                       uint32_t eligible, bool all = false);
   uint16_t to_port(uint16_t member);
 
   std::atomic<LbMode> mode_;
@@ -132,6 +144,8 @@ class PathSelector {
   std::vector<PathLoad> member_loads_;  // scratch, sized once: no allocation per packet
   std::vector<uint64_t> member_packets_;
   std::vector<bool> excluded_;  // by member index
+  size_t excluded_count_ = 0;
+  uint16_t max_member_ = 0;  // the largest member port id
   PathSelectorCounters counters_;
 };
 
