@@ -211,7 +211,8 @@ void SwitchNode::receive(uint16_t port, rte_mbuf** pkts, uint16_t n, uint64_t no
     uint32_t* dst = scratch_.dst.data();
     uint32_t* group = scratch_.group.data();
     for (uint16_t i = 0; i < nip; ++i) dst[i] = parsed[i].dst_ip;
-    routes_->lookup_burst(std::span<const uint32_t>(dst, nip), std::span<uint32_t>(group, nip));
+    routes_->lookup_burst(std::span<const uint32_t>(dst, nip), std::span<uint32_t>(group, nip),
+                          route_cache_);
     for (uint16_t i = 0; i < nip; ++i) forward(port, ip_mbufs[i], parsed[i], match[i], group[i], now_ns);
   }
 }

@@ -23,6 +23,7 @@
 #include "dataplane/egress/pfc_state.h"
 #include "dataplane/forwarding/flow_hasher.h"
 #include "dataplane/forwarding/path_selector.h"
+#include "dataplane/forwarding/route_cache.h"
 #include "dataplane/forwarding/route_table.h"
 #include "dataplane/forwarding/tcam.h"
 #include "dataplane/forwarding/traffic_class_map.h"
@@ -201,6 +202,7 @@ class SwitchNode {
   std::unique_ptr<Tcam> tcam_;
   TcamDecisionCache tcam_cache_;  // receive() is single-threaded: the node's own
   std::unique_ptr<RouteTable> routes_;
+  RouteCache route_cache_;  // receive() is single-threaded: the node's own
   std::vector<std::unique_ptr<PathSelector>> groups_;
   // PfcState before the egress ports: it is their listener and must outlive them.
   std::unique_ptr<PfcState> pfc_;

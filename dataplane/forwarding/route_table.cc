@@ -9,6 +9,8 @@
 #include <stdexcept>
 #include <utility>
 
+#include "dataplane/forwarding/route_cache.h"
+
 namespace spraynet {
 
 namespace {
@@ -117,11 +119,14 @@ RouteTable& RouteTable::operator=(RouteTable&& other) noexcept {
     max_routes_ = std::exchange(other.max_routes_, 0);
     default_group_ = std::exchange(other.default_group_, std::nullopt);
     route_count_ = std::exchange(other.route_count_, 0);
+    // Other routes at the same address: a cache this table filled must not answer for them.
+    version_ = std::max(version_, other.version_) + 1;
   }
   return *this;
 }
 
 void RouteTable::add(uint32_t prefix, uint8_t depth, uint32_t group) {
+  ++version_;  // before anything can fail: a cached answer never outlives a change
   if (depth > 32) {
     throw std::invalid_argument("route table '" + name_ + "': prefix length " +
                                 std::to_string(depth) + " is beyond /32");
@@ -173,6 +178,7 @@ void RouteTable::add(uint32_t prefix, uint8_t depth, uint32_t group) {
 }
 
 bool RouteTable::remove(uint32_t prefix, uint8_t depth) {
+  ++version_;
   if (depth > 32 || (prefix & ~depth_mask(depth)) != 0) return false;
   if (depth == 0) {
     if (!default_group_) return false;
@@ -240,6 +246,40 @@ unsigned RouteTable::lookup_burst(std::span<const uint32_t> dst_ips,
         if (default_group_) ++hits;
       }
     }
+  }
+  for (size_t i = n; i < groups.size(); ++i) groups[i] = kNoRoute;
+  return hits;
+}
+
+}  // namespace spraynet
+
+namespace spraynet {
+
+unsigned RouteTable::lookup_burst(std::span<const uint32_t> dst_ips, std::span<uint32_t> groups,
+                                  RouteCache& cache) const {
+  if (cache.owner() != this) cache.reset(this);
+  const size_t n = std::min(dst_ips.size(), groups.size());
+  constexpr size_t kChunk = 64;
+  unsigned hits = 0;
+  for (size_t start = 0; start < n; start += kChunk) {
+    const size_t count = std::min(kChunk, n - start);
+    uint32_t ask[kChunk], answer[kChunk];
+    uint8_t at[kChunk];
+    size_t asked = 0;
+    for (size_t i = start; i < start + count; ++i) {
+      if (!cache.find(version_, dst_ips[i], groups[i])) {
+        at[asked] = static_cast<uint8_t>(i - start);
+        ask[asked++] = dst_ips[i];
+      }
+    }
+    if (asked != 0) {
+      lookup_burst(std::span<const uint32_t>(ask, asked), std::span<uint32_t>(answer, asked));
+      for (size_t k = 0; k < asked; ++k) {
+        groups[start + at[k]] = answer[k];
+        cache.store(version_, ask[k], answer[k]);
+      }
+    }
+    for (size_t i = start; i < start + count; ++i) hits += groups[i] != kNoRoute;
   }
   for (size_t i = n; i < groups.size(); ++i) groups[i] = kNoRoute;
   return hits;

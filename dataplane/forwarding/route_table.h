@@ -24,6 +24,8 @@ struct rte_rib;
 
 namespace spraynet {
 
+class RouteCache;
+
 enum class RouteTableBackend : uint8_t { kLpm, kRib };
 
 std::string_view to_string(RouteTableBackend backend);  // "lpm" | "rib"
@@ -69,6 +71,12 @@ class RouteTable {
   // groups[i] = group of dst_ips[i], or kNoRoute, for i below the smaller span's size; entries
   // of `groups` beyond dst_ips.size() are set to kNoRoute. Returns how many had a route.
   unsigned lookup_burst(std::span<const uint32_t> dst_ips, std::span<uint32_t> groups) const;
+  // The same through the caller's cache (see route_cache.h): destinations it holds for this
+  // version of the table skip the backend; the answers are the same either way.
+  unsigned lookup_burst(std::span<const uint32_t> dst_ips, std::span<uint32_t> groups,
+                        RouteCache& cache) const;
+  // Changes with every add() and remove() (attempted or done): what a RouteCache answer is for.
+  uint64_t version() const { return version_; }
 
   const std::string& name() const { return name_; }
   RouteTableBackend backend() const { return backend_; }
@@ -84,6 +92,7 @@ class RouteTable {
   uint32_t max_routes_ = 0;
   std::optional<uint32_t> default_group_;
   uint32_t route_count_ = 0;
+  uint64_t version_ = 0;
 };
 
 // "a.b.c.d" rendering of a host-order address, for error messages.

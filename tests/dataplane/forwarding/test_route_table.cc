@@ -1,5 +1,7 @@
 #include "dataplane/forwarding/route_table.h"
 
+#include "dataplane/forwarding/route_cache.h"
+
 #include <rte_malloc.h>
 #include <rte_memzone.h>
 #include <catch2/catch.hpp>
@@ -344,4 +346,59 @@ TEST_CASE("200 rib tables fit where 200 lpm tables would need 12.8 GB, and free 
   CHECK(memzone_count() == memzones_before);
   RouteTable again("rt_many_0", 4, RouteTableBackend::kRib);
   CHECK(again.route_count() == 0);
+}
+
+TEST_CASE("lookups through a cache agree with the table through adds, removes and moves") {
+  const RouteTableBackend backend = any_backend();
+  INFO("backend " << to_string(backend));
+  RouteTable t("rt_cached", 512, backend);
+  RouteCache cache(64);  // far fewer slots than destinations: collisions and evictions
+  std::mt19937 rng(7);
+  std::vector<Route> routes;
+  std::vector<uint32_t> pool;  // destinations that repeat, as a switch's flows do
+  for (int i = 0; i < 400; ++i) pool.push_back((rng() & 0x00FFFFFF) | ip(10, 0, 0, 0));
+  size_t checked = 0;
+  for (int round = 0; round < 40; ++round) {
+    // A change every round: an add (some replace), a remove, or the default route.
+    const uint8_t depth = static_cast<uint8_t>(8 + rng() % 25);
+    const uint32_t prefix =
+        ((rng() & 0x00FFFFFF) | ip(10, 0, 0, 0)) & (~uint32_t{0} << (32 - depth));
+    if (round % 5 == 4 && !routes.empty()) {
+      const Route r = routes[rng() % routes.size()];
+      REQUIRE(t.remove(r.prefix, r.depth));
+      std::erase_if(routes,
+                    [&](const Route& x) { return x.prefix == r.prefix && x.depth == r.depth; });
+    } else if (round == 20) {
+      t.add(0, 0, 77);
+      routes.push_back({0, 0, 77});
+    } else {
+      const uint32_t group = rng() % 1000;
+      t.add(prefix, depth, group);
+      std::erase_if(routes, [&](const Route& r) { return r.prefix == prefix && r.depth == depth; });
+      routes.push_back({prefix, depth, group});
+    }
+    for (int burst = 0; burst < 10; ++burst) {
+      std::vector<uint32_t> dst(1 + rng() % 40), groups(dst.size() + 2, 0xABCDEF);
+      for (auto& d : dst) d = pool[rng() % pool.size()];
+      const unsigned hits = t.lookup_burst(dst, groups, cache);
+      unsigned expected_hits = 0;
+      for (size_t i = 0; i < dst.size(); ++i) {
+        const auto want = reference_lookup(routes, dst[i]);
+        REQUIRE(groups[i] == want.value_or(RouteTable::kNoRoute));
+        expected_hits += want.has_value();
+        ++checked;
+      }
+      CHECK(hits == expected_hits);
+      CHECK(groups[dst.size()] == RouteTable::kNoRoute);
+    }
+  }
+  CHECK(checked > 5000);
+
+  // Another table moved into this one's place: the cache must not answer with the old routes.
+  RouteTable other("rt_cached_other", 16, backend);
+  other.add(ip(10, 0, 0, 0), 8, 4242);
+  t = std::move(other);
+  std::vector<uint32_t> dst(pool.begin(), pool.begin() + 30), groups(30);
+  t.lookup_burst(dst, groups, cache);
+  for (uint32_t g : groups) CHECK(g == 4242);
 }
