@@ -100,6 +100,10 @@ class LinkEmulator {
   uint64_t free_remainder_ = 0;  // < rate_bps_
   uint64_t last_arrival_ns_ = 0;
   std::mt19937_64 rng_;
+  // serialisation()'s last answer (bits 0: none; every frame has more).
+  mutable uint64_t last_bits_ = 0;
+  mutable uint64_t last_whole_ns_ = 0;
+  mutable uint64_t last_remainder_ = 0;
 };
 
 }  // namespace spraynet
