@@ -165,7 +165,7 @@ uint16_t PathSelector::select(uint32_t flow_hash, uint64_t now_ns,
       all_members_eligible(port_loads, all_eligible)) {
     const auto n = static_cast<uint32_t>(members_.size());
     const uint16_t member = m == LbMode::kEcmp
-                                ? static_cast<uint16_t>(flow_hash % n)
+                                ? hash_over_eligible(flow_hash, n)
                                 : from_bucket(bucket_table(), flow_hash, flow_hash, n, true);
     ++counters_.selected;
     return to_port(member);

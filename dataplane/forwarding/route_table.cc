@@ -267,7 +267,9 @@ unsigned RouteTable::lookup_burst(std::span<const uint32_t> dst_ips, std::span<u
     uint8_t at[kChunk];
     size_t asked = 0;
     for (size_t i = start; i < start + count; ++i) {
-      if (!cache.find(version_, dst_ips[i], groups[i])) {
+      if (const uint32_t* group = cache.find(version_, dst_ips[i])) {
+        groups[i] = *group;
+      } else {
         at[asked] = static_cast<uint8_t>(i - start);
         ask[asked++] = dst_ips[i];
       }
