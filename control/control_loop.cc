@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "dataplane/forwarding/path_selector.h"
+#include "dataplane/runtime/node_gate.h"
 
 namespace spraynet::control {
 
@@ -121,8 +122,8 @@ std::shared_ptr<const ControlSnapshot> ControlLoop::compute(uint64_t now_ns, boo
 }
 
 void ControlLoop::sample(uint64_t now_ns) {
-  std::unique_lock<std::mutex> lock;
-  if (target_.node_lock != nullptr) lock = std::unique_lock<std::mutex>(*target_.node_lock);
+  std::unique_lock<runtime::NodeGate> lock;
+  if (target_.node_lock != nullptr) lock = std::unique_lock<runtime::NodeGate>(*target_.node_lock);
   sample_ports(target_.ports, target_.pfc, now_ns, samples_);
   if (target_.adjust_sample) {
     for (size_t p = 0; p < samples_.size(); ++p) {

@@ -45,6 +45,7 @@ class PathSelector;
 class PfcState;
 namespace runtime {
 class RcuDomain;
+class NodeGate;
 }
 }  // namespace spraynet
 
@@ -68,7 +69,7 @@ struct ControlTarget {
   // Concurrency (both null under an event clock): the readers' RCU domain, and the lock that
   // serialises access to the node's ports and PFC state with the lcores.
   runtime::RcuDomain* rcu = nullptr;
-  std::mutex* node_lock = nullptr;
+  runtime::NodeGate* node_lock = nullptr;
   // Called on the loop's thread after every publication, for what is not a PathSelector (the
   // NIC's spray weights): it publishes its own table and waits out its own grace period.
   std::function<void(const ControlSnapshot&)> on_publish;

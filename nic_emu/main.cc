@@ -38,7 +38,7 @@ void register_telemetry(nic_emu::NicShared& s, control::ControlLoop& loop,
   using control::TelemetryCommands;
   auto locked = [&s](auto fn) {
     return [&s, fn](std::string_view) {
-      std::lock_guard<std::mutex> g(s.lock);
+      std::lock_guard<runtime::NodeGate> g(s.lock);
       return fn(*s.node);
     };
   };
@@ -173,7 +173,7 @@ int run(int argc, char** argv) {
     pusher = std::make_unique<control::QuarantinePusher>(
         pc,
         [&shared, taken](std::vector<control::QuarantineTarget>& out) mutable {
-          std::lock_guard<std::mutex> g(shared.lock);
+          std::lock_guard<runtime::NodeGate> g(shared.lock);
           const auto& flags = shared.node->anomaly_flags();
           for (; taken < flags.size(); ++taken) {
             out.push_back({flags[taken].dest_qp, flags[taken].dst_ip});

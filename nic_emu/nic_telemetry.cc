@@ -11,7 +11,7 @@ nlohmann::json spray_telemetry(NicShared& s) {
   // The order the control thread takes them in (ControlLoop::sample takes the node lock while
   // its tick holds the control lock).
   std::lock_guard<std::mutex> c(s.control_lock);
-  std::lock_guard<std::mutex> g(s.lock);
+  std::lock_guard<runtime::NodeGate> g(s.lock);
   return spray_json(*s.node);
 }
 
@@ -37,7 +37,7 @@ nlohmann::json quarantine_json(const control::QuarantinePusher* pusher) {
 nlohmann::json anomaly_telemetry(NicShared& s, const control::QuarantinePusher* pusher) {
   nlohmann::json j;
   {
-    std::lock_guard<std::mutex> g(s.lock);
+    std::lock_guard<runtime::NodeGate> g(s.lock);
     j = anomaly_json(*s.node);
   }
   j["quarantine"] = quarantine_json(pusher);

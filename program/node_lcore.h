@@ -3,12 +3,19 @@
 // the same driving interface (receive, poll, transmit, next_event_ns, idle, flush, port_count),
 // which is what fabric_emu drives in virtual time too; this is its TSC-time twin.
 //
-// The node is single-threaded: every call into it holds NodeShared::lock (uncontended with one
-// lcore); the control thread and acting telemetry commands take the same lock to change its
-// state. Counters reach readers without that lock: the lcores publish a copy (NodeShared::publish)
-// that read-only telemetry reads lock-free, so a reader never holds what an lcore waits for.
-// Lock order: control_lock before lock, never the reverse; RCU grace periods are waited for
-// without holding `lock`.
+// One lcore, one lane. A node with lanes (SwitchNode::add_lane) gets one per lcore: the first
+// lcore drives lane 0, each further lcore a lane owning the egress of its ports, and the lanes
+// run at once with nothing shared on the fast path (the node hands a packet to the lane owning
+// its egress port through a ring). A node without lanes (NicNode) runs on one lcore. Lanes that
+// cannot run at once (a switch with PFC: one shared lossless buffer) are serialised by
+// NodeShared::lane_lock, which only they take.
+//
+// Everyone else reaches the node through NodeShared::lock, a runtime::NodeGate: every call into
+// the node passes it as a worker (a store and a load on the lcore's own cache line); the control
+// thread and acting telemetry commands close it (std::lock_guard) to have the whole node while
+// every lcore waits outside. Counters reach readers without it: the lcores publish a copy
+// (NodeShared::publish) that read-only telemetry reads lock-free. Lock order: control_lock
+// before lock, never the reverse; RCU grace periods are waited for without holding `lock`.
 #pragma once
 
 #include <rte_pause.h>
@@ -19,9 +26,12 @@
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <span>
+#include <stdexcept>
 #include <vector>
 
 #include "dataplane/egress/egress_port.h"
+#include "dataplane/runtime/node_gate.h"
 #include "dataplane/runtime/poll_loop.h"
 #include "dataplane/runtime/rcu_domain.h"
 #include "dataplane/runtime/stop_signal.h"
@@ -36,7 +46,8 @@ namespace spraynet::program {
 template <class Node>
 struct NodeShared {
   Node* node = nullptr;
-  std::mutex lock;          // the node's dataplane state (lcores hold it per burst)
+  runtime::NodeGate lock;   // the whole node: lcores pass it per call, control closes it
+  std::mutex lane_lock;     // serialises lanes that cannot run at once (a switch with PFC)
   std::mutex control_lock;  // control-side state: the control loop, rules, published tables
   control::ControlLoop* control = nullptr;  // null: no control loop (tests)
   runtime::RcuDomain* rcu = nullptr;        // the lcores' RCU domain (null: no concurrent readers)
@@ -52,11 +63,16 @@ struct NodeShared {
   // there until the node frees them. 0 or 1: no wait.
   unsigned lcores = 0;
   std::atomic<unsigned> stopped_lcores{0};
+  unsigned drivers = 0;  // NodeLcores made for this node (the first drives lane 0)
   static constexpr std::chrono::seconds kStopWait{1};
   // Publishes the node's counters for readers that take no lock (telemetry), called with `lock`
-  // held: by an lcore at most every kPublishPeriodNs while the node changes and once more after
-  // it stops changing, on stop, and by whoever else changes the node under `lock`. Empty: none.
-  std::function<void(const Node&, uint64_t now_ns)> publish;
+  // held (every lane outside the node): by an lcore at most every kPublishPeriodNs while the
+  // node changes and once more after it stops changing, on stop, and by whoever else changes
+  // the node under `lock`. Empty: none.
+  // A laned node's lane publishes its own part (`lane`); see the node's snapshot for how.
+  std::function<void(const Node&, unsigned lane, uint64_t now_ns)> publish;
+  // Called when a NodeLcore has given the node a new lane (before any lcore runs).
+  std::function<void(unsigned lane)> lane_added;
   static constexpr uint64_t kPublishPeriodNs = 1'000'000;
   // (A publication copies a few KB of counters, ~30k instructions with 10 ports: once per
   // millisecond it costs a few instructions a packet at Mpps rates.)
@@ -73,40 +89,72 @@ class StopPolicy {
   virtual bool ready_to_stop(Node& /*node*/, uint64_t /*now_ns*/) { return true; }
 };
 
+// A node with lanes: SwitchNode's add_lane / receive(lane, ...) / poll(lane, ...) / idle(lane).
+template <class Node>
+concept LanedNode = requires(Node& n, std::span<const uint16_t> ports, rte_mbuf** pkts) {
+  n.add_lane(ports);
+  n.receive(0u, uint16_t{0}, pkts, uint16_t{0}, uint64_t{0});
+  n.poll(0u, uint64_t{0});
+  n.lanes_run_in_parallel();
+};
+
 template <class Node>
 class NodeLcore : public runtime::BurstHandler {
  public:
   // `ports`: node port indices this lcore transmits on (tx queue 0 of each); it receives on
-  // whatever rx queues its PollLoop polls. `policy` may be null.
+  // whatever rx queues its PollLoop polls. `policy` may be null. Make every NodeLcore of a node
+  // before any of them runs (a laned node gets a lane per NodeLcore after the first).
   NodeLcore(NodeShared<Node>& shared, std::vector<uint16_t> ports,
             StopPolicy<Node>* policy = nullptr)
-      : s_(shared), ports_(std::move(ports)), policy_(policy) {}
+      : s_(shared), ports_(std::move(ports)), policy_(policy) {
+    worker_ = s_.lock.add_worker();
+    if (s_.drivers++ > 0) {
+      if constexpr (LanedNode<Node>) {
+        lane_ = s_.node->add_lane(ports_);
+        if (s_.lane_added) s_.lane_added(lane_);
+      } else {
+        throw std::invalid_argument("this node runs on one lcore");
+      }
+    }
+  }
 
   void on_rx(uint16_t port_id, uint16_t, rte_mbuf** pkts, uint16_t n, uint64_t now_ns,
              runtime::TxSink& tx) override {
     s_.last_rx_ns.store(now_ns, std::memory_order_relaxed);
     const int node_port = port_id < s_.node_port_of.size() ? s_.node_port_of[port_id] : -1;
-    std::lock_guard<std::mutex> g(s_.lock);
     // An unknown port id reaches receive() as an out-of-range port: counted there and freed.
-    s_.node->receive(node_port < 0 ? UINT16_MAX : static_cast<uint16_t>(node_port), pkts, n,
-                     now_ns);
-    release(now_ns, tx);  // what the burst made due (a zero-delay link) leaves with it
+    const uint16_t p = node_port < 0 ? UINT16_MAX : static_cast<uint16_t>(node_port);
+    {
+      Inside in(*this);
+      if constexpr (LanedNode<Node>) {
+        s_.node->receive(lane_, p, pkts, n, now_ns);
+      } else {
+        s_.node->receive(p, pkts, n, now_ns);
+      }
+      release(now_ns, tx);  // what the burst made due (a zero-delay link) leaves with it
+    }
     changed_ = true;
   }
 
   void on_poll(uint64_t now_ns, runtime::TxSink& tx) override {
     bool idle, stop = false;
     {
-      std::lock_guard<std::mutex> g(s_.lock);
-      s_.node->poll(now_ns);
-      if (release(now_ns, tx) != 0) changed_ = true;
-      idle = s_.node->idle();
+      Inside in(*this);
+      if constexpr (LanedNode<Node>) {
+        s_.node->poll(lane_, now_ns);
+        if (release(now_ns, tx) != 0) changed_ = true;
+        idle = s_.node->idle(lane_);
+      } else {
+        s_.node->poll(now_ns);
+        if (release(now_ns, tx) != 0) changed_ = true;
+        idle = s_.node->idle();
+      }
       if (policy_ != nullptr) stop = policy_->want_stop(*s_.node, now_ns, idle);
       // Queued frames change with time alone (PFC frames, losses on the wire): keep publishing.
       if (!idle) changed_ = true;
       if (changed_ && s_.publish &&
           now_ns - last_publish_ns_ >= NodeShared<Node>::kPublishPeriodNs) {
-        s_.publish(*s_.node, now_ns);
+        s_.publish(*s_.node, lane_, now_ns);  // this lane's part, between two calls
         last_publish_ns_ = now_ns;
         changed_ = false;
       }
@@ -125,7 +173,7 @@ class NodeLcore : public runtime::BurstHandler {
   // its reorder engine holds. Whatever cannot leave is freed by the node's free_all().
   void on_stop(uint64_t now_ns, runtime::TxSink& tx) override {
     if (s_.lcores > 1) {
-      // Not under the lock: the lcores still receiving need it for their last bursts.
+      // Not inside the node: the lcores still receiving may need it for their last bursts.
       s_.stopped_lcores.fetch_add(1, std::memory_order_acq_rel);
       const auto give_up = std::chrono::steady_clock::now() + NodeShared<Node>::kStopWait;
       while (s_.stopped_lcores.load(std::memory_order_acquire) < s_.lcores &&
@@ -133,27 +181,65 @@ class NodeLcore : public runtime::BurstHandler {
         rte_pause();
       }
     }
-    std::lock_guard<std::mutex> g(s_.lock);
-    if constexpr (requires(Node & n) { n.flush(now_ns); }) s_.node->flush(now_ns);
     uint64_t t = now_ns;
-    for (unsigned round = 0; round < 1'000'000; ++round) {
-      release(t, tx);
-      if (s_.node->idle()) break;
-      uint64_t next = EgressPort::kNever;
-      for (uint16_t p : ports_) next = std::min(next, s_.node->egress(p).next_event_ns());
-      if (next == EgressPort::kNever) break;
-      t = std::max(next, t + 1);
+    {
+      Inside in(*this);
+      if constexpr (requires(Node & n) { n.flush(now_ns); }) s_.node->flush(now_ns);
+      for (unsigned round = 0; round < 1'000'000; ++round) {
+        // What the other lanes handed over before they stopped leaves by this lane's ports.
+        if constexpr (LanedNode<Node>) {
+          if (s_.node->lanes_run_in_parallel()) s_.node->poll(lane_, t);
+        }
+        release(t, tx);
+        bool idle;
+        if constexpr (LanedNode<Node>) {
+          idle = s_.node->idle(lane_);
+        } else {
+          idle = s_.node->idle();
+        }
+        if (idle) break;
+        uint64_t next = EgressPort::kNever;
+        for (uint16_t p : ports_) next = std::min(next, s_.node->egress(p).next_event_ns());
+        if (next == EgressPort::kNever) break;
+        t = std::max(next, t + 1);
+      }
+      if (s_.publish) s_.publish(*s_.node, lane_, t);
     }
-    if (s_.publish) s_.publish(*s_.node, t);
   }
 
  private:
+  // This lcore inside the node for one scope: through the gate, and through the lane lock when
+  // the node's lanes cannot run at once.
+  class Inside {
+   public:
+    explicit Inside(NodeLcore& l) : l_(l) {
+      l_.s_.lock.enter(l_.worker_);
+      if constexpr (LanedNode<Node>) {
+        // Several lanes that cannot run at once (a switch with PFC) take turns.
+        const Node& n = *l_.s_.node;
+        if (n.lane_count() > 1 && !n.lanes_run_in_parallel()) {
+          l_.s_.lane_lock.lock();
+          serial_ = true;
+        }
+      }
+    }
+    ~Inside() {
+      if (serial_) l_.s_.lane_lock.unlock();
+      l_.s_.lock.leave(l_.worker_);
+    }
+    Inside(const Inside&) = delete;
+    Inside& operator=(const Inside&) = delete;
+
+   private:
+    NodeLcore& l_;
+    bool serial_ = false;
+  };
+
   bool ready_to_stop(uint64_t now_ns) {
     if (policy_ == nullptr) return true;
-    std::lock_guard<std::mutex> g(s_.lock);
+    Inside in(*this);
     return policy_->ready_to_stop(*s_.node, now_ns);
   }
-
   // What this lcore's ports release by now_ns, into the tx buffers; returns how many.
   unsigned release(uint64_t now_ns, runtime::TxSink& tx) {
     rte_mbuf* out[32];
@@ -172,6 +258,8 @@ class NodeLcore : public runtime::BurstHandler {
   NodeShared<Node>& s_;
   std::vector<uint16_t> ports_;
   StopPolicy<Node>* policy_;
+  unsigned worker_ = 0;  // this lcore's slot in s_.lock
+  unsigned lane_ = 0;
   bool changed_ = true;  // since this lcore last published
   uint64_t last_publish_ns_ = 0;
 };

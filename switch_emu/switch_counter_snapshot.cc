@@ -1,5 +1,6 @@
 #include "switch_emu/switch_counter_snapshot.h"
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 
@@ -70,8 +71,7 @@ void fill_port_snapshot(const SwitchNode& node, uint16_t port, uint64_t now_ns,
 }
 
 SwitchGroupSnapshot group_snapshot(const SwitchNode& node, size_t group) {
-  const PathSelector& sel = node.group(group);
-  return {sel.counters(), {sel.member_packets().begin(), sel.member_packets().end()}};
+  return {node.group_counters(group), node.group_member_packets(group)};
 }
 
 SwitchPfcPortSnapshot pfc_port_snapshot(const SwitchNode& node, uint16_t port) {
@@ -109,9 +109,8 @@ void fill_counter_view(const SwitchNode& node, uint64_t now_ns, SwitchCounterVie
   view.groups.resize(node.group_count());
   for (size_t g = 0; g < node.group_count(); ++g) {
     // In place: the member vectors keep their storage from one publication to the next.
-    const PathSelector& sel = node.group(g);
-    view.groups[g].counters = sel.counters();
-    view.groups[g].member_packets.assign(sel.member_packets().begin(), sel.member_packets().end());
+    view.groups[g].counters = node.group_counters(g);
+    view.groups[g].member_packets = node.group_member_packets(g);
   }
   if (node.pfc() != nullptr) {
     view.pfc.resize(node.port_count());
@@ -123,34 +122,120 @@ void fill_counter_view(const SwitchNode& node, uint64_t now_ns, SwitchCounterVie
   }
 }
 
+void fill_lane_counter_view(const SwitchNode& node, unsigned lane, uint64_t now_ns,
+                            SwitchCounterView& view) {
+  if (node.lane_count() == 1 || !node.lanes_run_in_parallel()) {
+    // Lanes that take turns: lane 0's copy is the whole node, the others' stay empty.
+    if (lane == 0) {
+      fill_counter_view(node, now_ns, view);
+    } else {
+      fill_counter_view(node, now_ns, view);
+      view.published_ns = 0;
+      visit_words(view, [](void* part, size_t n) {
+        if (n != 0) std::memset(part, 0, n);
+      });
+    }
+    return;
+  }
+  // Parallel lanes have no PFC: its parts stay empty.
+  view.published_ns = now_ns;
+  view.drops = node.lane_drops(lane);
+  view.counters = node.lane_counters(lane);
+  view.ports.resize(node.port_count());
+  for (uint16_t p = 0; p < node.port_count(); ++p) {
+    SwitchPortSnapshot& s = view.ports[p];
+    if (node.lane_of_port(p) == lane) {
+      fill_port_snapshot(node, p, now_ns, s);
+    } else {
+      s = SwitchPortSnapshot{};
+    }
+    s.counters = node.lane_port_counters(lane, p);
+  }
+  view.groups.resize(node.group_count());
+  for (size_t g = 0; g < node.group_count(); ++g) {
+    const PathSelector& sel = node.lane_group(lane, g);
+    view.groups[g].counters = sel.counters();
+    view.groups[g].member_packets.assign(sel.member_packets().begin(), sel.member_packets().end());
+  }
+  view.pfc.clear();
+  view.pfc_buffer = {};
+}
+
 SwitchCounterSnapshot::SwitchCounterSnapshot(const SwitchNode& node)
     : layout_([&node] {
         SwitchCounterView v;
         fill_counter_view(node, 0, v);
         return v;
       }()),
-      cell_(words_of(layout_)),
-      words_(cell_.size()) {}
+      words_(words_of(layout_)) {
+  add_lanes(node);
+}
+
+void SwitchCounterSnapshot::add_lanes(const SwitchNode& node) {
+  unsigned n = lanes_.load(std::memory_order_relaxed);
+  if (node.lane_count() > kMaxLanes) throw std::length_error("counter snapshot: too many lanes");
+  for (; n < node.lane_count(); ++n) {
+    cells_[n] = std::make_unique<Cell>(words_);
+    cells_[n]->view = layout_;
+    // Readers add it up from now on: empty until the lane publishes (read() needs every copy).
+    std::fill(cells_[n]->words.begin(), cells_[n]->words.end(), 0);
+    cells_[n]->seq.publish(cells_[n]->words.data());
+    lanes_.store(n + 1, std::memory_order_release);
+  }
+}
+
+void SwitchCounterSnapshot::publish(const SwitchNode& node, unsigned lane, uint64_t now_ns) {
+  // Lanes that take turns publish the whole node, into lane 0's copy (they are serialised).
+  if (node.lane_count() == 1 || !node.lanes_run_in_parallel()) lane = 0;
+  Cell& cell = *cells_.at(lane);
+  fill_lane_counter_view(node, lane, now_ns, cell.view);
+  publish_view(cell);
+}
 
 void SwitchCounterSnapshot::publish(const SwitchNode& node, uint64_t now_ns) {
-  fill_counter_view(node, now_ns, view_);
-  auto* out = reinterpret_cast<unsigned char*>(words_.data());
-  const auto* end = out + words_.size() * sizeof(uint64_t);
-  visit_words(view_, [&out, end](const void* part, size_t n) {
+  const unsigned n = lanes_.load(std::memory_order_acquire);
+  for (unsigned lane = 0; lane < n; ++lane) {
+    Cell& cell = *cells_[lane];
+    fill_lane_counter_view(node, lane, now_ns, cell.view);
+    publish_view(cell);
+  }
+}
+
+void SwitchCounterSnapshot::publish_view(Cell& cell) {
+  auto* out = reinterpret_cast<unsigned char*>(cell.words.data());
+  const auto* end = out + cell.words.size() * sizeof(uint64_t);
+  visit_words(cell.view, [&out, end](const void* part, size_t n) {
     // A group whose members changed would not fit the layout: never copied past it. An empty
     // part (no PFC, a group of none) may have no storage at all: memcpy must not see its null.
     if (n == 0 || out + n > end) return;
     std::memcpy(out, part, n);
     out += n;
   });
-  cell_.publish(words_.data());
+  cell.seq.publish(cell.words.data());
+}
+
+uint64_t SwitchCounterSnapshot::publications() const {
+  uint64_t total = 0;
+  const unsigned n = lanes_.load(std::memory_order_acquire);
+  // Each copy starts with one empty publication of its own (add_lanes).
+  for (unsigned lane = 0; lane < n; ++lane) total += cells_[lane]->seq.publications() - 1;
+  return total;
 }
 
 std::optional<SwitchCounterView> SwitchCounterSnapshot::read() const {
-  std::vector<uint64_t> words(cell_.size());
-  if (!cell_.read(words.data(), kReadTries)) return std::nullopt;
+  if (publications() == 0) return std::nullopt;
+  const unsigned n = lanes_.load(std::memory_order_acquire);
+  std::vector<uint64_t> sum(words_, 0), words(words_);
+  uint64_t latest = 0;
+  for (unsigned lane = 0; lane < n; ++lane) {
+    if (!cells_[lane]->seq.read(words.data(), kReadTries)) return std::nullopt;
+    // Word 0 is published_ns (visit_words' order): the latest, not the sum.
+    latest = std::max(latest, words[0]);
+    for (size_t i = 1; i < words_; ++i) sum[i] += words[i];
+  }
+  sum[0] = latest;
   SwitchCounterView v = layout_;
-  const auto* in = reinterpret_cast<const unsigned char*>(words.data());
+  const auto* in = reinterpret_cast<const unsigned char*>(sum.data());
   visit_words(v, [&in](void* part, size_t n) {
     if (n == 0) return;  // an empty part may have no storage (see publish)
     std::memcpy(part, in, n);

@@ -1,14 +1,24 @@
 // The switch's counters as lock-free readers (telemetry) see them: a copy of every counter the
 // read-only telemetry commands report, published by the lcores and read without the node lock.
 //
-// Consistency: a copy is taken at one moment between two calls into the node (the lcore that
-// publishes holds the node lock, or is the node's only caller), so the accounting identity holds
-// for every copy a reader gets (SwitchCounterView::accounting().balanced()). The copy is at most
-// one publish period old while the node changes (program/node_lcore.h says when lcores publish).
+// One copy per lane. A lane running in parallel with others publishes what it alone writes: its
+// own counters, and the egress of the ports it owns (zero for the others); a reader adds the
+// lanes' copies up, 64-bit word by word (every field is written by one lane only where it is not
+// a counter, so a double such as a link's rate is added to zeros). Serialised lanes (PFC) and a
+// single lane publish the whole node into lane 0's copy.
+//
+// Consistency: each copy is taken between two calls into the node by the lane that owns what
+// it holds, so each lane's own identity (received + generated + taken from other lanes =
+// consumed + dropped + handed to other lanes + offered to its ports) holds in it, and therefore
+// the node's in their sum (SwitchCounterView::accounting().balanced()), whatever moments the
+// copies are from. A copy is at most one publish period old while the node changes
+// (program/node_lcore.h says when lcores publish).
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <type_traits>
 #include <vector>
@@ -90,23 +100,44 @@ SwitchPfcBufferSnapshot pfc_buffer_snapshot(const PfcState& pfc);
 // Every counter of `node` now, into `view` (its vectors resized to the node's).
 void fill_counter_view(const SwitchNode& node, uint64_t now_ns, SwitchCounterView& view);
 
+// The lane's part of the node (see the header) into `view`.
+void fill_lane_counter_view(const SwitchNode& node, unsigned lane, uint64_t now_ns,
+                            SwitchCounterView& view);
+
 class SwitchCounterSnapshot {
  public:
-  // The layout (ports, group members, PFC on or off) is `node`'s, fixed for its life.
+  static constexpr unsigned kMaxLanes = 128;
+
+  // The layout (ports, group members, PFC on or off) is `node`'s, fixed for its life; a copy
+  // for each of its lanes.
   explicit SwitchCounterSnapshot(const SwitchNode& node);
 
-  // Publishes `node`'s counters. Callers are serialised (the node lock, or one lcore).
+  // Copies for lanes the node has gained since (call before such a lane publishes; readers may
+  // be reading meanwhile). Throws std::length_error past kMaxLanes.
+  void add_lanes(const SwitchNode& node);
+  // Publishes `lane`'s part (the whole node when its lanes do not run in parallel). Callers are
+  // serialised per copy: the lane's lcore, or whoever has every lane stopped.
+  void publish(const SwitchNode& node, unsigned lane, uint64_t now_ns);
+  // Every lane's part: with every lane stopped (the node gate held, or no lcore running).
   void publish(const SwitchNode& node, uint64_t now_ns);
-  // The latest publication; nullopt before the first, or when every try overlapped a
-  // publication (the publishing lcore preempted mid-copy).
+  // The latest publications, added up; published_ns is the latest of them. nullopt before the
+  // first, or when every try overlapped a publication (the publishing lcore preempted mid-copy).
   std::optional<SwitchCounterView> read() const;
-  uint64_t publications() const { return cell_.publications(); }
+  uint64_t publications() const;
 
  private:
+  struct Cell {
+    explicit Cell(size_t words) : seq(words), words(words) {}
+    runtime::SeqlockSnapshot seq;
+    SwitchCounterView view;       // the writer's scratch
+    std::vector<uint64_t> words;  // the writer's scratch
+  };
+  void publish_view(Cell& cell);
+
   SwitchCounterView layout_;  // sizes only: what read() fills
-  runtime::SeqlockSnapshot cell_;
-  SwitchCounterView view_;       // the writer's scratch
-  std::vector<uint64_t> words_;  // the writer's scratch
+  size_t words_ = 0;
+  std::array<std::unique_ptr<Cell>, kMaxLanes> cells_;
+  std::atomic<unsigned> lanes_{0};  // cells made (readers read cells_[0, lanes_))
 };
 
 }  // namespace spraynet::switch_emu

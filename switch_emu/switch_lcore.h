@@ -16,12 +16,17 @@ struct SwitchShared : program::NodeShared<SwitchNode> {
   // Made by publish_counters(); null before (read-only telemetry then answers an error).
   std::unique_ptr<SwitchCounterSnapshot> counters;
 
-  // After `node` is set: makes `counters` for its ports, publishes them once (readers never see
-  // an empty copy) and has the lcores publish them (NodeShared::publish).
+  // After `node` is set: makes `counters` for its ports and lanes, publishes them once (readers
+  // never see an empty copy) and has the lcores publish them (NodeShared::publish), each lane
+  // its own part.
   void publish_counters(uint64_t now_ns) {
     counters = std::make_unique<SwitchCounterSnapshot>(*node);
     counters->publish(*node, now_ns);
-    publish = [c = counters.get()](const SwitchNode& n, uint64_t t) { c->publish(n, t); };
+    publish = [c = counters.get()](const SwitchNode& n, unsigned lane, uint64_t t) {
+      c->publish(n, lane, t);
+    };
+    // A lane made after this gets its own copy (SwitchLcore makes it before the lcores run).
+    lane_added = [this](unsigned) { counters->add_lanes(*node); };
   }
 };
 

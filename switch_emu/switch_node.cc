@@ -1,5 +1,8 @@
 #include "switch_emu/switch_node.h"
 
+#include <rte_errno.h>
+#include <rte_mbuf_dyn.h>
+
 #include <spdlog/spdlog.h>
 
 #include <bit>
@@ -74,18 +77,6 @@ SwitchNode::SwitchNode(const control::SwitchConfig& config, rte_mempool* pool,
                                          config_.route_table);
   for (const auto& r : config_.routes) routes_->add(r.prefix.address, r.prefix.length, r.group);
 
-  for (size_t g = 0; g < config_.groups.size(); ++g) {
-    const auto& gs = config_.groups[g];
-    PathGroupConfig pg;
-    pg.mode = *parse_lb_mode(gs.mode);
-    pg.member_ports = gs.ports;
-    pg.dlb_gap_ns = gs.dlb_gap_ns;
-    pg.dlb_table_entries = gs.flowlet_entries;
-    pg.seed = config_.seed * 1000003 + g;
-    groups_.push_back(std::make_unique<PathSelector>(pg));
-    if (!gs.weights.empty()) groups_.back()->set_weights(gs.weights);
-  }
-
   // With PFC on, lossless classes are never tail-dropped: the shared buffer bounds what it
   // admits, and nothing it admits exceeds the pool plus every headroom. That bound stays as their
   // egress limit so that copies without an ingress port (mirrors), which PFC does not account,
@@ -117,74 +108,175 @@ SwitchNode::SwitchNode(const control::SwitchConfig& config, rte_mempool* pool,
     egress_.push_back(std::make_unique<EgressPort>(ec));
     if (pfc_) pfc_->attach_port(static_cast<uint16_t>(i), *egress_.back());
   }
-  views_.emplace_back(n);  // lossy (every port eligible until refresh_loads reads them)
+  view_count_ = 1;  // lossy (every port eligible until refresh_loads reads them)
   if (pfc_) {
     for (uint8_t tc = 0; tc < EgressPort::kClasses; ++tc) {
       if (!pfc_->lossless(tc)) continue;
-      view_of_tc_[tc] = static_cast<uint8_t>(views_.size());
-      lossless_tc_[views_.size()] = tc;
-      views_.emplace_back(n);
+      view_of_tc_[tc] = static_cast<uint8_t>(view_count_);
+      lossless_tc_[view_count_] = tc;
+      ++view_count_;
     }
   }
-  ineligible_.assign(views_.size(), 0);
-  ports_.resize(n);
   port_next_.resize(n);
   for (size_t i = 0; i < n; ++i) egress_[i]->set_next_event_slot(&port_next_, i);
+  owner_.assign(n, 0);
+  lanes_.push_back(make_lane());
+}
+
+std::unique_ptr<SwitchNode::Lane> SwitchNode::make_lane() const {
+  auto lane = std::make_unique<Lane>();
+  const size_t n = egress_.size();
+  for (size_t g = 0; g < config_.groups.size(); ++g) {
+    const auto& gs = config_.groups[g];
+    PathGroupConfig pg;
+    pg.mode = *parse_lb_mode(gs.mode);
+    pg.member_ports = gs.ports;
+    pg.dlb_gap_ns = gs.dlb_gap_ns;
+    pg.dlb_table_entries = gs.flowlet_entries;
+    pg.seed = config_.seed * 1000003 + g;
+    lane->groups.push_back(std::make_unique<PathSelector>(pg));
+    if (lanes_.empty()) {
+      if (!gs.weights.empty()) lane->groups.back()->set_weights(gs.weights);
+    } else {
+      lane->groups.back()->follow(*lanes_[0]->groups[g]);
+    }
+  }
+  lane->views.assign(view_count_, std::vector<PathLoad>(n));
+  lane->ineligible.assign(view_count_, 0);
+  lane->ports.resize(n);
+  lane->to.assign(lanes_.size() + 1, nullptr);
+  return lane;
+}
+
+unsigned SwitchNode::add_lane(std::span<const uint16_t> ports) {
+  for (const uint16_t p : ports) {
+    if (p >= egress_.size()) {
+      throw std::invalid_argument("add_lane: port " + std::to_string(p) + " of " +
+                                  std::to_string(egress_.size()));
+    }
+  }
+  const unsigned index = static_cast<unsigned>(lanes_.size());
+  lanes_.push_back(make_lane());
+  for (const uint16_t p : ports) owner_[p] = static_cast<uint16_t>(index);
+  // A ring from every lane to every other: single producer (the sending lane's lcore), single
+  // consumer (the owner's).
+  for (unsigned a = 0; a < lanes_.size(); ++a) {
+    lanes_[a]->to.resize(lanes_.size(), nullptr);
+  }
+  for (unsigned a = 0; a < lanes_.size(); ++a) {
+    for (unsigned b = 0; b < lanes_.size(); ++b) {
+      if (a == b || lanes_[a]->to[b] != nullptr) continue;
+      // rte_ring names are process-wide: the node's address makes them its own.
+      const std::string name =
+          fmt::format("swl{:x}_{}_{}", reinterpret_cast<uintptr_t>(this) & 0xFFFFFFFFFFFFull, a, b);
+      // Room for every mbuf of the pool: a ring never overflows, the pool runs dry first and
+      // the ports count what they could not receive (rx_nombuf), as on a switch out of buffer.
+      const unsigned size = std::max(1024u, rte_align32pow2(pool_->size + 1));
+      rte_ring* r =
+          rte_ring_create(name.c_str(), size, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
+      if (r == nullptr) {
+        throw std::runtime_error("lane handoff ring " + name + ": " + rte_strerror(rte_errno));
+      }
+      lanes_[a]->to[b] = r;
+      rings_.push_back(r);
+    }
+  }
+  parallel_ = !pfc_;
+  if (parallel_ && handoff_ns_offset_ < 0) {
+    // The time the sending lane forwarded a frame at: the owner enqueues it then (not when it
+    // next gets to its ring), so an owner descheduled for a while sees arrivals spread as they
+    // came, not as one burst at its return.
+    static const rte_mbuf_dynfield kHandoffNs = {"spraynet_lane_handoff_ns", sizeof(uint64_t),
+                                                 alignof(uint64_t), 0};
+    handoff_ns_offset_ = rte_mbuf_dynfield_register(&kHandoffNs);
+    if (handoff_ns_offset_ < 0) {
+      throw std::runtime_error(std::string("lane handoff: mbuf dynamic field: ") +
+                               rte_strerror(rte_errno));
+    }
+  }
+  if (parallel_) {
+    // The event tree is one structure every port writes: lanes running at once must not share
+    // it (the event-clock driver, its only reader, runs one lane).
+    for (auto& e : egress_) e->set_next_event_slot(nullptr, 0);
+    if (!board_) {
+      board_ = std::make_unique<PortBoardEntry[]>(egress_.size());
+      for (size_t i = 0; i < egress_.size(); ++i) {
+        board_[i].queued_bytes.store(egress_[i]->queued_bytes(), std::memory_order_relaxed);
+      }
+    }
+  }
+  for (auto& l : lanes_) l->loads_stale = true;
+  return index;
 }
 
 SwitchNode::~SwitchNode() {
   free_all();
+  for (rte_ring* r : rings_) rte_ring_free(r);
   // port_next_ goes before egress_ (declared after it): the ports must stop writing to it.
   for (auto& e : egress_) e->set_next_event_slot(nullptr, 0);
 }
 
-void SwitchNode::refresh_loads_if_stale(uint64_t now_ns) {
+void SwitchNode::refresh_loads_if_stale(Lane& L, uint64_t now_ns) {
   // Queued bytes are kept current port by port (enqueue, transmit); eligibility changes with a
   // link going up or down, a pause received (fast feedback) or the watchdog: only then is every
   // port read again, so that a burst costs the ports it touches, not every port of the switch.
-  if (loads_stale_ || (pfc_ && (pfc_->config().fast_feedback ||
-                                pfc_->eligibility_changes() != eligibility_seen_))) {
-    refresh_loads(now_ns);
-  }
-}
-
-void SwitchNode::refresh_loads(uint64_t now_ns) {
-  loads_stale_ = false;
-  if (pfc_) eligibility_seen_ = pfc_->eligibility_changes();
-  for (size_t i = 0; i < egress_.size(); ++i) {
-    const uint16_t port = static_cast<uint16_t>(i);
-    const uint64_t queued = egress_[i]->queued_bytes();
-    // Lossy traffic does not care for PFC: a port is eligible for it while its link is up.
-    views_[0][i] = PathLoad{queued, egress_[i]->link_up()};
-    for (size_t v = 1; v < views_.size(); ++v) {
-      views_[v][i] = PathLoad{queued, pfc_->eligible(port, lossless_tc_[v], now_ns)};
+  if (L.loads_stale || (pfc_ && (pfc_->config().fast_feedback ||
+                                 pfc_->eligibility_changes() != L.eligibility_seen))) {
+    refresh_loads(L, now_ns);
+  } else if (lanes_.size() > 1) {
+    // Other lanes move their ports' queues: read their depths once per burst (parallel lanes
+    // from the board their owners write; serialised lanes from the ports themselves).
+    for (size_t i = 0; i < egress_.size(); ++i) {
+      const uint64_t q = parallel_ ? board_[i].queued_bytes.load(std::memory_order_relaxed)
+                                   : egress_[i]->queued_bytes();
+      for (auto& view : L.views) view[i].queued_bytes = q;
     }
   }
-  for (size_t v = 0; v < views_.size(); ++v) {
-    ineligible_[v] = static_cast<uint32_t>(
-        std::count_if(views_[v].begin(), views_[v].end(), [](const PathLoad& l) { return !l.eligible; }));
+}
+
+void SwitchNode::refresh_loads(Lane& L, uint64_t now_ns) {
+  L.loads_stale = false;
+  if (pfc_) L.eligibility_seen = pfc_->eligibility_changes();
+  for (size_t i = 0; i < egress_.size(); ++i) {
+    const uint16_t port = static_cast<uint16_t>(i);
+    const uint64_t queued = parallel_ ? board_[i].queued_bytes.load(std::memory_order_relaxed)
+                                      : egress_[i]->queued_bytes();
+    // Lossy traffic does not care for PFC: a port is eligible for it while its link is up (which
+    // changes only with every lane stopped).
+    L.views[0][i] = PathLoad{queued, egress_[i]->link_up()};
+    for (size_t v = 1; v < L.views.size(); ++v) {
+      L.views[v][i] = PathLoad{queued, pfc_->eligible(port, lossless_tc_[v], now_ns)};
+    }
+  }
+  for (size_t v = 0; v < L.views.size(); ++v) {
+    L.ineligible[v] = static_cast<uint32_t>(std::count_if(
+        L.views[v].begin(), L.views[v].end(), [](const PathLoad& l) { return !l.eligible; }));
   }
 }
 
-void SwitchNode::set_queued_bytes(uint16_t port, uint64_t bytes) {
-  for (auto& view : views_) view[port].queued_bytes = bytes;
+void SwitchNode::set_queued_bytes(Lane& L, uint16_t port, uint64_t bytes) {
+  for (auto& view : L.views) view[port].queued_bytes = bytes;
+  if (parallel_) board_[port].queued_bytes.store(bytes, std::memory_order_relaxed);
 }
 
-void SwitchNode::receive(uint16_t port, rte_mbuf** pkts, uint16_t n, uint64_t now_ns) {
+void SwitchNode::receive(unsigned lane, uint16_t port, rte_mbuf** pkts, uint16_t n,
+                         uint64_t now_ns) {
+  Lane& L = *lanes_[lane];
   if (port >= egress_.size()) {
-    drops_.bad_port += n;
+    L.drops.bad_port += n;
     rte_pktmbuf_free_bulk(pkts, n);
     return;
   }
-  refresh_loads_if_stale(now_ns);
-  auto& pc = ports_[port];
+  if (lanes_.size() > 1) take_handoffs(lane);
+  refresh_loads_if_stale(L, now_ns);
+  auto& pc = L.ports[port];
   for (uint16_t base = 0; base < n; base += kBurst) {
     const uint16_t count = std::min<uint16_t>(kBurst, n - base);
-    // Scratch kept in the node: a burst of ParsedPackets zeroed on every call costs more than
+    // Scratch kept in the lane: a burst of ParsedPackets zeroed on every call costs more than
     // parsing one packet, and fabric_emu calls with bursts of one.
-    ParsedPacket* parsed = scratch_.parsed.data();
-    const ParsedPacket** ip = scratch_.ip.data();
-    rte_mbuf** ip_mbufs = scratch_.mbufs.data();
+    ParsedPacket* parsed = L.scratch.parsed.data();
+    const ParsedPacket** ip = L.scratch.ip.data();
+    rte_mbuf** ip_mbufs = L.scratch.mbufs.data();
     uint16_t nip = 0;
     for (uint16_t i = 0; i < count; ++i) {
       rte_mbuf* m = pkts[base + i];
@@ -192,12 +284,12 @@ void SwitchNode::receive(uint16_t port, rte_mbuf** pkts, uint16_t n, uint64_t no
       pc.rx_bytes += rte_pktmbuf_pkt_len(m);
       const ParseStatus s = parser_.parse(m, parsed[nip]);
       if (s != ParseStatus::kOk) {
-        drops_.parse[static_cast<size_t>(s)]++;
+        L.drops.parse[static_cast<size_t>(s)]++;
         rte_pktmbuf_free(m);
         continue;
       }
       if (parsed[nip].kind == PacketKind::kMacControl) {
-        handle_mac_control(port, m, now_ns);
+        handle_mac_control(L, port, m, now_ns);
         continue;
       }
       ip[nip] = &parsed[nip];
@@ -206,46 +298,52 @@ void SwitchNode::receive(uint16_t port, rte_mbuf** pkts, uint16_t n, uint64_t no
     }
     if (nip == 0) continue;
 
-    TcamMatch* match = scratch_.match.data();
-    tcam_->classify(ip, nip, match, &tcam_cache_);
-    uint32_t* dst = scratch_.dst.data();
-    uint32_t* group = scratch_.group.data();
+    TcamMatch* match = L.scratch.match.data();
+    tcam_->classify(ip, nip, match, &L.tcam_cache);
+    uint32_t* dst = L.scratch.dst.data();
+    uint32_t* group = L.scratch.group.data();
     for (uint16_t i = 0; i < nip; ++i) dst[i] = parsed[i].dst_ip;
     routes_->lookup_burst(std::span<const uint32_t>(dst, nip), std::span<uint32_t>(group, nip),
-                          route_cache_);
-    for (uint16_t i = 0; i < nip; ++i) forward(port, ip_mbufs[i], parsed[i], match[i], group[i], now_ns);
+                          L.route_cache);
+    for (uint16_t i = 0; i < nip; ++i) {
+      forward(lane, L, port, ip_mbufs[i], parsed[i], match[i], group[i], now_ns);
+    }
   }
 }
 
-void SwitchNode::handle_mac_control(uint16_t port, rte_mbuf* m, uint64_t now_ns) {
+void SwitchNode::handle_mac_control(Lane& L, uint16_t port, rte_mbuf* m, uint64_t now_ns) {
   PfcFrame frame;
   const PfcParseStatus s =
       parse_pfc_frame(rte_pktmbuf_mtod(m, const uint8_t*), rte_pktmbuf_data_len(m), frame);
   if (s == PfcParseStatus::kOk) {
-    ports_[port].pfc_frames_received++;
-    counters_.pfc_received++;
+    L.ports[port].pfc_frames_received++;
+    L.counters.pfc_received++;
     // A switch without PFC enabled consumes the frame, as hardware does, and honours nothing.
-    if (pfc_) egress_[port]->apply(pfc_->on_pfc_frame(port, frame, now_ns), now_ns);
-    loads_stale_ = true;
+    if (pfc_) {
+      egress_[port]->apply(pfc_->on_pfc_frame(port, frame, now_ns), now_ns);
+      // The pause is every lane's to see (PFC's lanes are serialised: this is safe).
+      for (auto& l : lanes_) l->loads_stale = true;
+    }
   } else if (s == PfcParseStatus::kNotPfc) {
-    drops_.mac_control_not_pfc++;
+    L.drops.mac_control_not_pfc++;
   } else {
-    drops_.pfc_malformed++;
+    L.drops.pfc_malformed++;
   }
   rte_pktmbuf_free(m);
 }
 
-void SwitchNode::forward(uint16_t in_port, rte_mbuf* m, const ParsedPacket& p,
-                         const TcamMatch& match, uint32_t group, uint64_t now_ns) {
+void SwitchNode::forward(unsigned lane, Lane& L, uint16_t in_port, rte_mbuf* m,
+                         const ParsedPacket& p, const TcamMatch& match, uint32_t group,
+                         uint64_t now_ns) {
   if (match.matched && match.action == TcamAction::kDrop) {
-    drops_.tcam_drop++;
+    L.drops.tcam_drop++;
     rte_pktmbuf_free(m);
     return;
   }
   const uint8_t tc = classes_.classify(p);
   // Priority follows the traffic class 1:1 (see enqueue): the ingress priority group.
   if (pfc_ && pfc_->watchdog_ingress_drop(in_port, tc)) {
-    drops_.pfc_watchdog_ingress++;
+    L.drops.pfc_watchdog_ingress++;
     rte_pktmbuf_free(m);
     return;
   }
@@ -253,11 +351,11 @@ void SwitchNode::forward(uint16_t in_port, rte_mbuf* m, const ParsedPacket& p,
     // An ingress mirror: the copy is the packet as it arrived, before any rewrite.
     rte_mbuf* copy = rte_pktmbuf_copy(m, pool_, 0, UINT32_MAX);
     if (copy == nullptr) {
-      drops_.mirror_no_mbuf++;
+      L.drops.mirror_no_mbuf++;
     } else {
-      counters_.mirrored++;
-      egress_[match.port]->enqueue(copy, tc, EgressPort::kNoIngressPort, 0, now_ns);
-      loads_stale_ = true;
+      L.counters.mirrored++;
+      // No ingress port: PFC does not account it (priority 0, as ever for copies).
+      enqueue(lane, L, match.port, EgressPort::kNoIngressPort, copy, tc, 0, now_ns);
     }
   }
 
@@ -267,19 +365,19 @@ void SwitchNode::forward(uint16_t in_port, rte_mbuf* m, const ParsedPacket& p,
   bool quarantined = false;
   if (match.matched && match.action == TcamAction::kQuarantine && match.port < egress_.size()) {
     quarantined = p.kind != PacketKind::kRoce || p.psn % 100 >= match.keep_percent;
-    if (!quarantined) counters_.quarantine_kept++;
+    if (!quarantined) L.counters.quarantine_kept++;
   }
   const bool pinned = quarantined || (match.matched && match.action == TcamAction::kPinPort &&
                                       match.port < egress_.size());
-  if (!pinned && (group == RouteTable::kNoRoute || group >= groups_.size())) {
-    drops_.no_route++;
+  if (!pinned && (group == RouteTable::kNoRoute || group >= L.groups.size())) {
+    L.drops.no_route++;
     rte_pktmbuf_free(m);
     return;
   }
   // An expiring packet goes no further than its route: it must not pick a path, which would
   // start or refresh a flowlet (DLB), count on a member and load a bucket for nothing.
   if (p.ttl <= 1) {
-    drops_.ttl_expired++;
+    L.drops.ttl_expired++;
     rte_pktmbuf_free(m);
     return;
   }
@@ -287,29 +385,29 @@ void SwitchNode::forward(uint16_t in_port, rte_mbuf* m, const ParsedPacket& p,
   uint16_t out_port;
   if (pinned) {
     if (quarantined) {
-      counters_.quarantined++;
+      L.counters.quarantined++;
     } else {
-      counters_.pinned++;
+      L.counters.pinned++;
     }
     out_port = match.port;
   } else {
     const uint32_t hash = hasher_.hash(make_flow_key(p, hasher_.config().dest_qp_in_key));
-    PathSelector& sel = *groups_[group];
+    PathSelector& sel = *L.groups[group];
     // Each lossless class sees PFC's view of its own class (watchdog drop mode, fast feedback);
     // the others only the links: a storm on one class leaves the port to every other class.
-    const std::span<const PathLoad> loads = views_[view_of_tc_[tc]];
+    const std::span<const PathLoad> loads = L.views[view_of_tc_[tc]];
     const bool sprayed = match.matched && match.action == TcamAction::kSpray &&
                          p.kind == PacketKind::kRoce && p.udp_checksum != 0;
     const uint8_t path = sprayed ? ppcid_decode(p.udp_checksum, ppcid_layout_).path_id : 0;
-    const bool all_eligible = ineligible_[view_of_tc_[tc]] == 0;
+    const bool all_eligible = L.ineligible[view_of_tc_[tc]] == 0;
     const auto choose = [&](std::span<const PathLoad> view, bool all) {
       return sprayed ? sel.select_sprayed(hash, path, now_ns, view, all)
                      : sel.select(hash, now_ns, view, all);
     };
     if (sprayed) {
-      counters_.sprayed++;
+      L.counters.sprayed++;
     } else if (match.matched && match.action == TcamAction::kSpray) {
-      counters_.spray_without_ppcid++;
+      L.counters.spray_without_ppcid++;
     }
     out_port = choose(loads, all_eligible);
     if (out_port == PathSelector::kNoPort && view_of_tc_[tc] != 0 && pfc_ &&
@@ -318,15 +416,15 @@ void SwitchNode::forward(uint16_t in_port, rte_mbuf* m, const ParsedPacket& p,
       // there is nowhere to steer, and dropping a lossless packet is what PFC exists to avoid:
       // queue behind the pause, as a switch without fast feedback does (ports in watchdog drop
       // mode stay out).
-      fallback_view_.resize(egress_.size());
+      L.fallback_view.resize(egress_.size());
       for (size_t i = 0; i < egress_.size(); ++i) {
-        fallback_view_[i] = PathLoad{egress_[i]->queued_bytes(),
-                                     egress_[i]->link_up() && !egress_[i]->drop_mode(tc)};
+        L.fallback_view[i] = PathLoad{egress_[i]->queued_bytes(),
+                                      egress_[i]->link_up() && !egress_[i]->drop_mode(tc)};
       }
-      out_port = choose(fallback_view_, false);
+      out_port = choose(L.fallback_view, false);
     }
     if (out_port == PathSelector::kNoPort) {
-      drops_.no_eligible_port++;
+      L.drops.no_eligible_port++;
       rte_pktmbuf_free(m);
       return;
     }
@@ -334,37 +432,91 @@ void SwitchNode::forward(uint16_t in_port, rte_mbuf* m, const ParsedPacket& p,
 
   // TTL >= 2 was checked above: this decrements it and patches the checksum.
   decrement_ttl(rte_pktmbuf_mtod(m, uint8_t*) + p.l3_offset);
-  enqueue(out_port, in_port, m, tc, now_ns);
+  // Priority follows the traffic class 1:1 (PFC priority n pauses class n).
+  enqueue(lane, L, out_port, in_port, m, tc, tc, now_ns);
 }
 
-void SwitchNode::enqueue(uint16_t out_port, uint16_t in_port, rte_mbuf* m, uint8_t tc,
-                         uint64_t now_ns) {
+void SwitchNode::enqueue(unsigned lane, Lane& L, uint16_t out_port, uint16_t in_port, rte_mbuf* m,
+                         uint8_t tc, uint8_t priority, uint64_t now_ns) {
   const auto& peer = config_.ports[out_port].peer_mac;
   if (peer) {
     uint8_t* eth = rte_pktmbuf_mtod(m, uint8_t*);
     std::memcpy(eth, peer->data(), 6);
     std::memcpy(eth + 6, macs_[out_port].data(), 6);
   }
-  // Priority follows the traffic class 1:1 (PFC priority n pauses class n).
-  const EgressEnqueueResult r = egress_[out_port]->enqueue(m, tc, in_port, tc, now_ns);
+  const unsigned owner = owner_[out_port];
+  if (!parallel_) {
+    enqueue_owned(L, out_port, in_port, m, tc, priority, now_ns);
+    return;
+  }
+  if (owner == lane) {
+    PortBoardEntry& b = board_[out_port];
+    b.owner_time_ns = std::max(b.owner_time_ns, now_ns);
+    enqueue_owned(L, out_port, in_port, m, tc, priority, b.owner_time_ns);
+    return;
+  }
+  // Another lane's port: what its enqueue needs rides in the mbuf's 8 bytes of receive hash
+  // (nothing reads them between here and that lane).
+  m->hash.fdir.lo = uint32_t{in_port} | uint32_t{tc} << 16 | uint32_t{priority} << 24;
+  m->hash.fdir.hi = out_port;
+  *RTE_MBUF_DYNFIELD(m, handoff_ns_offset_, uint64_t*) = now_ns;
+  if (rte_ring_sp_enqueue(L.to[owner], m) != 0) {
+    L.drops.lane_handoff_full++;
+    rte_pktmbuf_free(m);
+    return;
+  }
+  L.counters.lane_handoffs++;
+}
+
+void SwitchNode::enqueue_owned(Lane& L, uint16_t out_port, uint16_t in_port, rte_mbuf* m,
+                               uint8_t tc, uint8_t priority, uint64_t now_ns) {
+  const EgressEnqueueResult r = egress_[out_port]->enqueue(m, tc, in_port, priority, now_ns);
   if (r == EgressEnqueueResult::kQueued) {
-    ports_[out_port].forwarded_packets++;
+    L.ports[out_port].forwarded_packets++;
   } else {
-    drops_.egress_refused++;
+    L.drops.egress_refused++;
   }
   // Keep the load views current within a burst, so DLB and DRILL see their own decisions.
-  set_queued_bytes(out_port, egress_[out_port]->queued_bytes());
+  set_queued_bytes(L, out_port, egress_[out_port]->queued_bytes());
   if (pfc_ && tc < EgressPort::kClasses && view_of_tc_[tc] != 0) {
     const uint8_t v = view_of_tc_[tc];
     const bool eligible = pfc_->eligible(out_port, tc, now_ns);
-    bool& was = views_[v][out_port].eligible;
-    if (was != eligible) ineligible_[v] = eligible ? ineligible_[v] - 1 : ineligible_[v] + 1;
+    bool& was = L.views[v][out_port].eligible;
+    if (was != eligible) L.ineligible[v] = eligible ? L.ineligible[v] - 1 : L.ineligible[v] + 1;
     was = eligible;
   }
 }
 
-void SwitchNode::poll(uint64_t now_ns) {
+void SwitchNode::take_handoffs(unsigned lane) {
+  Lane& L = *lanes_[lane];
+  for (unsigned from = 0; from < lanes_.size(); ++from) {
+    if (from == lane) continue;
+    rte_ring* r = lanes_[from]->to[lane];
+    rte_mbuf* ms[kBurst];
+    unsigned n;
+    while ((n = rte_ring_sc_dequeue_burst(r, reinterpret_cast<void**>(ms), kBurst, nullptr)) > 0) {
+      L.counters.lane_handoffs_taken += n;
+      for (unsigned i = 0; i < n; ++i) {
+        const uint32_t meta = ms[i]->hash.fdir.lo;
+        // The sender chose this lane by its ownership of the port.
+        const uint16_t out_port = static_cast<uint16_t>(ms[i]->hash.fdir.hi);
+        PortBoardEntry& b = board_[out_port];
+        b.owner_time_ns =
+            std::max(b.owner_time_ns, *RTE_MBUF_DYNFIELD(ms[i], handoff_ns_offset_, uint64_t*));
+        enqueue_owned(L, out_port, static_cast<uint16_t>(meta & 0xFFFF), ms[i],
+                      static_cast<uint8_t>(meta >> 16), static_cast<uint8_t>(meta >> 24),
+                      b.owner_time_ns);
+      }
+    }
+  }
+}
+
+void SwitchNode::poll(unsigned lane, uint64_t now_ns) {
+  Lane& L = *lanes_[lane];
+  if (lanes_.size() > 1) take_handoffs(lane);
   if (!pfc_) return;
+  // PFC's lanes are serialised (lanes_run_in_parallel): whichever lane polls runs the switch's
+  // PFC timers and queues its frames on any port.
   pfc_->tick(now_ns);
   PfcEmission due[16];
   size_t n;
@@ -376,9 +528,9 @@ void SwitchNode::poll(uint64_t now_ns) {
         if (m != nullptr) rte_pktmbuf_free(m);
         continue;
       }
-      counters_.pfc_frames_sent++;
+      L.counters.pfc_frames_sent++;
       egress_[due[i].port]->enqueue_control(m, now_ns);
-      loads_stale_ = true;
+      for (auto& l : lanes_) l->loads_stale = true;
     }
     if (n < std::size(due)) break;
   }
@@ -386,9 +538,14 @@ void SwitchNode::poll(uint64_t now_ns) {
 
 uint16_t SwitchNode::transmit(uint16_t port, uint64_t now_ns, rte_mbuf** out, uint16_t max) {
   if (port >= egress_.size()) return 0;
-  const uint16_t n = egress_[port]->dequeue(now_ns, out, max, &ports_[port].tx_bytes);
-  set_queued_bytes(port, egress_[port]->queued_bytes());
-  ports_[port].tx_packets += n;
+  Lane& L = *lanes_[owner_[port]];  // the caller: the port's lane
+  if (parallel_) {
+    PortBoardEntry& b = board_[port];
+    b.owner_time_ns = std::max(b.owner_time_ns, now_ns);
+  }
+  const uint16_t n = egress_[port]->dequeue(now_ns, out, max, &L.ports[port].tx_bytes);
+  set_queued_bytes(L, port, egress_[port]->queued_bytes());
+  L.ports[port].tx_packets += n;
   return n;
 }
 
@@ -402,7 +559,65 @@ bool SwitchNode::idle() const {
   for (const auto& e : egress_) {
     if (e->queued_bytes() != 0 || e->in_flight() != 0) return false;
   }
+  for (const rte_ring* r : rings_) {
+    if (rte_ring_count(r) != 0) return false;
+  }
   return true;
+}
+
+bool SwitchNode::idle(unsigned lane) const {
+  for (size_t i = 0; i < egress_.size(); ++i) {
+    if (owner_[i] != lane) continue;
+    if (egress_[i]->queued_bytes() != 0 || egress_[i]->in_flight() != 0) return false;
+  }
+  for (unsigned from = 0; from < lanes_.size(); ++from) {
+    if (from != lane && rte_ring_count(lanes_[from]->to[lane]) != 0) return false;
+  }
+  return true;
+}
+
+SwitchDropCounters SwitchNode::drops() const {
+  SwitchDropCounters d = lanes_[0]->drops;
+  for (size_t i = 1; i < lanes_.size(); ++i) d += lanes_[i]->drops;
+  return d;
+}
+
+SwitchCounters SwitchNode::counters() const {
+  SwitchCounters c = lanes_[0]->counters;
+  for (size_t i = 1; i < lanes_.size(); ++i) c += lanes_[i]->counters;
+  return c;
+}
+
+SwitchPortCounters SwitchNode::port_counters(uint16_t port) const {
+  SwitchPortCounters c = lanes_[0]->ports.at(port);
+  for (size_t i = 1; i < lanes_.size(); ++i) c += lanes_[i]->ports[port];
+  return c;
+}
+
+PathSelectorCounters SwitchNode::group_counters(size_t g) const {
+  PathSelectorCounters c{};
+  for (const auto& l : lanes_) {
+    const PathSelectorCounters& o = l->groups.at(g)->counters();
+    c.selected += o.selected;
+    c.sprayed += o.sprayed;
+    c.no_eligible_port += o.no_eligible_port;
+    c.rehashed_ineligible += o.rehashed_ineligible;
+    c.empty_table += o.empty_table;
+    c.missing_load += o.missing_load;
+  }
+  static_assert(sizeof(PathSelectorCounters) == 6 * sizeof(uint64_t),
+                "every PathSelectorCounters field is summed here");
+  return c;
+}
+
+std::vector<uint64_t> SwitchNode::group_member_packets(size_t g) const {
+  const auto first = lanes_[0]->groups.at(g)->member_packets();
+  std::vector<uint64_t> sum(first.begin(), first.end());
+  for (size_t i = 1; i < lanes_.size(); ++i) {
+    const auto more = lanes_[i]->groups[g]->member_packets();
+    for (size_t m = 0; m < sum.size(); ++m) sum[m] += more[m];
+  }
+  return sum;
 }
 
 SwitchAccounting SwitchAccounting::of(const SwitchDropCounters& drops,
@@ -415,6 +630,7 @@ SwitchAccounting SwitchAccounting::of(const SwitchDropCounters& drops,
   a.generated = counters.pfc_frames_sent + counters.mirrored;
   a.consumed = counters.pfc_received;
   a.pipeline_dropped = drops.total() - drops.egress_refused - drops.mirror_no_mbuf;
+  a.in_lane_handoff = counters.lane_handoffs - counters.lane_handoffs_taken;
   a.egress = egress;
   return a;
 }
@@ -422,31 +638,48 @@ SwitchAccounting SwitchAccounting::of(const SwitchDropCounters& drops,
 SwitchAccounting SwitchNode::accounting() const {
   EgressAccounting egress;
   for (const auto& e : egress_) egress += e->accounting();
-  return SwitchAccounting::of(drops_, counters_, ports_, egress);
+  std::vector<SwitchPortCounters> ports(egress_.size());
+  for (uint16_t p = 0; p < egress_.size(); ++p) ports[p] = port_counters(p);
+  return SwitchAccounting::of(drops(), counters(), ports, egress);
 }
 
 void SwitchNode::free_all() {
+  // What is still between lanes was handed over and never taken (its lane stopped first): the
+  // receiving lane counts it taken and dropped, which keeps the identity whole.
+  for (size_t to = 0; to < lanes_.size(); ++to) {
+    Lane& L = *lanes_[to];
+    for (size_t from = 0; from < lanes_.size(); ++from) {
+      if (from == to) continue;
+      rte_mbuf* m;
+      while (rte_ring_sc_dequeue(lanes_[from]->to[to], reinterpret_cast<void**>(&m)) == 0) {
+        L.counters.lane_handoffs_taken++;
+        L.drops.lane_handoff_unsent++;
+        rte_pktmbuf_free(m);
+      }
+    }
+  }
   for (auto& e : egress_) e->free_all();
 }
 
 void SwitchNode::set_link_up(uint16_t port, bool up, uint64_t now_ns) {
   egress_.at(port)->set_link_up(up, now_ns);
-  refresh_loads(now_ns);
+  refresh_loads(*lanes_[0], now_ns);
+  for (size_t i = 1; i < lanes_.size(); ++i) lanes_[i]->loads_stale = true;
 }
 
 void SwitchNode::set_link_rate_gbps(uint16_t port, double rate_gbps, uint64_t now_ns) {
   egress_.at(port)->set_link_rate_gbps(rate_gbps, now_ns);
-  loads_stale_ = true;  // frames due were started under the old settings
+  for (auto& l : lanes_) l->loads_stale = true;  // frames due were started under the old settings
 }
 
 void SwitchNode::set_link_ber(uint16_t port, double ber, uint64_t now_ns) {
   egress_.at(port)->set_bit_error_rate(ber, now_ns);
-  loads_stale_ = true;  // frames due were started under the old settings
+  for (auto& l : lanes_) l->loads_stale = true;  // frames due were started under the old settings
 }
 
 void SwitchNode::set_link_loss(uint16_t port, double loss_rate, uint64_t now_ns) {
   egress_.at(port)->set_loss_rate(loss_rate, now_ns);
-  loads_stale_ = true;  // frames due were started under the old settings
+  for (auto& l : lanes_) l->loads_stale = true;  // frames due were started under the old settings
 }
 
 }  // namespace spraynet::switch_emu

@@ -6,12 +6,27 @@
 // fabric_emu's event clock (virtual time).
 //
 // Ports are node-local indices 0..N-1 in config order; the driver maps them to DPDK port ids.
-// Single-threaded: a driver with several lcores serialises calls (switch_emu takes a lock).
+//
+// Lanes (one per lcore). A node starts with one lane, which owns every port: fabric_emu and a
+// one-lcore switch_emu run it so, single-threaded. add_lane(ports) makes another lane that owns
+// those ports' egress (before any lcore runs); each lane is then called by one lcore only, and
+// the lanes share no written state: each has its own burst scratch, TCAM and route caches, path
+// selectors (replicas reading lane 0's bucket tables and modes, with their own flowlets, DRILL
+// state and counters) and counters, summed by the accessors below. A packet leaving by a port
+// another lane owns is handed to that lane through an rte_ring (single producer, single
+// consumer); the owner enqueues it on egress when it next calls receive() or poll(). Path
+// selection reads other lanes' queue depths from a per-port board the owners write.
+// With PFC on, the shared lossless buffer and the PFC state are switch-wide (one MMU), so the
+// lanes of a PFC switch must not run at once: lanes_run_in_parallel() is false and the driver
+// serialises their calls (program/node_lcore.h); they then touch every port directly.
+// Whatever is not a lane's call (control, reports, summed counters) needs every lane stopped.
 #pragma once
 
 #include <rte_mbuf.h>
+#include <rte_ring.h>
 
 #include <array>
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <span>
@@ -53,7 +68,9 @@ namespace spraynet::switch_emu {
   X(egress_refused) /* EgressPort refused it (its counters say why) */                         \
   /* a mirror copy could not be allocated (the original went on): a copy lost, not a packet */ \
   X(mirror_no_mbuf)                                                                            \
-  X(bad_port) /* receive() on a port the node does not have */
+  X(bad_port)            /* receive() on a port the node does not have */                      \
+  X(lane_handoff_full)   /* the ring to the egress port's lane was full (holds the pool) */    \
+  X(lane_handoff_unsent) /* handed to a lane that stopped before taking it: freed at the end */
 
 // Every packet the node takes in is forwarded, or counted here under exactly one cause (and
 // every mirror copy it could not make, under mirror_no_mbuf). Summable: per-lcore copies add up.
@@ -89,7 +106,9 @@ static_assert(sizeof(SwitchPortCounters) == sizeof(uint64_t) * SwitchPortCounter
   X(sprayed)                                                                             \
   X(spray_without_ppcid) /* spray rule hit a packet with UDP checksum 0: sent by ECMP */ \
   X(quarantined)         /* quarantine rule: sent to its honeypot port */                \
-  X(quarantine_kept)     /* quarantine rule, PSN % 100 < keep_percent: normal path */
+  X(quarantine_kept)     /* quarantine rule, PSN % 100 < keep_percent: normal path */    \
+  X(lane_handoffs)       /* handed to the lane owning the egress port */                 \
+  X(lane_handoffs_taken) /* taken from another lane and enqueued on egress */
 
 struct SwitchCounters {
   SPRAYNET_SWITCH_COUNTERS(SPRAYNET_COUNTER_FIELD)
@@ -107,9 +126,10 @@ struct SwitchAccounting {
   uint64_t generated = 0;        // PFC frames sent and mirror copies made
   uint64_t consumed = 0;         // PFC frames received and honoured
   uint64_t pipeline_dropped = 0;
+  uint64_t in_lane_handoff = 0;  // handed from one lane to another, not yet taken
   EgressAccounting egress;  // summed over the ports; egress.offered: what the node offered them
   bool node_balanced() const {
-    return received + generated == consumed + pipeline_dropped + egress.offered;
+    return received + generated == consumed + pipeline_dropped + in_lane_handoff + egress.offered;
   }
   bool balanced() const { return node_balanced() && egress.balanced(); }
   // The terms from the counters that count them: SwitchNode::accounting() and a published copy
@@ -135,29 +155,45 @@ class SwitchNode {
 
   size_t port_count() const { return egress_.size(); }
 
-  // Takes ownership of every mbuf: each is enqueued on an egress port or freed and counted.
-  void receive(uint16_t port, rte_mbuf** pkts, uint16_t n, uint64_t now_ns);
-  // Egress timers: the PFC watchdog and the PFC frames due. Call every poll, or at
-  // next_event_ns() under an event clock.
-  void poll(uint64_t now_ns);
+  // Another lane, owning the egress of `ports` (taken from the lanes that owned them); returns
+  // its index. Call before any lcore runs. Throws std::invalid_argument for an unknown port or
+  // std::runtime_error when a handoff ring cannot be made.
+  unsigned add_lane(std::span<const uint16_t> ports);
+  size_t lane_count() const { return lanes_.size(); }
+  unsigned lane_of_port(uint16_t port) const { return owner_.at(port); }
+  // Whether the lanes may run at once (no PFC, see the header); else their calls are serialised.
+  bool lanes_run_in_parallel() const { return parallel_; }
+
+  // Takes ownership of every mbuf: each is enqueued on an egress port (or handed to the lane
+  // that owns it) or freed and counted. Lane 0 without a lane argument.
+  void receive(uint16_t port, rte_mbuf** pkts, uint16_t n, uint64_t now_ns) {
+    receive(0, port, pkts, n, now_ns);
+  }
+  void receive(unsigned lane, uint16_t port, rte_mbuf** pkts, uint16_t n, uint64_t now_ns);
+  // Egress timers: the PFC watchdog and the PFC frames due; and the frames other lanes handed
+  // to this lane. Call every poll, or at next_event_ns() under an event clock.
+  void poll(uint64_t now_ns) { poll(0, now_ns); }
+  void poll(unsigned lane, uint64_t now_ns);
   // Up to max frames that have crossed `port`'s emulated link by now_ns; the caller owns them
-  // (sends them with tx_burst, or delivers them to the next node).
+  // (sends them with tx_burst, or delivers them to the next node). Called by the port's lane.
   uint16_t transmit(uint16_t port, uint64_t now_ns, rte_mbuf** out, uint16_t max);
-  // Earliest time anything is due on any port; EgressPort::kNever when idle.
+  // Earliest time anything is due on any port; EgressPort::kNever when idle. One lane only.
   uint64_t next_event_ns(uint64_t now_ns) const;
-  // egress(port).next_event_ns(), from one array (cheap to ask for every port).
+  // egress(port).next_event_ns(), from one array (cheap to ask for every port). One lane only.
   uint64_t port_next_event_ns(uint16_t port) const { return port_next_.at(port); }
   // Appends the ports with something due by now_ns (port_next_event_ns <= now_ns) to out, in
-  // port order: what a driver transmits on, without asking every port.
+  // port order: what a driver transmits on, without asking every port. One lane only.
   void append_due_ports(uint64_t now_ns, std::vector<uint16_t>& out) const {
     port_next_.append_due(now_ns, out);
   }
-  // True when nothing is queued or in flight on any port.
+  // True when nothing is queued or in flight on any port, and nothing is between lanes.
   bool idle() const;
+  // The same for what `lane` owns: its ports, and the frames handed to it.
+  bool idle(unsigned lane) const;
   // Frees every mbuf still held (shutdown).
   void free_all();
 
-  // Run-time control (validated by the caller).
+  // Run-time control (validated by the caller; every lane stopped).
   void set_link_up(uint16_t port, bool up, uint64_t now_ns);
   // The emulated link's rate, bit error rate and frame loss rate; each throws
   // std::invalid_argument (with the allowed range) for a value the link emulator refuses, and
@@ -165,30 +201,90 @@ class SwitchNode {
   void set_link_rate_gbps(uint16_t port, double rate_gbps, uint64_t now_ns);
   void set_link_ber(uint16_t port, double ber, uint64_t now_ns);
   void set_link_loss(uint16_t port, double loss_rate, uint64_t now_ns);
-  PathSelector& group(size_t i) { return *groups_[i]; }
-  const PathSelector& group(size_t i) const { return *groups_[i]; }
-  size_t group_count() const { return groups_.size(); }
+  // Lane 0's selector: the primary, which the control side publishes to and which every lane's
+  // replica follows (mode, bucket table). Its counters are lane 0's: group_counters() and
+  // group_member_packets() sum every lane's.
+  PathSelector& group(size_t i) { return *lanes_[0]->groups[i]; }
+  const PathSelector& group(size_t i) const { return *lanes_[0]->groups[i]; }
+  size_t group_count() const { return lanes_[0]->groups.size(); }
+  PathSelectorCounters group_counters(size_t i) const;
+  std::vector<uint64_t> group_member_packets(size_t i) const;
   Tcam& tcam() { return *tcam_; }
 
-  const SwitchDropCounters& drops() const { return drops_; }
-  const SwitchCounters& counters() const { return counters_; }
-  const SwitchPortCounters& port_counters(uint16_t port) const { return ports_[port]; }
+  // Summed over the lanes.
+  SwitchDropCounters drops() const;
+  SwitchCounters counters() const;
+  SwitchPortCounters port_counters(uint16_t port) const;
   const EgressPort& egress(uint16_t port) const { return *egress_[port]; }
   const PfcState* pfc() const { return pfc_.get(); }
   const control::SwitchConfig& config() const { return config_; }
+  // One lane's own counters (what it alone writes), for per-lane publication.
+  const SwitchDropCounters& lane_drops(unsigned lane) const { return lanes_.at(lane)->drops; }
+  const SwitchCounters& lane_counters(unsigned lane) const { return lanes_.at(lane)->counters; }
+  const SwitchPortCounters& lane_port_counters(unsigned lane, uint16_t port) const {
+    return lanes_.at(lane)->ports.at(port);
+  }
+  const PathSelector& lane_group(unsigned lane, size_t g) const {
+    return *lanes_.at(lane)->groups.at(g);
+  }
   // Every drop cause summed (drops().total()).
-  uint64_t total_drops() const { return drops_.total(); }
+  uint64_t total_drops() const { return drops().total(); }
   // Where every frame is, now; balanced() holds at any moment between calls.
   SwitchAccounting accounting() const;
 
  private:
-  void refresh_loads(uint64_t now_ns);
-  void refresh_loads_if_stale(uint64_t now_ns);
-  void set_queued_bytes(uint16_t port, uint64_t bytes);
-  void handle_mac_control(uint16_t port, rte_mbuf* m, uint64_t now_ns);
-  void forward(uint16_t in_port, rte_mbuf* m, const ParsedPacket& p, const TcamMatch& match,
-               uint32_t group, uint64_t now_ns);
-  void enqueue(uint16_t out_port, uint16_t in_port, rte_mbuf* m, uint8_t tc, uint64_t now_ns);
+  // receive()'s per-burst working set (every element written before it is read).
+  struct BurstScratch {
+    std::array<ParsedPacket, kBurst> parsed;
+    std::array<const ParsedPacket*, kBurst> ip;
+    std::array<rte_mbuf*, kBurst> mbufs;
+    std::array<TcamMatch, kBurst> match;
+    std::array<uint32_t, kBurst> dst;
+    std::array<uint32_t, kBurst> group;
+  };
+  // What one lane (one lcore) writes; see the header.
+  struct Lane {
+    BurstScratch scratch;
+    TcamDecisionCache tcam_cache;
+    RouteCache route_cache;
+    std::vector<std::unique_ptr<PathSelector>> groups;
+    // What path selection reads, one view per class kind: views[0] for the lossy classes (link
+    // up only), views[v] for lossless class lossless_tc_[v] (PFC's per-class eligibility: a
+    // storm or, with fast feedback, a pause on one class leaves the port to the others). Queued
+    // bytes are the port's, the same in every view.
+    std::vector<std::vector<PathLoad>> views;
+    std::vector<PathLoad> fallback_view;  // fast feedback with every member paused (scratch)
+    // Ports not eligible in each view, kept with every write of a view's `eligible`: 0 lets path
+    // selection skip reading the members' loads in modes that need no queue depth.
+    std::vector<uint32_t> ineligible;
+    bool loads_stale = true;
+    uint64_t eligibility_seen = 0;
+    std::vector<SwitchPortCounters> ports;
+    SwitchDropCounters drops;
+    SwitchCounters counters;
+    std::vector<rte_ring*> to;  // by destination lane (null: none, or this lane)
+  };
+  // One port's queued bytes, written by its lane, read by the others (parallel lanes only).
+  struct alignas(64) PortBoardEntry {
+    std::atomic<uint64_t> queued_bytes{0};
+    // The latest time the owner has run the port to (its lane's alone): a frame handed over
+    // is enqueued at the time its sender forwarded it, never before this.
+    uint64_t owner_time_ns = 0;
+  };
+
+  void refresh_loads(Lane& lane, uint64_t now_ns);
+  void refresh_loads_if_stale(Lane& lane, uint64_t now_ns);
+  void set_queued_bytes(Lane& lane, uint16_t port, uint64_t bytes);
+  void handle_mac_control(Lane& lane, uint16_t port, rte_mbuf* m, uint64_t now_ns);
+  void forward(unsigned lane_index, Lane& lane, uint16_t in_port, rte_mbuf* m,
+               const ParsedPacket& p, const TcamMatch& match, uint32_t group, uint64_t now_ns);
+  void enqueue(unsigned lane_index, Lane& lane, uint16_t out_port, uint16_t in_port, rte_mbuf* m,
+               uint8_t tc, uint8_t priority, uint64_t now_ns);
+  void enqueue_owned(Lane& lane, uint16_t out_port, uint16_t in_port, rte_mbuf* m, uint8_t tc,
+                     uint8_t priority, uint64_t now_ns);
+  // Enqueues what other lanes handed to `lane_index`.
+  void take_handoffs(unsigned lane_index);
+  std::unique_ptr<Lane> make_lane() const;
 
   control::SwitchConfig config_;
   rte_mempool* pool_;
@@ -200,41 +296,21 @@ class SwitchNode {
   TrafficClassMap classes_;
   PpcidLayout ppcid_layout_;
   std::unique_ptr<Tcam> tcam_;
-  TcamDecisionCache tcam_cache_;  // receive() is single-threaded: the node's own
   std::unique_ptr<RouteTable> routes_;
-  RouteCache route_cache_;  // receive() is single-threaded: the node's own
-  std::vector<std::unique_ptr<PathSelector>> groups_;
   // PfcState before the egress ports: it is their listener and must outlive them.
   std::unique_ptr<PfcState> pfc_;
   std::vector<std::unique_ptr<EgressPort>> egress_;
-  // What path selection reads, one view per class kind: views_[0] for the lossy classes (link
-  // up only), views_[v] for lossless class lossless_tc_[v] (PFC's per-class eligibility: a storm
-  // or, with fast feedback, a pause on one class leaves the port to the others). Queued bytes are
-  // the port's, the same in every view. view_of_tc_ maps a class to its view.
-  std::vector<std::vector<PathLoad>> views_;
-  std::vector<PathLoad> fallback_view_;  // fast feedback with every member paused (scratch)
-  // Ports not eligible in each view, kept with every write of a view's `eligible`: 0 lets path
-  // selection skip reading the members' loads in modes that need no queue depth.
-  std::vector<uint32_t> ineligible_;
-  std::array<uint8_t, 8> view_of_tc_{};
+  std::array<uint8_t, 8> view_of_tc_{};  // a class's view (Lane::views)
   std::array<uint8_t, 8> lossless_tc_{};
-  EarliestEvent port_next_;  // each egress port's next event (EgressPort keeps it)
-  bool loads_stale_ = true;
-  uint64_t eligibility_seen_ = 0;
+  size_t view_count_ = 1;
+  EarliestEvent port_next_;  // each egress port's next event (EgressPort keeps it; one lane)
 
-  // receive()'s per-burst working set (every element written before it is read).
-  struct BurstScratch {
-    std::array<ParsedPacket, kBurst> parsed;
-    std::array<const ParsedPacket*, kBurst> ip;
-    std::array<rte_mbuf*, kBurst> mbufs;
-    std::array<TcamMatch, kBurst> match;
-    std::array<uint32_t, kBurst> dst;
-    std::array<uint32_t, kBurst> group;
-  } scratch_;
-
-  std::vector<SwitchPortCounters> ports_;
-  SwitchDropCounters drops_;
-  SwitchCounters counters_;
+  std::vector<std::unique_ptr<Lane>> lanes_;
+  std::vector<uint16_t> owner_;              // port -> its lane
+  bool parallel_ = false;                    // several lanes, and no PFC: they run at once
+  std::unique_ptr<PortBoardEntry[]> board_;  // parallel lanes only
+  std::vector<rte_ring*> rings_;             // every handoff ring, for free_all and the end
+  int handoff_ns_offset_ = -1;  // the mbuf dynamic field a handed frame's time rides in
 };
 
 }  // namespace spraynet::switch_emu

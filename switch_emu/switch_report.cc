@@ -187,6 +187,7 @@ json accounting_json(const control::SwitchConfig& config, const SwitchCounterVie
           {"generated", a.generated},
           {"consumed", a.consumed},
           {"pipeline_dropped", a.pipeline_dropped},
+          {"in_lane_handoff", a.in_lane_handoff},
           {"offered_to_egress", a.egress.offered},
           {"egress", egress_accounting_json(a.egress)},
           {"ports", ports},

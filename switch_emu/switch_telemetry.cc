@@ -110,7 +110,7 @@ SwitchCounterView published(const SwitchShared& s) {
 
 // After a change made under the node lock: readers see it now, not at an lcore's next publish.
 void republish(SwitchShared& s, uint64_t now_ns) {
-  if (s.publish) s.publish(*s.node, now_ns);
+  if (s.counters) s.counters->publish(*s.node, now_ns);  // every lane's part: all are stopped
 }
 
 // Waits until no lcore can still hold a retired TCAM snapshot, then frees them.
@@ -296,7 +296,7 @@ void register_acting(SwitchShared& s, const runtime::TscClock& clock, bool enabl
         std::lock_guard<std::mutex> c(s.control_lock);
         const uint64_t now = clock.now_ns();
         {
-          std::lock_guard<std::mutex> g(s.lock);
+          std::lock_guard<runtime::NodeGate> g(s.lock);
           s.node->set_link_up(port, up, now);
           republish(s, now);
         }
@@ -342,7 +342,7 @@ void register_acting(SwitchShared& s, const runtime::TscClock& clock, bool enabl
             throw std::invalid_argument(std::string(prop.key) + ": " + why);
           }
           std::lock_guard<std::mutex> c(s.control_lock);
-          std::lock_guard<std::mutex> g(s.lock);
+          std::lock_guard<runtime::NodeGate> g(s.lock);
           const uint64_t now = clock.now_ns();
           (s.node->*prop.set)(port, value, now);
           republish(s, now);

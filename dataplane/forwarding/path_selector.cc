@@ -101,6 +101,14 @@ std::unique_ptr<const BucketTable> PathSelector::publish_table(
   return old;
 }
 
+void PathSelector::follow(const PathSelector& primary) {
+  if (primary.members_ != members_) {
+    throw std::invalid_argument("path group: a replica must have its primary's members");
+  }
+  mode_src_ = &primary.mode_;
+  table_src_ = &primary.table_;
+}
+
 void PathSelector::set_weights(std::span<const uint32_t> weights) {
   publish_table(make_table(weights));  // the old table is freed here: no reader on this path
 }

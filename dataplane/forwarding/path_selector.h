@@ -90,6 +90,13 @@ class PathSelector {
   // knew; those older than the gap are new flowlets anyway.
   void set_mode(LbMode mode) { mode_.store(mode, std::memory_order_relaxed); }
 
+  // Makes this selector a replica of `primary` for another lcore (a lane of the same switch):
+  // it reads the primary's bucket table and mode from then on, so that the control side
+  // publishes to the primary alone, while its counters, flowlets and DRILL state stay its own
+  // (each lane writes only its own). `primary` must have the same members and outlive this one.
+  // Throws std::invalid_argument for another member list.
+  void follow(const PathSelector& primary);
+
   // Control side (one thread). A table for these weights, one per member (0 = no buckets),
   // laid out from the current one so that as few buckets as possible move. Throws
   // std::invalid_argument when the size differs from the member count.
@@ -108,11 +115,11 @@ class PathSelector {
   void set_member_excluded(uint16_t member, bool excluded);
   bool member_excluded(uint16_t member) const { return excluded_.at(member); }
 
-  LbMode mode() const { return mode_.load(std::memory_order_relaxed); }
+  LbMode mode() const { return mode_src_->load(std::memory_order_relaxed); }
   std::span<const uint16_t> member_ports() const { return members_; }
   // The current table. On a thread other than the publisher's, only while that thread cannot
   // publish (it holds the control lock) or inside a read-side critical section.
-  const BucketTable& bucket_table() const { return *table_.load(std::memory_order_acquire); }
+  const BucketTable& bucket_table() const { return *table_src_->load(std::memory_order_acquire); }
   const FlowletTable& flowlet_table() const { return flowlets_; }
   const DrillSelector& drill() const { return drill_; }
   const PathSelectorCounters& counters() const { return counters_; }
@@ -139,6 +146,9 @@ class PathSelector {
   std::vector<uint16_t> members_;
   std::unique_ptr<const BucketTable> owned_;  // the current table, owned by the control side
   std::atomic<const BucketTable*> table_;     // what readers load: owned_.get()
+  // Where mode() and bucket_table() read: this selector's own, or its primary's (follow()).
+  const std::atomic<LbMode>* mode_src_ = &mode_;
+  const std::atomic<const BucketTable*>* table_src_ = &table_;
   FlowletTable flowlets_;
   DrillSelector drill_;
   std::vector<PathLoad> member_loads_;  // scratch, sized once: no allocation per packet

@@ -11,6 +11,7 @@
 
 #include "control/control_loop.h"
 #include "control/switch_config.h"
+#include "dataplane/runtime/node_gate.h"
 #include "switch_emu/switch_node.h"
 #include "tests/support/dpdk_test.h"
 
@@ -39,7 +40,8 @@ TEST_CASE("the control thread ticks at the boundaries its clock reaches, then st
   {
     const SwitchConfig cfg = parse_switch_config(ConfigNode::load_string(kYaml, "t.yaml"));
     switch_emu::SwitchNode node(cfg, pool.get());
-    std::mutex node_lock, control_lock;
+    runtime::NodeGate node_lock;
+    std::mutex control_lock;
     ControlTarget target = control_target_of(node);
     target.node_lock = &node_lock;
     ControlLoop loop(target, 0);

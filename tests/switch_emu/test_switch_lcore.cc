@@ -293,7 +293,7 @@ TEST_CASE("read-only telemetry answers while another thread holds the node lock"
     RingSwitch sw("nlk", 2, pool.get(), 0);
     runtime::TscClock clock;
     switch_emu::register_switch_telemetry(sw.shared, clock, false);
-    std::unique_lock<std::mutex> held(sw.shared.lock);
+    std::unique_lock<runtime::NodeGate> held(sw.shared.lock);
     auto replies = std::async(std::launch::async, [] {
       std::vector<nlohmann::json> out;
       for (const char* c : {"/spraynet/drops", "/spraynet/counters", "/spraynet/accounting",

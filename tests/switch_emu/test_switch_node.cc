@@ -1109,3 +1109,141 @@ tcam:
   node.free_all();
   CHECK(pool.whole());
 }
+
+TEST_CASE(
+    "lanes: the owner of each egress port takes what the other lane hands it; the same "
+    "ports as one lane, accounting balanced after every call") {
+  // Node `one` runs one lane; node `two` has a second lane owning p2 and p3's egress. Both get
+  // the same packets at the same times on lane 0 (and some on lane 1): every packet must leave
+  // by the same port in both, whichever lane forwarded it, with nothing lost on the way.
+  TestPool pool(16383);
+  const auto cfg = config_of(fanout_yaml(4, "ecmp"));
+  std::map<uint16_t, std::multiset<uint16_t>> ids_one, ids_two;  // port -> IP ids
+  {
+    SwitchNode one(cfg, pool.get()), two(cfg, pool.get());
+    const uint16_t owned[] = {3, 4};  // p2, p3
+    REQUIRE(two.add_lane(owned) == 1);
+    CHECK(two.lane_count() == 2);
+    CHECK(two.lane_of_port(3) == 1);
+    CHECK(two.lane_of_port(1) == 0);
+    CHECK(two.lanes_run_in_parallel());
+    CHECK_THROWS_AS(two.add_lane(std::vector<uint16_t>{9}), std::invalid_argument);
+
+    auto check = [&](const char* what) {
+      const switch_emu::SwitchAccounting a = two.accounting();
+      INFO(what << ": received " << a.received << " in handoff " << a.in_lane_handoff << " offered "
+                << a.egress.offered);
+      REQUIRE(a.balanced());
+    };
+    const auto flows = random_flows(3008, 11);
+    // The flow's packet, its IP id the packet's number.
+    auto packet = [&](size_t k) {
+      std::vector<uint8_t> data(64, 0xA5);
+      FrameSpec fs;
+      fs.ip.src = flows[k].src;
+      fs.ip.dst = flows[k].dst;
+      fs.ip.id = static_cast<uint16_t>(k);
+      fs.udp.src_port = flows[k].sport;
+      fs.udp.dst_port = flows[k].dport;
+      fs.payload = data;
+      rte_mbuf* m = build_udp_mbuf(pool.get(), fs);
+      REQUIRE(m != nullptr);
+      return m;
+    };
+    uint64_t now = 1000;
+    rte_mbuf* burst_one[16];
+    rte_mbuf* burst_two[16];
+    for (size_t base = 0; base < flows.size(); base += 16) {
+      const unsigned lane = (base / 16) % 3 == 2 ? 1 : 0;  // every third burst through lane 1
+      for (uint16_t i = 0; i < 16; ++i) {
+        burst_one[i] = packet(base + i);
+        burst_two[i] = packet(base + i);
+      }
+      one.receive(0, burst_one, 16, now);
+      two.receive(lane, 0, burst_two, 16, now);
+      check("receive");
+      CHECK_FALSE(two.idle(1 - lane));  // something waits in the other lane's ring, at least
+      two.poll(1 - lane, now);          // the other lane takes what it was handed
+      check("poll");
+      now += 2000;
+    }
+    const auto c = two.counters();
+    CHECK(c.lane_handoffs > 0);
+    CHECK(c.lane_handoffs == c.lane_handoffs_taken);
+    CHECK(two.total_drops() == 0);
+    CHECK(two.port_counters(0).rx_packets == flows.size());
+    now += 1'000'000;
+    for (auto [node, ids] : {std::pair{&one, &ids_one}, std::pair{&two, &ids_two}}) {
+      rte_mbuf* m[64];
+      for (uint16_t p = 1; p < node->port_count(); ++p) {
+        uint16_t n;
+        while ((n = node->transmit(p, now, m, 64)) > 0) {
+          for (uint16_t i = 0; i < n; ++i) {
+            (*ids)[p].insert(rte_be_to_cpu_16(rte_pktmbuf_mtod_offset(m[i], rte_be16_t*, 18)[0]));
+            rte_pktmbuf_free(m[i]);
+          }
+        }
+      }
+    }
+    CHECK(two.idle());
+    check("drained");
+    // Summed counters: the group's member packets over both lanes add up to every packet.
+    uint64_t members = 0;
+    for (uint64_t v : two.group_member_packets(0)) members += v;
+    CHECK(members == flows.size());
+    CHECK(two.group_counters(0).selected == flows.size());
+  }
+  CHECK(ids_one == ids_two);
+  size_t total = 0;
+  for (const auto& [p, ids] : ids_two) total += ids.size();
+  CHECK(total == 3008);
+  CHECK(pool.whole());
+}
+
+TEST_CASE(
+    "lanes: replicas follow lane 0's bucket table and mode; frames left between lanes are "
+    "counted and freed") {
+  TestPool pool(4095);
+  {
+    const auto cfg = config_of(fanout_yaml(4, "ecmp"));
+    SwitchNode node(cfg, pool.get());
+    const uint16_t owned[] = {1, 2};  // p0, p1
+    node.add_lane(owned);
+    // Weighted, every bucket on member 3 (p3, lane 0's): published to lane 0's selector only.
+    node.group(0).set_mode(LbMode::kWeighted);
+    node.group(0).set_weights(std::vector<uint32_t>{0, 0, 0, 1});
+    const auto flows = random_flows(200, 5);
+    for (const Flow& f : flows) {
+      rte_mbuf* m = udp(pool, f);
+      node.receive(1, 0, &m, 1, 100);  // lane 1 forwards; lane 0 owns p3
+    }
+    CHECK(node.counters().lane_handoffs == flows.size());
+    CHECK(node.accounting().in_lane_handoff == flows.size());
+    CHECK(node.accounting().balanced());
+    CHECK_FALSE(node.idle(0));
+    CHECK(node.idle(1));
+    // Lane 0 never takes them: freeing the node counts them.
+    node.free_all();
+    const auto a = node.accounting();
+    CHECK(a.balanced());
+    CHECK(a.in_lane_handoff == 0);
+    CHECK(node.drops().lane_handoff_unsent == flows.size());
+    CHECK(node.group_member_packets(0)[3] == flows.size());
+  }
+  CHECK(pool.whole());
+}
+
+TEST_CASE("lanes: a switch with PFC keeps one shared buffer, so its lanes are serialised") {
+  TestPool pool(1023);
+  const auto cfg = config_of(fanout_yaml(2, "ecmp", "pfc: {priorities: [3]}\n"));
+  SwitchNode node(cfg, pool.get());
+  node.add_lane(std::vector<uint16_t>{2});
+  CHECK_FALSE(node.lanes_run_in_parallel());
+  // Serialised lanes touch every port directly: nothing is handed over.
+  rte_mbuf* m = udp(pool, {0x0A000001, 0x0B000001, 1000, 2000});
+  node.receive(1, 0, &m, 1, 0);
+  CHECK(node.counters().lane_handoffs == 0);
+  CHECK(node.accounting().egress.offered == 1);
+  node.free_all();
+  CHECK(pool.whole());
+}
