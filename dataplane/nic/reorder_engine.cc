@@ -324,30 +324,35 @@ void ReorderEngine::receive(rte_mbuf* m, const ParsedPacket& p, uint64_t now_ns,
   // The raw 24-bit distance equals psn_diff whenever it is below the window (<= 2^14 < 2^23).
   const uint32_t ahead = (psn - c.expected) & kPsnMask;
   if (c.fixed && ahead < config_.window) {
-    const uint32_t entry = ring(ci)[ring_index(c, ahead)];
-    if (ahead == 0 || entry != kNone || free_head_ != kNone) {
+    if (ahead == 0) {
+      ++c.counters.in;
+      ++depth_histogram_[0];
+      ++counters_.released_in_order;
+      out.push_back(m);
+      if (c.buffered == 0) {
+        if (idle_tail_ != ci) {  // used now: to the back of the eviction order
+          idle_unlink(ci);
+          idle_push_back(ci);
+        }
+        return consume(ci, span, out);
+      }
+      consume(ci, span, out);
+      return release_run(ci, out);
+    }
+    // The ring is read only for a packet ahead: one cache line fewer per in-order packet when
+    // thousands of QPs' rings do not fit the cache.
+    if (ring(ci)[ring_index(c, ahead)] != kNone) {
+      // A second copy of a held PSN: freed, the held copy goes in order (as in place()).
       ++c.counters.in;
       ++depth_histogram_[std::min<size_t>(ahead, kDepthBins - 1)];
-      if (ahead == 0) {
-        ++counters_.released_in_order;
-        out.push_back(m);
-        if (c.buffered == 0) {
-          if (idle_tail_ != ci) {  // used now: to the back of the eviction order
-            idle_unlink(ci);
-            idle_push_back(ci);
-          }
-          return consume(ci, span, out);
-        }
-        consume(ci, span, out);
-        return release_run(ci, out);
-      }
-      if (entry != kNone) {
-        // A second copy of a held PSN: freed, the held copy goes in order (as in place()).
-        ++c.counters.duplicates;
-        ++counters_.duplicates_of_held;
-        rte_pktmbuf_free(m);
-        return;
-      }
+      ++c.counters.duplicates;
+      ++counters_.duplicates_of_held;
+      rte_pktmbuf_free(m);
+      return;
+    }
+    if (free_head_ != kNone) {
+      ++c.counters.in;
+      ++depth_histogram_[std::min<size_t>(ahead, kDepthBins - 1)];
       // hold() takes an idle context off the idle list, which is all that receive()'s move to
       // the back of it and then place()'s hold() would have done.
       return hold(ci, m, psn, span, ahead, now_ns);
