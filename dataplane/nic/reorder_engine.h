@@ -225,7 +225,7 @@ class ReorderEngine {
   }
 
   // True for opcodes whose PSNs form the responder-bound sequence this engine restores.
-  static bool is_sequenced(uint8_t bth_opcode) {
+  static constexpr bool is_sequenced(uint8_t bth_opcode) {
     const uint8_t transport = bth_opcode >> 5;
     const uint8_t op = bth_opcode & 0x1F;
     // 100b is CNP (and reserved): no PSN sequence.
@@ -235,12 +235,12 @@ class ReorderEngine {
     return !(has_responses && op >= 0x0D && op <= 0x12);
   }
   // RDMA READ request (RC, RD, XRC): consumes one PSN per response packet.
-  static bool is_read_request(uint8_t bth_opcode) {
+  static constexpr bool is_read_request(uint8_t bth_opcode) {
     const uint8_t transport = bth_opcode >> 5;
     return (transport == 0 || transport == 2 || transport == 5) && (bth_opcode & 0x1F) == 0x0C;
   }
   // READ RESPONSE FIRST, MIDDLE, LAST, ONLY (RC, RD, XRC).
-  static bool is_read_response(uint8_t bth_opcode) {
+  static constexpr bool is_read_response(uint8_t bth_opcode) {
     const uint8_t transport = bth_opcode >> 5;
     const uint8_t op = bth_opcode & 0x1F;
     return (transport == 0 || transport == 2 || transport == 5) && op >= 0x0D && op <= 0x10;
@@ -298,6 +298,8 @@ class ReorderEngine {
   // A context for the key: found, or new (taking an unused one or evicting the idle LRU one);
   // kNone when the table is full of contexts that hold packets.
   uint32_t find_or_create_context(uint64_t key);
+  // The new-context half of find_or_create_context, for a key find_context did not find.
+  uint32_t create_context(uint64_t key);
   void table_insert(uint64_t key, uint32_t ci);
   void table_erase(uint64_t key);
   uint32_t home(uint64_t key) const;
