@@ -41,8 +41,9 @@ inline RingPort make_ring_port(const std::string& name) {
 // A switch whose ports are net_ring ethdevs over rte_rings the test reads and writes: port 0
 // ("<prefix>_in") and n outputs in one ECMP group routed 0.0.0.0/0.
 struct RingSwitch {
+  // `extra_yaml`: more top-level config keys (e.g. "pfc: {priorities: [3]}\n").
   RingSwitch(const std::string& prefix, int outputs, rte_mempool* pool, uint64_t idle_exit_ns,
-             const std::string& group_mode = "ecmp") {
+             const std::string& group_mode = "ecmp", const std::string& extra_yaml = "") {
     rings.push_back(make_ring_port(prefix + "_in"));
     for (int i = 0; i < outputs; ++i)
       rings.push_back(make_ring_port(prefix + "_out" + std::to_string(i)));
@@ -52,7 +53,7 @@ struct RingSwitch {
       yaml += "  - {name: " + r.name + ", device: net_ring_" + r.name + "}\n";
     yaml += "groups:\n  - {name: g, mode: " + group_mode + ", ports: [";
     for (int i = 1; i <= outputs; ++i) yaml += (i > 1 ? ", " : "") + rings[i].name;
-    yaml += "]}\nroutes:\n  - {prefix: 0.0.0.0/0, group: g}\n";
+    yaml += "]}\nroutes:\n  - {prefix: 0.0.0.0/0, group: g}\n" + extra_yaml;
     config = control::parse_switch_config(control::ConfigNode::load_string(yaml, "t.yaml"));
     shared.node_port_of.assign(RTE_MAX_ETHPORTS, -1);
     for (uint16_t i = 0; i < rings.size(); ++i) {
