@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <bit>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
@@ -114,17 +115,28 @@ bool has_ipv4_header(const ParsedPacket* p) {
 }
 
 // Always inlined: called per packet, and out of line its 20-byte result went through memory.
+// Whole 4-byte words, as rte_acl reads them: the protocol word's pad bytes are zero (the
+// decision cache compares keys as words), and the two ports, big-endian, share one word.
+// __builtin_bswap rather than rte_cpu_to_be_*: DPDK's x86 versions are volatile asm (xchgb for
+// 16 bits) that the compiler can neither merge nor schedule.
+static_assert(std::endian::native == std::endian::little, "make_acl_key swaps to network order");
 [[gnu::always_inline]] inline AclKey make_acl_key(const ParsedPacket& p) {
-  // The flow key already zeroes ports of port-less packets and DestQP of non-RoCE ones.
+  // The flow key zeroes ports of port-less packets and DestQP of non-RoCE ones.
   const FlowKey k = make_flow_key(p, /*with_dest_qp=*/true);
-  // __builtin_bswap rather than rte_cpu_to_be_*: DPDK's x86 versions are volatile asm
-  // (xchgb for 16 bits) that the compiler can neither merge nor schedule.
-  AclKey key{};
-  key.ip_proto = k.proto();
+  const uint32_t proto_word = k.proto();  // little-endian: the protocol is the first byte
+  // Both ports in one load: swapping the four bytes also swaps the two ports, which the
+  // rotation puts back (three instructions where two 16-bit swaps took nine).
+  static_assert(offsetof(FlowKey, dst_port) == offsetof(FlowKey, src_port) + 2);
+  uint32_t host_ports;
+  std::memcpy(&host_ports, reinterpret_cast<const char*>(&k) + offsetof(FlowKey, src_port), 4);
+  const uint32_t ports = std::rotl(__builtin_bswap32(host_ports), 16);
+  static_assert(offsetof(AclKey, ip_proto) == 0 &&
+                offsetof(AclKey, dst_port) == offsetof(AclKey, src_port) + 2);
+  AclKey key;
+  std::memcpy(&key, &proto_word, 4);
   key.src_ip = __builtin_bswap32(k.src_ip);
   key.dst_ip = __builtin_bswap32(k.dst_ip);
-  key.src_port = __builtin_bswap16(k.src_port);
-  key.dst_port = __builtin_bswap16(k.dst_port);
+  std::memcpy(reinterpret_cast<char*>(&key) + offsetof(AclKey, src_port), &ports, 4);
   key.dest_qp = __builtin_bswap32(k.dest_qp());
   return key;
 }
@@ -132,7 +144,7 @@ bool has_ipv4_header(const ParsedPacket* p) {
 TcamDecisionCache::Key cache_key(const AclKey& key) {
   static_assert(sizeof(TcamDecisionCache::Key) == sizeof(AclKey));
   TcamDecisionCache::Key k;
-  std::memcpy(k.data(), &key, sizeof key);  // the padding is zero: make_acl_key value-initialises
+  std::memcpy(k.data(), &key, sizeof key);  // the pad bytes are zero: make_acl_key writes them
   return k;
 }
 
@@ -462,10 +474,11 @@ void Tcam::classify(const TcamSnapshot& snapshot, const ParsedPacket* const* pkt
   uint64_t fallback = 0;
   uint64_t errors = 0;
   std::array<uint64_t, kTcamRefusalCount> fallback_by_cause{};
-  const auto& admitted = snapshot.admitted_.entries;
-  const auto& shadow = snapshot.shadow_.entries;
-  const size_t admitted_size = admitted.size();
-  const size_t shadow_size = shadow.size();
+  // Plain pointers: through the vectors, every store to `out` made the compiler reload them.
+  const TcamSnapshot::Entry* const admitted = snapshot.admitted_.entries.data();
+  const TcamSnapshot::Entry* const shadow = snapshot.shadow_.entries.data();
+  const size_t admitted_size = snapshot.admitted_.entries.size();
+  const size_t shadow_size = snapshot.shadow_.entries.size();
   // Before the first commit, or with no rules, nothing is looked up and nothing is cached.
   if (snapshot.admitted_.acl == nullptr && snapshot.shadow_.acl == nullptr) cache = nullptr;
   if (cache != nullptr && cache->owner() != this) cache->reset(this);
@@ -516,13 +529,13 @@ void Tcam::classify(const TcamSnapshot& snapshot, const ParsedPacket* const* pkt
             const TcamSnapshot::Entry& e = admitted[r - 1];
             hits.hit(e.hits.get());
             out[slot[j]] = e.match;
-            ++matched;
           } else {
             out[slot[j]] = kNoMatch;
             data[misses] = data[j];  // compacts the misses in place: misses <= j
             asked[misses++] = static_cast<uint16_t>(j);
           }
         }
+        matched += looked_up - misses;
       }
       if (misses != 0 && snapshot.shadow_.acl != nullptr) {
         if (rte_acl_classify(snapshot.shadow_.acl, data, results, misses, 1) != 0) {
