@@ -121,10 +121,10 @@ struct Parse {
 
   [[gnu::always_inline]] ParseStatus frame_headers(ParsedPacket& out) const {
     out = ParsedPacket{};
-    // Nearly every packet is untagged IPv4 without options: for those the checks up to here
-    // (Ethernet and IPv4 header readable, no tag, version 4, IHL 5) are one length test and two
-    // compares, and the rest of the parse runs with constant offsets. Every other frame takes
-    // the general path below, which gives these bytes the same answer.
+    // Nearly every packet is untagged IPv4 without options: for those the general path's first
+    // checks (Ethernet and IPv4 header readable, no tag, version 4, IHL 5) are one length test
+    // and three compares, and the rest of the parse runs with constant offsets. Every other
+    // frame takes the general path below, which would give these bytes the same answer.
     if (!kChain && total >= kEthHeader + 20 && frame[12] == 0x08 && frame[13] == 0x00 &&
         frame[kEthHeader] == 0x45) [[likely]] {
       out.ether_type = kEtherIpv4;
