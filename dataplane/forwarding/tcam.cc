@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <bit>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
@@ -104,28 +105,46 @@ AclRule to_acl_rule(const TcamRule& r, uint32_t rank) {
   return a;
 }
 
+// The kinds with an IPv4 header are contiguous: one subtraction and one compare.
+static_assert(static_cast<int>(PacketKind::kTcp) == static_cast<int>(PacketKind::kIpv4) + 1 &&
+              static_cast<int>(PacketKind::kUdp) == static_cast<int>(PacketKind::kIpv4) + 2 &&
+              static_cast<int>(PacketKind::kRoce) == static_cast<int>(PacketKind::kIpv4) + 3);
 bool has_ipv4_header(const ParsedPacket* p) {
-  return p != nullptr && (p->kind == PacketKind::kIpv4 || p->kind == PacketKind::kUdp ||
-                          p->kind == PacketKind::kTcp || p->kind == PacketKind::kRoce);
+  return p != nullptr && static_cast<uint8_t>(static_cast<uint8_t>(p->kind) -
+                                              static_cast<uint8_t>(PacketKind::kIpv4)) <= 3;
 }
 
-AclKey make_acl_key(const ParsedPacket& p) {
-  // The flow key already zeroes ports of port-less packets and DestQP of non-RoCE ones.
+// Always inlined: called per packet, and out of line its 20-byte result went through memory.
+// Whole 4-byte words, as rte_acl reads them: the protocol word's pad bytes are zero (the
+// decision cache compares keys as words), and the two ports, big-endian, share one word.
+// __builtin_bswap rather than rte_cpu_to_be_*: DPDK's x86 versions are volatile asm (xchgb for
+// 16 bits) that the compiler can neither merge nor schedule.
+static_assert(std::endian::native == std::endian::little, "make_acl_key swaps to network order");
+[[gnu::always_inline]] inline AclKey make_acl_key(const ParsedPacket& p) {
+  // The flow key zeroes ports of port-less packets and DestQP of non-RoCE ones.
   const FlowKey k = make_flow_key(p, /*with_dest_qp=*/true);
-  AclKey key{};
-  key.ip_proto = k.proto();
-  key.src_ip = rte_cpu_to_be_32(k.src_ip);
-  key.dst_ip = rte_cpu_to_be_32(k.dst_ip);
-  key.src_port = rte_cpu_to_be_16(k.src_port);
-  key.dst_port = rte_cpu_to_be_16(k.dst_port);
-  key.dest_qp = rte_cpu_to_be_32(k.dest_qp());
+  const uint32_t proto_word = k.proto();  // little-endian: the protocol is the first byte
+  // Both ports in one load: swapping the four bytes also swaps the two ports, which the
+  // rotation puts back (three instructions where two 16-bit swaps took nine).
+  static_assert(offsetof(FlowKey, dst_port) == offsetof(FlowKey, src_port) + 2);
+  uint32_t host_ports;
+  std::memcpy(&host_ports, reinterpret_cast<const char*>(&k) + offsetof(FlowKey, src_port), 4);
+  const uint32_t ports = std::rotl(__builtin_bswap32(host_ports), 16);
+  static_assert(offsetof(AclKey, ip_proto) == 0 &&
+                offsetof(AclKey, dst_port) == offsetof(AclKey, src_port) + 2);
+  AclKey key;
+  std::memcpy(&key, &proto_word, 4);
+  key.src_ip = __builtin_bswap32(k.src_ip);
+  key.dst_ip = __builtin_bswap32(k.dst_ip);
+  std::memcpy(reinterpret_cast<char*>(&key) + offsetof(AclKey, src_port), &ports, 4);
+  key.dest_qp = __builtin_bswap32(k.dest_qp());
   return key;
 }
 
 TcamDecisionCache::Key cache_key(const AclKey& key) {
   static_assert(sizeof(TcamDecisionCache::Key) == sizeof(AclKey));
   TcamDecisionCache::Key k;
-  std::memcpy(k.data(), &key, sizeof key);  // the padding is zero: make_acl_key value-initialises
+  std::memcpy(k.data(), &key, sizeof key);  // the pad bytes are zero: make_acl_key writes them
   return k;
 }
 
@@ -326,8 +345,10 @@ bool Tcam::build_table(const std::vector<const StoredRule*>& rules, char kind,
   table.entries.reserve(ranked.size());
   for (const StoredRule* s : ranked) {
     acl_rules.push_back(to_acl_rule(s->rule, static_cast<uint32_t>(table.entries.size() + 1)));
-    table.entries.push_back(
-        {s->rule.id, s->rule.action, s->rule.port, s->rule.keep_percent, s->refusal, s->hits});
+    TcamSnapshot::Entry e{s->rule.id, s->rule.action, s->rule.port, s->rule.keep_percent,
+                          s->refusal, s->hits,        TcamMatch{}};
+    e.match = TcamMatch{true, false, e.rule_id, e.action, e.port, e.keep_percent};
+    table.entries.push_back(std::move(e));
   }
 
   const std::string name = next_context_name(kind);
@@ -411,6 +432,40 @@ uint64_t Tcam::rule_hits(uint32_t id) const {
   return it == rules_.end() ? 0 : it->second.hits->load(std::memory_order_relaxed);
 }
 
+namespace {
+// rte_acl's results are rule ranks (1-based); this one marks a key whose lookup failed: no rank
+// reaches it (ranks are at most RTE_ACL_MAX_PRIORITY).
+constexpr uint32_t kUnanswered = UINT32_MAX;
+static_assert(RTE_ACL_MAX_PRIORITY < kUnanswered);
+
+// Rule hit counts for one classify() call, added to the rules' shared atomics when the rule
+// changes and once at the end: a burst's packets mostly hit the same rule (one flow, one
+// catch-all), and an atomic add per packet (a locked instruction, the counter's cache line
+// bouncing between lcores) cost more than the rest of the bookkeeping. Totals are exact.
+class HitRun {
+ public:
+  HitRun() = default;
+  HitRun(const HitRun&) = delete;
+  HitRun& operator=(const HitRun&) = delete;
+  ~HitRun() { flush(); }
+  void hit(std::atomic<uint64_t>* counter) {
+    if (counter != counter_) {
+      flush();
+      counter_ = counter;
+    }
+    ++n_;
+  }
+
+ private:
+  void flush() {
+    if (n_ != 0) counter_->fetch_add(n_, std::memory_order_relaxed);
+    n_ = 0;
+  }
+  std::atomic<uint64_t>* counter_ = nullptr;
+  uint64_t n_ = 0;
+};
+}  // namespace
+
 void Tcam::classify(const TcamSnapshot& snapshot, const ParsedPacket* const* pkts, uint16_t n,
                     TcamMatch* out, TcamDecisionCache* cache) const {
   uint64_t not_ipv4 = 0;
@@ -419,27 +474,104 @@ void Tcam::classify(const TcamSnapshot& snapshot, const ParsedPacket* const* pkt
   uint64_t fallback = 0;
   uint64_t errors = 0;
   std::array<uint64_t, kTcamRefusalCount> fallback_by_cause{};
-  const auto& admitted = snapshot.admitted_.entries;
-  const auto& shadow = snapshot.shadow_.entries;
+  // Plain pointers: through the vectors, every store to `out` made the compiler reload them.
+  const TcamSnapshot::Entry* const admitted = snapshot.admitted_.entries.data();
+  const TcamSnapshot::Entry* const shadow = snapshot.shadow_.entries.data();
+  const size_t admitted_size = snapshot.admitted_.entries.size();
+  const size_t shadow_size = snapshot.shadow_.entries.size();
   // Before the first commit, or with no rules, nothing is looked up and nothing is cached.
   if (snapshot.admitted_.acl == nullptr && snapshot.shadow_.acl == nullptr) cache = nullptr;
   if (cache != nullptr && cache->owner() != this) cache->reset(this);
+  HitRun hits;
+
+  constexpr TcamMatch kNoMatch{};
 
   for (uint16_t base = 0; base < n; base += kClassifyChunk) {
     const uint16_t count = std::min<uint16_t>(kClassifyChunk, n - base);
+    if (cache == nullptr) {
+      // Without a cache every looked-up key is asked of rte_acl, in order: its results go
+      // straight to the answers, one pass over the admitted results and one over the shadow's.
+      AclKey keys[kClassifyChunk];
+      uint16_t slot[kClassifyChunk];        // out index of each looked-up key
+      const uint8_t* data[kClassifyChunk];  // the keys rte_acl is asked about
+      uint16_t asked[kClassifyChunk];       // for the shadow lookup: their indexes into keys
+      uint32_t results[kClassifyChunk];
+      uint32_t looked_up = 0;
+      for (uint16_t i = 0; i < count; ++i) {
+        const ParsedPacket* p = pkts[base + i];
+        if (!has_ipv4_header(p)) {
+          out[base + i] = kNoMatch;
+          ++not_ipv4;
+          continue;
+        }
+        keys[looked_up] = make_acl_key(*p);
+        slot[looked_up] = static_cast<uint16_t>(base + i);
+        data[looked_up] = reinterpret_cast<const uint8_t*>(&keys[looked_up]);
+        ++looked_up;
+      }
+      classified += looked_up;
+      if (looked_up == 0) continue;
+
+      uint32_t misses = 0;
+      if (snapshot.admitted_.acl == nullptr) {
+        for (uint32_t j = 0; j < looked_up; ++j) {
+          out[slot[j]] = kNoMatch;
+          asked[j] = static_cast<uint16_t>(j);
+        }
+        misses = looked_up;
+      } else if (rte_acl_classify(snapshot.admitted_.acl, data, results, looked_up, 1) != 0) {
+        errors += looked_up;  // unanswered: no match, and not asked of the shadow
+        for (uint32_t j = 0; j < looked_up; ++j) out[slot[j]] = kNoMatch;
+      } else {
+        for (uint32_t j = 0; j < looked_up; ++j) {
+          const uint32_t r = results[j];
+          if (r - 1 < admitted_size) {  // 0 is no rule; out of range is no rule either
+            const TcamSnapshot::Entry& e = admitted[r - 1];
+            hits.hit(e.hits.get());
+            out[slot[j]] = e.match;
+          } else {
+            out[slot[j]] = kNoMatch;
+            data[misses] = data[j];  // compacts the misses in place: misses <= j
+            asked[misses++] = static_cast<uint16_t>(j);
+          }
+        }
+        matched += looked_up - misses;
+      }
+      if (misses != 0 && snapshot.shadow_.acl != nullptr) {
+        if (rte_acl_classify(snapshot.shadow_.acl, data, results, misses, 1) != 0) {
+          errors += misses;  // unanswered: they stay no match
+        } else {
+          for (uint32_t k = 0; k < misses; ++k) {
+            const uint32_t r = results[k];
+            if (r - 1 >= shadow_size) continue;
+            const TcamSnapshot::Entry& e = shadow[r - 1];
+            hits.hit(e.hits.get());
+            TcamMatch& m = out[slot[asked[k]]];
+            m.fallback = true;
+            m.rule_id = e.rule_id;
+            ++fallback;
+            ++fallback_by_cause[static_cast<size_t>(e.refusal)];
+          }
+        }
+      }
+      continue;
+    }
+
+    // With a cache: keys it holds skip rte_acl.
     AclKey keys[kClassifyChunk];
     uint16_t slot[kClassifyChunk];  // out index of each looked-up key
-    // rte_acl's results per looked-up key (0: no rule); an error leaves the key unanswered.
-    TcamDecisionCache::Decision decision[kClassifyChunk];
-    bool answered[kClassifyChunk];
-    bool fresh[kClassifyChunk];  // asked of rte_acl, not found in the cache
+    // rte_acl's results per looked-up key (0: no rule): the admitted rules' (kUnanswered when
+    // the lookup failed) and the refused ones', asked only when no admitted rule matched.
+    uint32_t adm[kClassifyChunk];
+    uint32_t shd[kClassifyChunk];
+    bool fresh[kClassifyChunk];           // asked of rte_acl, not found in the cache
     const uint8_t* data[kClassifyChunk];  // the keys rte_acl is asked about
     uint16_t asked[kClassifyChunk];       // their indexes into keys
     uint32_t results[kClassifyChunk];
     uint32_t looked_up = 0;
     uint32_t to_ask = 0;
     for (uint16_t i = 0; i < count; ++i) {
-      out[base + i] = TcamMatch{};
+      out[base + i] = kNoMatch;
       const ParsedPacket* p = pkts[base + i];
       if (!has_ipv4_header(p)) {
         ++not_ipv4;
@@ -448,16 +580,15 @@ void Tcam::classify(const TcamSnapshot& snapshot, const ParsedPacket* const* pkt
       const uint32_t j = looked_up++;
       keys[j] = make_acl_key(*p);
       slot[j] = static_cast<uint16_t>(base + i);
-      answered[j] = true;
-      fresh[j] = false;
-      if (cache != nullptr) {
-        if (const auto* d = cache->find(snapshot.generation_, cache_key(keys[j]))) {
-          decision[j] = *d;
-          continue;
-        }
+      shd[j] = 0;
+      if (const auto* d = cache->find(snapshot.generation_, cache_key(keys[j]))) {
+        adm[j] = d->admitted;
+        shd[j] = d->shadow;
+        fresh[j] = false;
+        continue;
       }
-      decision[j] = {};
       fresh[j] = true;
+      adm[j] = 0;
       data[to_ask] = reinterpret_cast<const uint8_t*>(&keys[j]);
       asked[to_ask++] = static_cast<uint16_t>(j);
     }
@@ -471,14 +602,15 @@ void Tcam::classify(const TcamSnapshot& snapshot, const ParsedPacket* const* pkt
     if (to_ask != 0 && snapshot.admitted_.acl != nullptr) {
       if (rte_acl_classify(snapshot.admitted_.acl, data, results, to_ask, 1) != 0) {
         errors += to_ask;
-        for (uint32_t k = 0; k < to_ask; ++k) answered[asked[k]] = false;
+        for (uint32_t k = 0; k < to_ask; ++k) adm[asked[k]] = kUnanswered;
         misses = 0;
       } else {
         misses = 0;
         for (uint32_t k = 0; k < to_ask; ++k) {
-          decision[asked[k]].admitted = results[k];
-          if (results[k] == 0 || results[k] > admitted.size()) {
-            data[misses] = data[k];  // compacts the misses in place: misses <= k
+          const uint32_t r = results[k];
+          adm[asked[k]] = r;
+          if (r - 1 >= admitted_size) {  // 0 (no rule) or out of range: not an admitted match
+            data[misses] = data[k];      // compacts the misses in place: misses <= k
             asked[misses] = asked[k];
             ++misses;
           }
@@ -488,23 +620,27 @@ void Tcam::classify(const TcamSnapshot& snapshot, const ParsedPacket* const* pkt
     if (misses != 0 && snapshot.shadow_.acl != nullptr) {
       if (rte_acl_classify(snapshot.shadow_.acl, data, results, misses, 1) != 0) {
         errors += misses;
-        for (uint32_t k = 0; k < misses; ++k) answered[asked[k]] = false;
+        // Their admitted answer was a miss: unanswered, they stay no match and uncached.
+        for (uint32_t k = 0; k < misses; ++k) adm[asked[k]] = kUnanswered;
       } else {
-        for (uint32_t k = 0; k < misses; ++k) decision[asked[k]].shadow = results[k];
+        for (uint32_t k = 0; k < misses; ++k) shd[asked[k]] = results[k];
       }
     }
 
     for (uint32_t j = 0; j < looked_up; ++j) {
-      if (!answered[j]) continue;
-      const TcamDecisionCache::Decision d = decision[j];
-      if (d.admitted != 0 && d.admitted <= admitted.size()) {
-        const TcamSnapshot::Entry& e = admitted[d.admitted - 1];
-        e.hits->fetch_add(1, std::memory_order_relaxed);
-        out[slot[j]] = TcamMatch{true, false, e.rule_id, e.action, e.port, e.keep_percent};
+      const uint32_t a = adm[j];
+      if (a - 1 < admitted_size) {
+        const TcamSnapshot::Entry& e = admitted[a - 1];
+        hits.hit(e.hits.get());
+        out[slot[j]] = e.match;
         ++matched;
-      } else if (d.shadow != 0 && d.shadow <= shadow.size()) {
-        const TcamSnapshot::Entry& e = shadow[d.shadow - 1];
-        e.hits->fetch_add(1, std::memory_order_relaxed);
+        continue;
+      }
+      if (a == kUnanswered) continue;
+      const uint32_t s = shd[j];
+      if (s - 1 < shadow_size) {
+        const TcamSnapshot::Entry& e = shadow[s - 1];
+        hits.hit(e.hits.get());
         TcamMatch& m = out[slot[j]];
         m.fallback = true;
         m.rule_id = e.rule_id;
@@ -512,10 +648,10 @@ void Tcam::classify(const TcamSnapshot& snapshot, const ParsedPacket* const* pkt
         ++fallback_by_cause[static_cast<size_t>(e.refusal)];
       }
     }
-    if (cache != nullptr) {
-      // What rte_acl answered just now (a decision found in the cache is there already).
-      for (uint32_t j = 0; j < looked_up; ++j) {
-        if (fresh[j] && answered[j]) cache->store(snapshot.generation_, cache_key(keys[j]), decision[j]);
+    // What rte_acl answered just now (a decision found in the cache is there already).
+    for (uint32_t j = 0; j < looked_up; ++j) {
+      if (fresh[j] && adm[j] != kUnanswered) {
+        cache->store(snapshot.generation_, cache_key(keys[j]), {adm[j], shd[j]});
       }
     }
   }

@@ -168,6 +168,9 @@ class TcamSnapshot {
     TcamRefusal refusal = TcamRefusal::kNone;
     // Shared with Tcam so that counts survive rebuilds and outlive a removed rule's snapshots.
     std::shared_ptr<std::atomic<uint64_t>> hits;
+    // What classify() answers when this admitted rule matches, made once here rather than
+    // field by field per packet.
+    TcamMatch match;
   };
   struct Table {
     rte_acl_ctx* acl = nullptr;  // nullptr when there are no rules: everything misses

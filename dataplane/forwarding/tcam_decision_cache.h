@@ -21,8 +21,7 @@ inline constexpr size_t kKeyWords = 5;  // the 20-byte rte_acl key, as words
 using Key = std::array<uint32_t, kKeyWords>;
 // rte_acl's results for the key: the admitted rules' and, when those had no match, the refused
 // (shadow) rules'; 0 is no match.
-// (No member initialisers: classify() keeps a stack array of these per chunk, written before it
-// is read, and zeroing it on every call cost more than the lookup it saves.)
+// (No member initialisers: a Decision is always written whole, from the lookup's results.)
 struct Decision {
   uint32_t admitted;
   uint32_t shadow;

@@ -25,6 +25,22 @@ static_assert(sizeof(FlowKey) == 16, "FlowKey is hashed as raw bytes");
 
 // Ports are zero for non-UDP/TCP packets and for fragments (only the first carries them, so
 // a 3-tuple keeps all fragments of a datagram together). DestQP only for kRoce packets.
-FlowKey make_flow_key(const ParsedPacket& p, bool with_dest_qp);
+// Inline: every packet of the switch's ECMP and TCAM stages builds one, and the call cost as
+// much as the body.
+inline FlowKey make_flow_key(const ParsedPacket& p, bool with_dest_qp) {
+  FlowKey k;
+  k.src_ip = p.src_ip;
+  k.dst_ip = p.dst_ip;
+  const bool has_ports =
+      p.kind == PacketKind::kUdp || p.kind == PacketKind::kTcp || p.kind == PacketKind::kRoce;
+  if (has_ports) {
+    k.src_port = p.src_port;
+    k.dst_port = p.dst_port;
+  }
+  uint32_t qp = 0;
+  if (with_dest_qp && p.kind == PacketKind::kRoce) qp = p.dest_qp & 0xFFFFFF;
+  k.proto_and_qp = (uint32_t{p.ip_proto} << 24) | qp;
+  return k;
+}
 
 }  // namespace spraynet

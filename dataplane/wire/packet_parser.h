@@ -123,14 +123,6 @@ class PacketParser {
   ParseStatus parse(const rte_mbuf* m, ParsedPacket& out) const;
 
  private:
-  // `head` bytes at `frame` can be read; the packet has `total` (>= head; more when chained).
-  ParseStatus parse_frame(const uint8_t* frame, size_t head, size_t total, const rte_mbuf* m,
-                          ParsedPacket& out) const;
-  ParseStatus parse_ipv4(const uint8_t* frame, size_t head, size_t total, const rte_mbuf* m,
-                         ParsedPacket& out) const;
-  ParseStatus parse_roce(const uint8_t* frame, size_t head, const rte_mbuf* m,
-                         ParsedPacket& out) const;
-
   ParseOptions options_;
 };
 

@@ -639,6 +639,67 @@ TEST_CASE("rule hit counts survive commits") {
   CHECK(tcam.rule_hits(3) == 0);
 }
 
+TEST_CASE("hit counts added per burst are exact: runs, interleavings, chunks, shadow, cache") {
+  // classify() adds a rule's hits to its counter once per run of packets hitting it, not per
+  // packet: runs that cross the 64-packet lookup chunks, rules that alternate packet by packet,
+  // refused (shadow) rules, packets that miss or have no IPv4 header must all count exactly.
+  TcamConfig cfg;
+  cfg.capacity = 2;
+  Tcam tcam(cfg);
+  REQUIRE(tcam.add(pin_rule(1, 10, ipv4(10, 1, 0, 0), 16, 1)) == TcamRefusal::kNone);
+  REQUIRE(tcam.add(pin_rule(2, 10, ipv4(10, 2, 0, 0), 16, 2)) == TcamRefusal::kNone);
+  REQUIRE(tcam.add(pin_rule(3, 10, ipv4(10, 3, 0, 0), 16, 3)) == TcamRefusal::kCapacity);
+  REQUIRE(tcam.commit());
+
+  const ParsedPacket to1 = udp_packet(1, ipv4(10, 1, 0, 1), 1, 2);
+  const ParsedPacket to2 = udp_packet(1, ipv4(10, 2, 0, 1), 1, 2);
+  const ParsedPacket to3 = udp_packet(1, ipv4(10, 3, 0, 1), 1, 2);  // the refused rule
+  const ParsedPacket none = udp_packet(1, ipv4(11, 0, 0, 1), 1, 2);
+  ParsedPacket not_ip;  // kUnknown: not looked up
+  const ParsedPacket* all[] = {&to1, &to2, &to3, &none, &not_ip};
+  std::mt19937 rng(20261203);
+  std::vector<const ParsedPacket*> pkts;
+  for (int run = 0; run < 400; ++run) {
+    // Runs of 1..150 packets of one kind, then stretches where every packet differs.
+    const ParsedPacket* p = all[rng() % 5];
+    const size_t len = 1 + rng() % 150;
+    for (size_t i = 0; i < len; ++i) pkts.push_back(p);
+    for (size_t i = rng() % 20; i > 0; --i) pkts.push_back(all[rng() % 5]);
+  }
+  uint64_t want[6] = {};  // by index into `all`, as classify_one says: the reference
+  for (const ParsedPacket* p : pkts) {
+    for (size_t k = 0; k < 5; ++k) want[k] += p == all[k];
+  }
+
+  TcamDecisionCache cache(16);
+  const bool with_cache = GENERATE(false, true);
+  INFO("with a cache: " << with_cache);
+  std::vector<TcamMatch> out(pkts.size());
+  for (size_t base = 0; base < pkts.size();) {
+    const size_t n = std::min<size_t>(1 + rng() % 300, pkts.size() - base);  // across chunks
+    tcam.classify(pkts.data() + base, static_cast<uint16_t>(n), out.data() + base,
+                  with_cache ? &cache : nullptr);
+    base += n;
+  }
+  CHECK(tcam.rule_hits(1) == want[0]);
+  CHECK(tcam.rule_hits(2) == want[1]);
+  CHECK(tcam.rule_hits(3) == want[2]);
+  const TcamCounters c = tcam.counters();
+  CHECK(c.matched_packets == want[0] + want[1]);
+  CHECK(c.fallback_ecmp_packets == want[2]);
+  CHECK(c.fallback_packets_by_cause[cause(TcamRefusal::kCapacity)] == want[2]);
+  CHECK(c.classified_packets == pkts.size() - want[4]);
+  CHECK(c.not_ipv4_packets == want[4]);
+  for (size_t i = 0; i < pkts.size(); ++i) {
+    const TcamMatch& m = out[i];
+    const uint32_t expect_id = pkts[i] == &to1 ? 1 : pkts[i] == &to2 ? 2 : pkts[i] == &to3 ? 3 : 0;
+    if (m.rule_id != expect_id || m.matched != (expect_id == 1 || expect_id == 2) ||
+        m.fallback != (expect_id == 3)) {
+      FAIL("packet " << i << ": rule " << m.rule_id << ", expected " << expect_id);
+    }
+  }
+}
+
 TEST_CASE("a commit leaves the old snapshot readable until reclaim") {
   Tcam tcam(TcamConfig{});
   const ParsedPacket p = udp_packet(1, ipv4(10, 1, 1, 1), 1, 2);
