@@ -346,8 +346,11 @@ def latency_section(build, reps, quick):
                             e["drain_ns"] == drain and abs(e["load"] - load) < 1e-6])
             for key, label in (("p50_ns", "p50"), ("p99_ns", "p99"), ("p999_ns", "p99.9")):
                 tgt = None
-                if key == "p99_ns" and load == 0.5 and drain == 100000:
-                    tgt = ("value_max", 5000, "p99 < 5 us at 50% load")
+                # The switch's own latency: with a 100 us tx drain (switch_emu's default, as
+                # l3fwd's) the p99 is the drain timer's, the same with no switch in the loop;
+                # a latency-sensitive run sets --tx-drain-us 0, which is what the target is for.
+                if key == "p99_ns" and load == 0.5 and drain == 0:
+                    tgt = ("value_max", 5000, "p99 < 5 us at 50% load (--tx-drain-us 0)")
                 add("switch latency %d%% load, tx drain %s: %s" % (
                     round(load * 100), "100us" if drain else "0", label),
                     pick("switch", key), "ns", "same loop, io forward (no switch)",

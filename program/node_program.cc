@@ -35,6 +35,12 @@ NodeProgram::NodeProgram(std::string name, const std::string& description,
   app_.add_option("--idle-exit-ms", opt_.idle_exit_ms, idle_exit)->capture_default_str();
   app_.add_option("--duration-ms", opt_.duration_ms, "stop after this long (0: no limit)")
       ->capture_default_str();
+  app_.add_option("--tx-drain-us", opt_.tx_drain_us,
+                  "a partly filled tx burst is sent after at most this long, as DPDK's l3fwd does "
+                  "(fewer, fuller tx bursts); 0: sent after every loop iteration (the lowest "
+                  "latency)")
+      ->check(CLI::Range(uint64_t{0}, uint64_t{1'000'000}))
+      ->capture_default_str();
   runtime::add_idle_backoff_options(app_, opt_.backoff);
 }
 
@@ -157,6 +163,7 @@ void NodeProgram::add_loop(const LcorePlan& plan, runtime::BurstHandler& handler
   cfg.rcu = &rcu;
   cfg.rcu_reader_id = static_cast<unsigned>(loops_.size());
   cfg.idle_backoff = opt_.backoff.config();
+  cfg.drain_interval_ns = opt_.tx_drain_us * 1000;
   loops_.push_back(std::make_unique<runtime::PollLoop>(rx, tx, handler, *clock_, cfg));
   lcore_of_loop_.push_back(plan.lcore);
 }

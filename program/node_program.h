@@ -58,6 +58,7 @@ struct NodeOptions {
   std::string log_level = "info";
   uint64_t idle_exit_ms = 0;
   uint64_t duration_ms = 0;
+  uint64_t tx_drain_us = 100;  // a partly filled tx burst waits at most this long (0: none)
   runtime::IdleBackoffOptions backoff;
 };
 
