@@ -382,3 +382,27 @@ TEST_CASE("an excluded member takes nothing until it is let back, whatever its l
   CHECK(per_port.count(kEight[3]) == 1);
   CHECK_THROWS_AS(ecmp.set_member_excluded(8, true), std::out_of_range);
 }
+
+TEST_CASE("a replica follows its primary's bucket table and mode, and keeps its own counters") {
+  PathSelector primary(group(LbMode::kEcmp, kEight)), replica(group(LbMode::kEcmp, kEight));
+  CHECK_THROWS_AS(replica.follow(PathSelector(group(LbMode::kEcmp, {10, 11}))),
+                  std::invalid_argument);
+  replica.follow(primary);
+  const auto loads = port_loads(18);
+  // Weights published to the primary only: every bucket on member 5 (port 15).
+  primary.set_mode(LbMode::kWeighted);
+  primary.set_weights(std::vector<uint32_t>{0, 0, 0, 0, 0, 1, 0, 0});
+  CHECK(replica.mode() == LbMode::kWeighted);
+  CHECK(&replica.bucket_table() == &primary.bucket_table());
+  std::mt19937 rng(3);
+  for (int i = 0; i < 1000; ++i) CHECK(replica.select(rng(), 0, loads) == 15);
+  CHECK(replica.counters().selected == 1000);
+  CHECK(replica.member_packets()[5] == 1000);
+  CHECK(primary.counters().selected == 0);  // the primary's counters are its own
+  // A table published later is the replica's at once; a mode change too.
+  primary.set_weights(std::vector<uint32_t>{1, 0, 0, 0, 0, 0, 0, 0});
+  CHECK(replica.select(rng(), 1, loads) == 10);
+  primary.set_mode(LbMode::kEcmp);
+  CHECK(replica.mode() == LbMode::kEcmp);
+  CHECK(replica.select(3, 2, loads) == kEight[3 % 8]);
+}
