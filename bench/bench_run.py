@@ -228,6 +228,15 @@ def switch_section(build, work, quick, reps):
                     add(base + ": cycles/packet vs ecmp", cyc, "cycles/packet",
                         "switch ecmp (same rules, size)", e, tgt, reps)
 
+    # ecmp's classic hash % N beside multiply-shift ((hash * N) >> 32, no division), same rules.
+    progress("switch_emu ecmp by multiply-shift, 1024 TCAM rules, 64 B, one lcore")
+    cfg = os.path.join(work, "sw-ecmp-multiply-1024-64.yaml")
+    gen("switch", cfg, "ecmp-multiply", 1024, 1, pcaps[64])
+    mul = measure_switch(exe, cfg, 1, reps, duration_ms, "ecmpmul", work, "1024-64")
+    add("switch ecmp multiply-shift 1024 rules 64 B 1 lcore: cycles/packet vs hash % N", mul[1],
+        "cycles/packet", "switch ecmp, hash % N (same rules, size)",
+        results[("ecmp", 1024, 64)][1], None, reps)
+
     # Two lcores against one on the same ports: two inputs, eight outputs.
     progress("switch_emu ecmp, 1024 rules, 64 B, two inputs: one lcore, then two")
     two = {}

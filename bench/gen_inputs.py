@@ -56,8 +56,12 @@ def write_switch(path, mode, rules, lcores, inputs):
         outs.append(name)
         lines.append('  - {name: %s, device: "net_null%d,no-rx=1", '
                      "link: {rate_gbps: 10000, delay_ns: 0}}" % (name, j))
-    lines += ["groups:", "  - name: uplinks", "    mode: %s" % mode,
+    # "ecmp-multiply": ecmp reducing the hash by multiply-shift instead of hash % N.
+    lines += ["groups:", "  - name: uplinks",
+              "    mode: %s" % ("ecmp" if mode == "ecmp-multiply" else mode),
               "    ports: [%s]" % ", ".join(outs)]
+    if mode == "ecmp-multiply":
+        lines.append("    ecmp_reduce: multiply")
     if mode == "weighted":
         lines.append("    weights: [%s]" % ", ".join(str(1 + j % 3) for j in range(len(outs))))
     lines += ["routes:", "  - {prefix: 0.0.0.0/0, group: uplinks}"]

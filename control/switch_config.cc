@@ -80,10 +80,12 @@ uint16_t port_ref(const SwitchConfig& c, const ConfigNode& n, std::string_view k
 }
 
 GroupSettings parse_group(const SwitchConfig& c, const ConfigNode& n) {
-  n.allow_only({"name", "mode", "ports", "weights", "dlb_gap_ns", "flowlet_entries"});
+  n.allow_only(
+      {"name", "mode", "ports", "weights", "dlb_gap_ns", "flowlet_entries", "ecmp_reduce"});
   GroupSettings g;
   g.name = n.name("name");
   g.mode = n.choice_or("mode", g.mode, {"ecmp", "weighted", "dlb", "drill"});
+  g.ecmp_reduce = n.choice_or("ecmp_reduce", g.ecmp_reduce, {"modulo", "multiply"});
   const auto names = n.string_list("ports");
   if (names.empty()) n.fail("ports", "required: a list of one or more port names");
   std::set<uint16_t> seen;
@@ -483,6 +485,8 @@ std::string switch_config_help() {
          "scaled by link state");
   h.line("    dlb_gap_ns: " + std::to_string(group.dlb_gap_ns), "1..10^10, the flowlet gap");
   h.line("    flowlet_entries: " + std::to_string(group.flowlet_entries), "power of two, 1..2^24");
+  h.line("    ecmp_reduce: " + group.ecmp_reduce,
+         "modulo (hash % N, the classic ECMP) | multiply ((hash * N) >> 32, no division)");
   h.line("routes:", "longest prefix first:");
   h.line("  - prefix: (required)", "10.0.0.0/8 or 10.0.0.1; each prefix once");
   h.line("    group: (or port)", "a group name; exactly one of group and port");

@@ -59,6 +59,7 @@ struct GroupSettings {
   std::vector<uint32_t> weights;  // weighted mode: initial weights (default equal)
   uint64_t dlb_gap_ns = 100'000;
   uint32_t flowlet_entries = 4096;
+  std::string ecmp_reduce = "modulo";  // modulo (hash % N) | multiply ((hash * N) >> 32)
 };
 
 struct RouteSettings {

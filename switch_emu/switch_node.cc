@@ -135,6 +135,7 @@ std::unique_ptr<SwitchNode::Lane> SwitchNode::make_lane() const {
     pg.dlb_gap_ns = gs.dlb_gap_ns;
     pg.dlb_table_entries = gs.flowlet_entries;
     pg.seed = config_.seed * 1000003 + g;
+    pg.ecmp_multiply_shift = gs.ecmp_reduce == "multiply";
     lane->groups.push_back(std::make_unique<PathSelector>(pg));
     if (lanes_.empty()) {
       if (!gs.weights.empty()) lane->groups.back()->set_weights(gs.weights);
@@ -443,6 +444,27 @@ void SwitchNode::forward(unsigned lane, Lane& L, uint16_t in_port, rte_mbuf* m,
   enqueue(lane, L, out_port, in_port, m, tc, tc, now_ns);
 }
 
+// Inlined into enqueue() and take_handoffs(): fabric_emu's one lane calls it for every frame.
+__attribute__((always_inline)) inline void SwitchNode::enqueue_owned(Lane& L, uint16_t out_port,
+                                                                     uint16_t in_port, rte_mbuf* m,
+                               uint8_t tc, uint8_t priority, uint64_t now_ns) {
+  const EgressEnqueueResult r = egress_[out_port]->enqueue(m, tc, in_port, priority, now_ns);
+  if (r == EgressEnqueueResult::kQueued) {
+    L.ports[out_port].forwarded_packets++;
+  } else {
+    L.drops.egress_refused++;
+  }
+  // Keep the load views current within a burst, so DLB and DRILL see their own decisions.
+  set_queued_bytes(L, out_port, egress_[out_port]->queued_bytes());
+  if (pfc_ && tc < EgressPort::kClasses && view_of_tc_[tc] != 0) {
+    const uint8_t v = view_of_tc_[tc];
+    const bool eligible = pfc_->eligible(out_port, tc, now_ns);
+    bool& was = L.views[v][out_port].eligible;
+    if (was != eligible) L.ineligible[v] = eligible ? L.ineligible[v] - 1 : L.ineligible[v] + 1;
+    was = eligible;
+  }
+}
+
 void SwitchNode::enqueue(unsigned lane, Lane& L, uint16_t out_port, uint16_t in_port, rte_mbuf* m,
                          uint8_t tc, uint8_t priority, uint64_t now_ns) {
   const auto& peer = config_.ports[out_port].peer_mac;
@@ -473,25 +495,6 @@ void SwitchNode::enqueue(unsigned lane, Lane& L, uint16_t out_port, uint16_t in_
     return;
   }
   L.counters.lane_handoffs++;
-}
-
-void SwitchNode::enqueue_owned(Lane& L, uint16_t out_port, uint16_t in_port, rte_mbuf* m,
-                               uint8_t tc, uint8_t priority, uint64_t now_ns) {
-  const EgressEnqueueResult r = egress_[out_port]->enqueue(m, tc, in_port, priority, now_ns);
-  if (r == EgressEnqueueResult::kQueued) {
-    L.ports[out_port].forwarded_packets++;
-  } else {
-    L.drops.egress_refused++;
-  }
-  // Keep the load views current within a burst, so DLB and DRILL see their own decisions.
-  set_queued_bytes(L, out_port, egress_[out_port]->queued_bytes());
-  if (pfc_ && tc < EgressPort::kClasses && view_of_tc_[tc] != 0) {
-    const uint8_t v = view_of_tc_[tc];
-    const bool eligible = pfc_->eligible(out_port, tc, now_ns);
-    bool& was = L.views[v][out_port].eligible;
-    if (was != eligible) L.ineligible[v] = eligible ? L.ineligible[v] - 1 : L.ineligible[v] + 1;
-    was = eligible;
-  }
 }
 
 void SwitchNode::take_handoffs(unsigned lane) {
@@ -547,7 +550,8 @@ void SwitchNode::poll(unsigned lane, uint64_t now_ns) {
 
 uint16_t SwitchNode::transmit(uint16_t port, uint64_t now_ns, rte_mbuf** out, uint16_t max) {
   if (port >= egress_.size()) return 0;
-  Lane& L = *lanes_[owner_[port]];  // the caller: the port's lane
+  // The caller is the port's lane; lanes that take turns (or one lane) count in lane 0's.
+  Lane& L = parallel_ ? *lanes_[owner_[port]] : *lanes_.front();
   if (parallel_) {
     PortBoardEntry& b = board_[port];
     b.owner_time_ns = std::max(b.owner_time_ns, now_ns);

@@ -76,7 +76,8 @@ PathSelector::PathSelector(const PathGroupConfig& config)
       member_loads_(members_.size()),
       member_packets_(members_.size(), 0),
       excluded_(members_.size(), false),
-      max_member_(*std::max_element(members_.begin(), members_.end())) {}
+      max_member_(*std::max_element(members_.begin(), members_.end())),
+      multiply_shift_(config.ecmp_multiply_shift) {}
 
 std::unique_ptr<const BucketTable> PathSelector::make_table(
     std::span<const uint32_t> weights) const {
@@ -136,8 +137,9 @@ uint16_t PathSelector::nth_eligible(uint32_t k) const {
 }
 
 uint16_t PathSelector::hash_over_eligible(uint32_t hash, uint32_t eligible) const {
-  if (eligible == members_.size()) return static_cast<uint16_t>(hash % eligible);
-  return nth_eligible(hash % eligible);
+  const uint32_t k = multiply_shift_ ? scale_to_range(hash, eligible) : hash % eligible;
+  if (eligible == members_.size()) return static_cast<uint16_t>(k);
+  return nth_eligible(k);
 }
 
 uint16_t PathSelector::from_bucket(const BucketTable& table, uint32_t index, uint32_t fallback_key,

@@ -2,6 +2,8 @@
 // decides per packet:
 //   ecmp      hash % N over the eligible members in member order, the classic formula: with
 //             all 8 members up it is hash % 8; with one down, hash % 7 over the other seven.
+//             With ecmp_multiply_shift, (hash * N) >> 32 instead (Lemire's multiply-shift, as
+//             BESS's hash_lb does): no division, the same spread, other members per flow.
 //   weighted  the group's power-of-two bucket table (equal weights until set_weights); when
 //             the bucket's member is ineligible (or every weight is 0), the hash spread over
 //             the eligible members by a Fibonacci multiply.
@@ -46,6 +48,9 @@ struct PathGroupConfig {
   uint64_t dlb_gap_ns = FlowletTable::kDefaultGapNs;
   uint32_t dlb_table_entries = 4096;  // power of two
   uint64_t seed = 0;                  // DRILL's random samples
+  // ecmp reduces the hash onto the members by multiply-shift instead of hash % N (the
+  // articles' formula, the default).
+  bool ecmp_multiply_shift = false;
 };
 
 struct PathSelectorCounters {
@@ -156,6 +161,7 @@ class PathSelector {
   std::vector<bool> excluded_;  // by member index
   size_t excluded_count_ = 0;
   uint16_t max_member_ = 0;  // the largest member port id
+  bool multiply_shift_ = false;  // PathGroupConfig::ecmp_multiply_shift
   PathSelectorCounters counters_;
 };
 

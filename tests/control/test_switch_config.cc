@@ -110,6 +110,12 @@ TEST_CASE("errors name the file, the key and what is allowed") {
   CHECK(error_of("ports: []") == "test.yaml: ports: required: a list of one or more ports");
   CHECK(error_of(kPorts + "groups: [{name: g, mode: fastest, ports: [a]}]") ==
         "test.yaml: groups[0].mode: must be one of ecmp|weighted|dlb|drill, got \"fastest\"");
+  CHECK(error_of(kPorts + "groups: [{name: g, ports: [a], ecmp_reduce: divide}]") ==
+        "test.yaml: groups[0].ecmp_reduce: must be one of modulo|multiply, got \"divide\"");
+  CHECK(parse(kPorts + "groups: [{name: g, ports: [a], ecmp_reduce: multiply}]")
+            .groups[0]
+            .ecmp_reduce == "multiply");
+  CHECK(parse(kPorts + "groups: [{name: g, ports: [a]}]").groups[0].ecmp_reduce == "modulo");
   CHECK(error_of(kPorts + "groups: [{name: g, ports: [a, z]}]") ==
         "test.yaml: groups[0].ports: unknown port \"z\" (ports: a|b|c)");
   CHECK(error_of("ports: [{name: a, device: x, link: {rate_gbps: fast}}]") ==

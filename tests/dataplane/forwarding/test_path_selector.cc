@@ -406,3 +406,32 @@ TEST_CASE("a replica follows its primary's bucket table and mode, and keeps its 
   CHECK(replica.mode() == LbMode::kEcmp);
   CHECK(replica.select(3, 2, loads) == kEight[3 % 8]);
 }
+
+TEST_CASE("ECMP by multiply-shift: (hash * N) >> 32 over the eligible members, spread within 3%") {
+  const FlowHasher hasher({HashAlgorithm::kCrc32c, 7, false});
+  PathGroupConfig c = group(LbMode::kEcmp, kEight);
+  c.ecmp_multiply_shift = true;
+  PathSelector ecmp(c);
+  auto loads = port_loads(20);
+  std::mt19937 rng(13);
+  std::map<uint16_t, int> per_port;
+  uint64_t differs_from_modulo = 0;
+  constexpr int kFlows = 80'000;
+  for (int i = 0; i < kFlows; ++i) {
+    const FlowKey k = random_udp_key(rng);
+    const uint32_t h = reference_flow_hash(k, 7);
+    const uint16_t port = ecmp.select(hasher.hash(k), 0, loads);
+    REQUIRE(port == kEight[(uint64_t{h} * 8) >> 32]);
+    differs_from_modulo += port != kEight[h % 8];
+    ++per_port[port];
+  }
+  for (const auto& [port, count] : per_port) CHECK(std::abs(count - kFlows / 8) <= 0.03 * kFlows / 8);
+  CHECK(differs_from_modulo > kFlows / 2);  // another formula, not hash % N in disguise
+  // One member down: the seven others by (hash * 7) >> 32, in member order.
+  loads[13].eligible = false;
+  const std::vector<uint16_t> up = {10, 11, 12, 14, 15, 16, 17};
+  for (int i = 0; i < 10'000; ++i) {
+    const FlowKey k = random_udp_key(rng);
+    REQUIRE(ecmp.select(hasher.hash(k), 0, loads) == up[(uint64_t{reference_flow_hash(k, 7)} * 7) >> 32]);
+  }
+}
