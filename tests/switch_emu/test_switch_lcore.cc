@@ -37,6 +37,29 @@ using namespace spraynet;
 
 using spraynet::test::RingSwitch;
 
+namespace {
+
+// Takes every frame the outputs (rings 1 and 2) sent, checks each parses, and counts how often
+// each IP id (the packet's number, below `packets`) came out; `total` gets the frames taken.
+std::vector<int> take_outputs(std::vector<test::RingPort>& rings, int packets, uint64_t& total) {
+  std::vector<int> seen(packets, 0);
+  for (int i = 1; i <= 2; ++i) {
+    rte_mbuf* m;
+    while (rte_ring_dequeue(rings[i].tx, reinterpret_cast<void**>(&m)) == 0) {
+      ParsedPacket p;
+      REQUIRE(PacketParser().parse(m, p) == ParseStatus::kOk);
+      const uint16_t id = rte_be_to_cpu_16(rte_pktmbuf_mtod_offset(m, const rte_be16_t*, 14 + 4)[0]);
+      REQUIRE(id < packets);
+      ++seen[id];
+      rte_pktmbuf_free(m);
+      ++total;
+    }
+  }
+  return seen;
+}
+
+}  // namespace
+
 TEST_CASE("SwitchLcore forwards on net_ring ports under a PollLoop, ECMP over 4 ports") {
   test::TestPool pool(16383);
   {
@@ -251,21 +274,8 @@ TEST_CASE(
     client.join();
     control::TelemetryCommands::clear();
 
-    std::vector<int> seen(kPackets, 0);
     uint64_t total = 0;
-    for (int i = 1; i <= 2; ++i) {
-      rte_mbuf* m;
-      while (rte_ring_dequeue(rings[i].tx, reinterpret_cast<void**>(&m)) == 0) {
-        ParsedPacket p;
-        REQUIRE(PacketParser().parse(m, p) == ParseStatus::kOk);
-        const uint16_t id =
-            rte_be_to_cpu_16(rte_pktmbuf_mtod_offset(m, const rte_be16_t*, 14 + 4)[0]);
-        REQUIRE(id < kPackets);
-        ++seen[id];
-        rte_pktmbuf_free(m);
-        ++total;
-      }
-    }
+    const std::vector<int> seen = take_outputs(rings, kPackets, total);
     INFO("replies " << replies << " (errors " << errors << ": " << last_error << "), loops "
                     << loop_a.counters().loops << "/" << loop_b.counters().loops
                     << ", control ticks " << control_loop.counters().ticks);
@@ -330,21 +340,8 @@ TEST_CASE("two lanes at once, both receiving and each handing packets to the oth
       (index == 0 ? loop_a : loop_b).run(sw.stop);
     });
 
-    std::vector<int> seen(kPackets, 0);
     uint64_t total = 0;
-    for (int i = 1; i <= 2; ++i) {
-      rte_mbuf* m;
-      while (rte_ring_dequeue(rings[i].tx, reinterpret_cast<void**>(&m)) == 0) {
-        ParsedPacket p;
-        REQUIRE(PacketParser().parse(m, p) == ParseStatus::kOk);
-        const uint16_t id =
-            rte_be_to_cpu_16(rte_pktmbuf_mtod_offset(m, const rte_be16_t*, 14 + 4)[0]);
-        REQUIRE(id < kPackets);
-        ++seen[id];
-        rte_pktmbuf_free(m);
-        ++total;
-      }
-    }
+    const std::vector<int> seen = take_outputs(rings, kPackets, total);
     const auto c = node.counters();
     INFO("handoffs " << c.lane_handoffs << ", drops " << node.total_drops() << ", loops "
                      << loop_a.counters().loops << "/" << loop_b.counters().loops);
