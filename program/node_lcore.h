@@ -140,15 +140,9 @@ class NodeLcore : public runtime::BurstHandler {
     bool idle, stop = false;
     {
       Inside in(*this);
-      if constexpr (LanedNode<Node>) {
-        s_.node->poll(lane_, now_ns);
-        if (release(now_ns, tx) != 0) changed_ = true;
-        idle = s_.node->idle(lane_);
-      } else {
-        s_.node->poll(now_ns);
-        if (release(now_ns, tx) != 0) changed_ = true;
-        idle = s_.node->idle();
-      }
+      poll_node(now_ns);
+      if (release(now_ns, tx) != 0) changed_ = true;
+      idle = node_idle();
       if (policy_ != nullptr) stop = policy_->want_stop(*s_.node, now_ns, idle);
       // Queued frames change with time alone (PFC frames, losses on the wire): keep publishing.
       if (!idle) changed_ = true;
@@ -191,13 +185,7 @@ class NodeLcore : public runtime::BurstHandler {
           if (s_.node->lanes_run_in_parallel()) s_.node->poll(lane_, t);
         }
         release(t, tx);
-        bool idle;
-        if constexpr (LanedNode<Node>) {
-          idle = s_.node->idle(lane_);
-        } else {
-          idle = s_.node->idle();
-        }
-        if (idle) break;
+        if (node_idle()) break;
         uint64_t next = EgressPort::kNever;
         for (uint16_t p : ports_) next = std::min(next, s_.node->egress(p).next_event_ns());
         if (next == EgressPort::kNever) break;
@@ -234,6 +222,22 @@ class NodeLcore : public runtime::BurstHandler {
     NodeLcore& l_;
     bool serial_ = false;
   };
+
+  // The node's timers, and whether what this lcore serves is idle: its lane's, or the node's.
+  void poll_node(uint64_t now_ns) {
+    if constexpr (LanedNode<Node>) {
+      s_.node->poll(lane_, now_ns);
+    } else {
+      s_.node->poll(now_ns);
+    }
+  }
+  bool node_idle() const {
+    if constexpr (LanedNode<Node>) {
+      return s_.node->idle(lane_);
+    } else {
+      return s_.node->idle();
+    }
+  }
 
   bool ready_to_stop(uint64_t now_ns) {
     if (policy_ == nullptr) return true;

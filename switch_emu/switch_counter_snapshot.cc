@@ -110,7 +110,7 @@ void fill_counter_view(const SwitchNode& node, uint64_t now_ns, SwitchCounterVie
   for (size_t g = 0; g < node.group_count(); ++g) {
     // In place: the member vectors keep their storage from one publication to the next.
     view.groups[g].counters = node.group_counters(g);
-    view.groups[g].member_packets = node.group_member_packets(g);
+    node.group_member_packets(g, view.groups[g].member_packets);
   }
   if (node.pfc() != nullptr) {
     view.pfc.resize(node.port_count());
@@ -124,13 +124,12 @@ void fill_counter_view(const SwitchNode& node, uint64_t now_ns, SwitchCounterVie
 
 void fill_lane_counter_view(const SwitchNode& node, unsigned lane, uint64_t now_ns,
                             SwitchCounterView& view) {
-  if (node.lane_count() == 1 || !node.lanes_run_in_parallel()) {
-    // Lanes that take turns: lane 0's copy is the whole node, the others' stay empty.
+  if (!node.lanes_run_in_parallel()) {
+    // One lane, or lanes that take turns: lane 0's copy is the whole node, the others' stay
+    // empty (`view` has the node's layout: every part is zeroed in place).
     if (lane == 0) {
       fill_counter_view(node, now_ns, view);
     } else {
-      fill_counter_view(node, now_ns, view);
-      view.published_ns = 0;
       visit_words(view, [](void* part, size_t n) {
         if (n != 0) std::memset(part, 0, n);
       });
@@ -186,7 +185,7 @@ void SwitchCounterSnapshot::add_lanes(const SwitchNode& node) {
 
 void SwitchCounterSnapshot::publish(const SwitchNode& node, unsigned lane, uint64_t now_ns) {
   // Lanes that take turns publish the whole node, into lane 0's copy (they are serialised).
-  if (node.lane_count() == 1 || !node.lanes_run_in_parallel()) lane = 0;
+  if (!node.lanes_run_in_parallel()) lane = 0;
   Cell& cell = *cells_.at(lane);
   fill_lane_counter_view(node, lane, now_ns, cell.view);
   publish_view(cell);

@@ -100,7 +100,8 @@ SwitchPfcBufferSnapshot pfc_buffer_snapshot(const PfcState& pfc);
 // Every counter of `node` now, into `view` (its vectors resized to the node's).
 void fill_counter_view(const SwitchNode& node, uint64_t now_ns, SwitchCounterView& view);
 
-// The lane's part of the node (see the header) into `view`.
+// The lane's part of the node (see the header) into `view`, which has the node's layout (as
+// fill_counter_view leaves it).
 void fill_lane_counter_view(const SwitchNode& node, unsigned lane, uint64_t now_ns,
                             SwitchCounterView& view);
 

@@ -146,8 +146,7 @@ std::unique_ptr<SwitchNode::Lane> SwitchNode::make_lane() const {
   lane->views.assign(view_count_, std::vector<PathLoad>(n));
   lane->ineligible.assign(view_count_, 0);
   lane->ports.resize(n);
-  lane->to.assign(lanes_.size() + 1, nullptr);
-  return lane;
+  return lane;  // its rings (Lane::to) are add_lane's
 }
 
 unsigned SwitchNode::add_lane(std::span<const uint16_t> ports) {
@@ -269,7 +268,7 @@ void SwitchNode::receive(unsigned lane, uint16_t port, rte_mbuf** pkts, uint16_t
     rte_pktmbuf_free_bulk(pkts, n);
     return;
   }
-  if (lanes_.size() > 1) take_handoffs(lane);
+  if (parallel_) take_handoffs(lane);  // only parallel lanes hand frames over
   refresh_loads_if_stale(L, now_ns);
   auto& pc = L.ports[port];
   for (uint16_t base = 0; base < n; base += kBurst) {
@@ -525,7 +524,7 @@ void SwitchNode::take_handoffs(unsigned lane) {
 
 void SwitchNode::poll(unsigned lane, uint64_t now_ns) {
   Lane& L = *lanes_[lane];
-  if (lanes_.size() > 1) take_handoffs(lane);
+  if (parallel_) take_handoffs(lane);  // only parallel lanes hand frames over
   if (!pfc_) return;
   // PFC's lanes are serialised (lanes_run_in_parallel): whichever lane polls runs the switch's
   // PFC timers and queues its frames on any port.
@@ -624,13 +623,18 @@ PathSelectorCounters SwitchNode::group_counters(size_t g) const {
 }
 
 std::vector<uint64_t> SwitchNode::group_member_packets(size_t g) const {
+  std::vector<uint64_t> sum;
+  group_member_packets(g, sum);
+  return sum;
+}
+
+void SwitchNode::group_member_packets(size_t g, std::vector<uint64_t>& out) const {
   const auto first = lanes_[0]->groups.at(g)->member_packets();
-  std::vector<uint64_t> sum(first.begin(), first.end());
+  out.assign(first.begin(), first.end());
   for (size_t i = 1; i < lanes_.size(); ++i) {
     const auto more = lanes_[i]->groups[g]->member_packets();
-    for (size_t m = 0; m < sum.size(); ++m) sum[m] += more[m];
+    for (size_t m = 0; m < out.size(); ++m) out[m] += more[m];
   }
-  return sum;
 }
 
 SwitchAccounting SwitchAccounting::of(const SwitchDropCounters& drops,

@@ -161,7 +161,8 @@ class SwitchNode {
   unsigned add_lane(std::span<const uint16_t> ports);
   size_t lane_count() const { return lanes_.size(); }
   unsigned lane_of_port(uint16_t port) const { return owner_.at(port); }
-  // Whether the lanes may run at once (no PFC, see the header); else their calls are serialised.
+  // Whether the lanes may run at once: several lanes and no PFC (see the header). False with one
+  // lane, or with lanes that must take turns (their calls are then serialised).
   bool lanes_run_in_parallel() const { return parallel_; }
 
   // Takes ownership of every mbuf: each is enqueued on an egress port (or handed to the lane
@@ -209,6 +210,8 @@ class SwitchNode {
   size_t group_count() const { return lanes_[0]->groups.size(); }
   PathSelectorCounters group_counters(size_t i) const;
   std::vector<uint64_t> group_member_packets(size_t i) const;
+  // The same into `out`, in place (a publication keeps the vector's storage).
+  void group_member_packets(size_t i, std::vector<uint64_t>& out) const;
   Tcam& tcam() { return *tcam_; }
 
   // Summed over the lanes.
