@@ -39,6 +39,23 @@ using spraynet::test::RingSwitch;
 
 namespace {
 
+// Packet `i` of a numbered run: UDP from 10.0.0.(i % flows), source port sport_base + i % flows,
+// to 11.0.0.1:7000, its IP id `i` (the number the outputs are counted by), DSCP from `tos`.
+rte_mbuf* numbered_udp(rte_mempool* pool, int i, int flows, uint16_t sport_base,
+                       const std::vector<uint8_t>& payload, uint8_t tos = 0) {
+  FrameSpec f;
+  f.ip.src = 0x0A000000 | static_cast<uint32_t>(i % flows);
+  f.ip.dst = 0x0B000001;
+  f.ip.tos = tos;
+  f.udp.src_port = static_cast<uint16_t>(sport_base + i % flows);
+  f.udp.dst_port = 7000;
+  f.ip.id = static_cast<uint16_t>(i);
+  f.payload = payload;
+  rte_mbuf* m = build_udp_mbuf(pool, f);
+  REQUIRE(m != nullptr);
+  return m;
+}
+
 // Takes every frame the outputs (rings 1 and 2) sent, checks each parses, and counts how often
 // each IP id (the packet's number, below `packets`) came out; `total` gets the frames taken.
 std::vector<int> take_outputs(std::vector<test::RingPort>& rings, int packets, uint64_t& total) {
@@ -135,16 +152,7 @@ TEST_CASE("two lcores: one polls the input, the other the outputs; nothing lost 
 
     std::vector<uint8_t> payload(200, 0x11);
     for (int i = 0; i < 6000; ++i) {
-      FrameSpec f;
-      f.ip.src = 0x0A000000 | static_cast<uint32_t>(i % 300);
-      f.ip.dst = 0x0B000001;
-      f.udp.src_port = static_cast<uint16_t>(i % 300);
-      f.udp.dst_port = 7000;
-      f.ip.id = static_cast<uint16_t>(i);
-      f.payload = payload;
-      rte_mbuf* m = build_udp_mbuf(pool.get(), f);
-      REQUIRE(m != nullptr);
-      REQUIRE(rte_ring_enqueue(rings[0].rx, m) == 0);
+      REQUIRE(rte_ring_enqueue(rings[0].rx, numbered_udp(pool.get(), i, 300, 0, payload)) == 0);
     }
     // lcore A polls the input port (its rx; its tx carries nothing); lcore B polls and transmits
     // the two outputs: the node's egress for p1/p2 is released by B only.
@@ -199,16 +207,7 @@ TEST_CASE(
     constexpr int kPackets = 10000;
     std::vector<uint8_t> payload(200, 0x22);
     for (int i = 0; i < kPackets; ++i) {
-      FrameSpec f;
-      f.ip.src = 0x0A000000 | static_cast<uint32_t>(i % 500);
-      f.ip.dst = 0x0B000001;
-      f.udp.src_port = static_cast<uint16_t>(1000 + i % 500);
-      f.udp.dst_port = 7000;
-      f.ip.id = static_cast<uint16_t>(i);
-      f.payload = payload;
-      rte_mbuf* m = build_udp_mbuf(pool.get(), f);
-      REQUIRE(m != nullptr);
-      REQUIRE(rte_ring_enqueue(rings[0].rx, m) == 0);
+      REQUIRE(rte_ring_enqueue(rings[0].rx, numbered_udp(pool.get(), i, 500, 1000, payload)) == 0);
     }
     runtime::TscClock clock;
     runtime::RcuDomain rcu(2);
@@ -315,17 +314,9 @@ TEST_CASE("two lanes at once, both receiving and each handing packets to the oth
     auto& node = *sw.node;
     constexpr int kPackets = 8000;
     std::vector<uint8_t> payload(100, 0x44);
+    const uint8_t tos = pfc ? 26 << 2 : 0;  // lossless class 3 with PFC on
     for (int i = 0; i < kPackets; ++i) {
-      FrameSpec f;
-      f.ip.src = 0x0A000000 | static_cast<uint32_t>(i % 400);
-      f.ip.dst = 0x0B000001;
-      f.ip.tos = pfc ? 26 << 2 : 0;  // lossless class 3 with PFC on
-      f.udp.src_port = static_cast<uint16_t>(3000 + i % 400);
-      f.udp.dst_port = 7000;
-      f.ip.id = static_cast<uint16_t>(i);
-      f.payload = payload;
-      rte_mbuf* m = build_udp_mbuf(pool.get(), f);
-      REQUIRE(m != nullptr);
+      rte_mbuf* m = numbered_udp(pool.get(), i, 400, 3000, payload, tos);
       REQUIRE(rte_ring_enqueue(rings[i % 2 == 0 ? 0 : 2].rx, m) == 0);
     }
     switch_emu::SwitchLcore a(sw.shared, {0, 1}), b(sw.shared, {2});
