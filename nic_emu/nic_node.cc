@@ -110,8 +110,12 @@ void NicNode::refresh_loads(uint64_t now_ns) {
   bool any = false;
   for (size_t u = 0; u < uplinks_; ++u) {
     loads_[u].queued_bytes = egress_[u]->queued_bytes();
-    // A paused uplink would only queue what it is given: spray around it until it resumes.
-    loads_[u].eligible = egress_[u]->link_up() && !egress_[u]->any_paused(now_ns);
+    // A paused uplink would only queue what it is given: spray around it until it resumes. A
+    // flow does not move for a pause (only for a link that is down): a QP that changed planes
+    // mid-message would arrive out of order, and its packets wait for the pause on a real
+    // NIC too (per_flow_room holds them in the QP meanwhile).
+    loads_[u].eligible = egress_[u]->link_up() &&
+                         (spray_.mode() == SprayMode::kFlow || !egress_[u]->any_paused(now_ns));
     any = any || loads_[u].eligible;
   }
   if (!any) {
@@ -440,10 +444,51 @@ void NicNode::poll(uint64_t now_ns) {
   }
   if (rc_) {
     // Only what the uplinks can start soon: the rest waits in the QPs, as on a real NIC.
-    const size_t budget = tx_budget(now_ns);
-    if (budget > 0) rc_->poll(now_ns, rc_out_, budget);
+    if (per_flow_room(now_ns)) {
+      size_t budget = 0;
+      for (const uint32_t f : room_frames_) budget += f;
+      if (budget > 0) rc_->poll(now_ns, rc_out_, budget, &room_);
+    } else {
+      const size_t budget = tx_budget(now_ns);
+      if (budget > 0) rc_->poll(now_ns, rc_out_, budget);
+    }
     if (!rc_out_.empty()) send_to_uplinks(now_ns);
   }
+}
+
+bool NicNode::per_flow_room(uint64_t now_ns) const {
+  if (!rc_ || uplinks_ < 2 || spray_.mode() != SprayMode::kFlow) return false;
+  uint32_t up = 0;
+  for (size_t u = 0; u < uplinks_; ++u) up |= uint32_t{egress_[u]->link_up()} << u;
+  if (qp_uplink_.size() != rc_->qps() || up != qp_uplink_mask_) {
+    // The uplink from_host will give each QP's packets: the same key and hash as it builds
+    // from the packet (make_flow_key with the DestQP), over the uplinks that are up.
+    qp_uplink_.assign(rc_->qps(), RcTxRoom::kAnyUplink);
+    for (uint32_t q = 0; q < rc_->qps(); ++q) {
+      const RcQpAddress a = rc_->config().address(q);
+      FlowKey k;
+      k.src_ip = a.local_ip;
+      k.dst_ip = a.peer_ip;
+      k.src_port = a.udp_src_port;
+      k.dst_port = kRoceV2UdpPort;
+      k.proto_and_qp = (uint32_t{17} << 24) | (a.peer_qp & 0xFFFFFF);
+      const uint16_t u = spray_.flow_uplink(hasher_.hash(k), up);
+      qp_uplink_[q] = u == SprayEngine::kNoUplink ? RcTxRoom::kAnyUplink : u;
+    }
+    qp_uplink_mask_ = up;
+    room_frames_.assign(uplinks_, 0);
+    room_ = RcTxRoom{qp_uplink_, room_frames_};
+  }
+  // What each uplink can start soon: a paused (or down) one takes nothing, its QPs wait.
+  const uint64_t low_water = kTxLowWaterFrames * tx_frame_bytes_;
+  for (size_t u = 0; u < uplinks_; ++u) {
+    const EgressPort& e = *egress_[u];
+    const uint64_t q = e.queued_bytes();
+    room_frames_[u] = !e.link_up() || e.any_paused(now_ns) || q >= low_water
+                          ? 0
+                          : static_cast<uint32_t>((low_water - q) / tx_frame_bytes_) + 1;
+  }
+  return true;
 }
 
 size_t NicNode::tx_budget(uint64_t now_ns) const {
@@ -495,7 +540,13 @@ uint64_t NicNode::next_event_ns(uint64_t now_ns) const {
   if (reorder_) next = std::min(next, reorder_->next_event_ns());
   if (probe_ && probe_sending_) next = std::min(next, std::max(probe_->next_send_ns(), now_ns));
   // A gated engine is woken by its uplinks draining (their events above), not by itself.
-  if (rc_ && tx_budget(now_ns) > 0) next = std::min(next, std::max(rc_->next_event_ns(), now_ns));
+  if (rc_ && per_flow_room(now_ns)) {
+    bool any = false;
+    for (const uint32_t f : room_frames_) any = any || f > 0;
+    if (any) next = std::min(next, std::max(rc_->next_event_ns(&room_), now_ns));
+  } else if (rc_ && tx_budget(now_ns) > 0) {
+    next = std::min(next, std::max(rc_->next_event_ns(), now_ns));
+  }
   return next;
 }
 

@@ -281,6 +281,10 @@ class NicNode {
   void send_probe(uint64_t now_ns);
   // How many packets the RC engine may add now (0: the eligible uplinks are full or none is).
   size_t tx_budget(uint64_t now_ns) const;
+  // Per-flow (flow mode, several uplinks): each QP stays on the uplink its hash gives it, so
+  // the RC engine is given room per uplink (RcTxRoom) rather than one budget for all; false
+  // (and `room` untouched) in the other modes. Fills qp_uplink_ and room_frames_.
+  bool per_flow_room(uint64_t now_ns) const;
 
   control::NicConfig config_;
   rte_mempool* pool_;
@@ -288,6 +292,12 @@ class NicNode {
   std::shared_ptr<spdlog::logger> logger_;
   size_t uplinks_;
   uint64_t tx_frame_bytes_ = 0;  // an MTU frame with its headers: the unit of tx_budget
+  // per_flow_room's state: each QP's uplink under the up-uplink mask it was computed for, and
+  // the frames each uplink may still take.
+  mutable std::vector<uint16_t> qp_uplink_;
+  mutable uint32_t qp_uplink_mask_ = 0;
+  mutable std::vector<uint32_t> room_frames_;
+  mutable RcTxRoom room_;
 
   PacketParser parser_;
   FlowHasher hasher_;

@@ -105,6 +105,13 @@ class SprayEngine {
 
   // The uplink for non-RoCE traffic: by flow hash over the eligible uplinks, whatever the mode.
   uint16_t pick_flow(uint32_t flow_hash, std::span<const PathLoad> loads);
+  // The uplink pick_flow() (and pick() in flow mode) would give flow_hash over the uplinks
+  // marked eligible in `eligible` (bit u: uplink u), counting nothing: how a driver knows
+  // where a per-flow QP's next packet goes before it builds it. kNoUplink when none is.
+  uint16_t flow_uplink(uint32_t flow_hash, uint32_t eligible) const {
+    eligible &= all_mask_;
+    return eligible == 0 ? kNoUplink : by_hash(flow_hash, eligible);
+  }
 
   // Writes the PPCID of a packet leaving by `uplink` into the UDP checksum field of the RoCEv2
   // packet `p` describes (p is m's parse): path id of the uplink; timestamp hash of the time

@@ -173,7 +173,8 @@ RcTrafficEngine::RcTrafficEngine(const RcTrafficEngineConfig& config, rte_mempoo
   }
 }
 
-size_t RcTrafficEngine::poll(uint64_t now_ns, std::vector<rte_mbuf*>& out, size_t max_packets) {
+size_t RcTrafficEngine::poll(uint64_t now_ns, std::vector<rte_mbuf*>& out, size_t max_packets,
+                             RcTxRoom* room) {
   size_t sent = 0;
   for (const uint32_t i : responders_) {
     if (RcPlacementResponder* pr = qp_[i].placement.get()) {
@@ -187,12 +188,15 @@ size_t RcTrafficEngine::poll(uint64_t now_ns, std::vector<rte_mbuf*>& out, size_
   size_t budget = std::min<size_t>(max_packets, config_.max_burst);
   // READ responses: one packet per responder per round, as the requesters below.
   for (size_t idle = 0; budget > 0 && idle < responders_.size();) {
-    RcResponder* r = qp_[responders_[next_responder_]].responder.get();
+    const uint32_t qi = responders_[next_responder_];
+    RcResponder* r = qp_[qi].responder.get();
     if (++next_responder_ == responders_.size()) next_responder_ = 0;
     // A placement responder answers no READs (the configs refuse op read with ooo-placement).
-    const bool reading = r && r->read_responses_pending() && r->next_event_ns() <= now_ns;
+    const bool reading = r && r->read_responses_pending() && r->next_event_ns() <= now_ns &&
+                         (room == nullptr || room->admits(qi));
     const size_t n = reading ? r->poll(now_ns, out, 1) : 0;
     if (n > 0) {
+      if (room != nullptr) room->take(qi);
       sent += n;
       --budget;
       idle = 0;
@@ -203,12 +207,14 @@ size_t RcTrafficEngine::poll(uint64_t now_ns, std::vector<rte_mbuf*>& out, size_
   if (requesters_.empty()) return sent;
 
   // One packet per QP per round. A whole round without a packet means nobody has anything
-  // left: stop, so an idle engine costs one pass over its QPs.
+  // left (or room for it): stop, so an idle engine costs one pass over its QPs.
   size_t idle = 0;
   while (budget > 0 && idle < requesters_.size()) {
-    RcRequester& r = *qp_[requesters_[next_requester_]].requester;
+    const uint32_t qi = requesters_[next_requester_];
+    RcRequester& r = *qp_[qi].requester;
     if (++next_requester_ == requesters_.size()) next_requester_ = 0;
-    if (r.poll(now_ns, out, 1) == 1) {
+    if ((room == nullptr || room->admits(qi)) && r.poll(now_ns, out, 1) == 1) {
+      if (room != nullptr) room->take(qi);
       ++sent;
       --budget;
       idle = 0;
@@ -269,13 +275,21 @@ size_t RcTrafficEngine::receive(rte_mbuf* m, const ParsedPacket& p, uint64_t now
   return 0;
 }
 
-uint64_t RcTrafficEngine::next_event_ns() const {
+uint64_t RcTrafficEngine::next_event_ns(const RcTxRoom* room) const {
   uint64_t t = kNever;
   for (const uint32_t i : responders_) {
     const Qp& q = qp_[i];
-    t = std::min(t, q.responder ? q.responder->next_event_ns() : q.placement->next_event_ns());
+    if (q.placement) {
+      t = std::min(t, q.placement->next_event_ns());
+      continue;
+    }
+    // ACK/NAKs go whatever the room; READ responses only with it.
+    if (room == nullptr || room->admits(i) || !q.responder->read_responses_pending()) {
+      t = std::min(t, q.responder->next_event_ns());
+    }
   }
   for (const uint32_t i : requesters_) {
+    if (room != nullptr && !room->admits(i)) continue;
     t = std::min(t, qp_[i].requester->next_event_ns());
     if (t == 0) break;
   }

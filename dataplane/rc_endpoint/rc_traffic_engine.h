@@ -23,6 +23,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -119,6 +120,26 @@ struct RcEngineCounters {
   uint64_t bad_opcode = 0;    // not an ACKNOWLEDGE, READ RESPONSE, RDMA WRITE or READ request
 };
 
+// Where a driver with several uplinks that keeps each QP on one of them (per-flow, as a NIC
+// bound to one port per QP does) lets poll() put packets: a QP's requester (and its READ
+// responses) get a packet only while the uplink it leaves by has room, so a paused or slower
+// uplink holds back its own QPs and no other's, and nothing queues beyond what it can take.
+struct RcTxRoom {
+  static constexpr uint16_t kAnyUplink = 0xFFFF;
+  std::span<const uint16_t> qp_uplink;  // per QP index: the uplink its packets take (or kAnyUplink)
+  std::span<uint32_t> frames;           // per uplink: packets it may still be given; poll() takes
+
+  // Whether QP i may have a packet now.
+  bool admits(uint32_t qp_index) const {
+    const uint16_t u = qp_index < qp_uplink.size() ? qp_uplink[qp_index] : kAnyUplink;
+    return u >= frames.size() || frames[u] > 0;
+  }
+  void take(uint32_t qp_index) {
+    const uint16_t u = qp_index < qp_uplink.size() ? qp_uplink[qp_index] : kAnyUplink;
+    if (u < frames.size() && frames[u] > 0) --frames[u];
+  }
+};
+
 class RcTrafficEngine {
  public:
   static constexpr uint64_t kNever = UINT64_MAX;
@@ -135,7 +156,9 @@ class RcTrafficEngine {
   // previous call stopped, so no QP starves; at most min(max_packets, max_burst) READ response
   // and requester packets together (the responders' ACK/NAKs are not limited).
   // Appends to `out`; returns how many were appended. Without max_packets: max_burst.
-  size_t poll(uint64_t now_ns, std::vector<rte_mbuf*>& out, size_t max_packets);
+  // With `room`, a QP also needs room on its uplink (RcTxRoom), which each packet takes.
+  size_t poll(uint64_t now_ns, std::vector<rte_mbuf*>& out, size_t max_packets,
+              RcTxRoom* room = nullptr);
   size_t poll(uint64_t now_ns, std::vector<rte_mbuf*>& out) {
     return poll(now_ns, out, config_.max_burst);
   }
@@ -159,7 +182,9 @@ class RcTrafficEngine {
   // Earliest time poll() has something to do: 0 (or a time <= now) when packets are ready,
   // else the earliest retransmit deadline / message-gap / mbuf-retry time; kNever when only
   // arriving packets can make progress.
-  uint64_t next_event_ns() const;
+  // With `room`: only the QPs it admits (a QP whose uplink is full waits for that uplink to
+  // drain, which the driver's egress says when).
+  uint64_t next_event_ns(const RcTxRoom* room = nullptr) const;
 
   // Every requester has sent all its messages and had them acknowledged (true without
   // requesters; never true with unlimited messages; posted QPs: all posted so far).
