@@ -901,6 +901,7 @@ RunResult Fabric::collect(double wall_s) {
     r.busbw_gbps = r.algbw_gbps * 2.0 * (n - 1) / n;
     r.collective_bw_fraction = r.busbw_gbps * 1e9 / host_bps;
   }
+  r.messages_posted = finite ? plan_.messages_total() : req.messages_started;
   r.packets_sent = req.packets_sent;
   r.packets_retransmitted = req.packets_retransmitted;
   r.retx_rate = req.packets_sent == 0 ? 0 : static_cast<double>(req.packets_retransmitted) / req.packets_sent;
@@ -986,10 +987,17 @@ RunResult Fabric::collect(double wall_s) {
   uint64_t first_pause = kNever, last_pause_end = 0;
   uint64_t nic_paused_ns = 0;  // of paused_ns, the hosts' NIC uplinks: the storm reaching hosts
   // Returns whether the port was ever paused.
+  // Lossless classes: the switches' PFC priorities (the class is the priority here), which
+  // the NICs honour on their uplinks too. A buffer drop there is what PFC exists to prevent.
+  const uint8_t lossless = config_.pfc ? control::PfcSettings{}.priorities : 0;
   const auto add_egress = [&](const EgressPort& e) {
     bool ever = false;
     for (uint8_t tc = 0; tc < EgressPort::kClasses; ++tc) {
       const EgressClassCounters c = e.counters(tc, now_);
+      if ((lossless >> tc) & 1) {
+        r.lossless_drops_queue_full += c.drops_queue_full;
+        r.lossless_drops_headroom += c.drops_headroom_overflow;
+      }
       queue_full += c.drops_queue_full;
       link_down += c.drops_link_down;
       watchdog += c.drops_watchdog;
@@ -1206,6 +1214,7 @@ RunResult Fabric::collect(double wall_s) {
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
   r.peak_rss_mb = static_cast<double>(ru.ru_maxrss) / 1024.0;
+  r.warnings = run_warnings(r, config_);
   return r;
 }
 

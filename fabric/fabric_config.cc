@@ -259,7 +259,12 @@ std::string FabricConfig::host_ppcid_layout(const std::string& name) const {
 
 std::string FabricConfig::effective_receive(FabricMode mode) const {
   if (mode == FabricMode::kSprayNoReorder) return "none";
-  if (receive == "reorder-buffer") return mode == FabricMode::kSpray ? receive : "none";
+  // The modes that put one QP's packets on several paths reorder them: spray, and DRILL (its
+  // per-packet choice at the leaf). Left to rxe alone, every reordering is a NAK, and a NAK
+  // that rxe's requester ignores during a retry leaves the QP to its 67 ms timer.
+  if (receive == "reorder-buffer") {
+    return mode == FabricMode::kSpray || mode == FabricMode::kDrill ? receive : "none";
+  }
   return receive;
 }
 

@@ -1,8 +1,11 @@
 #include "fabric/fabric_report.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <string_view>
+
+#include "dataplane/egress/link_emulator.h"
 
 namespace spraynet::fabric {
 
@@ -79,6 +82,11 @@ nlohmann::json to_json(const RunResult& r) {
   j["completed"] = r.completed;
   j["messages_completed"] = r.messages_completed;
   if (r.messages_expected != 0) j["messages_expected"] = r.messages_expected;
+  j["messages_posted"] = r.messages_posted;
+  j["lossless_drops"] = {{"queue_full", r.lossless_drops_queue_full},
+                         {"headroom_overflow", r.lossless_drops_headroom}};
+  j["warnings"] = r.warnings;
+  j["ok"] = r.warnings.empty();
   j["throughput_fraction"] = r.throughput_fraction;
   j["collective_bw_fraction"] = r.collective_bw_fraction;
   if (r.workload == "incast") j["receiver_goodput_fraction"] = r.receiver_goodput_fraction;
@@ -181,6 +189,94 @@ nlohmann::json to_json(const RunResult& r) {
   return j;
 }
 
+std::vector<std::string> run_warnings(const RunResult& r, const FabricConfig& config) {
+  std::vector<std::string> w;
+  char line[256];
+  if (!r.completed) {
+    std::snprintf(line, sizeof line,
+                  "unfinished: %llu of %llu messages completed when the run stopped at %.0f us "
+                  "(the time limit, --duration %.0f us)",
+                  static_cast<unsigned long long>(r.messages_completed),
+                  static_cast<unsigned long long>(r.messages_expected),
+                  static_cast<double>(r.virtual_ns) / 1000.0,
+                  static_cast<double>(config.duration_ns) / 1000.0);
+    w.emplace_back(line);
+  }
+  const uint64_t lossy = r.lossless_drops_queue_full + r.lossless_drops_headroom;
+  if (lossy > 0) {
+    std::snprintf(line, sizeof line,
+                  "lossy: %llu packets dropped on a lossless (PFC) class (queue_full %llu, "
+                  "headroom_overflow %llu)",
+                  static_cast<unsigned long long>(lossy),
+                  static_cast<unsigned long long>(r.lossless_drops_queue_full),
+                  static_cast<unsigned long long>(r.lossless_drops_headroom));
+    w.emplace_back(line);
+  }
+  return w;
+}
+
+double payload_share(uint32_t mtu) {
+  // A full RoCE WRITE frame (Eth, IPv4, UDP, BTH, payload, ICRC) on the wire with its FCS,
+  // preamble and gap: the most of the line rate that is payload.
+  const uint32_t frame = 14 + 20 + 8 + 12 + mtu + 4;
+  return static_cast<double>(mtu) * 8.0 / static_cast<double>(LinkEmulator::wire_bits(frame));
+}
+
+std::optional<double> ideal_ceiling(const FabricConfig& c) {
+  const double share = payload_share(c.mtu);
+  const double up = static_cast<double>(c.spines) * c.links_per_spine;  // a leaf's uplinks, per plane
+  const double H = c.hosts_per_leaf;
+  switch (c.workload) {
+    case Workload::kPermutation:
+      // Every host sends to a host under another leaf: a leaf's uplinks carry all its hosts'
+      // traffic (with one leaf, nothing crosses a spine).
+      return share * (c.leaves > 1 ? std::min(1.0, up / H) : 1.0);
+    case Workload::kAlltoall: {
+      if (c.hosts() < 2) return std::nullopt;
+      const double cross = c.leaves > 1 ? (c.leaves - 1) * H / (c.hosts() - 1.0) : 0.0;
+      return share * (cross > 0 ? std::min(1.0, up / (H * cross)) : 1.0);
+    }
+    case Workload::kIncast:
+      // The one receiver's link, shared by the senders (throughput_fraction is per sender).
+      return c.incast_senders > 0 ? share / c.incast_senders : share;
+    default:
+      return std::nullopt;  // allreduce (rank placement per seed), cdf (offered load)
+  }
+}
+
+std::string format_header(const FabricConfig& c) {
+  std::string out;
+  char line[512];
+  std::snprintf(line, sizeof line,
+                "fabric_emu: %u leaves x %u spines x %u hosts per leaf%s, %u link%s per spine, "
+                "%g Gbit/s, MTU %u, workload %s, seeds %llu-%llu\n",
+                c.leaves, c.spines, c.hosts_per_leaf,
+                c.planes > 1 ? (" x " + std::to_string(c.planes) + " planes").c_str() : "",
+                c.links_per_spine, c.links_per_spine == 1 ? "" : "s", c.link_gbps, c.mtu,
+                std::string(to_string(c.workload)).c_str(),
+                static_cast<unsigned long long>(c.seed_first),
+                static_cast<unsigned long long>(c.seed_last));
+  out += line;
+  const uint32_t up = c.spines * c.links_per_spine;
+  std::snprintf(line, sizeof line,
+                "  oversubscription: leaf %u:%u (host ports : uplinks) = %.2f, spine 1:1 (%u:%u); "
+                "PFC %s; events: ",
+                c.hosts_per_leaf, up, up > 0 ? static_cast<double>(c.hosts_per_leaf) / up : 0.0,
+                c.leaves * c.links_per_spine, c.leaves * c.links_per_spine, c.pfc ? "on" : "off");
+  out += line;
+  if (c.events.empty()) out += "none";
+  for (size_t i = 0; i < c.events.size(); ++i) out += (i ? ", " : "") + c.events[i].text;
+  out += "\n";
+  if (const auto ceiling = ideal_ceiling(c)) {
+    std::snprintf(line, sizeof line,
+                  "  ideal ceiling: %.3f of the line rate (capacity over offered load, at most 1, "
+                  "x the payload share %.3f)\n",
+                  *ceiling, payload_share(c.mtu));
+    out += line;
+  }
+  return out;
+}
+
 nlohmann::json summary_json(const std::vector<RunResult>& runs) {
   nlohmann::json out = nlohmann::json::object();
   for (const std::string& mode : modes_in_order(runs)) {
@@ -264,16 +360,22 @@ std::string format_table(const std::vector<RunResult>& runs, const FabricConfig&
   std::string out;
   char line[512];
   const bool allreduce = config.workload == Workload::kAllreduce;
-  std::snprintf(line, sizeof line, "%-16s %5s %15s %15s %11s %11s %10s %8s %9s %10s\n", "mode",
-                "seeds", "throughput", allreduce ? "busbw/line" : "uplink imbal", "fct p50 us",
-                "fct p99 us", "retx rate", "naks", "reord p99", "pfc pauses");
+  // Headers are the JSON's names, shortened; the legend below the table spells them out.
+  std::snprintf(line, sizeof line,
+                "%-16s %5s %13s %14s %14s %14s %9s %9s %8s %6s %7s %8s %8s\n", "mode", "seeds",
+                "done", allreduce ? "busbw/line" : "throughput", "uplink imbal", "downlink imbal",
+                "fct p50", "fct p99", "retx", "naks", "reord99", "pauses", "ll drops");
   out += line;
+  bool any_warning = false;
   for (const std::string& mode : modes_in_order(runs)) {
-    std::vector<double> tp, second, p50, p99, retx, naks, reord, pfc;
+    std::vector<double> tp, up, down, p50, p99, retx, naks, reord, pfc;
+    uint64_t completed = 0, posted = 0, lossy = 0;
+    size_t warned = 0;
     for (const RunResult& r : runs) {
       if (r.mode != mode) continue;
-      tp.push_back(r.throughput_fraction);
-      second.push_back(allreduce ? r.collective_bw_fraction : r.uplink_util_imbalance);
+      tp.push_back(allreduce ? r.collective_bw_fraction : r.throughput_fraction);
+      up.push_back(r.uplink_util_imbalance);
+      down.push_back(r.downlink_util_imbalance);
       if (r.messages_completed > 0) {  // a run that completed nothing has no FCT, not 0
         p50.push_back(r.fct_p50_us);
         p99.push_back(r.fct_p99_us);
@@ -282,21 +384,40 @@ std::string format_table(const std::vector<RunResult>& runs, const FabricConfig&
       naks.push_back(static_cast<double>(r.naks));
       reord.push_back(static_cast<double>(r.reorder_p99_depth));
       pfc.push_back(static_cast<double>(r.pfc_pause_frames));
+      completed += r.messages_completed;
+      posted += r.messages_posted;
+      lossy += r.lossless_drops_queue_full + r.lossless_drops_headroom;
+      warned += !r.warnings.empty();
     }
-    const Spread a = spread(tp), b = spread(second);
-    char tps[32], bs[32];
-    std::snprintf(tps, sizeof tps, "%.3f±%.3f", a.mean, a.stddev);
-    std::snprintf(bs, sizeof bs, "%.3f±%.3f", b.mean, b.stddev);
-    char f50[16] = "-", f99[16] = "-";
+    any_warning = any_warning || warned > 0;
+    const auto pm = [](const std::vector<double>& v) {
+      const Spread a = spread(v);
+      char b[32];
+      std::snprintf(b, sizeof b, "%.3f±%.3f", a.mean, a.stddev);
+      return std::string(b);
+    };
+    char done[32], f50[16] = "-", f99[16] = "-";
+    std::snprintf(done, sizeof done, "%llu/%llu%s", static_cast<unsigned long long>(completed),
+                  static_cast<unsigned long long>(posted), warned > 0 ? "!" : "");
     if (!p50.empty()) {
       std::snprintf(f50, sizeof f50, "%.1f", spread(p50).mean);
       std::snprintf(f99, sizeof f99, "%.1f", spread(p99).mean);
     }
-    std::snprintf(line, sizeof line, "%-16s %5zu %15s %15s %11s %11s %10.5f %8.0f %9.0f %10.0f\n",
-                  mode.c_str(), a.n, tps, bs, f50, f99, spread(retx).mean, spread(naks).mean,
-                  spread(reord).mean, spread(pfc).mean);
+    std::snprintf(line, sizeof line,
+                  "%-16s %5zu %13s %14s %14s %14s %9s %9s %8.5f %6.0f %7.0f %8.0f %8llu\n",
+                  mode.c_str(), tp.size(), done, pm(tp).c_str(), pm(up).c_str(), pm(down).c_str(),
+                  f50, f99, spread(retx).mean, spread(naks).mean, spread(reord).mean,
+                  spread(pfc).mean, static_cast<unsigned long long>(lossy));
     out += line;
   }
+  out += std::string("  done: messages_completed/messages_posted, all seeds") +
+         (any_warning ? " (! a run is unfinished or lossy: see stderr and runs[].warnings)" : "") +
+         "; " + (allreduce ? "busbw/line: collective_bw_fraction" : "throughput: throughput_fraction") +
+         ", uplink/downlink imbal: uplink_util.imbalance (leaf->spine), downlink_util.imbalance "
+         "(spine->leaf),\n  mean±stddev over seeds; fct p50/p99: fct_us, us, the mean over seeds of "
+         "each run's percentile;\n  retx: retx_rate; naks; reord99: reorder.p99_depth; pauses: "
+         "pfc.pause_frames; ll drops: lossless_drops (queue_full + headroom_overflow on a PFC "
+         "class, summed over seeds)\n";
   return out;
 }
 

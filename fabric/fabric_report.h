@@ -33,6 +33,15 @@ struct RunResult {
   bool completed = true;  // finite workloads: every message completed within the time limit
   uint64_t messages_completed = 0;
   uint64_t messages_expected = 0;  // finite workloads
+  // Finite workloads: every message of the plan; permutation: the messages whose first packet
+  // left (the table's "done" is messages_completed over this).
+  uint64_t messages_posted = 0;
+  // Buffer drops on a lossless (PFC) class, at switches and NIC uplinks: what PFC exists to
+  // prevent, so never a result (run_warnings names them).
+  uint64_t lossless_drops_queue_full = 0;
+  uint64_t lossless_drops_headroom = 0;
+  // Why this run is not a result: unfinished, lossy on a PFC class (run_warnings). Empty: ok.
+  std::vector<std::string> warnings;
 
   double throughput_fraction = 0;
   double collective_bw_fraction = 0;  // allreduce: busbw / a host's line rate; else 0
@@ -141,10 +150,20 @@ struct RunResult {
 };
 
 nlohmann::json to_json(const RunResult& r);
+// What makes a run not a result, one line each: a finite workload that ended with messages
+// unfinished, drops on a lossless class. Empty when the run is a result.
+std::vector<std::string> run_warnings(const RunResult& r, const FabricConfig& config);
 // Per mode: mean, stddev, min and max over the seeds of the headline numbers.
 nlohmann::json summary_json(const std::vector<RunResult>& runs);
 nlohmann::json config_json(const FabricConfig& c);
 // The table on stdout: one row per mode, means over seeds with their spread (±stddev).
 std::string format_table(const std::vector<RunResult>& runs, const FabricConfig& config);
+// The lines above the table: the fabric (links per spine, oversubscription per tier), PFC, the
+// events and, where the workload has one, the ideal ceiling of throughput_fraction.
+std::string format_header(const FabricConfig& config);
+// The payload share of a full frame at this MTU on the wire, and the ideal ceiling:
+// min(1, capacity / offered load) x that share (permutation, alltoall, incast; else none).
+double payload_share(uint32_t mtu);
+std::optional<double> ideal_ceiling(const FabricConfig& config);
 
 }  // namespace spraynet::fabric

@@ -208,7 +208,7 @@ std::vector<Flag> make_flags() {
                "", [](FabricConfig& c, const std::string& v) {
                  c.payload = one_of("payload", v, {"shared", "copy"});
                }});
-  f.push_back({"receive", "receiving NICs: reorder-buffer (reorder engine + rxe responder in spray mode, rxe alone elsewhere) | ooo-placement (every mode: out-of-order placement, selective retransmission) | none (rxe alone); spray-noreorder = spray with none (reorder-buffer)", "", [](FabricConfig& c, const std::string& v) {
+  f.push_back({"receive", "receiving NICs: reorder-buffer (reorder engine + rxe responder in spray and drill, the modes that reorder per packet; rxe alone elsewhere) | ooo-placement (every mode: out-of-order placement, selective retransmission) | none (rxe alone); spray-noreorder = spray with none (reorder-buffer)", "", [](FabricConfig& c, const std::string& v) {
                  c.receive = one_of("receive", v, {"reorder-buffer", "ooo-placement", "none"});
                }});
   micros("reorder-hold-us", &FabricConfig::reorder_hold_ns,
@@ -553,13 +553,18 @@ int main(int argc, char** argv) {
   for (const ScenarioRun& e : experiments) {
     const FabricConfig& config = e.config;
     if (scenario) std::cout << "run " << e.name << ": ";
-    std::cout << "fabric_emu: " << config.leaves << " leaves x " << config.spines << " spines x "
-              << config.hosts_per_leaf << " hosts per leaf";
-    if (config.planes > 1) std::cout << " x " << config.planes << " planes";
-    std::cout << ", " << config.link_gbps << " Gbit/s, MTU " << config.mtu << ", workload "
-              << to_string(config.workload) << ", seeds " << config.seed_first << "-" << config.seed_last
-              << "\n";
+    std::cout << format_header(config);
     std::cout << format_table(results[e.name], config);
+    // Never a result without a word: each unfinished or lossy run is named on stderr, and the
+    // exit status says so (5) unless a scenario's verdict is what the run is for.
+    for (const RunResult& r : results[e.name]) {
+      for (const std::string& w : r.warnings) {
+        std::fprintf(stderr, "fabric_emu: warning: %s%s seed %llu: %s\n",
+                     scenario ? (e.name + " ").c_str() : "", r.mode.c_str(),
+                     static_cast<unsigned long long>(r.seed), w.c_str());
+        if (!scenario && status == 0) status = 5;
+      }
+    }
     if (scenario) {
       report["runs"][e.name] = report_of(config, results[e.name]);
     } else {

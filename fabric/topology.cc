@@ -2,6 +2,8 @@
 
 #include <stdexcept>
 
+#include "dataplane/wire/roce_headers.h"
+
 namespace spraynet::fabric {
 
 namespace {
@@ -194,6 +196,21 @@ Topology::Topology(const FabricConfig& c, FabricMode mode, uint64_t seed)
         r.prefix = {0x0A000000u | (l << 8), 24};
         r.group = l;
         s.config.routes.push_back(r);
+      }
+      if (is_spray(mode) && K > 1) {
+        // Parallel links to each leaf are a choice too: the spine sprays on them by the PPCID's
+        // path id, as the leaf does on its uplinks (one rule for every RoCEv2 packet: the leaf's
+        // per-QP rules already decided which QPs spray; a packet without a PPCID, checksum 0,
+        // still goes by ECMP). Without it, spray reached the spine and stopped there.
+        control::TcamRuleSettings rule;
+        rule.id = 0;
+        rule.priority = 10;
+        rule.proto = 17;
+        rule.proto_mask = 0xFF;
+        rule.dst_port = {kRoceV2UdpPort, kRoceV2UdpPort};
+        rule.action = "spray";
+        if (c.tcam_roce_partition > 0) rule.partition = "roce";
+        s.config.tcam.rules.push_back(rule);
       }
       switches_.push_back(std::move(s));
     }
