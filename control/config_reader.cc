@@ -5,6 +5,9 @@
 #include <charconv>
 #include <cmath>
 #include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace spraynet::control {
 
@@ -24,6 +27,33 @@ std::string shown(const YAML::Node& n) {
   if (n.IsSequence()) return "a list";
   if (n.IsMap()) return "a map";
   return "nothing";
+}
+
+// yaml-cpp keeps both pairs of a key given twice and answers a lookup with the first, so a
+// second value would be ignored without a word: refuse it, naming the key and both lines.
+void refuse_duplicate_keys(const YAML::Node& n, const std::string& file, const std::string& path) {
+  if (n.IsSequence()) {
+    for (size_t i = 0; i < n.size(); ++i) {
+      refuse_duplicate_keys(n[i], file, path + "[" + std::to_string(i) + "]");
+    }
+    return;
+  }
+  if (!n.IsMap()) return;
+  std::vector<std::pair<std::string, int>> seen;  // key, line (1-based)
+  for (auto it = n.begin(); it != n.end(); ++it) {
+    const std::string key = it->first.IsScalar() ? it->first.Scalar() : std::string();
+    const int line = it->first.Mark().line + 1;
+    const std::string at = path.empty() ? key : path + "." + key;
+    for (const auto& [k, l] : seen) {
+      if (k == key && it->first.IsScalar()) {
+        throw ConfigError(file, at,
+                          "duplicate key: given at line " + std::to_string(l) + " and again at line " +
+                              std::to_string(line) + " (keep one)");
+      }
+    }
+    seen.emplace_back(key, line);
+    refuse_duplicate_keys(it->second, file, at);
+  }
 }
 
 }  // namespace
@@ -47,6 +77,7 @@ ConfigNode ConfigNode::load_file(const std::string& path) {
                                     e.msg);
   }
   if (!root.IsMap()) throw ConfigError(path, "", "the top level must be a map");
+  refuse_duplicate_keys(root, path, "");
   return ConfigNode(root, path, "");
 }
 
@@ -59,6 +90,7 @@ ConfigNode ConfigNode::load_string(const std::string& yaml, const std::string& n
                                     ": " + e.msg);
   }
   if (!root.IsMap()) throw ConfigError(name, "", "the top level must be a map");
+  refuse_duplicate_keys(root, name, "");
   return ConfigNode(root, name, "");
 }
 

@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <stdexcept>
 
 #include "control/config_reader.h"
@@ -93,8 +94,9 @@ uint64_t parse_duration_ns(std::string_view text) {
       return static_cast<uint64_t>(std::llround(v * u.ns));
     }
   }
-  throw std::invalid_argument("time '" + std::string(text) +
-                              "': a non-negative number with a unit: ns, us, ms or s (500us)");
+  throw std::invalid_argument("'" + std::string(text) +
+                              "' is not a time: a number >= 0 with a unit, ns | us | ms | s "
+                              "(e.g. 500us)");
 }
 
 FabricEvent parse_fabric_event(std::string_view text) {
@@ -372,6 +374,19 @@ std::string FabricConfig::check() const {
   }
   if (workload == Workload::kPermutation && leaves < 2) {
     return "workload permutation: at least 2 leaves (each host sends to a host on another leaf)";
+  }
+  // An event the run never reaches would change nothing, and a planner would read the table
+  // as if it had happened.
+  const uint64_t end = workload == Workload::kCdf ? duration_ns * 5 + 1'000'000 : duration_ns;
+  for (const FabricEvent& e : events) {
+    if (e.at_ns > end) {
+      char at[64], until[64];
+      std::snprintf(at, sizeof at, "%g us", static_cast<double>(e.at_ns) / 1000.0);
+      std::snprintf(until, sizeof until, "%g us", static_cast<double>(end) / 1000.0);
+      return std::string("event: '") + e.text + "' is at " + at + ", after the end of the run (" +
+             until + (workload == Workload::kCdf ? ", 5 x duration + 1 ms" : ", --duration") +
+             "): move it, or lengthen the run";
+    }
   }
   return {};
 }

@@ -194,12 +194,12 @@ std::vector<std::string> run_warnings(const RunResult& r, const FabricConfig& co
   char line[256];
   if (!r.completed) {
     std::snprintf(line, sizeof line,
-                  "unfinished: %llu of %llu messages completed when the run stopped at %.0f us "
-                  "(the time limit, --duration %.0f us)",
+                  "unfinished: %llu of %llu messages completed when the run stopped at its "
+                  "time limit, %.0f us (%s)",
                   static_cast<unsigned long long>(r.messages_completed),
                   static_cast<unsigned long long>(r.messages_expected),
                   static_cast<double>(r.virtual_ns) / 1000.0,
-                  static_cast<double>(config.duration_ns) / 1000.0);
+                  config.workload == Workload::kCdf ? "5 x --duration + 1 ms" : "--duration");
     w.emplace_back(line);
   }
   const uint64_t lossy = r.lossless_drops_queue_full + r.lossless_drops_headroom;
@@ -259,10 +259,10 @@ std::string format_header(const FabricConfig& c) {
   out += line;
   const uint32_t up = c.spines * c.links_per_spine;
   std::snprintf(line, sizeof line,
-                "  oversubscription: leaf %u:%u (host ports : uplinks) = %.2f, spine 1:1 (%u:%u); "
-                "PFC %s; events: ",
+                "  oversubscription: leaf %u:%u (host ports : uplinks) = %.2f, spine 1:1 (every "
+                "port faces a leaf); PFC %s; events: ",
                 c.hosts_per_leaf, up, up > 0 ? static_cast<double>(c.hosts_per_leaf) / up : 0.0,
-                c.leaves * c.links_per_spine, c.leaves * c.links_per_spine, c.pfc ? "on" : "off");
+                c.pfc ? "on" : "off");
   out += line;
   if (c.events.empty()) out += "none";
   for (size_t i = 0; i < c.events.size(); ++i) out += (i ? ", " : "") + c.events[i].text;

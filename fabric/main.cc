@@ -28,6 +28,7 @@
 #include "fabric/fabric.h"
 #include "fabric/flow_size_cdf.h"
 #include "fabric/scenario.h"
+#include "fabric/source_tree.h"
 
 using namespace spraynet;
 using namespace spraynet::fabric;
@@ -94,7 +95,13 @@ std::vector<Flag> make_flags() {
     f.push_back({name, help, "", [name, m](FabricConfig& c, const std::string& v) { c.*m = to_bool(name, v); }});
   };
   const auto time = [&](const char* name, uint64_t FabricConfig::*m, const char* help) {
-    f.push_back({name, help, "", [m](FabricConfig& c, const std::string& v) { c.*m = parse_duration_ns(v); }});
+    f.push_back({name, help, "", [name, m](FabricConfig& c, const std::string& v) {
+                   try {
+                     c.*m = parse_duration_ns(v);
+                   } catch (const std::invalid_argument& e) {
+                     throw std::invalid_argument(std::string("--") + name + ": " + e.what());
+                   }
+                 }});
   };
   const auto micros = [&](const char* name, uint64_t FabricConfig::*m, const char* help) {
     f.push_back({name, help, "", [name, m](FabricConfig& c, const std::string& v) {
@@ -265,7 +272,7 @@ uint64_t mbufs_for(const FabricConfig& config) {
 
 std::string default_plots_script() {
   if (const char* env = std::getenv("SPRAYNET_PLOTS_SCRIPT")) return env;
-  return std::string(SPRAYNET_SOURCE_DIR) + "/scripts/fabric_plots.py";
+  return tree_path("scripts/fabric_plots.py");
 }
 
 void write_timeseries(std::ofstream& out, const Fabric& f, const RunResult& r,

@@ -11,6 +11,7 @@
 #include <stdexcept>
 
 #include "control/config_reader.h"
+#include "fabric/source_tree.h"
 
 namespace spraynet::fabric {
 
@@ -340,7 +341,7 @@ Scenario load_scenario(const std::string& path, bool quick) {
 
 std::string default_scenario_dir() {
   if (const char* env = std::getenv("SPRAYNET_SCENARIOS")) return env;
-  return std::string(SPRAYNET_SOURCE_DIR) + "/configs/scenarios";
+  return tree_path("configs/scenarios");
 }
 
 std::vector<std::string> list_scenarios(const std::string& dir) {

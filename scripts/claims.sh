@@ -24,7 +24,7 @@ mkdir -p "$DIR"
 
 if [ "${CLAIMS_NO_BUILD:-0}" != 1 ]; then
   scripts/setup.sh >/dev/null
-  [ -f build/build.ninja ] || meson setup build >/dev/null
+  . scripts/build_dir.sh && ensure_build_dir build
   ninja -C build fabric/fabric_emu >/dev/null
 fi
 EMU=${FABRIC_EMU:-build/fabric/fabric_emu}

@@ -30,7 +30,7 @@ per_uplink() {
 }
 
 scripts/setup.sh
-[ -f build/build.ninja ] || meson setup build >/dev/null
+. scripts/build_dir.sh && ensure_build_dir build
 ninja -C build nic_emu/roce_pcap switch_emu/switch_emu nic_emu/nic_emu >/dev/null
 
 # 64 QPs (an 8x8 AllReduce step's worth), 8 messages of 64 KiB each at MTU 4096.

@@ -37,7 +37,7 @@ while [ -r "$DIR_ABS/uplink$UPLINKS.pcap" ]; do UPLINKS=$((UPLINKS + 1)); done
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${NIC_EMU:-$ROOT/build/nic_emu/nic_emu}
 if [ ! -x "$BIN" ]; then
-  [ -f "$ROOT/build/build.ninja" ] || meson setup "$ROOT/build" >/dev/null
+  . "$ROOT/scripts/build_dir.sh" && ensure_build_dir "$ROOT/build"
   ninja -C "$ROOT/build" nic_emu/nic_emu >/dev/null
 fi
 mkdir -p "$(dirname "$OUTPCAP")"

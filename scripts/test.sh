@@ -34,12 +34,10 @@ count_results() {
 
 scripts/setup.sh || step_failed "scripts/setup.sh"
 
-configure() {  # dir, options...
-  local dir=$1
-  shift
-  if [ ! -f "$dir/build.ninja" ]; then
-    meson setup "$dir" "$@" >"$dir.setup.log" 2>&1 || { cat "$dir.setup.log" >&2; return 1; }
-  fi
+# shellcheck source=scripts/build_dir.sh
+. scripts/build_dir.sh
+configure() {  # dir, options... (a build dir from a copied or moved tree is configured again)
+  ensure_build_dir "$@"
 }
 
 configure build -Dbenchmarks=enabled || step_failed "meson setup build"

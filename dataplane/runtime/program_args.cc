@@ -1,5 +1,6 @@
 #include "dataplane/runtime/program_args.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 
@@ -93,6 +94,15 @@ std::optional<int> parse_program_args(CLI::App& app, const ProgramArgs& args, st
     for (const auto& x : app.remaining()) list += (list.empty() ? "" : " ") + x;
     std::fprintf(stderr, "%.*s: unexpected arguments: %s (see --help)\n",
                  static_cast<int>(name.size()), name.data(), list.c_str());
+    for (const auto& x : app.remaining()) {
+      if (x.rfind("--", 0) != 0) continue;
+      const std::vector<std::string> near = nearest_options(app, option_name(x));
+      if (near.empty()) continue;
+      std::string names;
+      for (const auto& n : near) names += (names.empty() ? "" : ", ") + n;
+      std::fprintf(stderr, "%.*s: %s: did you mean %s?\n", static_cast<int>(name.size()),
+                   name.data(), option_name(x).c_str(), names.c_str());
+    }
     return kExitUsage;
   } catch (const CLI::CallForHelp&) {
     std::cout << app.help();
@@ -103,6 +113,42 @@ std::optional<int> parse_program_args(CLI::App& app, const ProgramArgs& args, st
     return kExitUsage;
   }
   return std::nullopt;
+}
+
+std::vector<std::string> nearest_options(const CLI::App& app, const std::string& typed) {
+  // Levenshtein distance to each long option name; the closest few within a third of the
+  // typed name's length (at least 2 edits), and any option that starts with what was typed.
+  const auto distance = [](const std::string& a, const std::string& b) {
+    std::vector<size_t> row(b.size() + 1);
+    for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+    for (size_t i = 1; i <= a.size(); ++i) {
+      size_t diag = row[0];
+      row[0] = i;
+      for (size_t j = 1; j <= b.size(); ++j) {
+        const size_t up = row[j];
+        row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+        diag = up;
+      }
+    }
+    return row[b.size()];
+  };
+  std::vector<std::pair<size_t, std::string>> scored;
+  const size_t limit = std::max<size_t>(2, typed.size() / 3);
+  for (const CLI::Option* o : app.get_options()) {
+    for (const std::string& l : o->get_lnames()) {
+      const std::string cand = "--" + l;
+      const size_t d = distance(typed, cand);
+      const bool prefix = typed.size() > 3 && cand.rfind(typed, 0) == 0;
+      if (d <= limit || prefix) scored.emplace_back(prefix ? 0 : d, cand);
+    }
+  }
+  std::sort(scored.begin(), scored.end());
+  std::vector<std::string> out;
+  for (const auto& [d, n] : scored) {
+    if (out.size() == 3) break;
+    out.push_back(n);
+  }
+  return out;
 }
 
 }  // namespace spraynet::runtime

@@ -37,6 +37,9 @@ ProgramArgs split_program_args(int argc, char** argv);
 // program's options given before `--` (where EAL would take it and print its whole usage),
 // a line saying that program options follow `--`.
 std::optional<int> parse_program_args(CLI::App& app, const ProgramArgs& args, std::string_view name);
+// The app's long options nearest to a mistyped one (edit distance, or starting with it), the
+// closest first, at most three: what "did you mean" names.
+std::vector<std::string> nearest_options(const CLI::App& app, const std::string& typed);
 
 // The idle back-off's options, the same in every program on poll-mode lcores, with the defaults
 // for lcores that share cores (kProgramIdleBackoff): --idle-backoff-us (the longest sleep; 0:

@@ -18,9 +18,11 @@ def run(*args, expect=0):
         out = os.path.join(d, "r.json")
         p = subprocess.run([EMU, "--quiet", "--reproducible", "--json", out, *args],
                            capture_output=True, text=True, timeout=600)
-        if p.returncode != expect:
+        codes = expect if isinstance(expect, tuple) else (expect,)
+        if p.returncode not in codes:
             raise AssertionError(f"fabric_emu {' '.join(args)} exited {p.returncode}:\n{p.stdout}\n{p.stderr}")
-        if expect != 0:
+        # 5: the runs are in the report, and at least one is unfinished or lossy (warnings)
+        if p.returncode not in (0, 5):
             return p
         with open(out) as f:
             report = json.load(f)
@@ -193,8 +195,10 @@ class FabricEmu(unittest.TestCase):
                      ["--duration", "300us", "--mode", "spray", "--op", "read"],
                      ["--workload", "cdf", "--duration", "200us", "--mode", "spray",
                       "--event", "ber:leaf0-spine1=1e-6@50us"]):
-            shared = run(*args)
-            copied = run("--payload", "copy", *args)
+            # The BER run loses a last packet or its ACK and waits for rxe's 67 ms timer: it
+            # is unfinished at the limit (exit 5), in both forms alike.
+            shared = run(*args, expect=(0, 5))
+            copied = run("--payload", "copy", *args, expect=(0, 5))
             self.check_whole(shared)
             self.assertEqual(shared["config"].pop("payload"), "shared")
             self.assertEqual(copied["config"].pop("payload"), "copy")
