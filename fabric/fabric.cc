@@ -133,6 +133,15 @@ Fabric::Fabric(const FabricConfig& config, FabricMode mode, uint64_t seed, rte_m
     }
   }
   down_since_ns_.assign(topology_.cables().size(), kNever);
+  flow_of_qp_.assign(hosts, {});
+  for (uint32_t h = 0; h < hosts; ++h) flow_of_qp_[h].assign(nodes_[h].nic->rc_engine()->qps(), -1);
+  for (size_t i = 0; i < plan_.flows().size(); ++i) {
+    const QpFlow& f = plan_.flows()[i];
+    if (f.src_qp_index < flow_of_qp_[f.src].size()) {
+      flow_of_qp_[f.src][f.src_qp_index] = static_cast<int32_t>(i);
+    }
+  }
+  flow_fct_.assign(plan_.flows().size(), {});
   cable_filter_.assign(topology_.cables().size(), 0);
 
   // The receiving NICs own their QPs' contexts: their reorder engines know the first PSNs.
@@ -431,6 +440,33 @@ void Fabric::serve(uint32_t id) {
   touched_.clear();
 }
 
+uint32_t Fabric::path_hops(uint32_t src, uint32_t dst) const {
+  return topology_.hosts()[src].leaf == topology_.hosts()[dst].leaf ? 2 : 4;
+}
+
+double Fabric::ideal_fct_ns(uint64_t bytes, uint32_t hops) const {
+  // Alone, a message of P packets crosses h store-and-forward links: all P serialised on the
+  // first, the last one again on each of the h-1 others, h propagation delays, then its ACK
+  // back over h links.
+  const double bps = config_.link_gbps * 1e9;
+  const auto ser_ns = [&](uint32_t frame) {
+    return static_cast<double>(LinkEmulator::wire_bits(frame)) * 1e9 / bps;
+  };
+  const uint32_t mtu = config_.mtu;
+  const uint64_t packets = std::max<uint64_t>(1, (bytes + mtu - 1) / mtu);
+  const uint32_t last = static_cast<uint32_t>(bytes - (packets - 1) * mtu);
+  double all = ser_ns(roce_frame_bytes(packets == 1 ? last : mtu, true));
+  if (packets > 1) {
+    all += static_cast<double>(packets - 2) * ser_ns(roce_frame_bytes(mtu, false)) +
+           ser_ns(roce_frame_bytes(last, false));
+  }
+  const double last_ser = ser_ns(roce_frame_bytes(last, packets == 1));
+  const double ack = ser_ns(14 + 20 + 8 + 12 + 4 + 4);
+  const double d = static_cast<double>(config_.delay_ns);
+  const double h = hops;
+  return all + (h - 1) * last_ser + h * d + h * (d + ack);
+}
+
 void Fabric::take_completions(uint32_t host) {
   RcTrafficEngine* rc = nodes_[host].nic->rc_engine();
   completions_.clear();
@@ -438,7 +474,19 @@ void Fabric::take_completions(uint32_t host) {
   for (const MessageCompletion& c : completions_) {
     const uint64_t fct = c.completed_ns - c.post_ns;
     fct_ns_.push_back(fct);
-    if (config_.workload == Workload::kCdf) sized_fct_.emplace_back(c.bytes, fct);
+    const std::vector<int32_t>& flows = flow_of_qp_[host];
+    const int32_t fi = c.qp_index < flows.size() ? flows[c.qp_index] : -1;
+    const uint32_t hops = fi >= 0 ? path_hops(host, plan_.flows()[static_cast<size_t>(fi)].dst)
+                                  : (config_.leaves > 1 ? 4 : 2);
+    sized_fct_.push_back(SizedFct{c.bytes, fct, static_cast<uint8_t>(hops)});
+    if (fi >= 0) {
+      FlowFct& ff = flow_fct_[static_cast<size_t>(fi)];
+      ++ff.messages;
+      ff.bytes += c.bytes;
+      ff.fct_sum_ns += static_cast<double>(fct);
+      ff.fct_max_ns = std::max(ff.fct_max_ns, static_cast<double>(fct));
+      ff.slowdown_sum += static_cast<double>(fct) / ideal_fct_ns(c.bytes, hops);
+    }
     ++completed_;
     due_posts_.clear();
     plan_.on_completion(host, c.qp_index, now_, due_posts_);
@@ -1166,34 +1214,22 @@ RunResult Fabric::collect(double wall_s) {
     const size_t step = std::max<size_t>(1, (sorted.size() + RunResult::kMaxFctSamples - 1) / RunResult::kMaxFctSamples);
     for (size_t i = 0; i < sorted.size(); i += step) r.fct_samples_us.push_back(sorted[i]);
   }
-  if (config_.workload == Workload::kCdf && cdf_ != nullptr) {
-    // Slowdown: FCT over the FCT alone on an idle fabric, by size bin. Alone, a message of P
-    // packets crosses h store-and-forward links: all P serialised on the first, the last one
-    // again on each of the h-1 others, h propagation delays, then its ACK back over h links.
-    // (Pairs are drawn over all hosts; a same-leaf pair crosses 2 links, others 4.)
-    const std::vector<uint64_t> edges = cdf_->bin_edges(10);
+  if (!sized_fct_.empty()) {
+    // Slowdown: FCT over the FCT alone on an idle fabric over the message's own path (2 links
+    // under one leaf, 4 across the spines), by size bin: the CDF's for cdf, one bin of every
+    // message for the other workloads.
+    std::vector<uint64_t> edges;
+    if (config_.workload == Workload::kCdf && cdf_ != nullptr) {
+      edges = cdf_->bin_edges(10);
+    } else {
+      uint64_t largest = 0;
+      for (const SizedFct& m : sized_fct_) largest = std::max(largest, m.bytes);
+      edges = {largest};
+    }
     std::vector<std::vector<double>> bins(edges.size());
-    const double bps = config_.link_gbps * 1e9;
-    const auto ser_ns = [&](uint32_t frame) {
-      return static_cast<double>(LinkEmulator::wire_bits(frame)) * 1e9 / bps;
-    };
-    for (const auto& [bytes, fct] : sized_fct_) {
-      // The workload does not record which pair sent it; use the cross-leaf path (4 links),
-      // the common case with more than one leaf, and 2 links on a single leaf.
-      const double hops = config_.leaves > 1 ? 4 : 2;
-      const uint32_t mtu = config_.mtu;
-      const uint64_t packets = std::max<uint64_t>(1, (bytes + mtu - 1) / mtu);
-      const uint32_t last = static_cast<uint32_t>(bytes - (packets - 1) * mtu);
-      double all = ser_ns(roce_frame_bytes(packets == 1 ? last : mtu, true));
-      if (packets > 1) {
-        all += static_cast<double>(packets - 2) * ser_ns(roce_frame_bytes(mtu, false)) +
-               ser_ns(roce_frame_bytes(last, false));
-      }
-      const double last_ser = ser_ns(roce_frame_bytes(last, packets == 1));
-      const double ack = ser_ns(14 + 20 + 8 + 12 + 4 + 4);
-      const double d = static_cast<double>(config_.delay_ns);
-      const double ideal = all + (hops - 1) * last_ser + hops * d + hops * (d + ack);
-      bins[FlowSizeCdf::bin_of(edges, bytes)].push_back(static_cast<double>(fct) / ideal);
+    for (const SizedFct& m : sized_fct_) {
+      bins[FlowSizeCdf::bin_of(edges, m.bytes)].push_back(static_cast<double>(m.fct_ns) /
+                                                          ideal_fct_ns(m.bytes, m.hops));
     }
     for (size_t b = 0; b < edges.size(); ++b) {
       SlowdownBin sb;
@@ -1203,6 +1239,66 @@ RunResult Fabric::collect(double wall_s) {
       sb.p99 = percentile(bins[b], 0.99);
       r.slowdown.push_back(sb);
     }
+  }
+
+  // One record per flow (QP): who, how much, how fast, how often resent, and which planes its
+  // packets took (as the receiving NIC counted them by uplink).
+  for (size_t i = 0; i < plan_.flows().size(); ++i) {
+    const QpFlow& f = plan_.flows()[i];
+    FlowRecord fr;
+    fr.src = topology_.hosts()[f.src].name;
+    fr.dst = topology_.hosts()[f.dst].name;
+    fr.src_qpn = f.src_qpn;
+    fr.dst_qpn = f.dst_qpn;
+    fr.hops = path_hops(f.src, f.dst);
+    if (const RcRequester* rq = nodes_[f.src].nic->rc_engine()->requester(f.src_qp_index)) {
+      const RcRequesterCounters& k = rq->counters();
+      fr.bytes_acked = k.bytes_acked;
+      fr.packets_sent = k.packets_sent;
+      fr.packets_retransmitted = k.packets_retransmitted;
+      fr.naks = k.naks_received;
+      fr.timeouts = k.timeouts;
+    }
+    const FlowFct& ff = flow_fct_[i];
+    fr.messages_completed = ff.messages;
+    fr.bytes_completed = ff.bytes;
+    if (ff.messages > 0) {
+      fr.fct_mean_us = ff.fct_sum_ns / static_cast<double>(ff.messages) / 1000.0;
+      fr.fct_max_us = ff.fct_max_ns / 1000.0;
+      fr.slowdown_mean = ff.slowdown_sum / static_cast<double>(ff.messages);
+    }
+    fr.throughput_gbps = r.virtual_ns > 0 ? static_cast<double>(fr.bytes_acked) * 8.0 /
+                                                static_cast<double>(r.virtual_ns)
+                                          : 0;
+    const nic_emu::NicNode& rx = *nodes_[f.dst].nic;
+    const uint32_t sip = topology_.hosts()[f.src].ip;
+    fr.packets_by_uplink.assign(rx.uplink_count(), 0);
+    for (const auto& q : rx.heat_map()) {
+      if (q.src_ip != sip || q.dest_qp != f.dst_qpn) continue;
+      for (uint16_t u = 0; u < rx.uplink_count() && u < q.per_uplink.size(); ++u) {
+        fr.packets_by_uplink[u] = q.per_uplink[u];
+      }
+    }
+    r.flows.push_back(std::move(fr));
+  }
+
+  // Host uplinks (NIC -> leaf), the first tier, over the window.
+  {
+    std::vector<double> hu;
+    for (uint32_t h = 0; h < topology_.hosts().size(); ++h) {
+      const nic_emu::NicNode& nic = *nodes_[h].nic;
+      for (uint16_t u = 0; u < nic.uplink_count(); ++u) {
+        const uint64_t before = h < nic_tx_window_.size() && u < nic_tx_window_[h].size()
+                                    ? nic_tx_window_[h][u]
+                                    : 0;
+        const uint64_t tx = nic.port_counters(u).tx_bytes - before;
+        hu.push_back(window_s > 0 ? static_cast<double>(tx) * 8.0 / (window_s * config_.link_gbps * 1e9) : 0);
+      }
+    }
+    const Spread sh = spread(hu);
+    r.host_uplink_util_mean = sh.mean;
+    r.host_uplink_util_max = sh.max;
+    r.host_uplink_util_imbalance = sh.imbalance;
   }
 
   r.dead_link_frames = dead_link_frames_;

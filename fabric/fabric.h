@@ -175,8 +175,24 @@ class Fabric {
   std::vector<MessageCompletion> completions_;  // scratch
   std::vector<Post> due_posts_;                 // scratch
   std::vector<uint64_t> fct_ns_;
-  std::vector<std::pair<uint64_t, uint64_t>> sized_fct_;  // (bytes, fct ns), cdf workload
-  std::vector<uint8_t> same_leaf_;                        // per flow index... by (src, dst)
+  // Every completed message's size, FCT and the links its path crosses (2 under one leaf, 4
+  // across the spines): what its slowdown is computed from.
+  struct SizedFct {
+    uint64_t bytes = 0;
+    uint64_t fct_ns = 0;
+    uint8_t hops = 0;
+  };
+  std::vector<SizedFct> sized_fct_;
+  // Per host, per QP index of its engine: the flow (index into plan_.flows()) it sends, or -1.
+  std::vector<std::vector<int32_t>> flow_of_qp_;
+  struct FlowFct {
+    uint64_t messages = 0, bytes = 0;
+    double fct_sum_ns = 0, fct_max_ns = 0, slowdown_sum = 0;
+  };
+  std::vector<FlowFct> flow_fct_;  // per flow
+  // The FCT of `bytes` alone on an idle fabric over `hops` store-and-forward links.
+  double ideal_fct_ns(uint64_t bytes, uint32_t hops) const;
+  uint32_t path_hops(uint32_t src, uint32_t dst) const;
   uint64_t completed_ = 0;
   uint64_t done_ns_ = 0;
   uint64_t window_start_ns_ = 0;

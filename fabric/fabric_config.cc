@@ -457,7 +457,11 @@ void apply_yaml(FabricConfig& c, const control::ConfigNode& root) {
                 "duration",
                 "warmup",
                 "seeds",
-                "sample_us"});
+                "sample_us",
+                "json",
+                "timeseries",
+                "plots",
+                "csv"});
   c.source = n.file();
   c.leaves = static_cast<uint32_t>(n.uint_or("leaves", c.leaves, 1, 255));
   c.spines = static_cast<uint32_t>(n.uint_or("spines", c.spines, 1, 256));
@@ -577,6 +581,10 @@ void apply_yaml(FabricConfig& c, const control::ConfigNode& root) {
   duration_key("duration", c.duration_ns);
   duration_key("warmup", c.warmup_ns);
   c.sample_ns = n.uint_or("sample_us", c.sample_ns / 1000, 1, 1'000'000) * 1000;
+  c.json_file = n.string_or("json", c.json_file);
+  c.timeseries_file = n.string_or("timeseries", c.timeseries_file);
+  c.plots_dir = n.string_or("plots", c.plots_dir);
+  c.csv_dir = n.string_or("csv", c.csv_dir);
   if (n.has("seeds")) {
     try {
       std::tie(c.seed_first, c.seed_last) = parse_seed_range(n.string("seeds"));

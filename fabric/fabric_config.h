@@ -165,6 +165,9 @@ struct FabricConfig {
   uint64_t seed_first = 1;
   uint64_t seed_last = 1;
   uint64_t sample_ns = 100'000;  // timeseries and PFC timeline interval
+  // Where the report goes (YAML json/timeseries/plots/csv; the flags of the same names win).
+  // Not part of the experiment: config_json leaves them out.
+  std::string json_file, timeseries_file, plots_dir, csv_dir;
 
   uint32_t hosts() const { return leaves * hosts_per_leaf; }
   // The layout host `name`'s NIC uses (ppcid_layout_hosts, else the fabric's).

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
 #include <string_view>
 
 #include "dataplane/egress/link_emulator.h"
@@ -103,6 +106,9 @@ nlohmann::json to_json(const RunResult& r) {
   j["downlink_util"] = {{"mean", r.downlink_util_mean},
                         {"max", r.downlink_util_max},
                         {"imbalance", r.downlink_util_imbalance}};
+  j["host_uplink_util"] = {{"mean", r.host_uplink_util_mean},
+                           {"max", r.host_uplink_util_max},
+                           {"imbalance", r.host_uplink_util_imbalance}};
   j["idle_links"] = r.idle_links;
   j["fabric_links"] = r.fabric_links;
   nlohmann::json goodput = nlohmann::json::array();
@@ -419,6 +425,154 @@ std::string format_table(const std::vector<RunResult>& runs, const FabricConfig&
          "pfc.pause_frames; ll drops: lossless_drops (queue_full + headroom_overflow on a PFC "
          "class, summed over seeds)\n";
   return out;
+}
+
+namespace {
+
+// A CSV field: quoted when it holds a comma, a quote or a line break (RFC 4180).
+std::string csv_field(const std::string& v) {
+  if (v.find_first_of(",\"\n") == std::string::npos) return v;
+  std::string out = "\"";
+  for (char c : v) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+std::string num(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.6g", v);
+  return b;
+}
+
+void open_csv(std::ofstream& out, const std::string& path, bool append, const std::string& header) {
+  const bool fresh = !append || !std::filesystem::exists(path);
+  out.open(path, fresh ? std::ios::trunc : std::ios::app);
+  if (!out) throw std::runtime_error("cannot write " + path);
+  if (fresh) out << header << "\n";
+}
+
+}  // namespace
+
+void write_csv(const std::string& dir, const std::vector<RunResult>& runs, const std::string& run,
+               bool append) {
+  const std::string pre = run.empty() ? "" : csv_field(run) + ",";
+  const std::string pre_h = run.empty() ? "" : "run,";
+  std::ofstream summary, per_run, flows;
+  open_csv(summary, dir + "/summary.csv", append,
+           pre_h + "mode,seeds,messages_completed,messages_posted,throughput_fraction,"
+                   "throughput_fraction_stddev,collective_bw_fraction,host_uplink_util_mean,"
+                   "host_uplink_util_imbalance,uplink_util_mean,uplink_util_imbalance,"
+                   "uplink_util_imbalance_stddev,downlink_util_mean,downlink_util_imbalance,"
+                   "fct_p50_us_mean,fct_p99_us_mean,slowdown_p50_mean,slowdown_p99_mean,"
+                   "retx_rate,naks,reorder_p99_depth,pfc_pause_frames,lossless_drops,"
+                   "runs_with_warnings");
+  for (const std::string& mode : modes_in_order(runs)) {
+    std::vector<double> tp, cb, hum, hui, um, ui, dm, di, p50, p99, s50, s99, retx, naks, reord, pfc;
+    uint64_t done = 0, posted = 0, lossy = 0, warned = 0;
+    for (const RunResult& r : runs) {
+      if (r.mode != mode) continue;
+      tp.push_back(r.throughput_fraction);
+      cb.push_back(r.collective_bw_fraction);
+      hum.push_back(r.host_uplink_util_mean);
+      hui.push_back(r.host_uplink_util_imbalance);
+      um.push_back(r.uplink_util_mean);
+      ui.push_back(r.uplink_util_imbalance);
+      dm.push_back(r.downlink_util_mean);
+      di.push_back(r.downlink_util_imbalance);
+      if (r.messages_completed > 0) {
+        p50.push_back(r.fct_p50_us);
+        p99.push_back(r.fct_p99_us);
+      }
+      for (const SlowdownBin& b : r.slowdown) {
+        if (b.count == 0) continue;
+        s50.push_back(b.p50);
+        s99.push_back(b.p99);
+      }
+      retx.push_back(r.retx_rate);
+      naks.push_back(static_cast<double>(r.naks));
+      reord.push_back(static_cast<double>(r.reorder_p99_depth));
+      pfc.push_back(static_cast<double>(r.pfc_pause_frames));
+      done += r.messages_completed;
+      posted += r.messages_posted;
+      lossy += r.lossless_drops_queue_full + r.lossless_drops_headroom;
+      warned += !r.warnings.empty();
+    }
+    const auto m = [](const std::vector<double>& v) { return num(spread(v).mean); };
+    summary << pre << csv_field(mode) << "," << tp.size() << "," << done << "," << posted << ","
+            << m(tp) << "," << num(spread(tp).stddev) << "," << m(cb) << "," << m(hum) << ","
+            << m(hui) << "," << m(um) << "," << m(ui) << "," << num(spread(ui).stddev) << ","
+            << m(dm) << "," << m(di) << "," << (p50.empty() ? "" : m(p50)) << ","
+            << (p99.empty() ? "" : m(p99)) << "," << (s50.empty() ? "" : m(s50)) << ","
+            << (s99.empty() ? "" : m(s99)) << "," << m(retx) << "," << m(naks) << ","
+            << m(reord) << "," << m(pfc) << "," << lossy << "," << warned << "\n";
+  }
+  open_csv(per_run, dir + "/runs.csv", append,
+           pre_h + "mode,seed,completed,messages_completed,messages_posted,throughput_fraction,"
+                   "collective_bw_fraction,host_uplink_util_mean,host_uplink_util_imbalance,"
+                   "uplink_util_mean,uplink_util_imbalance,downlink_util_mean,"
+                   "downlink_util_imbalance,fct_p50_us,fct_p99_us,fct_max_us,retx_rate,"
+                   "packets_retransmitted,naks,timeouts,pfc_pause_frames,pfc_paused_us,"
+                   "lossless_drops,failover_event_us,failover_before,failover_dip,"
+                   "failover_after,failover_recovery_us,warnings");
+  for (const RunResult& r : runs) {
+    std::string warnings;
+    for (const std::string& w : r.warnings) warnings += (warnings.empty() ? "" : "; ") + w;
+    per_run << pre << csv_field(r.mode) << "," << r.seed << "," << (r.completed ? 1 : 0) << ","
+            << r.messages_completed << "," << r.messages_posted << ","
+            << num(r.throughput_fraction) << "," << num(r.collective_bw_fraction) << ","
+            << num(r.host_uplink_util_mean) << "," << num(r.host_uplink_util_imbalance) << ","
+            << num(r.uplink_util_mean) << "," << num(r.uplink_util_imbalance) << ","
+            << num(r.downlink_util_mean) << "," << num(r.downlink_util_imbalance) << ",";
+    if (r.messages_completed > 0) {
+      per_run << num(r.fct_p50_us) << "," << num(r.fct_p99_us) << "," << num(r.fct_max_us);
+    } else {
+      per_run << ",,";
+    }
+    per_run << "," << num(r.retx_rate) << "," << r.packets_retransmitted << "," << r.naks << ","
+            << r.timeouts << "," << r.pfc_pause_frames << "," << num(r.pfc_paused_us) << ","
+            << (r.lossless_drops_queue_full + r.lossless_drops_headroom) << ",";
+    if (r.failover) {
+      const RunResult::Failover& f = *r.failover;
+      // dip: the lowest goodput sample after the failure, as a fraction of the one before.
+      per_run << num(f.event_us) << "," << num(f.before) << ","
+              << num(f.before > 0 ? f.min_after / f.before : 0) << "," << num(f.after) << ","
+              << num(f.recovery_us);
+    } else {
+      per_run << ",,,,";
+    }
+    per_run << "," << csv_field(warnings) << "\n";
+  }
+  size_t max_uplinks = 0;
+  for (const RunResult& r : runs) {
+    for (const FlowRecord& f : r.flows) max_uplinks = std::max(max_uplinks, f.packets_by_uplink.size());
+  }
+  std::string uplink_cols;
+  for (size_t u = 0; u < max_uplinks; ++u) uplink_cols += ",packets_plane" + std::to_string(u);
+  open_csv(flows, dir + "/flows.csv", append,
+           pre_h + "mode,seed,src,dst,src_qpn,dst_qpn,hops,bytes_acked,bytes_completed,"
+                   "messages_completed,fct_mean_us,fct_max_us,slowdown_mean,throughput_gbps,"
+                   "packets_sent,packets_retransmitted,naks,timeouts" + uplink_cols);
+  for (const RunResult& r : runs) {
+    for (const FlowRecord& f : r.flows) {
+      flows << pre << csv_field(r.mode) << "," << r.seed << "," << f.src << "," << f.dst << ","
+            << f.src_qpn << "," << f.dst_qpn << "," << f.hops << "," << f.bytes_acked << ","
+            << f.bytes_completed << "," << f.messages_completed << ",";
+      if (f.messages_completed > 0) {
+        flows << num(f.fct_mean_us) << "," << num(f.fct_max_us) << "," << num(f.slowdown_mean);
+      } else {
+        flows << ",,";
+      }
+      flows << "," << num(f.throughput_gbps) << "," << f.packets_sent << ","
+            << f.packets_retransmitted << "," << f.naks << "," << f.timeouts;
+      for (size_t u = 0; u < max_uplinks; ++u) {
+        flows << "," << (u < f.packets_by_uplink.size() ? f.packets_by_uplink[u] : 0);
+      }
+      flows << "\n";
+    }
+  }
+  for (std::ofstream* o : {&summary, &per_run, &flows}) {
+    o->flush();
+    if (!*o) throw std::runtime_error("cannot write the CSV files in " + dir);
+  }
 }
 
 }  // namespace spraynet::fabric

@@ -22,6 +22,21 @@ struct SlowdownBin {
   double p99 = 0;
 };
 
+// One flow (a QP and its peer) of one run, for --csv's flows.csv.
+struct FlowRecord {
+  std::string src, dst;  // host names
+  uint32_t src_qpn = 0, dst_qpn = 0;
+  uint32_t hops = 0;  // links on its path: 2 under one leaf, 4 across the spines
+  uint64_t bytes_acked = 0;
+  uint64_t bytes_completed = 0;
+  uint64_t messages_completed = 0;
+  double fct_mean_us = 0, fct_max_us = 0;
+  double slowdown_mean = 0;     // FCT over the idle-fabric FCT over its own path, mean
+  double throughput_gbps = 0;   // bytes acknowledged over the run's virtual time
+  uint64_t packets_sent = 0, packets_retransmitted = 0, naks = 0, timeouts = 0;
+  std::vector<uint64_t> packets_by_uplink;  // as the receiving NIC counted them, per plane
+};
+
 struct RunResult {
   std::string mode;
   std::string workload;
@@ -52,6 +67,8 @@ struct RunResult {
   std::vector<double> uplink_util;  // per leaf->spine link, over the window
   std::vector<std::string> uplink_names;
   double downlink_util_mean = 0, downlink_util_max = 0, downlink_util_imbalance = 0;  // spine->leaf
+  double host_uplink_util_mean = 0, host_uplink_util_max = 0, host_uplink_util_imbalance = 0;
+  std::vector<FlowRecord> flows;  // one per QP flow of the workload (CSV only)
   // Leaf-spine links (both directions) that carried less than 5% of their rate over the window
   // while the fabric's mean was above 20%: what hash polarization leaves idle.
   uint32_t idle_links = 0;
@@ -161,6 +178,11 @@ std::string format_table(const std::vector<RunResult>& runs, const FabricConfig&
 // The lines above the table: the fabric (links per spine, oversubscription per tier), PFC, the
 // events and, where the workload has one, the ideal ceiling of throughput_fraction.
 std::string format_header(const FabricConfig& config);
+// --csv: DIR/summary.csv (one row per mode: the table's figures with stddev), DIR/runs.csv (one
+// row per run, failover columns with a link-down event) and DIR/flows.csv (one row per flow and
+// run). `run` names a scenario's run (a column when not empty). Appends when `append`.
+void write_csv(const std::string& dir, const std::vector<RunResult>& runs,
+               const std::string& run, bool append);
 // The payload share of a full frame at this MTU on the wire, and the ideal ceiling:
 // min(1, capacity / offered load) x that share (permutation, alltoall, incast; else none).
 double payload_share(uint32_t mtu);

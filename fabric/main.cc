@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iostream>
@@ -333,12 +334,16 @@ int main(int argc, char** argv) {
       "and the host; =off removes it; counted in drops.checksum_filter and "
       "drops.host_checksum_filter). "
       "LINK: LEAF-SPINE (every parallel link), LEAF-SPINE#k, hN-LEAF; plane p>0: p1.leaf0-spine3."};
-  std::string config_file, json_file, timeseries_file, plots_dir, log_level = "warn";
+  std::string config_file, json_file, timeseries_file, plots_dir, csv_dir, log_level = "warn";
   std::vector<std::string> events;
   std::vector<std::string> layout_hosts;
   bool quiet = false;
   bool reproducible = false;
-  app.add_option("--config", config_file, "YAML file with a `fabric:` map (keys as the flags, '_' for '-')");
+  app.add_option("--config", config_file,
+                 "YAML file with a `fabric:` map: keys as the flags, '_' for '-' (json, "
+                 "timeseries, plots and csv too; `event:` is a list, and --event flags add to "
+                 "it). Flags given beside it apply over the file. Command line only: --config, "
+                 "--scenario, --quick, --log-level, --quiet, --reproducible");
   std::string scenario_name;
   bool quick = false;
   app.add_option("--scenario", scenario_name,
@@ -347,15 +352,23 @@ int main(int argc, char** argv) {
   app.add_flag("--quick", quick, "with --scenario: its quick form (fewer seeds, shorter runs)");
   std::vector<Flag> flags = make_flags();
   for (Flag& flag : flags) app.add_option("--" + flag.name, flag.value, flag.help);
-  app.add_option("--event", events, "a timed change to the fabric (see above); repeatable");
+  app.add_option("--event", events,
+                 "a timed change to the fabric (see above); repeatable; added to the config "
+                 "file's `event:` list");
   app.add_option("--ppcid-layout-host", layout_hosts,
                  "HOST=ts-high|path-high: that host's NIC uses this PPCID layout whatever the "
                  "fabric's (pitfall 2: one NIC on other firmware); repeatable");
   app.add_option("--json", json_file, "write the report (config, runs, summary) here");
   app.add_option("--timeseries", timeseries_file, "per-link utilisation and queue every sample-us, CSV");
+  app.add_option("--csv", csv_dir,
+                 "write DIR/summary.csv (the table, one row per mode), DIR/runs.csv (one row per "
+                 "run) and DIR/flows.csv (one row per QP and run: source, destination, QP, bytes, "
+                 "FCT, throughput, retransmissions, uplinks)");
   app.add_option("--plots", plots_dir, "write PNGs here (with report.json and timeseries.csv) via scripts/fabric_plots.py");
   app.add_option("--log-level", log_level, "trace | debug | info | warn | error (warn)");
-  app.add_flag("--quiet", quiet, "no progress line on stderr");
+  app.add_flag("--quiet", quiet,
+               "no progress on stderr (otherwise: runs over a second show one updating line on a "
+               "terminal, a plain line every 10 s when stderr is a file or pipe)");
   app.add_flag("--reproducible", reproducible,
                "leave the wall-clock figures (wall_s, hops_per_s, peak_rss_mb) out of the JSON, so "
                "that two runs with the same arguments write identical files");
@@ -464,6 +477,23 @@ int main(int argc, char** argv) {
     }
   }
 
+  // The file's output keys, where the flags did not say.
+  if (!scenario) {
+    const FabricConfig& c = experiments.front().config;
+    if (json_file.empty()) json_file = c.json_file;
+    if (timeseries_file.empty()) timeseries_file = c.timeseries_file;
+    if (plots_dir.empty()) plots_dir = c.plots_dir;
+    if (csv_dir.empty()) csv_dir = c.csv_dir;
+  }
+  if (!csv_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(csv_dir, ec);
+    if (ec) {
+      std::fprintf(stderr, "fabric_emu: --csv: cannot create %s: %s\n", csv_dir.c_str(),
+                   ec.message().c_str());
+      return 2;
+    }
+  }
   if (!plots_dir.empty()) {
     std::string cmd = "mkdir -p '" + plots_dir + "'";
     if (std::system(cmd.c_str()) != 0) {
@@ -490,6 +520,7 @@ int main(int argc, char** argv) {
     total += e.config.modes.size() * (e.config.seed_last - e.config.seed_first + 1);
   }
   uint64_t done = 0;
+  const bool stderr_tty = isatty(STDERR_FILENO) != 0;
   for (size_t x = 0; x < experiments.size(); ++x) {
     const FabricConfig& config = experiments[x].config;
     const std::string& run_name = experiments[x].name;
@@ -504,15 +535,21 @@ int main(int argc, char** argv) {
                    config.payload == "shared" ? segment_pool : nullptr);
           f.record_timeseries(ts.is_open());
           const auto start = std::chrono::steady_clock::now();
+          double last_line = 0;
           r = f.run([&](uint64_t vt, uint64_t hops) {
             const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
             if (quiet || wall < 1.0) return;
-            shown = true;
-            std::fprintf(stderr, "\r[%llu/%llu] %s seed %llu: %.0f of %.0f us virtual, %.1f s wall, %.2f M packet-hops/s   ",
+            // A terminal gets one line updated in place; a file or pipe a plain line every
+            // 10 s of wall time (no carriage returns in a log).
+            if (!stderr_tty && wall - last_line < 10.0) return;
+            last_line = wall;
+            shown = stderr_tty;
+            std::fprintf(stderr, "%s[%llu/%llu] %s seed %llu: %.0f of %.0f us virtual, %.1f s wall, %.2f M packet-hops/s%s",
+                         stderr_tty ? "\r" : "",
                          static_cast<unsigned long long>(done + 1), static_cast<unsigned long long>(total),
                          what.c_str(), static_cast<unsigned long long>(seed),
                          static_cast<double>(vt) / 1000.0, static_cast<double>(config.duration_ns) / 1000.0,
-                         wall, static_cast<double>(hops) / wall / 1e6);
+                         wall, static_cast<double>(hops) / wall / 1e6, stderr_tty ? "   " : "\n");
           });
           if (ts.is_open()) write_timeseries(ts, f, r, scenario ? run_name + "," : "");
         } catch (const std::exception& e) {
@@ -586,6 +623,18 @@ int main(int argc, char** argv) {
     } catch (const std::exception& e) {
       std::fprintf(stderr, "fabric_emu: scenario %s: %s\n", scenario->name.c_str(), e.what());
       status = 2;
+    }
+  }
+  if (!csv_dir.empty()) {
+    try {
+      bool append = false;
+      for (const ScenarioRun& e : experiments) {
+        write_csv(csv_dir, results[e.name], e.name, append);
+        append = true;
+      }
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "fabric_emu: --csv: %s\n", e.what());
+      return 2;
     }
   }
   if (!json_file.empty()) {
