@@ -94,8 +94,21 @@ uint64_t parse_duration_ns(std::string_view text) {
       return static_cast<uint64_t>(std::llround(v * u.ns));
     }
   }
+  bool bare_number = !text.empty();
+  try {
+    (void)parse_number(text, "time");
+  } catch (const std::invalid_argument&) {
+    bare_number = false;
+  }
+  if (bare_number) {
+    throw std::invalid_argument("'" + std::string(text) +
+                                "' has no unit: add ns | us | ms | s (e.g. 500us)");
+  }
+  if (text.starts_with("-")) {
+    throw std::invalid_argument("'" + std::string(text) + "': a time cannot be negative");
+  }
   throw std::invalid_argument("'" + std::string(text) +
-                              "' is not a time: a number >= 0 with a unit, ns | us | ms | s "
+                              "' is not a time: a number with a unit, ns | us | ms | s "
                               "(e.g. 500us)");
 }
 
