@@ -21,7 +21,7 @@ TEST_CASE("durations, seeds, modes and events parse; bad ones say what is accept
   CHECK(parse_duration_ns("1.5ms") == 1'500'000);
   CHECK(parse_duration_ns("2000ns") == 2000);
   CHECK(parse_duration_ns("1s") == 1'000'000'000);
-  CHECK_THROWS_WITH(parse_duration_ns("5 parsecs"), Catch::Contains("ns, us, ms or s"));
+  CHECK_THROWS_WITH(parse_duration_ns("5 parsecs"), Catch::Contains("ns | us | ms | s"));
   CHECK_THROWS_AS(parse_duration_ns("-1us"), std::invalid_argument);
   CHECK(parse_seed_range("1-20") == std::pair<uint64_t, uint64_t>{1, 20});
   CHECK(parse_seed_range("7") == std::pair<uint64_t, uint64_t>{7, 7});
@@ -121,6 +121,9 @@ TEST_CASE("receive: the NICs' model per mode, and the pairs that contradict each
   CHECK(d.effective_receive(FabricMode::kSpray) == "reorder-buffer");
   CHECK(d.effective_receive(FabricMode::kSprayNoReorder) == "none");
   CHECK(d.effective_receive(FabricMode::kEcmp) == "none");
+  // DRILL chooses per packet at the leaf, so it reorders like spraying and gets the engine.
+  CHECK(d.effective_receive(FabricMode::kDrill) == "reorder-buffer");
+  CHECK(d.effective_receive(FabricMode::kDlb) == "none");
   CHECK_THROWS_WITH(
       parse_fabric_config_yaml("fabric:\n  receive: ooo-placement\n  mode: spray,spray-noreorder\n",
                                "f.yaml"),
@@ -336,4 +339,39 @@ TEST_CASE("workloads: permutation crosses leaves one-to-one, allreduce rings, al
   const double offered = static_cast<double>(poisson.bytes_total()) * 8.0 /
                          (16 * c.link_gbps * 1e9 * c.duration_ns * 1e-9);
   CHECK(offered == Approx(c.load).epsilon(0.15));
+}
+
+TEST_CASE("YAML: a key given twice is refused with both lines; events past the end are refused") {
+  CHECK_THROWS_WITH(parse_fabric_config_yaml("fabric:\n  spines: 2\n  spines: 4\n", "f.yaml"),
+                    Catch::Contains("f.yaml: fabric.spines: duplicate key") &&
+                        Catch::Contains("line 2 and again at line 3"));
+  // Nested maps and lists of maps too (a scenario's runs, a switch's groups).
+  CHECK_THROWS_WITH(
+      control::ConfigNode::load_string("a:\n  - b: 1\n    b: 2\n", "g.yaml"),
+      Catch::Contains("g.yaml: a[0].b: duplicate key"));
+  CHECK_NOTHROW(control::ConfigNode::load_string("a:\n  - b: 1\n  - b: 2\n", "g.yaml"));
+  FabricConfig c;
+  c.duration_ns = 100'000;
+  c.events.push_back(parse_fabric_event("link-down:leaf0-spine1@5ms"));
+  CHECK_THAT(c.check(), Catch::Contains("after the end of the run") && Catch::Contains("100 us"));
+  c.events.back() = parse_fabric_event("link-down:leaf0-spine1@100us");
+  CHECK(c.check().empty());
+  // cdf runs until done, within 5 durations + 1 ms: an event inside that is fine.
+  c.workload = Workload::kCdf;
+  c.events.back() = parse_fabric_event("link-down:leaf0-spine1@1400us");
+  CHECK(c.check().empty());
+  c.events.back() = parse_fabric_event("link-down:leaf0-spine1@1600us");
+  CHECK_FALSE(c.check().empty());
+}
+
+TEST_CASE("YAML: output keys, and durations without a unit") {
+  const FabricConfig c = parse_fabric_config_yaml(
+      "fabric:\n  json: r.json\n  timeseries: t.csv\n  plots: p\n  csv: c\n", "f.yaml");
+  CHECK(c.json_file == "r.json");
+  CHECK(c.timeseries_file == "t.csv");
+  CHECK(c.plots_dir == "p");
+  CHECK(c.csv_dir == "c");
+  CHECK_THROWS_WITH(parse_duration_ns("0"), Catch::Contains("has no unit"));
+  CHECK_THROWS_WITH(parse_duration_ns("-5us"), Catch::Contains("cannot be negative"));
+  CHECK(parse_duration_ns("0us") == 0);
 }

@@ -818,3 +818,51 @@ TEST_CASE("engine: poll's max_packets limits requester packets, not pending ACKs
   CHECK(tiny.whole());
   CHECK(other.whole());
 }
+
+TEST_CASE("engine: poll with RcTxRoom gives a QP packets only while its uplink has room") {
+  TestPool pool;
+  Pair cfg(4, 1, 16 * 1024);  // 16 packets per QP
+  auto engine = std::make_unique<RcTrafficEngine>(cfg.a, pool.get());
+  RcTrafficEngine& a = *engine;
+  // QPs 0 and 2 leave by uplink 0, QPs 1 and 3 by uplink 1.
+  const std::vector<uint16_t> qp_uplink = {0, 1, 0, 1};
+  std::vector<uint32_t> frames = {3, 0};
+  RcTxRoom room{qp_uplink, frames};
+  CHECK(room.admits(0));
+  CHECK_FALSE(room.admits(1));
+  // With no room on uplink 1, its QPs wait; their next event does not count either.
+  CHECK(a.next_event_ns(&room) == 0);
+
+  std::vector<rte_mbuf*> out;
+  REQUIRE(a.poll(0, out, 32, &room) == 3);  // uplink 0's room, whatever the budget
+  CHECK(frames[0] == 0);
+  for (rte_mbuf* m : out) {
+    const uint32_t qp = parse_ok(m).dest_qp - 0x200;
+    CHECK((qp == 0 || qp == 2));
+  }
+  // Round robin among the admitted QPs: both of uplink 0's QPs had a turn.
+  std::set<uint32_t> seen;
+  for (rte_mbuf* m : out) seen.insert(parse_ok(m).dest_qp);
+  CHECK(seen.size() == 2);
+  // Nothing has room now: no packet, and nothing due for poll().
+  CHECK(a.poll(0, out, 32, &room) == 0);
+  CHECK(a.next_event_ns(&room) == kNever);
+  // Room on uplink 1 only: only QPs 1 and 3 send; an unknown uplink (kAnyUplink) is not held.
+  frames = {0, 2};
+  for (rte_mbuf* m : out) rte_pktmbuf_free(m);  // the wire's business: dropped here
+  out.clear();
+  REQUIRE(a.poll(0, out, 32, &room) == 2);
+  for (rte_mbuf* m : out) {
+    const uint32_t qp = parse_ok(m).dest_qp - 0x200;
+    CHECK((qp == 1 || qp == 3));
+  }
+  const std::vector<uint16_t> any = {RcTxRoom::kAnyUplink, RcTxRoom::kAnyUplink,
+                                     RcTxRoom::kAnyUplink, RcTxRoom::kAnyUplink};
+  frames = {0, 0};
+  RcTxRoom free_room{any, frames};
+  CHECK(a.poll(0, out, 1, &free_room) == 1);
+  for (rte_mbuf* m : out) rte_pktmbuf_free(m);
+  out.clear();
+  engine.reset();  // what the requesters kept for retransmission goes back with them
+  CHECK(pool.whole());
+}
