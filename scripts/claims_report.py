@@ -1,6 +1,11 @@
 #!/usr/bin/env python3
 """Turns the scenario reports scripts/claims.sh collected (DIR/NAME.json, written by
-fabric_emu --scenario NAME --json) into DIR/CLAIMS.md, DIR/claims.json and DIR/NAME.png."""
+fabric_emu --scenario NAME --json) into DIR/CLAIMS.md, DIR/claims.json and DIR/NAME.png.
+
+The table gives each figure's mean ± sample standard deviation over seeds. The plots draw the
+mean as a bar, the min..max over the seeds as the whisker (a figure's per-seed values come from
+its expression over the measures; never past the data, so never below zero for a quantity that
+cannot be negative) and each seed as a dot; an axis whose values are all 0 is a plain 0..1."""
 import argparse
 import json
 import math
@@ -40,30 +45,139 @@ def article_number(text):
     return float(nums[-1])
 
 
+def finite(v):
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def figure_values(f, measures):
+    """The figure's value per seed: its expression (+ - * / ( ), names of measures, numbers, the
+    scenario's own grammar) evaluated over the seeds' measures as fabric_emu does; None when it
+    cannot be (an unknown name, other syntax) or does not give the reported mean back."""
+    import ast
+
+    def ev(node):
+        if isinstance(node, ast.Expression):
+            return ev(node.body)
+        if isinstance(node, ast.Constant) and finite(node.value):
+            return [float(node.value)]
+        if isinstance(node, ast.Name):
+            v = measures.get(node.id)
+            if not isinstance(v, list) or not v:
+                raise ValueError(node.id)
+            return [float(x) if finite(x) else math.nan for x in v]
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+            a = ev(node.operand)
+            return [-x for x in a] if isinstance(node.op, ast.USub) else a
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub, ast.Mult, ast.Div)):
+            a, b = ev(node.left), ev(node.right)
+            if len(a) != len(b) and len(a) != 1 and len(b) != 1:
+                raise ValueError("seeds")
+            out = []
+            for i in range(max(len(a), len(b))):
+                x, y = a[0 if len(a) == 1 else i], b[0 if len(b) == 1 else i]
+                if isinstance(node.op, ast.Add):
+                    out.append(x + y)
+                elif isinstance(node.op, ast.Sub):
+                    out.append(x - y)
+                elif isinstance(node.op, ast.Mult):
+                    out.append(x * y)
+                elif y != 0:
+                    out.append(x / y)
+                else:  # as in C++: x / 0 is infinite, 0 / 0 NaN
+                    out.append(math.nan if x == 0 or math.isnan(x) else math.copysign(math.inf, x))
+            return out
+        raise ValueError(type(node).__name__)
+
+    try:
+        vals = ev(ast.parse(str(f.get("value", "")), mode="eval"))
+    except (SyntaxError, ValueError, TypeError, RecursionError):
+        return None
+    if len(vals) != f.get("seeds", len(vals)) or not all(math.isfinite(v) for v in vals):
+        return None
+    mean = sum(vals) / len(vals)
+    if finite(f.get("mean")) and abs(mean - f["mean"]) > 1e-6 * max(1.0, abs(f["mean"])):
+        return None
+    return vals
+
+
+def spread(mean, sd, vals):
+    """(low, high) of the whisker: the seeds' min..max when known (never past the data, so
+    never below zero for a quantity that cannot be), else mean ± sd with the low end held at
+    zero for a mean that is not negative."""
+    if vals:
+        return min(vals), max(vals)
+    lo = mean - sd
+    if mean >= 0:
+        lo = max(0.0, lo)
+    return lo, mean + sd
+
+
+def plain_axis(ax, which="x"):
+    """No offset and no scientific notation (the "1e-9" over a panel of zeros)."""
+    from matplotlib.ticker import ScalarFormatter
+    fmt_ = ScalarFormatter(useOffset=False)
+    fmt_.set_scientific(False)
+    (ax.xaxis if which == "x" else ax.yaxis).set_major_formatter(fmt_)
+
+
+def draw_spread(ax, ys, means, spreads, seeds):
+    """Bars at the means, whiskers over `spreads` and a dot per seed."""
+    ax.barh(ys, means, color="#4C72B0", height=0.6, zorder=2)
+    for y, m, (lo, hi), vals in zip(ys, means, spreads, seeds):
+        if hi > lo:
+            ax.errorbar([m], [y], xerr=[[m - lo], [hi - m]], fmt="none", ecolor="black",
+                        elinewidth=1.0, capsize=3, zorder=3)
+        if vals and len(vals) > 1:
+            ax.scatter(vals, [y] * len(vals), s=9, color="black", alpha=0.6, zorder=4,
+                       linewidths=0)
+
+
+def x_range(values):
+    """x limits that hold every value (and 0) with a margin; (0, 1) when they are all 0."""
+    lo, hi = min(values + [0.0]), max(values + [0.0])
+    if hi - lo <= 0:
+        return 0.0, 1.0
+    pad = 0.12 * (hi - lo)
+    return (lo - pad if lo < 0 else 0.0), hi + pad
+
+
+def heading(name, s):
+    """The plot's title: the scenario, its verdict (wrapped) and how to read the bars."""
+    import textwrap
+    return "\n".join(textwrap.wrap(f"{name}: {s['verdict']}", 100) +
+                     ["(bar: mean over seeds, whisker: min-max over seeds, dots: each seed; "
+                      "red line: the article's figure)"])
+
+
 def plot(name, s, path):
-    """One row per figure, each on its own scale: the measured mean with its spread over seeds,
+    """One row per figure, each on its own scale: the measured mean with the range over seeds,
     and the article's figure as a red mark where it gives a number."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     figs = s["figures"]
-    fig, axes = plt.subplots(len(figs), 1, figsize=(8, 0.62 * len(figs) + 1.0), squeeze=False)
+    measures = s.get("measures") or {}
+    fig, axes = plt.subplots(len(figs), 1, figsize=(8.5, 0.7 * len(figs) + 1.0), squeeze=False)
     for ax, f in zip(axes[:, 0], figs):
-        ax.barh([0], [f["mean"]], xerr=[f["stddev"]], color="#4C72B0", capsize=3, height=0.6)
-        top = max(abs(f["mean"]) + f["stddev"], 1e-9)
+        mean = f["mean"] if finite(f["mean"]) else 0.0
+        sd = f["stddev"] if finite(f["stddev"]) else 0.0
+        vals = figure_values(f, measures) if f.get("seeds", 1) > 1 else None
+        lo, hi = spread(mean, sd, vals)
+        draw_spread(ax, [0], [mean], [(lo, hi)], [vals])
         ref = article_number(f["article"]) if f["article"] else None
         if ref is not None:
-            ax.axvline(ref, color="#C44E52", lw=2)
-            top = max(top, abs(ref))
-        lo = min(0.0, f["mean"] - f["stddev"], ref if ref is not None else 0.0)
-        ax.set_xlim(lo * 1.15, top * 1.15)
+            ax.axvline(ref, color="#C44E52", lw=2, zorder=5)
+        ax.set_xlim(*x_range([mean, lo, hi] + ([ref] if ref is not None else [])))
+        ax.set_ylim(-0.6, 0.6)
+        plain_axis(ax)
         ax.set_yticks([])
         label = f["label"] + (f" [{f['unit']}]" if f["unit"] else "")
         ax.set_ylabel(label, rotation=0, ha="right", va="center", fontsize=8)
         ax.tick_params(axis="x", labelsize=7)
+        ax.grid(True, axis="x", alpha=0.3, zorder=0)
         ax.text(1.01, 0.5, fmt(f["mean"]) + (f"\narticle {f['article']}" if f["article"] else ""),
                 transform=ax.transAxes, fontsize=7, va="center")
-    axes[0, 0].set_title(f"{name}: {s['verdict']}  (blue: measured ± sd over seeds; red: article)", fontsize=9)
+    fig.suptitle(heading(name, s), fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -156,22 +270,25 @@ def plot_panels(name, s, panels, path):
     fig, axes = plt.subplots(len(panels), 1, figsize=(8, 0.32 * rows + 0.9 * len(panels) + 0.6),
                              squeeze=False, gridspec_kw={"height_ratios": [len(p[2]) for p in panels]})
     for ax, (title, ref, bars) in zip(axes[:, 0], panels):
-        stats = [mean_sd(s["measures"][m]) for m, _ in bars]
+        seeds = [[x for x in s["measures"][m] if finite(x)] for m, _ in bars]
+        means = [mean_sd(v)[0] if v else 0.0 for v in seeds]
+        spreads = [(min(v), max(v)) if v else (0.0, 0.0) for v in seeds]
         ys = list(range(len(bars)))[::-1]
-        ax.barh(ys, [a for a, _ in stats], xerr=[b for _, b in stats], color="#4C72B0", capsize=3, height=0.6)
+        draw_spread(ax, ys, means, spreads, seeds)
         ax.set_yticks(ys)
         ax.set_yticklabels([label for _, label in bars], fontsize=7)
-        top = max([a + b for a, b in stats] + [ref or 0])
-        if top <= 0:
-            top = 1.0  # every bar 0: a plain axis, not one scaled to nothing
+        lo, top = x_range([v for sp in spreads for v in sp] + ([ref] if ref is not None else []))
         if ref is not None:
-            ax.axvline(ref, color="#C44E52", lw=2)
-        ax.set_xlim(0, top * 1.2)
-        for y, (a, _) in zip(ys, stats):
-            ax.text(top * 1.19, y, fmt(a), fontsize=7, va="center", ha="right")
+            ax.axvline(ref, color="#C44E52", lw=2, zorder=5)
+        top *= 1.1  # room for the values on the right
+        ax.set_xlim(lo, top)
+        for y, a in zip(ys, means):
+            ax.text(top - 0.01 * (top - lo), y, fmt(a), fontsize=7, va="center", ha="right")
+        plain_axis(ax)
         ax.set_title(title, fontsize=8, loc="left")
         ax.tick_params(axis="x", labelsize=7)
-    fig.suptitle(f"{name}: {s['verdict']}  (mean ± sd over seeds; red: article)", fontsize=9)
+        ax.grid(True, axis="x", alpha=0.3, zorder=0)
+    fig.suptitle(heading(name, s), fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -1,17 +1,31 @@
 #!/usr/bin/env python3
-"""Plots of a fabric_emu report: uplink utilisation, FCT CDF, FCT slowdown per size bin,
-reorder depth and PFC pauses, one PNG each, comparing load-balancing modes side by side.
+"""Plots of a fabric_emu report: per-link utilisation, throughput per mode, FCT CDF, FCT
+slowdown per size bin, reorder depth, PFC pauses and goodput over time, one PNG each,
+comparing load-balancing modes side by side.
 
 Usage:
     fabric_plots.py --json REPORT.json [--timeseries TS.csv] --out DIR
 
 Writes into DIR (created if needed), printing each PNG's path as it is written:
-    uplink_util.png    per-uplink (leafN>spineM#k) utilisation over time, one subplot per mode
-                       (the first seed of each mode found in TS.csv); needs --timeseries
+    link_util_heatmap.png  every link of the time series (rows, grouped by tier: host > leaf,
+                       leaf > spine, spine > leaf, leaf > host) against time (columns), colour =
+                       utilisation 0-1; a link idle in a sample is white, a sample missing is
+                       grey hatched; one panel per mode (its first seed); needs --timeseries
+    uplink_util.png    leaf > spine uplink utilisation over time, one panel per mode (first
+                       seed): one line per uplink up to 16 uplinks, beyond that the mean, the
+                       25-75 % band and the shares of uplinks at >= 90 % and < 1 %;
+                       needs --timeseries
+    throughput.png     per mode, mean over seeds with the min-max range and each seed: goodput
+                       (fraction of line rate); for an all-reduce the bus bandwidth (Gbit/s),
+                       busbw / line rate and the job completion time
     fct_cdf.png        CDF of message completion times ("fct_samples_us"), all seeds pooled
     slowdown.png       p50 and p99 FCT slowdown per flow-size bin ("slowdown"), per mode
     reorder_depth.png  reorder-depth histogram per mode, all seeds pooled ("reorder")
     pfc_timeline.png   paused ports over time per mode, first seed ("pfc" "timeline")
+    goodput_timeline.png  fabric goodput over time per mode, first seed ("goodput_timeline"),
+                       with the config's timed events marked
+
+Log axes carry plain tick labels (100 µs, 1 ms; 10, 100, 1k); minor ticks are unlabelled.
 
 A plot whose data is absent from the report is skipped with a note on stderr. An unreadable
 or malformed REPORT.json or TS.csv is an error: a message on stderr and exit status 2.
@@ -47,9 +61,9 @@ def import_matplotlib():
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
-        from matplotlib.ticker import FuncFormatter
+        from matplotlib import ticker
 
-        return plt, FuncFormatter
+        return plt, ticker
     except ImportError:
         system_python = "/usr/bin/python3"
         if (
@@ -131,12 +145,62 @@ def pairs(value):
 TS_COLUMNS = ("mode", "seed", "t_us", "link", "util")
 
 
+def node_kind(end):
+    """'host', 'leaf', 'spine' or '' for one end of a link name ("p1.leaf0", "h3", "spine2")."""
+    end = re.sub(r"^p\d+\.", "", end.strip())
+    m = re.match(r"[A-Za-z]+", end)
+    word = m.group(0).lower() if m else ""
+    if word in ("h", "host"):
+        return "host"
+    if word in ("leaf", "spine"):
+        return word
+    return ""
+
+
+# Tiers of links, in row order: (source kind, destination kind), title.
+TIERS = (
+    (("host", "leaf"), "host > leaf"),
+    (("leaf", "spine"), "leaf > spine"),
+    (("spine", "leaf"), "spine > leaf"),
+    (("leaf", "host"), "leaf > host"),
+)
+
+
+def link_ends(link):
+    name = link.split("#", 1)[0]
+    for sep in (">", "-"):
+        if sep in name:
+            a, b = name.split(sep, 1)
+            return a, b
+    return name, ""
+
+
+def link_tier(link):
+    """The index into TIERS of a link name, len(TIERS) for anything else."""
+    a, b = link_ends(link)
+    kinds = (node_kind(a), node_kind(b))
+    for i, (k, _) in enumerate(TIERS):
+        if k == kinds:
+            return i
+    return len(TIERS)
+
+
+def tier_title(i):
+    return TIERS[i][1] if i < len(TIERS) else "other"
+
+
+def link_plane(link):
+    """The plane of a link ("p1.leaf0>p1.spine3#0": 1; no prefix: plane 0)."""
+    m = re.match(r"p(\d+)\.", link)
+    return int(m.group(1)) if m else 0
+
+
 def is_uplink(link):
-    return link.startswith("leaf") and ">spine" in link
+    return link_tier(link) == 1
 
 
-def load_uplink_timeseries(path):
-    """{mode: (seed, {link: ([t], [util])})} for the first seed of each mode, uplinks only."""
+def load_timeseries(path):
+    """{mode: (seed, {link: ([t], [util])})} for the first seed of each mode, every link."""
     try:
         f = open(path, "r", newline="", encoding="utf-8")
     except OSError as e:
@@ -154,7 +218,8 @@ def load_uplink_timeseries(path):
         if missing:
             die(f"{path}: header lacks column(s) {', '.join(missing)} (got: {','.join(header)})")
         im, iseed, it, ilink, iutil = (header.index(c) for c in TS_COLUMNS)
-        width = max(im, iseed, it, ilink, iutil) + 1
+        irun = header.index("run") if "run" in header else None  # a scenario's time series
+        width = max(im, iseed, it, ilink, iutil, irun or 0) + 1
         first_seed = {}
         series = {}
         bad = 0
@@ -164,7 +229,7 @@ def load_uplink_timeseries(path):
                     if row:
                         bad += 1
                     continue
-                mode = row[im]
+                mode = row[im] if irun is None else f"{row[irun]}:{row[im]}"
                 seed = row[iseed]
                 chosen = first_seed.get(mode)
                 if chosen is None:
@@ -173,12 +238,13 @@ def load_uplink_timeseries(path):
                 if seed != chosen:
                     continue
                 link = row[ilink]
-                if not is_uplink(link):
-                    continue
                 try:
                     t = float(row[it])
                     u = float(row[iutil])
                 except ValueError:
+                    bad += 1
+                    continue
+                if not (math.isfinite(t) and math.isfinite(u)):
                     bad += 1
                     continue
                 ts = series[mode].get(link)
@@ -208,6 +274,64 @@ def human_bytes(x, _pos=None):
     return f"{x:.0f} B"
 
 
+def human_count(x, _pos=None):
+    """1, 20, 500, 1k, 20k, 1M: a tick label for counts and ratios."""
+    if x == 0:
+        return "0"
+    a = abs(x)
+    for suffix, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if a >= scale:
+            return f"{x / scale:.4g}{suffix}"
+    return f"{x:.4g}"
+
+
+def human_us(x, _pos=None):
+    """A time in µs as a tick label: 500 ns, 20 µs, 1 ms, 2.5 s."""
+    if x == 0:
+        return "0"
+    a = abs(x)
+    if a >= 1e6:
+        return f"{x / 1e6:.4g} s"
+    if a >= 1e3:
+        return f"{x / 1e3:.4g} ms"
+    if a >= 1:
+        return f"{x:.4g} µs"
+    return f"{x * 1e3:.4g} ns"
+
+
+def log_ticks(ax, ticker, which, fmt):
+    """Plain labels on a log axis: majors at 1 (and 2, 5 when the range is short) per decade,
+    labelled by `fmt`; minors unlabelled. Call once the data is plotted."""
+    axis = ax.xaxis if which == "x" else ax.yaxis
+    lo, hi = sorted(ax.get_xlim() if which == "x" else ax.get_ylim())
+    def inside(subs):
+        if not (lo > 0 and hi > lo):
+            return 4
+        k0, k1 = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+        return sum(1 for k in range(k0, k1 + 1) for s in subs if lo <= s * 10.0 ** k <= hi)
+
+    # The sparsest set of majors that still puts four ticks on the axis.
+    for subs in ((1.0,), (1.0, 2.0, 5.0), (1.0, 2.0, 3.0, 5.0, 7.0)):
+        if inside(subs) >= 4:
+            axis.set_major_locator(ticker.LogLocator(base=10.0, subs=subs, numticks=12))
+            axis.set_minor_locator(ticker.LogLocator(base=10.0, subs=tuple(range(2, 10)),
+                                                     numticks=12))
+            break
+    else:  # under about half a decade: evenly spaced plain ticks
+        axis.set_major_locator(ticker.MaxNLocator(nbins=5))
+        axis.set_minor_locator(ticker.NullLocator())
+    axis.set_major_formatter(ticker.FuncFormatter(fmt))
+    axis.set_minor_formatter(ticker.NullFormatter())
+
+
+def plain_linear(ax, ticker, which="y"):
+    """A linear axis without matplotlib's offset (the "1e-9" above a panel of zeros)."""
+    axis = ax.xaxis if which == "x" else ax.yaxis
+    f = ticker.ScalarFormatter(useOffset=False)
+    f.set_scientific(False)
+    axis.set_major_formatter(f)
+
+
 def ordered_modes(report_modes, extra):
     out = [m for m in report_modes if m in extra]
     out += sorted((m for m in extra if m not in report_modes), key=natural_key)
@@ -219,6 +343,13 @@ def colours(plt, n):
     return [cmap(i % cmap.N) for i in range(n)]
 
 
+def mode_colours(plt, ctx, modes):
+    """One colour per mode, the same in every plot (by the mode's place in the report)."""
+    every = ordered_modes(ctx["modes"], set(ctx["modes"]) | set(modes))
+    table = dict(zip(every, colours(plt, len(every))))
+    return [table[m] for m in modes]
+
+
 def save(fig, plt, out_dir, name, written):
     path = os.path.join(out_dir, name)
     fig.savefig(path, dpi=110)
@@ -227,42 +358,302 @@ def save(fig, plt, out_dir, name, written):
     print(path, flush=True)
 
 
+def seed_label(seed):
+    return f"seed {seed}"
+
+
 # ----------------------------------------------------------------------------- plots
 
 
-def plot_uplink_util(plt, ctx, out_dir, written):
+def timeseries_modes(ctx, name, want):
+    """The modes (in report order) whose first seed has links passing `want`, or None (noted)."""
     if ctx["ts_path"] is None:
-        note("uplink_util.png skipped: no --timeseries given")
+        note(f"{name} skipped: no --timeseries given")
+        return None
+    ts = ctx["timeseries"]
+    modes = [m for m in ordered_modes(ctx["modes"], ts.keys())
+             if any(want(link) for link in ts[m][1])]
+    if not modes:
+        what = "link" if name.startswith("link") else "leaf>spine uplink"
+        note(f"{name} skipped: {ctx['ts_path']} has no {what} rows "
+             "(a run shorter than one --sample-us interval has no samples)")
+        return None
+    return modes
+
+
+def cell_edges(times):
+    """Column edges for samples at `times` (sorted, unique): sample i covers (t[i-1], t[i]]."""
+    if len(times) == 1:
+        w = times[0] if times[0] > 0 else 1.0
+        return [times[0] - w, times[0]]
+    first = times[0] - (times[1] - times[0])
+    return [first] + list(times)
+
+
+IDLE_VALUE = -1.0  # what an idle sample is drawn as: below the scale, the cmap's "under" colour
+
+
+def heatmap_rows(links):
+    """Row order of the heat map: by tier, then plane, then name (numbers in order)."""
+    return sorted(links, key=lambda l: (link_tier(l), link_plane(l), natural_key(l)))
+
+
+def heatmap_grid(rows, data):
+    """(times, cells): the sorted sample times of `data` ({link: ([t], [util])}) and per row of
+    `rows` a list over those times of the utilisation, None where the link has no sample."""
+    times = sorted({t for t_list, _ in data.values() for t in t_list})
+    col_of = {t: j for j, t in enumerate(times)}
+    row_of = {l: i for i, l in enumerate(rows)}
+    cells = [[None] * len(times) for _ in rows]
+    for link, (t_list, u_list) in data.items():
+        r = row_of.get(link)
+        if r is None:
+            continue
+        for t, u in zip(t_list, u_list):
+            cells[r][col_of[t]] = u
+    return times, cells
+
+
+def plot_link_heatmap(plt, ticker, ctx, out_dir, written):
+    name = "link_util_heatmap.png"
+    modes = timeseries_modes(ctx, name, lambda link: True)
+    if modes is None:
+        return
+    import numpy as np
+    from matplotlib.colors import Normalize
+    from matplotlib.patches import Patch, Rectangle
+
+    ts = ctx["timeseries"]
+    # Every link any panel knows of gets a row in every panel (a link the time series lacks
+    # for one mode shows as missing there): the time series' links and the report's uplinks.
+    links = set(ctx["report_links"])
+    for m in modes:
+        links.update(ts[m][1].keys())
+    rows = heatmap_rows(links)
+    tiers = [link_tier(l) for l in rows]
+    n = len(rows)
+
+    panel_h = min(7.0, max(1.9, 0.075 * n + 0.9))
+    total_cap = 30.0
+    if panel_h * len(modes) + 1.2 > total_cap:
+        panel_h = max(1.5, (total_cap - 1.2) / len(modes))
+    fig, axes = plt.subplots(len(modes), 1, figsize=(12, 1.2 + panel_h * len(modes)),
+                             sharex=True, squeeze=False, constrained_layout=True)
+    cmap = plt.get_cmap("viridis").copy()
+    cmap.set_under("white")   # idle: exactly 0
+    cmap.set_bad((0, 0, 0, 0))  # missing: transparent, the hatched background shows
+    norm = Normalize(vmin=0.0, vmax=1.0)
+    max_labels = max(6, int(panel_h * 72 / 10))  # about one label per 10 pt of height
+    step = max(1, math.ceil(n / max_labels))
+    label_font = 7 if step == 1 and n <= 24 else 6
+    mesh = None
+    for ax, mode in zip(axes[:, 0], modes):
+        seed, data = ts[mode]
+        times, cells = heatmap_grid(rows, data)
+        grid = np.array([[math.nan if u is None else u for u in row] for row in cells],
+                        dtype=float).reshape(n, len(times))
+        shown = np.where(grid <= 0.0, IDLE_VALUE, grid)  # idle: under the colour scale
+        ax.add_patch(Rectangle((0, 0), 1, 1, transform=ax.transAxes, facecolor="#d9d9d9",
+                               edgecolor="#9a9a9a", hatch="///", linewidth=0, zorder=0))
+        mesh = ax.pcolormesh(cell_edges(times), np.arange(n + 1), np.ma.masked_invalid(shown),
+                             cmap=cmap, norm=norm, shading="flat", zorder=1, rasterized=True)
+        ax.set_ylim(n, 0)
+        # Tier boundaries (black) and source-node groups within a tier (thin white).
+        groups = 0
+        for i in range(1, n):
+            if tiers[i] != tiers[i - 1]:
+                ax.axhline(i, color="black", linewidth=1.2, zorder=2)
+            elif link_ends(rows[i])[0] != link_ends(rows[i - 1])[0]:
+                groups += 1
+        if groups <= 64:
+            for i in range(1, n):
+                if tiers[i] == tiers[i - 1] and link_ends(rows[i])[0] != link_ends(rows[i - 1])[0]:
+                    ax.axhline(i, color="white", linewidth=0.5, zorder=2)
+        spans = []  # [tier, first row, end row]
+        for i in range(n):
+            if i == 0 or tiers[i] != tiers[i - 1]:
+                spans.append([tiers[i], i, i + 1])
+            else:
+                spans[-1][2] = i + 1
+        # Row labels: each tier's first row, then every step-th row of it, none so close to
+        # the next tier's first label that the two would overlap.
+        ticks, labels = [], []
+        for _, a, b in spans:
+            for i in range(a, b, step):
+                if i == a or b - i >= max(1, 0.6 * step):
+                    ticks.append(i + 0.5)
+                    labels.append(rows[i])
+        ax.set_yticks(ticks)
+        ax.set_yticklabels(labels, fontsize=label_font)
+        ax.tick_params(axis="y", length=2)
+        # Tier names on the right.
+        sec = ax.secondary_yaxis("right")
+        sec.set_yticks([(a + b) / 2 for _, a, b in spans])
+        sec.set_yticklabels([f"{tier_title(t)}\n({b - a})" if b - a >= 2 * step or n < 40
+                             else tier_title(t) for t, a, b in spans], fontsize=7)
+        sec.tick_params(axis="y", length=0)
+        # Title: how many links were idle throughout and how loaded the uplinks were.
+        present = ~np.isnan(grid)
+        idle_rows = int(np.sum(np.all((grid <= 0.0) | ~present, axis=1) & np.any(present, axis=1)))
+        missing_rows = int(np.sum(~np.any(present, axis=1)))
+        up = [i for i in range(n) if tiers[i] == 1]
+        facts = [f"{n} links", f"{idle_rows} idle throughout"]
+        if missing_rows:
+            facts.append(f"{missing_rows} without samples")
+        if up and np.any(present[up]):
+            facts.append(f"leaf>spine mean {np.nanmean(grid[up]):.2f}")
+        ax.set_title(f"{mode} ({seed_label(seed)}): " + ", ".join(facts), fontsize=10)
+        mark_events(ax, ctx, label=ax is axes[0, 0])
+    axes[-1, 0].set_xlabel("time (sample interval end)")
+    axes[-1, 0].xaxis.set_major_formatter(ticker.FuncFormatter(human_us))
+    cbar = fig.colorbar(mesh, ax=axes[:, 0].tolist(), fraction=0.025, pad=0.01, aspect=40,
+                        extend="min")
+    cbar.set_label("utilisation (fraction of line rate)")
+    fig.legend(handles=[Patch(facecolor="white", edgecolor="black", label="idle (0)"),
+                        Patch(facecolor="#d9d9d9", edgecolor="#9a9a9a", hatch="///",
+                              label="no sample (run over, or link not sampled)")],
+               loc="upper right", fontsize=8, ncol=2, frameon=False)
+    fig.suptitle("Per-link utilisation over time (first seed of each mode)" +
+                 ctx["workload_suffix"], fontsize=11, x=0.02, ha="left")
+    save(fig, plt, out_dir, name, written)
+
+
+def plot_uplink_util(plt, ticker, ctx, out_dir, written):
+    name = "uplink_util.png"
+    modes = timeseries_modes(ctx, name, is_uplink)
+    if modes is None:
         return
     ts = ctx["timeseries"]
-    modes = [m for m in ordered_modes(ctx["modes"], ts.keys()) if ts[m][1]]
-    if not modes:
-        note(f"uplink_util.png skipped: {ctx['ts_path']} has no leaf>spine uplink rows")
-        return
     fig, axes = plt.subplots(len(modes), 1, figsize=(11, 1.2 + 2.6 * len(modes)), sharex=True,
                              squeeze=False)
     for ax, mode in zip(axes[:, 0], modes):
         seed, links = ts[mode]
-        names = sorted(links, key=natural_key)
-        cols = colours(plt, len(names))
-        many = len(names) > 16
-        for name, col in zip(names, cols):
-            t, u = links[name]
-            ax.plot(t, u, linewidth=0.5 if many else 0.7, alpha=0.7 if many else 1.0, color=col,
-                    label=name)
-        ax.set_title(f"{mode} (seed {seed}, {len(names)} uplinks)", fontsize=10)
-        ax.set_ylabel("utilisation (0-1)")
-        ax.set_ylim(-0.02, 1.05)
-        ax.grid(True, alpha=0.3)
+        names = sorted((l for l in links if is_uplink(l)), key=natural_key)
         if len(names) <= 16:
+            for lname, col in zip(names, colours(plt, len(names))):
+                t, u = links[lname]
+                ax.plot(t, u, linewidth=0.8, color=col, label=lname)
             ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
-    axes[-1, 0].set_xlabel("time (µs)")
-    fig.suptitle("Uplink utilisation (leaf > spine) over time")
+        else:
+            by_t = {}
+            for lname in names:
+                for t, u in zip(*links[lname]):
+                    by_t.setdefault(t, []).append(u)
+            times = sorted(by_t)
+
+            def q(vals, p):
+                vals = sorted(vals)
+                return vals[min(len(vals) - 1, max(0, int(round(p * (len(vals) - 1)))))]
+
+            p25 = [q(by_t[t], 0.25) for t in times]
+            p75 = [q(by_t[t], 0.75) for t in times]
+            mean = [sum(by_t[t]) / len(by_t[t]) for t in times]
+            idle = [sum(1 for u in by_t[t] if u < 0.01) / len(by_t[t]) for t in times]
+            full = [sum(1 for u in by_t[t] if u >= 0.9) / len(by_t[t]) for t in times]
+            ax.fill_between(times, p25, p75, color="#4C72B0", alpha=0.25, linewidth=0,
+                            label="25-75 % of uplinks")
+            ax.plot(times, mean, color="#1f3b73", linewidth=1.6, label="mean utilisation")
+            ax.plot(times, full, color="#55A868", linewidth=1.1, linestyle="--",
+                    label="share of uplinks ≥ 90 %")
+            ax.plot(times, idle, color="#C44E52", linewidth=1.1, linestyle="--",
+                    label="share of uplinks < 1 %")
+            ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
+        ax.set_title(f"{mode} ({seed_label(seed)}, {len(names)} uplinks)", fontsize=10)
+        mark_events(ax, ctx, label=ax is axes[0, 0])
+        ax.set_ylabel("utilisation (0-1)" if len(names) <= 16 else "utilisation, share (0-1)")
+        ax.set_ylim(-0.02, 1.05)
+        plain_linear(ax, ticker)
+        ax.grid(True, alpha=0.3)
+    axes[-1, 0].set_xlabel("time")
+    axes[-1, 0].xaxis.set_major_formatter(ticker.FuncFormatter(human_us))
+    fig.suptitle("Uplink utilisation (leaf > spine) over time" + ctx["workload_suffix"])
     fig.tight_layout()
-    save(fig, plt, out_dir, "uplink_util.png", written)
+    save(fig, plt, out_dir, name, written)
 
 
-def plot_fct_cdf(plt, ctx, out_dir, written):
+# (key, panel title, y label, kind): kind "fraction" is drawn on 0..1, "rate"/"time" from 0.
+THROUGHPUT_METRICS = {
+    "throughput_fraction": ("goodput", "fraction of line rate", "fraction"),
+    "busbw_gbps": ("all-reduce bus bandwidth", "Gbit/s", "rate"),
+    "collective_bw_fraction": ("bus bandwidth ÷ line rate", "fraction of line rate", "fraction"),
+    "virtual_us": ("job completion time", "virtual time", "time"),
+}
+
+
+def spread_panel(ax, ticker, modes, values, cols, kind, ylabel, title):
+    """Per mode: a bar at the mean, a whisker over min..max (never past the data, so never
+    below zero for a quantity that cannot be), and a dot per seed."""
+    top = 0.0
+    for x, (mode, col) in enumerate(zip(modes, cols)):
+        vals = values.get(mode, [])
+        if not vals:
+            continue
+        mean = sum(vals) / len(vals)
+        lo, hi = min(vals), max(vals)
+        top = max(top, hi, mean)
+        ax.bar([x], [mean], width=0.6, color=col, alpha=0.55, edgecolor=col)
+        if len(vals) > 1:
+            ax.errorbar([x], [mean], yerr=[[mean - lo], [hi - mean]], fmt="none",
+                        ecolor="black", elinewidth=1.0, capsize=4)
+        jitter = [(i - (len(vals) - 1) / 2) * min(0.05, 0.4 / max(1, len(vals)))
+                  for i in range(len(vals))]
+        ax.scatter([x + j for j in jitter], vals, s=12, color="black", zorder=3)
+        text = human_us(mean) if kind == "time" else f"{mean:.3g}"
+        ax.annotate("mean " + text, (x, hi), xytext=(0, 5), textcoords="offset points",
+                    ha="center", va="bottom", fontsize=7)
+    if kind == "fraction":
+        ax.set_ylim(0, max(1.08, top * 1.15))
+    else:
+        ax.set_ylim(0, top * 1.18 if top > 0 else 1.0)
+    if kind == "time":
+        ax.yaxis.set_major_formatter(ticker.FuncFormatter(human_us))
+    else:
+        plain_linear(ax, ticker)
+    ax.set_xticks(range(len(modes)))
+    ax.set_xticklabels(modes, fontsize=9, rotation=20 if len(modes) > 4 else 0)
+    ax.set_xlim(-0.6, len(modes) - 0.4)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    ax.grid(True, axis="y", alpha=0.3)
+
+
+def plot_throughput(plt, ticker, ctx, out_dir, written):
+    name = "throughput.png"
+    runs = ctx["runs"]
+    allreduce = any(num(r.get("busbw_gbps")) is not None for r in runs)
+    finite_job = allreduce or any(num(r.get("messages_expected")) for r in runs)
+    keys = ["busbw_gbps", "collective_bw_fraction"] if allreduce else ["throughput_fraction"]
+    if finite_job:
+        keys.append("virtual_us")
+    panels = []
+    for key in keys:
+        values = {}
+        for r in runs:
+            v = num(r.get(key))
+            if v is not None:
+                values.setdefault(run_mode(r), []).append(v)
+        if values:
+            panels.append((key, values))
+    if not panels:
+        note(f"{name} skipped: no run has 'throughput_fraction' or 'busbw_gbps'")
+        return
+    modes = ordered_modes(ctx["modes"], {m for _, v in panels for m in v})
+    cols = mode_colours(plt, ctx, modes)
+    seeds = max(len(v) for _, vals in panels for v in vals.values())
+    fig, axes = plt.subplots(1, len(panels), figsize=(1.5 + (2.2 + 0.55 * len(modes)) * len(panels),
+                                                      4.6), squeeze=False)
+    for ax, (key, values) in zip(axes[0], panels):
+        title, ylabel, kind = THROUGHPUT_METRICS[key]
+        spread_panel(ax, ticker, modes, values, cols, kind, ylabel, title)
+    what = "All-reduce bus bandwidth" if allreduce else "Throughput"
+    fig.suptitle(f"{what} per mode" + ctx["workload_suffix"] +
+                 f"\nbar: mean over seeds (up to {seeds}), whisker: min-max, dots: each seed",
+                 fontsize=10)
+    fig.tight_layout()
+    save(fig, plt, out_dir, name, written)
+
+
+def plot_fct_cdf(plt, ticker, ctx, out_dir, written):
     pooled = {}
     dropped = 0
     for run in ctx["runs"]:
@@ -284,7 +675,7 @@ def plot_fct_cdf(plt, ctx, out_dir, written):
         note(f"fct_cdf.png: ignored {dropped} non-positive or non-numeric FCT sample(s)")
     modes = ordered_modes(ctx["modes"], pooled.keys())
     fig, ax = plt.subplots(figsize=(8, 5))
-    for mode, col in zip(modes, colours(plt, len(modes))):
+    for mode, col in zip(modes, mode_colours(plt, ctx, modes)):
         vals = sorted(pooled[mode])
         n = len(vals)
         # At most ~4000 points per line: the CDF's shape, not every sample.
@@ -296,19 +687,28 @@ def plot_fct_cdf(plt, ctx, out_dir, written):
         ys = [(i + 1) / n for i in idx]
         p99 = vals[min(n - 1, int(math.ceil(0.99 * n)) - 1)]
         ax.plot(xs, ys, color=col, linewidth=1.4, drawstyle="steps-post",
-                label=f"{mode} (n={n}, p50 {vals[(n - 1) // 2]:.3g} µs, p99 {p99:.3g} µs)")
+                label=f"{mode} (n={n}, p50 {human_us(vals[(n - 1) // 2])}, p99 {human_us(p99)})")
     ax.set_xscale("log")
+    lo, hi = min(min(v) for v in pooled.values()), max(max(v) for v in pooled.values())
+    if hi / lo < 1.5:  # every message about the same time: a readable span around it
+        mid = math.sqrt(lo * hi)
+        lo, hi = min(lo, mid / 1.3), max(hi, mid * 1.3)
+    ax.set_xlim(lo / 1.08, hi * 1.08)
+    log_ticks(ax, ticker, "x", human_us)
     ax.set_ylim(0, 1.01)
-    ax.set_xlabel("message completion time (µs, log scale)")
+    plain_linear(ax, ticker)
+    what = "message" if "allreduce" not in ctx["workloads"] else "message (all-reduce step)"
+    ax.set_xlabel(f"{what} completion time (log scale)")
     ax.set_ylabel("fraction of messages")
     ax.set_title("FCT CDF per mode (all seeds pooled)" + ctx["workload_suffix"])
-    ax.grid(True, which="both", alpha=0.3)
+    ax.grid(True, which="major", alpha=0.35)
+    ax.grid(True, which="minor", alpha=0.12)
     ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
     save(fig, plt, out_dir, "fct_cdf.png", written)
 
 
-def plot_slowdown(plt, FuncFormatter, ctx, out_dir, written):
+def plot_slowdown(plt, ticker, ctx, out_dir, written):
     # mode -> bin_hi -> [count, sum(count*p50), sum(count*p99), seeds]
     per_mode = {}
     seeds = {}
@@ -342,8 +742,8 @@ def plot_slowdown(plt, FuncFormatter, ctx, out_dir, written):
     pooled_seeds = any(len(seeds[m]) > 1 for m in modes)
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.8), sharex=True)
     for col_i, (ax, which, label) in enumerate(zip(axes, (1, 2), ("p50", "p99"))):
-        ymax = 1.0
-        for mode, col in zip(modes, colours(plt, len(modes))):
+        ymax, ymin = 1.0, 1.0
+        for mode, col in zip(modes, mode_colours(plt, ctx, modes)):
             acc = per_mode[mode]
             xs = sorted(acc)
             ys = []
@@ -351,16 +751,23 @@ def plot_slowdown(plt, FuncFormatter, ctx, out_dir, written):
                 a = acc[x]
                 ys.append(a[which] / a[0] if a[0] > 0 else a[which + 2] / a[5])
             ymax = max(ymax, max(ys))
+            ymin = min(ymin, min(ys))
             ax.plot(xs, ys, marker="o", markersize=4, linewidth=1.4, color=col, label=mode)
         ax.axhline(1.0, color="grey", linewidth=0.8, linestyle=":")
         ax.set_xscale("log")
-        if ymax > 20:
+        if ymax > 20 and ymin > 0:
             ax.set_yscale("log")
-        ax.xaxis.set_major_formatter(FuncFormatter(human_bytes))
-        ax.set_xlabel("flow size, bin upper edge (bytes, log scale)")
-        ax.set_ylabel(f"{label} FCT slowdown (FCT / ideal FCT)")
+            log_ticks(ax, ticker, "y", human_count)
+            ax.set_ylabel(f"{label} FCT slowdown (FCT / ideal FCT, log scale)")
+        else:
+            ax.set_ylim(min(0.0, ymin * 1.1), ymax * 1.1)
+            plain_linear(ax, ticker)
+            ax.set_ylabel(f"{label} FCT slowdown (FCT / ideal FCT)")
+        log_ticks(ax, ticker, "x", human_bytes)
+        ax.set_xlabel("flow size, bin upper edge (log scale)")
         ax.set_title(f"{label} slowdown per size bin")
-        ax.grid(True, which="both", alpha=0.3)
+        ax.grid(True, which="major", alpha=0.35)
+        ax.grid(True, which="minor", alpha=0.12)
         if col_i == 0:
             ax.legend(fontsize=8, loc="upper left")
     title = "FCT slowdown by flow size" + ctx["workload_suffix"]
@@ -371,7 +778,7 @@ def plot_slowdown(plt, FuncFormatter, ctx, out_dir, written):
     save(fig, plt, out_dir, "slowdown.png", written)
 
 
-def plot_reorder_depth(plt, ctx, out_dir, written):
+def plot_reorder_depth(plt, ticker, ctx, out_dir, written):
     hist = {}
     stats = {}
     for run in ctx["runs"]:
@@ -394,10 +801,13 @@ def plot_reorder_depth(plt, ctx, out_dir, written):
     fig, ax = plt.subplots(figsize=(8, 5))
     n = len(modes)
     width = 0.8 / n
-    for i, (mode, col) in enumerate(zip(modes, colours(plt, n))):
+    cmax, cmin = 1.0, None
+    for i, (mode, col) in enumerate(zip(modes, mode_colours(plt, ctx, modes))):
         h = hist[mode]
         depths = sorted(h)
         counts = [h[d] for d in depths]
+        cmax = max(cmax, max(counts))
+        cmin = min(counts) if cmin is None else min(cmin, min(counts))
         total = sum(counts)
         cum, p99 = 0.0, depths[-1]
         for d, c in zip(depths, counts):
@@ -414,17 +824,22 @@ def plot_reorder_depth(plt, ctx, out_dir, written):
                    alpha=0.85)
         else:
             ax.plot(depths, counts, drawstyle="steps-mid", color=col, linewidth=1.2, label=label)
+    ax.set_axisbelow(True)
     ax.set_yscale("log")
+    ax.set_ylim(max(0.5, min(1.0, cmin or 1.0) * 0.7), cmax * 1.6)
+    log_ticks(ax, ticker, "y", human_count)
+    ax.xaxis.set_major_locator(ticker.MaxNLocator(integer=True))
     ax.set_xlabel("reorder depth (packets held)")
     ax.set_ylabel("occurrences (log scale)")
-    ax.set_title("Reorder-buffer depth per mode (all seeds pooled)")
-    ax.grid(True, axis="y", which="both", alpha=0.3)
+    ax.set_title("Reorder-buffer depth per mode (all seeds pooled)" + ctx["workload_suffix"])
+    ax.grid(True, axis="y", which="major", alpha=0.35)
+    ax.grid(True, axis="y", which="minor", alpha=0.12)
     ax.legend(fontsize=8)
     fig.tight_layout()
     save(fig, plt, out_dir, "reorder_depth.png", written)
 
 
-def plot_pfc_timeline(plt, ctx, out_dir, written):
+def plot_pfc_timeline(plt, ticker, ctx, out_dir, written):
     chosen = {}
     for run in ctx["runs"]:
         p = run.get("pfc")
@@ -439,7 +854,7 @@ def plot_pfc_timeline(plt, ctx, out_dir, written):
     modes = ordered_modes(ctx["modes"], chosen.keys())
     fig, axes = plt.subplots(len(modes), 1, figsize=(11, 1.2 + 2.2 * len(modes)), sharex=True,
                              squeeze=False)
-    cols = colours(plt, len(modes))
+    cols = mode_colours(plt, ctx, modes)
     for ax, mode, col in zip(axes[:, 0], modes, cols):
         seed, p, tl = chosen[mode]
         frames = num(p.get("pause_frames"))
@@ -449,28 +864,104 @@ def plot_pfc_timeline(plt, ctx, out_dir, written):
         if frames is not None:
             facts.append(f"{frames:.0f} pause frames")
         if paused is not None:
-            facts.append(f"{paused:.4g} µs paused")
+            facts.append(f"{human_us(paused)} paused")
         if longest is not None:
-            facts.append(f"longest {longest:.4g} µs")
-        ax.set_title(f"{mode} (seed {seed})" + (": " + ", ".join(facts) if facts else ""),
+            facts.append(f"longest {human_us(longest)}")
+        ax.set_title(f"{mode} ({seed_label(seed)})" + (": " + ", ".join(facts) if facts else ""),
                      fontsize=10)
-        if tl:
-            tl.sort()
+        tl = sorted(tl)
+        cs = [c for _, c in tl]
+        if tl:  # drawn even when all 0: the time axis spans the run
             ts = [t for t, _ in tl]
-            cs = [c for _, c in tl]
             ax.step(ts, cs, where="post", color=col, linewidth=1.2, label=mode)
             ax.fill_between(ts, cs, step="post", color=col, alpha=0.25)
+        if tl and max(cs) > 0:
             ax.set_ylim(0, max(1.0, max(cs)) * 1.15)
         else:
             ax.set_ylim(0, 1.15)
             ax.text(0.5, 0.5, "no PFC pauses", transform=ax.transAxes, ha="center",
                     va="center", color="grey")
+        ax.yaxis.set_major_locator(ticker.MaxNLocator(integer=True))
+        plain_linear(ax, ticker)
         ax.set_ylabel("paused ports")
+        mark_events(ax, ctx, label=ax is axes[0, 0])
         ax.grid(True, alpha=0.3)
-    axes[-1, 0].set_xlabel("time (µs)")
-    fig.suptitle("PFC: ports paused over time (first seed of each mode)")
+    axes[-1, 0].set_xlabel("time")
+    axes[-1, 0].xaxis.set_major_formatter(ticker.FuncFormatter(human_us))
+    fig.suptitle("PFC: ports paused over time (first seed of each mode)" + ctx["workload_suffix"])
     fig.tight_layout()
     save(fig, plt, out_dir, "pfc_timeline.png", written)
+
+
+def event_times(report):
+    """[(t_us, text)] of the config's timed events ("link-down:leaf0-spine3@100us")."""
+    out = []
+    cfg = report.get("config")
+    events = cfg.get("events") if isinstance(cfg, dict) else None
+    if not isinstance(events, list):
+        return out
+    scale = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}
+    for e in events:
+        if not isinstance(e, str):
+            continue
+        m = re.search(r"@\s*([0-9.]+)\s*(ns|us|ms|s)?\b", e)
+        if not m:
+            continue
+        try:
+            t = float(m.group(1)) * scale[m.group(2) or "us"]
+        except ValueError:
+            continue
+        out.append((t, e.split("@")[0]))
+    return out
+
+
+def mark_events(ax, ctx, label=False):
+    """The config's timed events as dashed red lines (named at the top when `label`)."""
+    for i, (t, what) in enumerate(event_times(ctx["report"])):
+        ax.axvline(t, color="#E8231F", linewidth=1.3, linestyle="--", zorder=3)
+        if label:
+            ax.annotate(what, (t, 1), xycoords=("data", "axes fraction"),
+                        xytext=(3, -3 - 12 * i), textcoords="offset points", fontsize=7,
+                        color="#B01010", va="top", zorder=4,
+                        bbox=dict(facecolor="white", alpha=0.85, edgecolor="none", pad=1.0))
+
+
+def plot_goodput_timeline(plt, ticker, ctx, out_dir, written):
+    name = "goodput_timeline.png"
+    chosen = {}
+    for run in ctx["runs"]:
+        mode = run_mode(run)
+        tl = pairs(run.get("goodput_timeline"))
+        if mode not in chosen and tl:
+            chosen[mode] = (run_seed(run), sorted(tl))
+    if not chosen:
+        note(f"{name} skipped: no run has a non-empty 'goodput_timeline'")
+        return
+    modes = ordered_modes(ctx["modes"], chosen.keys())
+    fig, ax = plt.subplots(figsize=(10, 4.6))
+    top = 1.0
+    for mode, col in zip(modes, mode_colours(plt, ctx, modes)):
+        seed, tl = chosen[mode]
+        ts = [t for t, _ in tl]
+        gs = [g for _, g in tl]
+        top = max(top, max(gs))
+        if len(ts) > 1:  # the first interval's start
+            ts.insert(0, max(0.0, ts[0] - (ts[1] - ts[0])))
+            gs.insert(0, gs[0])
+        # Each sample is the interval that ends at its time.
+        ax.step(ts, gs, where="pre", color=col, linewidth=1.3,
+                label=f"{mode} ({seed_label(seed)})")
+    mark_events(ax, ctx, label=True)
+    ax.set_ylim(0, top * 1.08)
+    plain_linear(ax, ticker)
+    ax.xaxis.set_major_formatter(ticker.FuncFormatter(human_us))
+    ax.set_xlabel("time")
+    ax.set_ylabel("goodput (fraction of the hosts' line rate)")
+    ax.set_title("Fabric goodput over time (first seed of each mode)" + ctx["workload_suffix"])
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8, loc="best")
+    fig.tight_layout()
+    save(fig, plt, out_dir, name, written)
 
 
 # ----------------------------------------------------------------------------- main
@@ -481,13 +972,13 @@ def main(argv=None):
                                  description="Plot a fabric_emu report (PNG files).")
     ap.add_argument("--json", required=True, metavar="REPORT.json", help="fabric_emu report")
     ap.add_argument("--timeseries", metavar="TS.csv",
-                    help="fabric_emu per-link time series (for uplink_util.png)")
+                    help="fabric_emu per-link time series (for the link utilisation plots)")
     ap.add_argument("--out", required=True, metavar="DIR", help="directory for the PNG files")
     args = ap.parse_args(argv)
 
-    plt, FuncFormatter = import_matplotlib()  # first: it may re-run the script
+    plt, ticker = import_matplotlib()  # first: it may re-run the script
     report = load_report(args.json)
-    timeseries = load_uplink_timeseries(args.timeseries) if args.timeseries else {}
+    timeseries = load_timeseries(args.timeseries) if args.timeseries else {}
     try:
         os.makedirs(args.out, exist_ok=True)
     except OSError as e:
@@ -495,11 +986,19 @@ def main(argv=None):
 
     runs = report["runs"]
     workloads = sorted({str(r["workload"]) for r in runs if "workload" in r})
+    report_links = set()
+    for r in runs:
+        by_link = r.get("uplink_util_by_link")
+        if isinstance(by_link, dict):
+            report_links.update(str(k) for k in by_link)
     ctx = {
+        "report": report,
         "runs": runs,
         "modes": modes_in_order(runs),
         "timeseries": timeseries,
         "ts_path": args.timeseries,
+        "report_links": report_links,
+        "workloads": workloads,
         "workload_suffix": f" — workload {', '.join(workloads)}" if workloads else "",
     }
     if not runs:
@@ -508,15 +1007,18 @@ def main(argv=None):
     written = []
     failed = 0
     plots = (
-        ("uplink_util.png", lambda: plot_uplink_util(plt, ctx, args.out, written)),
-        ("fct_cdf.png", lambda: plot_fct_cdf(plt, ctx, args.out, written)),
-        ("slowdown.png", lambda: plot_slowdown(plt, FuncFormatter, ctx, args.out, written)),
-        ("reorder_depth.png", lambda: plot_reorder_depth(plt, ctx, args.out, written)),
-        ("pfc_timeline.png", lambda: plot_pfc_timeline(plt, ctx, args.out, written)),
+        ("link_util_heatmap.png", plot_link_heatmap),
+        ("uplink_util.png", plot_uplink_util),
+        ("throughput.png", plot_throughput),
+        ("fct_cdf.png", plot_fct_cdf),
+        ("slowdown.png", plot_slowdown),
+        ("reorder_depth.png", plot_reorder_depth),
+        ("pfc_timeline.png", plot_pfc_timeline),
+        ("goodput_timeline.png", plot_goodput_timeline),
     )
     for name, fn in plots:
         try:
-            fn()
+            fn(plt, ticker, ctx, args.out, written)
         except Exception as e:  # bad data in one plot must not cost the others
             failed += 1
             plt.close("all")

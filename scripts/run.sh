@@ -51,7 +51,7 @@ echo
 echo "== ring all-reduce of 16 MiB over the 16 hosts (ranks placed at random per seed) =="
 emu --leaves 2 --spines 8 --hosts-per-leaf 8 --link-gbps 100 --mtu 4096 \
   --workload allreduce --bytes 16777216 --mode "${MODES%,spray-noreorder}" --seeds "$SEEDS" --duration 50ms \
-  --json "$OUT/allreduce.json"
+  --json "$OUT/allreduce.json" --plots "$OUT/allreduce"
 echo
 echo "report: $OUT/report.json (permutation), $OUT/allreduce.json; plots: $OUT/*.png"
 if [ "$warned" -ne 0 ]; then
