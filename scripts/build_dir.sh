@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the scripts that build: ensure_build_dir DIR [meson setup options...] configures
 # DIR for this tree unless it already is. A build directory copied or moved with its tree
 # (`cp -r` of a clone) still names the old tree in every rule, so ninja regenerates it against

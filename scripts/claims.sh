@@ -24,6 +24,7 @@ mkdir -p "$DIR"
 
 if [ "${CLAIMS_NO_BUILD:-0}" != 1 ]; then
   scripts/setup.sh >/dev/null
+  # shellcheck disable=SC1091  # scripts/build_dir.sh, checked on its own
   . scripts/build_dir.sh && ensure_build_dir build
   ninja -C build fabric/fabric_emu >/dev/null
 fi

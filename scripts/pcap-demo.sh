@@ -30,6 +30,7 @@ per_uplink() {
 }
 
 scripts/setup.sh
+# shellcheck disable=SC1091  # scripts/build_dir.sh, checked on its own
 . scripts/build_dir.sh && ensure_build_dir build
 ninja -C build nic_emu/roce_pcap switch_emu/switch_emu nic_emu/nic_emu >/dev/null
 

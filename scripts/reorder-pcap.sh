@@ -37,6 +37,7 @@ while [ -r "$DIR_ABS/uplink$UPLINKS.pcap" ]; do UPLINKS=$((UPLINKS + 1)); done
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${NIC_EMU:-$ROOT/build/nic_emu/nic_emu}
 if [ ! -x "$BIN" ]; then
+  # shellcheck disable=SC1091  # scripts/build_dir.sh, checked on its own
   . "$ROOT/scripts/build_dir.sh" && ensure_build_dir "$ROOT/build"
   ninja -C "$ROOT/build" nic_emu/nic_emu >/dev/null
 fi

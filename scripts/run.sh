@@ -22,6 +22,7 @@ done
 mkdir -p "$OUT"
 
 scripts/setup.sh
+# shellcheck disable=SC1091  # scripts/build_dir.sh, checked on its own
 . scripts/build_dir.sh
 ensure_build_dir build
 ninja -C build fabric/fabric_emu >/dev/null
@@ -53,7 +54,7 @@ emu --leaves 2 --spines 8 --hosts-per-leaf 8 --link-gbps 100 --mtu 4096 \
   --workload allreduce --bytes 16777216 --mode "${MODES%,spray-noreorder}" --seeds "$SEEDS" --duration 50ms \
   --json "$OUT/allreduce.json" --plots "$OUT/allreduce"
 echo
-echo "report: $OUT/report.json (permutation), $OUT/allreduce.json; plots: $OUT/*.png"
+echo "report: $OUT/report.json (permutation), $OUT/allreduce.json; plots: $OUT/*.png, $OUT/allreduce/*.png"
 if [ "$warned" -ne 0 ]; then
   echo "run.sh: some runs are not results (unfinished or lossy on a PFC class): see the warnings above; exit 5" >&2
   exit 5

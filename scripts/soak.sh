@@ -50,6 +50,7 @@ mkdir -p "$RUN"
 export SWITCH_EMU=${SWITCH_EMU:-$ROOT/build/switch_emu/switch_emu}
 export NIC_EMU=${NIC_EMU:-$ROOT/build/nic_emu/nic_emu}
 if [ ! -x "$SWITCH_EMU" ] || [ ! -x "$NIC_EMU" ]; then
+  # shellcheck disable=SC1091  # scripts/build_dir.sh, checked on its own
   . "$ROOT/scripts/build_dir.sh" && ensure_build_dir "$ROOT/build" -Dbenchmarks=disabled
   ninja -C "$ROOT/build" switch_emu/switch_emu nic_emu/nic_emu >/dev/null
 fi

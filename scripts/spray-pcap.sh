@@ -32,6 +32,7 @@ if [ "$UPLINKS" -lt 1 ] || [ "$UPLINKS" -gt 15 ]; then echo "spray-pcap.sh: --up
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${NIC_EMU:-$ROOT/build/nic_emu/nic_emu}
 if [ ! -x "$BIN" ]; then
+  # shellcheck disable=SC1091  # scripts/build_dir.sh, checked on its own
   . "$ROOT/scripts/build_dir.sh" && ensure_build_dir "$ROOT/build"
   ninja -C "$ROOT/build" nic_emu/nic_emu >/dev/null
 fi

@@ -34,6 +34,7 @@ if [ "$PORTS" -lt 1 ] || [ "$PORTS" -gt 63 ]; then echo "switch-pcap.sh: --ports
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${SWITCH_EMU:-$ROOT/build/switch_emu/switch_emu}
 if [ ! -x "$BIN" ]; then
+  # shellcheck disable=SC1091  # scripts/build_dir.sh, checked on its own
   . "$ROOT/scripts/build_dir.sh" && ensure_build_dir "$ROOT/build"
   ninja -C "$ROOT/build" switch_emu/switch_emu >/dev/null
 fi

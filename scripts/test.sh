@@ -34,7 +34,7 @@ count_results() {
 
 scripts/setup.sh || step_failed "scripts/setup.sh"
 
-# shellcheck source=scripts/build_dir.sh
+# shellcheck disable=SC1091  # scripts/build_dir.sh, checked on its own
 . scripts/build_dir.sh
 configure() {  # dir, options... (a build dir from a copied or moved tree is configured again)
   ensure_build_dir "$@"
