@@ -409,7 +409,22 @@ int main(int argc, char** argv) {
         e.config.ppcid_layout_hosts.push_back(parse_ppcid_layout_host(text));
       }
       if (const std::string why = e.config.check(); !why.empty()) {
-        throw std::invalid_argument("--" + why);
+        // "key: reason": name the flag when the command line set it (or gave the event), else
+        // the file and its key, as every other config error does.
+        const std::string key = why.substr(0, why.find(':'));
+        const std::string flag = key.substr(0, key.find(' '));  // "op read: ..." is --op's
+        const CLI::Option* given = app.get_option_no_throw("--" + flag);
+        bool from_flag = (given != nullptr && given->count() > 0) ||
+                         e.config.source == "command line";
+        if (key == "event") {
+          from_flag = std::any_of(events.begin(), events.end(), [&](const std::string& t) {
+            return why.find("'" + t + "'") != std::string::npos;
+          });
+        }
+        if (from_flag) throw std::invalid_argument("--" + why);
+        std::string yaml_key = key;
+        std::replace(yaml_key.begin(), yaml_key.end(), '-', '_');
+        throw std::invalid_argument(e.config.source + ": fabric." + yaml_key + why.substr(key.size()));
       }
     }
   } catch (const std::exception& e) {

@@ -118,7 +118,8 @@ def fixed_cases(kind, base):
 
 def run_one(program, kind, config_path, prefix):
     if kind == "fabric":
-        cmd = [program, "--config", config_path, "--duration", "20us", "--seeds", "1",
+        # Long enough for the example's event at 200 us: an event past the end is refused.
+        cmd = [program, "--config", config_path, "--duration", "250us", "--seeds", "1",
                "--quiet"]
     else:
         cmd = [program, "--no-huge", "-m", "512", "--no-pci", "--file-prefix", prefix,
