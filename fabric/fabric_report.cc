@@ -417,13 +417,13 @@ std::string format_table(const std::vector<RunResult>& runs, const FabricConfig&
     out += line;
   }
   out += std::string("  done: messages_completed/messages_posted, all seeds") +
-         (any_warning ? " (! a run is unfinished or lossy: see stderr and runs[].warnings)" : "") +
+         (any_warning ? " (!: a run is unfinished or lossy, see stderr and runs[].warnings)" : "") +
          "; " + (allreduce ? "busbw/line: collective_bw_fraction" : "throughput: throughput_fraction") +
-         ", uplink/downlink imbal: uplink_util.imbalance (leaf->spine), downlink_util.imbalance "
-         "(spine->leaf),\n  mean±stddev over seeds; fct p50/p99: fct_us, us, the mean over seeds of "
-         "each run's percentile;\n  retx: retx_rate; naks; reord99: reorder.p99_depth; pauses: "
-         "pfc.pause_frames; ll drops: lossless_drops (queue_full + headroom_overflow on a PFC "
-         "class, summed over seeds)\n";
+         ";\n  uplink/downlink imbal: uplink_util.imbalance (leaf->spine), downlink_util.imbalance "
+         "(spine->leaf);\n  mean±stddev over seeds; fct p50/p99 (us): fct_us, the mean over seeds "
+         "of each run's percentile;\n  retx: retx_rate; reord99: reorder.p99_depth; pauses: "
+         "pfc.pause_frames; ll drops: lossless_drops\n  (queue_full + headroom_overflow on a PFC "
+         "class, all seeds)\n";
   return out;
 }
 
