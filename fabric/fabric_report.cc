@@ -362,6 +362,49 @@ nlohmann::json config_json(const FabricConfig& c) {
           {"seeds", std::to_string(c.seed_first) + "-" + std::to_string(c.seed_last)}};
 }
 
+namespace {
+
+// One mode's figures over its seeds: what the table and summary.csv aggregate.
+struct ModeFigures {
+  std::vector<double> tp, cb, hum, hui, um, ui, dm, di, p50, p99, s50, s99, retx, naks, reord, pfc;
+  uint64_t completed = 0, posted = 0, lossy = 0, warned = 0;
+};
+
+ModeFigures gather_mode(const std::vector<RunResult>& runs, const std::string& mode) {
+  ModeFigures f;
+  for (const RunResult& r : runs) {
+    if (r.mode != mode) continue;
+    f.tp.push_back(r.throughput_fraction);
+    f.cb.push_back(r.collective_bw_fraction);
+    f.hum.push_back(r.host_uplink_util_mean);
+    f.hui.push_back(r.host_uplink_util_imbalance);
+    f.um.push_back(r.uplink_util_mean);
+    f.ui.push_back(r.uplink_util_imbalance);
+    f.dm.push_back(r.downlink_util_mean);
+    f.di.push_back(r.downlink_util_imbalance);
+    if (r.messages_completed > 0) {  // a run that completed nothing has no FCT, not 0
+      f.p50.push_back(r.fct_p50_us);
+      f.p99.push_back(r.fct_p99_us);
+    }
+    for (const SlowdownBin& b : r.slowdown) {
+      if (b.count == 0) continue;
+      f.s50.push_back(b.p50);
+      f.s99.push_back(b.p99);
+    }
+    f.retx.push_back(r.retx_rate);
+    f.naks.push_back(static_cast<double>(r.naks));
+    f.reord.push_back(static_cast<double>(r.reorder_p99_depth));
+    f.pfc.push_back(static_cast<double>(r.pfc_pause_frames));
+    f.completed += r.messages_completed;
+    f.posted += r.messages_posted;
+    f.lossy += r.lossless_drops_queue_full + r.lossless_drops_headroom;
+    f.warned += !r.warnings.empty();
+  }
+  return f;
+}
+
+}  // namespace
+
 std::string format_table(const std::vector<RunResult>& runs, const FabricConfig& config) {
   std::string out;
   char line[512];
@@ -374,27 +417,9 @@ std::string format_table(const std::vector<RunResult>& runs, const FabricConfig&
   out += line;
   bool any_warning = false;
   for (const std::string& mode : modes_in_order(runs)) {
-    std::vector<double> tp, up, down, p50, p99, retx, naks, reord, pfc;
-    uint64_t completed = 0, posted = 0, lossy = 0;
-    size_t warned = 0;
-    for (const RunResult& r : runs) {
-      if (r.mode != mode) continue;
-      tp.push_back(allreduce ? r.collective_bw_fraction : r.throughput_fraction);
-      up.push_back(r.uplink_util_imbalance);
-      down.push_back(r.downlink_util_imbalance);
-      if (r.messages_completed > 0) {  // a run that completed nothing has no FCT, not 0
-        p50.push_back(r.fct_p50_us);
-        p99.push_back(r.fct_p99_us);
-      }
-      retx.push_back(r.retx_rate);
-      naks.push_back(static_cast<double>(r.naks));
-      reord.push_back(static_cast<double>(r.reorder_p99_depth));
-      pfc.push_back(static_cast<double>(r.pfc_pause_frames));
-      completed += r.messages_completed;
-      posted += r.messages_posted;
-      lossy += r.lossless_drops_queue_full + r.lossless_drops_headroom;
-      warned += !r.warnings.empty();
-    }
+    const ModeFigures f = gather_mode(runs, mode);
+    const std::vector<double>& tp = allreduce ? f.cb : f.tp;
+    const uint64_t warned = f.warned;
     any_warning = any_warning || warned > 0;
     const auto pm = [](const std::vector<double>& v) {
       const Spread a = spread(v);
@@ -403,17 +428,17 @@ std::string format_table(const std::vector<RunResult>& runs, const FabricConfig&
       return std::string(b);
     };
     char done[32], f50[16] = "-", f99[16] = "-";
-    std::snprintf(done, sizeof done, "%llu/%llu%s", static_cast<unsigned long long>(completed),
-                  static_cast<unsigned long long>(posted), warned > 0 ? "!" : "");
-    if (!p50.empty()) {
-      std::snprintf(f50, sizeof f50, "%.1f", spread(p50).mean);
-      std::snprintf(f99, sizeof f99, "%.1f", spread(p99).mean);
+    std::snprintf(done, sizeof done, "%llu/%llu%s", static_cast<unsigned long long>(f.completed),
+                  static_cast<unsigned long long>(f.posted), warned > 0 ? "!" : "");
+    if (!f.p50.empty()) {
+      std::snprintf(f50, sizeof f50, "%.1f", spread(f.p50).mean);
+      std::snprintf(f99, sizeof f99, "%.1f", spread(f.p99).mean);
     }
     std::snprintf(line, sizeof line,
                   "%-16s %5zu %13s %14s %14s %14s %9s %9s %8.5f %6.0f %7.0f %8.0f %8llu\n",
-                  mode.c_str(), tp.size(), done, pm(tp).c_str(), pm(up).c_str(), pm(down).c_str(),
-                  f50, f99, spread(retx).mean, spread(naks).mean, spread(reord).mean,
-                  spread(pfc).mean, static_cast<unsigned long long>(lossy));
+                  mode.c_str(), tp.size(), done, pm(tp).c_str(), pm(f.ui).c_str(), pm(f.di).c_str(),
+                  f50, f99, spread(f.retx).mean, spread(f.naks).mean, spread(f.reord).mean,
+                  spread(f.pfc).mean, static_cast<unsigned long long>(f.lossy));
     out += line;
   }
   out += std::string("  done: messages_completed/messages_posted, all seeds") +
@@ -466,44 +491,16 @@ void write_csv(const std::string& dir, const std::vector<RunResult>& runs, const
                    "retx_rate,naks,reorder_p99_depth,pfc_pause_frames,lossless_drops,"
                    "runs_with_warnings");
   for (const std::string& mode : modes_in_order(runs)) {
-    std::vector<double> tp, cb, hum, hui, um, ui, dm, di, p50, p99, s50, s99, retx, naks, reord, pfc;
-    uint64_t done = 0, posted = 0, lossy = 0, warned = 0;
-    for (const RunResult& r : runs) {
-      if (r.mode != mode) continue;
-      tp.push_back(r.throughput_fraction);
-      cb.push_back(r.collective_bw_fraction);
-      hum.push_back(r.host_uplink_util_mean);
-      hui.push_back(r.host_uplink_util_imbalance);
-      um.push_back(r.uplink_util_mean);
-      ui.push_back(r.uplink_util_imbalance);
-      dm.push_back(r.downlink_util_mean);
-      di.push_back(r.downlink_util_imbalance);
-      if (r.messages_completed > 0) {
-        p50.push_back(r.fct_p50_us);
-        p99.push_back(r.fct_p99_us);
-      }
-      for (const SlowdownBin& b : r.slowdown) {
-        if (b.count == 0) continue;
-        s50.push_back(b.p50);
-        s99.push_back(b.p99);
-      }
-      retx.push_back(r.retx_rate);
-      naks.push_back(static_cast<double>(r.naks));
-      reord.push_back(static_cast<double>(r.reorder_p99_depth));
-      pfc.push_back(static_cast<double>(r.pfc_pause_frames));
-      done += r.messages_completed;
-      posted += r.messages_posted;
-      lossy += r.lossless_drops_queue_full + r.lossless_drops_headroom;
-      warned += !r.warnings.empty();
-    }
+    const ModeFigures f = gather_mode(runs, mode);
     const auto m = [](const std::vector<double>& v) { return num(spread(v).mean); };
-    summary << pre << csv_field(mode) << "," << tp.size() << "," << done << "," << posted << ","
-            << m(tp) << "," << num(spread(tp).stddev) << "," << m(cb) << "," << m(hum) << ","
-            << m(hui) << "," << m(um) << "," << m(ui) << "," << num(spread(ui).stddev) << ","
-            << m(dm) << "," << m(di) << "," << (p50.empty() ? "" : m(p50)) << ","
-            << (p99.empty() ? "" : m(p99)) << "," << (s50.empty() ? "" : m(s50)) << ","
-            << (s99.empty() ? "" : m(s99)) << "," << m(retx) << "," << m(naks) << ","
-            << m(reord) << "," << m(pfc) << "," << lossy << "," << warned << "\n";
+    summary << pre << csv_field(mode) << "," << f.tp.size() << "," << f.completed << ","
+            << f.posted << "," << m(f.tp) << "," << num(spread(f.tp).stddev) << "," << m(f.cb)
+            << "," << m(f.hum) << "," << m(f.hui) << "," << m(f.um) << "," << m(f.ui) << ","
+            << num(spread(f.ui).stddev) << "," << m(f.dm) << "," << m(f.di) << ","
+            << (f.p50.empty() ? "" : m(f.p50)) << "," << (f.p99.empty() ? "" : m(f.p99)) << ","
+            << (f.s50.empty() ? "" : m(f.s50)) << "," << (f.s99.empty() ? "" : m(f.s99)) << ","
+            << m(f.retx) << "," << m(f.naks) << "," << m(f.reord) << "," << m(f.pfc) << ","
+            << f.lossy << "," << f.warned << "\n";
   }
   open_csv(per_run, dir + "/runs.csv", append,
            pre_h + "mode,seed,completed,messages_completed,messages_posted,throughput_fraction,"
