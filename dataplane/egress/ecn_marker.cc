@@ -1,0 +1,113 @@
+#include "dataplane/egress/ecn_marker.h"
+
+#include <rte_mbuf.h>
+
+#include <stdexcept>
+
+namespace spraynet {
+
+namespace {
+
+constexpr uint8_t kEcnMask = 0x03;
+constexpr uint8_t kNotEct = 0x00;
+constexpr uint8_t kCe = 0x03;
+
+uint64_t splitmix64(uint64_t& x) {
+  x += 0x9E3779B97F4A7C15ull;
+  uint64_t z = x;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+}  // namespace
+
+std::string EcnMarkerConfig::check() const {
+  for (size_t tc = 0; tc < classes.size(); ++tc) {
+    const EcnClassConfig& c = classes[tc];
+    if (!c.enabled) continue;
+    const std::string at = "classes[" + std::to_string(tc) + "].";
+    if (c.kmin_bytes > c.kmax_bytes) {
+      return at + "kmin_bytes: must be <= kmax_bytes (" + std::to_string(c.kmax_bytes) + ")";
+    }
+    if (!(c.pmax > 0.0 && c.pmax <= 1.0)) return at + "pmax: must be in (0, 1]";
+  }
+  return {};
+}
+
+EcnMarker::EcnMarker(const EcnMarkerConfig& config) : config_(config), state_(config.seed) {
+  if (const std::string why = config_.check(); !why.empty()) {
+    throw std::invalid_argument("ecn: " + why);
+  }
+}
+
+double EcnMarker::mark_probability(uint8_t tc, uint64_t queue_bytes) const {
+  if (tc >= config_.classes.size()) return 0;
+  const EcnClassConfig& c = config_.classes[tc];
+  if (!c.enabled || queue_bytes <= c.kmin_bytes) return 0;
+  if (queue_bytes > c.kmax_bytes) return 1;
+  // kmin < q <= kmax, so kmax > kmin here.
+  return c.pmax * static_cast<double>(queue_bytes - c.kmin_bytes) /
+         static_cast<double>(c.kmax_bytes - c.kmin_bytes);
+}
+
+double EcnMarker::next_uniform() {
+  return static_cast<double>(splitmix64(state_) >> 11) * 0x1.0p-53;
+}
+
+bool EcnMarker::on_packet(rte_mbuf* m, uint16_t l3_offset, uint8_t tc, uint64_t queue_bytes) {
+  const double p = mark_probability(tc, queue_bytes);
+  if (p <= 0) return false;
+  // Above kmax every packet is marked without a draw, so the draws (and the marks after them)
+  // do not depend on how long the queue stayed over kmax.
+  if (p < 1 && next_uniform() >= p) return false;
+  EcnClassCounters& k = counters_[tc];
+  if (m == nullptr || size_t{l3_offset} + 20 > rte_pktmbuf_data_len(m)) {
+    ++k.not_ipv4;
+    return false;
+  }
+  uint8_t* ip = rte_pktmbuf_mtod_offset(m, uint8_t*, l3_offset);
+  if ((ip[0] >> 4) != 4) {
+    ++k.not_ipv4;
+    return false;
+  }
+  const uint8_t ecn = ip[1] & kEcnMask;
+  if (ecn == kNotEct) {
+    ++k.not_ect;
+    return false;
+  }
+  if (ecn == kCe) {
+    ++k.already_ce;
+    return false;
+  }
+  ipv4_set_ce(ip);
+  ++k.marked;
+  return true;
+}
+
+uint64_t EcnMarker::total_marked() const {
+  uint64_t n = 0;
+  for (const EcnClassCounters& k : counters_) n += k.marked;
+  return n;
+}
+
+bool ipv4_set_ce(uint8_t* ip) {
+  const uint8_t ecn = ip[1] & kEcnMask;
+  if (ecn == kNotEct) return false;
+  if (ecn == kCe) return true;
+  // RFC 1624 eqn. 3: HC' = ~(~HC + ~m + m'), m the 16-bit word holding version/IHL and TOS.
+  const uint16_t old_word = static_cast<uint16_t>((ip[0] << 8) | ip[1]);
+  ip[1] = static_cast<uint8_t>(ip[1] | kCe);
+  const uint16_t new_word = static_cast<uint16_t>((ip[0] << 8) | ip[1]);
+  const uint16_t hc = static_cast<uint16_t>((ip[10] << 8) | ip[11]);
+  uint32_t sum = static_cast<uint16_t>(~hc) + static_cast<uint32_t>(static_cast<uint16_t>(~old_word)) +
+                 new_word;
+  sum = (sum & 0xFFFF) + (sum >> 16);
+  sum = (sum & 0xFFFF) + (sum >> 16);
+  const uint16_t out = static_cast<uint16_t>(~sum);
+  ip[10] = static_cast<uint8_t>(out >> 8);
+  ip[11] = static_cast<uint8_t>(out & 0xFF);
+  return true;
+}
+
+}  // namespace spraynet
