@@ -4,6 +4,9 @@
 
 #include <stdexcept>
 
+#include "dataplane/wire/byte_order.h"
+#include "dataplane/wire/ipv4_ttl.h"
+
 namespace spraynet {
 
 namespace {
@@ -11,14 +14,6 @@ namespace {
 constexpr uint8_t kEcnMask = 0x03;
 constexpr uint8_t kNotEct = 0x00;
 constexpr uint8_t kCe = 0x03;
-
-uint64_t splitmix64(uint64_t& x) {
-  x += 0x9E3779B97F4A7C15ull;
-  uint64_t z = x;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
 
 }  // namespace
 
@@ -35,7 +30,7 @@ std::string EcnMarkerConfig::check() const {
   return {};
 }
 
-EcnMarker::EcnMarker(const EcnMarkerConfig& config) : config_(config), state_(config.seed) {
+EcnMarker::EcnMarker(const EcnMarkerConfig& config) : config_(config), rng_(config.seed) {
   if (const std::string why = config_.check(); !why.empty()) {
     throw std::invalid_argument("ecn: " + why);
   }
@@ -52,7 +47,7 @@ double EcnMarker::mark_probability(uint8_t tc, uint64_t queue_bytes) const {
 }
 
 double EcnMarker::next_uniform() {
-  return static_cast<double>(splitmix64(state_) >> 11) * 0x1.0p-53;
+  return static_cast<double>(rng_() >> 11) * 0x1.0p-53;  // as LinkEmulator draws
 }
 
 bool EcnMarker::on_packet(rte_mbuf* m, uint16_t l3_offset, uint8_t tc, uint64_t queue_bytes) {
@@ -95,18 +90,9 @@ bool ipv4_set_ce(uint8_t* ip) {
   const uint8_t ecn = ip[1] & kEcnMask;
   if (ecn == kNotEct) return false;
   if (ecn == kCe) return true;
-  // RFC 1624 eqn. 3: HC' = ~(~HC + ~m + m'), m the 16-bit word holding version/IHL and TOS.
-  const uint16_t old_word = static_cast<uint16_t>((ip[0] << 8) | ip[1]);
+  const uint16_t old_word = load_be16(ip);  // version/IHL and TOS
   ip[1] = static_cast<uint8_t>(ip[1] | kCe);
-  const uint16_t new_word = static_cast<uint16_t>((ip[0] << 8) | ip[1]);
-  const uint16_t hc = static_cast<uint16_t>((ip[10] << 8) | ip[11]);
-  uint32_t sum = static_cast<uint16_t>(~hc) + static_cast<uint32_t>(static_cast<uint16_t>(~old_word)) +
-                 new_word;
-  sum = (sum & 0xFFFF) + (sum >> 16);
-  sum = (sum & 0xFFFF) + (sum >> 16);
-  const uint16_t out = static_cast<uint16_t>(~sum);
-  ip[10] = static_cast<uint8_t>(out >> 8);
-  ip[11] = static_cast<uint8_t>(out & 0xFF);
+  patch_ipv4_checksum(ip, old_word, load_be16(ip));
   return true;
 }
 

@@ -12,6 +12,7 @@
 
 #include <array>
 #include <cstdint>
+#include <random>
 #include <string>
 
 struct rte_mbuf;
@@ -65,7 +66,7 @@ class EcnMarker {
   double next_uniform();  // [0, 1)
 
   EcnMarkerConfig config_;
-  uint64_t state_;
+  std::mt19937_64 rng_;
   std::array<EcnClassCounters, 8> counters_{};
 };
 

@@ -16,4 +16,9 @@ enum class TtlVerdict : uint8_t {
 // `ipv4_header` points at a parsed IPv4 header (at least 20 bytes, checked by the parser).
 TtlVerdict decrement_ttl(uint8_t* ipv4_header);
 
+// Patches the header checksum of `ipv4_header` for one 16-bit word of it that changed from
+// old_word to new_word (RFC 1624 eqn. 3, as above): what the TTL decrement and ECN's CE
+// marking (dataplane/egress/ecn_marker.h) both do after writing their byte.
+void patch_ipv4_checksum(uint8_t* ipv4_header, uint16_t old_word, uint16_t new_word);
+
 }  // namespace spraynet
