@@ -19,12 +19,6 @@ namespace {
 constexpr uint64_t kNever = UINT64_MAX;
 constexpr uint16_t kBurst = 64;
 
-// The RoCE frame carrying `payload` bytes: Eth, IPv4, UDP, BTH, RETH on the first packet, pad
-// to 4, ICRC.
-uint32_t roce_frame_bytes(uint32_t payload, bool reth) {
-  return 14 + 20 + 8 + 12 + (reth ? 16 : 0) + ((payload + 3) & ~3u) + 4;
-}
-
 double percentile(std::vector<double>& v, double q) {
   if (v.empty()) return 0;
   const size_t k = static_cast<size_t>(std::ceil(q * static_cast<double>(v.size())));
@@ -478,14 +472,15 @@ void Fabric::take_completions(uint32_t host) {
     const int32_t fi = c.qp_index < flows.size() ? flows[c.qp_index] : -1;
     const uint32_t hops = fi >= 0 ? path_hops(host, plan_.flows()[static_cast<size_t>(fi)].dst)
                                   : (config_.leaves > 1 ? 4 : 2);
-    sized_fct_.push_back(SizedFct{c.bytes, fct, static_cast<uint8_t>(hops)});
+    const double slowdown = static_cast<double>(fct) / ideal_fct_ns(c.bytes, hops);
+    sized_fct_.push_back(SizedFct{c.bytes, slowdown});
     if (fi >= 0) {
       FlowFct& ff = flow_fct_[static_cast<size_t>(fi)];
       ++ff.messages;
       ff.bytes += c.bytes;
       ff.fct_sum_ns += static_cast<double>(fct);
       ff.fct_max_ns = std::max(ff.fct_max_ns, static_cast<double>(fct));
-      ff.slowdown_sum += static_cast<double>(fct) / ideal_fct_ns(c.bytes, hops);
+      ff.slowdown_sum += slowdown;
     }
     ++completed_;
     due_posts_.clear();
@@ -1228,8 +1223,7 @@ RunResult Fabric::collect(double wall_s) {
     }
     std::vector<std::vector<double>> bins(edges.size());
     for (const SizedFct& m : sized_fct_) {
-      bins[FlowSizeCdf::bin_of(edges, m.bytes)].push_back(static_cast<double>(m.fct_ns) /
-                                                          ideal_fct_ns(m.bytes, m.hops));
+      bins[FlowSizeCdf::bin_of(edges, m.bytes)].push_back(m.slowdown);
     }
     for (size_t b = 0; b < edges.size(); ++b) {
       SlowdownBin sb;

@@ -175,12 +175,12 @@ class Fabric {
   std::vector<MessageCompletion> completions_;  // scratch
   std::vector<Post> due_posts_;                 // scratch
   std::vector<uint64_t> fct_ns_;
-  // Every completed message's size, FCT and the links its path crosses (2 under one leaf, 4
-  // across the spines): what its slowdown is computed from.
+  // Every completed message's size and slowdown: its FCT over the FCT alone on an idle fabric
+  // over its own path (2 links under one leaf, 4 across the spines), computed once, as it
+  // completes.
   struct SizedFct {
     uint64_t bytes = 0;
-    uint64_t fct_ns = 0;
-    uint8_t hops = 0;
+    double slowdown = 0;
   };
   std::vector<SizedFct> sized_fct_;
   // Per host, per QP index of its engine: the flow (index into plan_.flows()) it sends, or -1.

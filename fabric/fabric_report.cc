@@ -221,11 +221,15 @@ std::vector<std::string> run_warnings(const RunResult& r, const FabricConfig& co
   return w;
 }
 
+uint32_t roce_frame_bytes(uint32_t payload, bool reth) {
+  return 14 + 20 + 8 + 12 + (reth ? 16 : 0) + ((payload + 3) & ~3u) + 4;
+}
+
 double payload_share(uint32_t mtu) {
-  // A full RoCE WRITE frame (Eth, IPv4, UDP, BTH, payload, ICRC) on the wire with its FCS,
-  // preamble and gap: the most of the line rate that is payload.
-  const uint32_t frame = 14 + 20 + 8 + 12 + mtu + 4;
-  return static_cast<double>(mtu) * 8.0 / static_cast<double>(LinkEmulator::wire_bits(frame));
+  // A full RoCE WRITE MIDDLE frame on the wire with its FCS, preamble and gap: the most of the
+  // line rate that is payload.
+  return static_cast<double>(mtu) * 8.0 /
+         static_cast<double>(LinkEmulator::wire_bits(roce_frame_bytes(mtu, false)));
 }
 
 std::optional<double> ideal_ceiling(const FabricConfig& c) {

@@ -186,6 +186,9 @@ void write_csv(const std::string& dir, const std::vector<RunResult>& runs,
 // The payload share of a full frame at this MTU on the wire, and the ideal ceiling:
 // min(1, capacity / offered load) x that share (permutation, alltoall, incast; else none).
 double payload_share(uint32_t mtu);
+// The RoCE frame carrying `payload` bytes: Eth, IPv4, UDP, BTH, RETH on the first packet, pad
+// to 4, ICRC.
+uint32_t roce_frame_bytes(uint32_t payload, bool reth);
 std::optional<double> ideal_ceiling(const FabricConfig& config);
 
 }  // namespace spraynet::fabric
