@@ -20,15 +20,10 @@ import sys
 import tempfile
 import unittest
 
-try:
-    import matplotlib  # noqa: F401  (the in-process checks draw the figures themselves)
-except ImportError:
-    # As the script does: a python3 without matplotlib hands over to the system one.
-    if os.environ.get("FABRIC_PLOTS_TEST_REEXEC") != "1" and os.path.exists("/usr/bin/python3") \
-            and os.path.realpath(sys.executable) != os.path.realpath("/usr/bin/python3"):
-        os.environ["FABRIC_PLOTS_TEST_REEXEC"] = "1"
-        os.execv("/usr/bin/python3", ["/usr/bin/python3", os.path.abspath(__file__)] + sys.argv[1:])
-    raise
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from system_python import use_python_with_matplotlib  # noqa: E402
+
+use_python_with_matplotlib(__file__)  # the in-process checks draw the figures themselves
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = os.environ.get("FABRIC_PLOTS", os.path.join(REPO, "scripts", "fabric_plots.py"))
