@@ -6,6 +6,7 @@
 #include <charconv>
 
 #include <cstdio>
+#include <cstdlib>
 #include <set>
 
 namespace spraynet::control {
@@ -285,7 +286,95 @@ void parse_pfc(SwitchConfig& c, const ConfigNode& n) {
   }
 }
 
+struct EcnThresholds {
+  uint64_t kmin = 0;
+  uint64_t kmax = 0;
+};
+
+// A port's thresholds: the overrides, else the preset at its link rate.
+EcnThresholds ecn_thresholds(const EcnSettings& e, double rate_gbps) {
+  const double scale = e.preset == "hpcc" ? rate_gbps / 25.0 : 1.0;
+  EcnThresholds t;
+  t.kmin = e.kmin_bytes.value_or(
+      static_cast<uint64_t>(std::llround(EcnSettings::kKminBytesPer25G * scale)));
+  t.kmax = e.kmax_bytes.value_or(
+      static_cast<uint64_t>(std::llround(EcnSettings::kKmaxBytesPer25G * scale)));
+  return t;
+}
+
+std::string gbps(double rate) {
+  std::ostringstream o;
+  o << rate;
+  return o.str();
+}
+
+void parse_ecn(SwitchConfig& c, const ConfigNode& n) {
+  n.allow_only({"enabled", "mark_at", "classes", "preset", "kmin_bytes", "kmax_bytes", "pmax"});
+  EcnSettings& e = c.ecn;
+  e.enabled = n.boolean_or("enabled", true);
+  e.mark_at = n.choice_or("mark_at", "dequeue", {"dequeue", "enqueue"}) == "enqueue"
+                  ? EcnMarkPoint::kEnqueue
+                  : EcnMarkPoint::kDequeue;
+  // Where DCQCN runs, it runs on the lossless classes: those are the default.
+  e.classes = c.pfc.enabled ? c.pfc.priorities : uint8_t{1u << 3};
+  if (n.has("classes")) {
+    e.classes = 0;
+    for (const auto& item : n.list("classes")) {
+      const std::string text = item.scalar();
+      const auto tc = parse_uint(text);
+      if (!tc || *tc > 7) n.fail("classes", "each class 0-7, got " + text);
+      e.classes |= static_cast<uint8_t>(1u << *tc);
+    }
+    if (e.classes == 0) n.fail("classes", "must list at least one class 0-7");
+  }
+  e.preset = n.choice_or("preset", e.preset, {"hpcc", "conweave"});
+  if (n.has("kmin_bytes")) e.kmin_bytes = n.uint("kmin_bytes", 0, EcnSettings::kMaxThresholdBytes);
+  if (n.has("kmax_bytes")) e.kmax_bytes = n.uint("kmax_bytes", 0, EcnSettings::kMaxThresholdBytes);
+  if (n.has("pmax")) {
+    const std::string text = n.string("pmax");
+    char* end = nullptr;
+    const double v = std::strtod(text.c_str(), &end);
+    if (text.empty() || *end != '\0' || !std::isfinite(v) || !(v > 0.0 && v <= 1.0)) {
+      n.fail("pmax", "must be in (0, 1], got " + text);
+    }
+    e.pmax = v;
+  }
+  // kmin <= kmax at every port: an override may meet a preset value that scales with the rate.
+  if (e.kmin_bytes && e.kmax_bytes) {
+    if (*e.kmin_bytes > *e.kmax_bytes) {
+      n.fail("kmin_bytes", "must be <= ecn.kmax_bytes (" + std::to_string(*e.kmax_bytes) + ")");
+    }
+    return;
+  }
+  for (const PortSettings& p : c.ports) {
+    const EcnThresholds t = ecn_thresholds(e, p.link.rate_gbps);
+    if (t.kmin <= t.kmax) continue;
+    const std::string at = ": the " + e.preset + " preset at port " + p.name + "'s " +
+                           gbps(p.link.rate_gbps) + " Gbit/s";
+    if (e.kmin_bytes) {
+      n.fail("kmin_bytes",
+             "must be <= ecn.kmax_bytes (" + std::to_string(t.kmax) + at + "): set kmax_bytes too");
+    }
+    n.fail("kmax_bytes",
+           "must be >= ecn.kmin_bytes (" + std::to_string(t.kmin) + at + "): set kmin_bytes too");
+  }
+}
+
 }  // namespace
+
+EcnMarkerConfig ecn_marker_config(const SwitchConfig& config, size_t port_index, uint64_t seed) {
+  const PortSettings& port = config.ports.at(port_index);
+  const EcnSettings& e = config.ecn;
+  EcnMarkerConfig m;
+  m.mark_at = e.mark_at;
+  m.seed = seed;
+  if (!e.enabled) return m;
+  const EcnThresholds t = ecn_thresholds(e, port.link.rate_gbps);
+  for (size_t tc = 0; tc < m.classes.size(); ++tc) {
+    if ((e.classes >> tc) & 1) m.classes[tc] = EcnClassConfig{true, t.kmin, t.kmax, e.pmax};
+  }
+  return m;
+}
 
 int SwitchConfig::port_index(const std::string& n) const {
   for (size_t i = 0; i < ports.size(); ++i) {
@@ -296,8 +385,8 @@ int SwitchConfig::port_index(const std::string& n) const {
 
 SwitchConfig parse_switch_config(const ConfigNode& root) {
   root.allow_only({"name", "seed", "ppcid_layout", "mempool_mbufs", "mbuf_data_room", "route_table",
-                   "ports", "groups", "routes", "tcam", "hash", "qos", "pfc", "control", "lcores",
-                   "idle_backoff", "telemetry"});
+                   "ports", "groups", "routes", "tcam", "hash", "qos", "pfc", "ecn", "control",
+                   "lcores", "idle_backoff", "telemetry"});
   SwitchConfig c;
   c.file = root.file();
   c.name = root.name_or("name", c.name);
@@ -381,6 +470,7 @@ SwitchConfig parse_switch_config(const ConfigNode& root) {
   }
 
   if (auto p = root.optional_child("pfc")) parse_pfc(c, *p);
+  if (auto e = root.optional_child("ecn")) parse_ecn(c, *e);  // after pfc: its default classes
   if (auto k = root.optional_child("control")) parse_control(c, *k);
   if (auto b = root.optional_child("idle_backoff")) parse_idle_backoff(c.idle_backoff, *b);
   if (auto t = root.optional_child("telemetry")) {
@@ -548,6 +638,32 @@ std::string switch_config_help() {
   h.line("    action: " + pfc.watchdog_action,
          "drop (flush the queue, drop its arrivals and the storming port's ingress priority "
          "group, send it no PFC) | forward (ignore its pauses, send it no PFC, drop nothing)");
+  const EcnSettings ecn;
+  h.line("ecn:",
+         "an ecn: section turns CE marking on at every port's egress (enabled defaults to "
+         "true inside it):");
+  h.line("  enabled: true", "true | false");
+  h.line("  mark_at: dequeue",
+         "dequeue (on the depth a packet leaves behind as it starts on the wire, as ns-3 HPCC) | "
+         "enqueue (on the depth it finds)");
+  h.line("  classes: (pfc priorities)",
+         "traffic classes 0..7 marked, at least one; default: the pfc lossless priorities when "
+         "pfc is on, else [3]");
+  h.line("  preset: " + ecn.preset,
+         "hpcc (kmin " + std::to_string(EcnSettings::kKminBytesPer25G) + ", kmax " +
+             std::to_string(EcnSettings::kKmaxBytesPer25G) +
+             " bytes per 25 Gbit/s of the port's link rate: 400000 and 1600000 at 100 Gbit/s) | "
+             "conweave (kmin " +
+             std::to_string(EcnSettings::kKminBytesPer25G) + ", kmax " +
+             std::to_string(EcnSettings::kKmaxBytesPer25G) + " bytes at any rate)");
+  h.line("  kmin_bytes: (preset)",
+         "0..2^40, <= kmax: no mark at or below this queue depth; overrides the preset at every "
+         "port");
+  h.line("  kmax_bytes: (preset)",
+         "0..2^40: every ECN-capable packet is marked above this depth; overrides the preset at "
+         "every port");
+  h.line("  pmax: " + n(ecn.pmax),
+         "(0, 1]: the marking probability at kmax, rising linearly from 0 at kmin");
   h.line("control:", "the control loop:");
   h.line("  period_ms: " + std::to_string(k.period_ms), "1..3600000");
   h.line("  target_utilisation: " + n(k.target_utilisation), "0..0.99 (u_target)");

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "control/config_reader.h"
+#include "dataplane/egress/ecn_marker.h"
 #include "dataplane/egress/shared_buffer.h"
 #include "dataplane/forwarding/route_table.h"
 #include "dataplane/forwarding/tcam.h"
@@ -125,6 +126,28 @@ struct PfcSettings {
   std::string watchdog_action = "drop";  // drop | forward (dataplane/egress/pfc_state.h)
 };
 
+// ECN marking at the egress ports (`ecn:`, dataplane/egress/ecn_marker.h): off without the block.
+// The thresholds are a preset scaled to each port's link rate unless kmin_bytes / kmax_bytes
+// override them for every port; ecn_marker_config() resolves them for one port.
+struct EcnSettings {
+  // The presets' thresholds, in bytes (HPCC's run.py writes KB and ns-3 multiplies by 1000).
+  // hpcc: kmin 100 KB and kmax 400 KB per 25 Gbit/s of the port's rate (kmin_map 100*bw/25,
+  // kmax_map 400*bw/25); conweave: those of 25 Gbit/s at any rate.
+  static constexpr uint64_t kKminBytesPer25G = 100'000;
+  static constexpr uint64_t kKmaxBytesPer25G = 400'000;
+  static constexpr uint64_t kMaxThresholdBytes = uint64_t{1} << 40;
+
+  bool enabled = false;  // true when the block is present, unless it says enabled: false
+  EcnMarkPoint mark_at = EcnMarkPoint::kDequeue;
+  // Bitmask of the traffic classes marked; the block's default: the PFC lossless priorities
+  // when pfc is on, else class 3.
+  uint8_t classes = 1u << 3;
+  std::string preset = "hpcc";         // hpcc | conweave
+  std::optional<uint64_t> kmin_bytes;  // overrides the preset at every port
+  std::optional<uint64_t> kmax_bytes;
+  double pmax = 0.2;  // (0, 1]
+};
+
 // The control loop (control/control_loop.h): period, reweighting formula, EWMA.
 struct ControlSettings {
   uint64_t period_ms = 200;
@@ -180,6 +203,7 @@ struct SwitchConfig {
   HashSettings hash;
   QosSettings qos;
   PfcSettings pfc;
+  EcnSettings ecn;
   ControlSettings control;
   IdleBackoffSettings idle_backoff;
   TelemetrySettings telemetry;
@@ -196,6 +220,16 @@ TcamRuleSettings parse_tcam_rule(const SwitchConfig& config, const ConfigNode& n
 TcamRule to_tcam_rule(const TcamRuleSettings& rule);
 TcamConfig to_tcam_config(const TcamSettings& tcam);
 SwitchConfig load_switch_config(const std::string& path);
+
+// The ECN marker config of port `port_index` (its link rate scales the hpcc preset): every class
+// off when ecn is off. `seed` is the marker's own (one generator per port: SwitchNode uses
+// ecn_port_seed(config.seed, port_index)). Throws std::out_of_range for a port that is not there.
+EcnMarkerConfig ecn_marker_config(const SwitchConfig& config, size_t port_index, uint64_t seed);
+// A port's marker seed from the node's: apart from the links' (seed * 7919 + i) and the groups'
+// (seed * 1000003 + g), so that no two of a node's generators draw the same sequence.
+constexpr uint64_t ecn_port_seed(uint64_t node_seed, size_t port_index) {
+  return node_seed * 1000033 + port_index;
+}
 
 // Every key, its default and what is allowed (switch_emu --help prints it).
 std::string switch_config_help();

@@ -129,9 +129,11 @@ int run(int argc, char** argv) {
   // One line a port on stdout: what came in, went out, and was dropped.
   std::printf("%-10s %12s %12s %12s %12s\n", "port", "rx_packets", "tx_packets", "queue_drops",
               "rx_missed");
+  uint64_t ecn_marked = 0;
   for (const auto& p : report["ports"]) {
     uint64_t qd = 0;
     for (const auto& c : p["classes"]) {
+      ecn_marked += c["ecn_marked"].get<uint64_t>();
       qd += c["drops_queue_full"].get<uint64_t>() + c["drops_link_down"].get<uint64_t>() +
             c["drops_watchdog"].get<uint64_t>() + c["drops_headroom_overflow"].get<uint64_t>() +
             c["drops_bit_error"].get<uint64_t>() + c["drops_loss"].get<uint64_t>();
@@ -149,6 +151,7 @@ int run(int argc, char** argv) {
       std::printf(", %s %lu", k.c_str(), v.get<uint64_t>());
   }
   std::printf("\n");
+  if (ecn_marked != 0) std::printf("ecn: %lu packets marked CE\n", ecn_marked);
   return prog.finish(report);
 }
 

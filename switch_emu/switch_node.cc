@@ -103,6 +103,9 @@ SwitchNode::SwitchNode(const control::SwitchConfig& config, rte_mempool* pool,
     ec.link.seed = config_.seed * 7919 + i;
     ec.class_limit_bytes.fill(ps.queue_bytes);
     ec.delay_line_limit_frames = ps.delay_line_frames;
+    if (config_.ecn.enabled) {
+      ec.ecn = control::ecn_marker_config(config_, i, control::ecn_port_seed(config_.seed, i));
+    }
     for (uint8_t tc = 0; pfc_ && tc < EgressPort::kClasses; ++tc) {
       if (pfc_->lossless(tc)) ec.class_limit_bytes[tc] = lossless_limit;
     }

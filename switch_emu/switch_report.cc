@@ -19,6 +19,8 @@ json port_json(const std::string& name, const SwitchPortSnapshot& s) {
                        {"drops_loss", k.drops_loss},
                        {"drops_delay_line_full", k.drops_delay_line_full},
                        {"paused_ns", k.paused_ns},
+                       {"ecn_marked", k.ecn_marked},
+                       {"ecn_not_ect", k.ecn_not_ect},
                        {"queued_bytes", s.class_queued_bytes[tc]}});
   }
   json j = {{"name", name},

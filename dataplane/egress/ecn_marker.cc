@@ -50,12 +50,29 @@ double EcnMarker::next_uniform() {
   return static_cast<double>(rng_() >> 11) * 0x1.0p-53;  // as LinkEmulator draws
 }
 
-bool EcnMarker::on_packet(rte_mbuf* m, uint16_t l3_offset, uint8_t tc, uint64_t queue_bytes) {
+bool EcnMarker::draw(uint8_t tc, uint64_t queue_bytes) {
   const double p = mark_probability(tc, queue_bytes);
   if (p <= 0) return false;
   // Above kmax every packet is marked without a draw, so the draws (and the marks after them)
   // do not depend on how long the queue stayed over kmax.
-  if (p < 1 && next_uniform() >= p) return false;
+  return p >= 1 || next_uniform() < p;
+}
+
+bool EcnMarker::on_packet(rte_mbuf* m, uint16_t l3_offset, uint8_t tc, uint64_t queue_bytes) {
+  return draw(tc, queue_bytes) && mark(m, l3_offset, tc);
+}
+
+bool EcnMarker::on_frame(rte_mbuf* m, uint8_t tc, uint64_t queue_bytes) {
+  if (!draw(tc, queue_bytes)) return false;
+  const int l3 = ipv4_offset(m);
+  if (l3 < 0) {
+    ++counters_[tc].not_ipv4;
+    return false;
+  }
+  return mark(m, static_cast<uint16_t>(l3), tc);
+}
+
+bool EcnMarker::mark(rte_mbuf* m, uint16_t l3_offset, uint8_t tc) {
   EcnClassCounters& k = counters_[tc];
   if (m == nullptr || size_t{l3_offset} + 20 > rte_pktmbuf_data_len(m)) {
     ++k.not_ipv4;
@@ -84,6 +101,19 @@ uint64_t EcnMarker::total_marked() const {
   uint64_t n = 0;
   for (const EcnClassCounters& k : counters_) n += k.marked;
   return n;
+}
+
+int ipv4_offset(const rte_mbuf* m) {
+  if (m == nullptr || rte_pktmbuf_data_len(m) < 14) return -1;
+  const uint8_t* eth = rte_pktmbuf_mtod(m, const uint8_t*);
+  uint16_t type = load_be16(eth + 12);
+  int l3 = 14;
+  if (type == 0x8100) {
+    if (rte_pktmbuf_data_len(m) < 18) return -1;
+    type = load_be16(eth + 16);
+    l3 = 18;
+  }
+  return type == 0x0800 ? l3 : -1;
 }
 
 bool ipv4_set_ce(uint8_t* ip) {

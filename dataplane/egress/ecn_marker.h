@@ -57,6 +57,10 @@ class EcnMarker {
   // when drawn and ECN-capable. True when this call set CE. Counts every decision to mark that
   // could not be carried out, by cause. A class >= 8 or off is never marked.
   bool on_packet(rte_mbuf* m, uint16_t l3_offset, uint8_t tc, uint64_t queue_bytes);
+  // The same for an Ethernet frame whose IPv4 header is found by ipv4_offset(), read only once
+  // a mark is drawn: a port below kmin (almost always) never touches the packet's data. A frame
+  // that is not IPv4 is counted as not_ipv4.
+  bool on_frame(rte_mbuf* m, uint8_t tc, uint64_t queue_bytes);
 
   const EcnMarkerConfig& config() const { return config_; }
   const EcnClassCounters& counters(uint8_t tc) const { return counters_.at(tc); }
@@ -64,11 +68,21 @@ class EcnMarker {
 
  private:
   double next_uniform();  // [0, 1)
+  // Whether a packet of class tc at this depth is to be marked (draws when 0 < p < 1).
+  bool draw(uint8_t tc, uint64_t queue_bytes);
+  // Marks the packet whose IPv4 header is at l3_offset (one draw said so), counting the cause
+  // when it cannot be.
+  bool mark(rte_mbuf* m, uint16_t l3_offset, uint8_t tc);
 
   EcnMarkerConfig config_;
   std::mt19937_64 rng_;
   std::array<EcnClassCounters, 8> counters_{};
 };
+
+// Where the IPv4 header of an Ethernet frame starts in its first segment: 14 (EtherType
+// 0x0800), 18 (one 802.1Q tag, then 0x0800); -1 for anything else (another EtherType, QinQ, a
+// frame too short to say). What a port's marker uses: it sees frames, not parsed packets.
+int ipv4_offset(const rte_mbuf* m);
 
 // Sets CE in the IPv4 header at `ip` (its TOS byte's two low bits) and updates the header
 // checksum incrementally; returns false (and changes nothing) for a Not-ECT packet. CE stays

@@ -17,6 +17,7 @@ std::string EgressPortConfig::check() const {
   }
   if (control_queue_limit_frames == 0) return "control_queue_limit_frames: must be > 0";
   if (delay_line_limit_frames == 0) return "delay_line_limit_frames: must be > 0";
+  if (auto r = ecn.check(); !r.empty()) return "ecn: " + r;
   return {};
 }
 
@@ -27,10 +28,19 @@ const EgressPortConfig& checked(const EgressPortConfig& config) {
   return config;
 }
 
+bool any_class_marks(const EcnMarkerConfig& ecn) {
+  for (const EcnClassConfig& c : ecn.classes) {
+    if (c.enabled) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 EgressPort::EgressPort(const EgressPortConfig& config)
-    : config_(checked(config)), link_(config.link) {}
+    : config_(checked(config)), link_(config.link) {
+  if (any_class_marks(config_.ecn)) ecn_ = std::make_unique<EcnMarker>(config_.ecn);
+}
 
 EgressPort::~EgressPort() {
   // The listener may already be gone at destruction: free silently.
@@ -74,6 +84,9 @@ EgressEnqueueResult EgressPort::enqueue(rte_mbuf* m, uint8_t tc, uint16_t ingres
       !listener_->admit(ingress_port, priority, bytes, now_ns)) {
     return refuse(m, tc, &EgressClassCounters::drops_headroom_overflow,
                   EgressEnqueueResult::kHeadroomOverflow);
+  }
+  if (ecn_ != nullptr && config_.ecn.mark_at == EcnMarkPoint::kEnqueue) [[unlikely]] {
+    ecn_->on_frame(m, tc, queued_bytes_[tc]);  // the depth it finds, itself not included
   }
   queues_[tc].push_back(Queued{m, now_ns, bytes, ingress_port, priority});
   queued_bytes_[tc] += bytes;
@@ -179,6 +192,12 @@ void EgressPort::start_head(int q, uint64_t ready_ns) {
   queued_bytes_[q] -= e.bytes;
   total_queued_bytes_ -= e.bytes;
   if (queues_[q].empty()) nonempty_ &= ~(1u << q);
+  if (ecn_ != nullptr) [[unlikely]] {
+    // The depth the frame leaves behind it (ns-3 HPCC's switch marks there); never a PFC frame.
+    if (q != kControl && config_.ecn.mark_at == EcnMarkPoint::kDequeue) {
+      ecn_->on_frame(e.mbuf, static_cast<uint8_t>(q), queued_bytes_[q]);
+    }
+  }
   const LinkTransmission t = link_.transmit(e.bytes, ready_ns);
   EgressClassCounters& c = counters_of(q);
   if (t.fate != LinkFrameFate::kLinkDown) {
@@ -467,6 +486,10 @@ EgressAccounting EgressPort::accounting() const {
 EgressClassCounters EgressPort::counters(uint8_t tc, uint64_t now_ns) const {
   if (tc >= kClasses) return {};
   EgressClassCounters c = class_counters_[tc];
+  if (ecn_ != nullptr) {
+    c.ecn_marked = ecn_->counters(tc).marked;
+    c.ecn_not_ect = ecn_->counters(tc).not_ect;
+  }
   const PauseTimer& p = pause_[tc];
   c.paused_ns = p.closed_total_ns;
   c.longest_pause_ns = p.longest_ns;

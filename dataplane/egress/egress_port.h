@@ -8,6 +8,11 @@
 // frame reaching the head of an unpaused class), so the schedule does not depend on how often
 // the driver calls, as long as it calls by next_event_ns().
 //
+// ECN (EgressPortConfig::ecn): classes with marking on get CE set on ECN-capable IPv4 frames by
+// queue depth (dataplane/egress/ecn_marker.h), at dequeue (the depth the frame leaves behind it
+// when it starts on the wire) or at enqueue (the depth it finds). Marking changes two header
+// bytes, never which frames go where: the accounting is the same with it on or off.
+//
 // Ownership: enqueue and enqueue_control take the mbuf in every case. It is then forwarded
 // (returned by dequeue once its last bit has reached the far end) or freed and counted under
 // exactly one drop cause. The destructor frees whatever is still held.
@@ -17,9 +22,11 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "dataplane/egress/earliest_event.h"
+#include "dataplane/egress/ecn_marker.h"
 #include "dataplane/egress/fifo_ring.h"
 #include "dataplane/egress/link_emulator.h"
 
@@ -119,6 +126,10 @@ struct EgressClassCounters {
   uint64_t pause_intervals = 0;
   uint64_t first_pause_ns = UINT64_MAX;
   uint64_t last_pause_end_ns = 0;
+  // ECN (a class with marking on): CE set by this port, and frames it would have marked that
+  // were not ECN-capable (Not-ECT) and left alone. Neither is a drop.
+  uint64_t ecn_marked = 0;
+  uint64_t ecn_not_ect = 0;
 };
 
 struct EgressPortConfig {
@@ -137,6 +148,8 @@ struct EgressPortConfig {
   // (drops_delay_line_full) and freed.
   static constexpr uint32_t kDefaultDelayLineLimitFrames = 1u << 18;
   uint32_t delay_line_limit_frames = kDefaultDelayLineLimitFrames;
+  // CE marking per class; every class off by default (no marker is made, nothing is read).
+  EcnMarkerConfig ecn;
 
   // Empty when valid, else "key: reason".
   std::string check() const;
@@ -230,6 +243,8 @@ class EgressPort {
   void free_all();
 
   EgressClassCounters counters(uint8_t tc, uint64_t now_ns) const;
+  // The port's ECN marker; nullptr when no class marks.
+  const EcnMarker* ecn_marker() const { return ecn_.get(); }
   const EgressClassCounters& control_counters() const { return control_counters_; }
   EgressAccounting accounting() const;
   // Calls with a null mbuf or a class >= 8 (the mbuf, if any, is freed).
@@ -303,6 +318,8 @@ class EgressPort {
   EgressPortConfig config_;
   LinkEmulator link_;
   EgressQueueListener* listener_ = nullptr;
+  // Made only when some class marks: a port without ECN pays one null test per frame.
+  std::unique_ptr<EcnMarker> ecn_;
 
   std::array<FifoRing<Queued>, kClasses + 1> queues_;  // classes 0..7, then control
   std::array<uint64_t, kClasses + 1> queued_bytes_{};

@@ -315,6 +315,7 @@ TEST_CASE("switch_emu --help lists exactly the keys the loader accepts, at every
       {"qos.", p + "qos: {zzz: 1}\n"},
       {"pfc.", p + "pfc: {zzz: 1}\n"},
       {"pfc.watchdog.", p + "pfc: {watchdog: {zzz: 1}}\n"},
+      {"ecn.", p + "ecn: {zzz: 1}\n"},
       {"control.", p + "control: {zzz: 1}\n"},
       {"idle_backoff.", p + "idle_backoff: {zzz: 1}\n"},
       {"telemetry.", p + "telemetry: {zzz: 1}\n"},
@@ -418,4 +419,119 @@ TEST_CASE("names: 1..64 letters, digits, '_', '-', '.'; not digits only (telemet
   CHECK(error_of(kPorts + "groups:\n  - {name: 'g 1', ports: [a]}\n")
             .starts_with("test.yaml: groups[0].name: \"g 1\" may hold only"));
   CHECK(error_of(kPorts + "name: ''\n") == "test.yaml: name: \"\" must not be empty");
+}
+
+namespace {
+
+bool any_class_marks(const spraynet::EcnMarkerConfig& m) {
+  for (const auto& c : m.classes) {
+    if (c.enabled) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("ecn: off without the block; the hpcc preset scales with each port's rate") {
+  // Port a: 100 Gbit/s (the default), b: 25, c: 100.
+  const auto off = parse(kPorts);
+  CHECK_FALSE(off.ecn.enabled);
+  CHECK_FALSE(any_class_marks(ecn_marker_config(off, 0, 1)));
+
+  const auto c = parse(kPorts + "ecn: {}\n");
+  CHECK(c.ecn.enabled);
+  CHECK(c.ecn.mark_at == spraynet::EcnMarkPoint::kDequeue);
+  CHECK(c.ecn.classes == (1u << 3));  // no pfc: class 3
+  CHECK(c.ecn.preset == "hpcc");
+  CHECK(c.ecn.pmax == 0.2);
+  const auto a = ecn_marker_config(c, 0, 77);
+  CHECK(a.seed == 77);
+  CHECK(a.mark_at == spraynet::EcnMarkPoint::kDequeue);
+  for (size_t tc = 0; tc < 8; ++tc) CHECK(a.classes[tc].enabled == (tc == 3));
+  CHECK(a.classes[3].kmin_bytes == 400'000);  // HPCC's kmin_map 100 * 100 / 25 KB
+  CHECK(a.classes[3].kmax_bytes == 1'600'000);
+  CHECK(a.classes[3].pmax == 0.2);
+  const auto b = ecn_marker_config(c, 1, 78);
+  CHECK(b.classes[3].kmin_bytes == 100'000);
+  CHECK(b.classes[3].kmax_bytes == 400'000);
+  CHECK(a.check().empty());
+  CHECK_THROWS_AS(ecn_marker_config(c, 3, 1), std::out_of_range);
+  // The seeds SwitchNode gives its ports differ from port to port.
+  CHECK(ecn_port_seed(1, 0) != ecn_port_seed(1, 1));
+
+  // With pfc on, the lossless priorities are the default classes.
+  const auto pfc = parse(kPorts + "pfc: {priorities: [3, 4]}\necn: {}\n");
+  CHECK(pfc.ecn.classes == ((1u << 3) | (1u << 4)));
+  CHECK(ecn_marker_config(pfc, 2, 1).classes[4].enabled);
+}
+
+TEST_CASE("ecn: conweave's flat thresholds, overrides, classes, mark_at, enabled: false") {
+  const auto cw = parse(kPorts + "ecn: {preset: conweave}\n");
+  for (size_t port = 0; port < 3; ++port) {
+    const auto m = ecn_marker_config(cw, port, 1);
+    CHECK(m.classes[3].kmin_bytes == 100'000);
+    CHECK(m.classes[3].kmax_bytes == 400'000);
+  }
+  const auto o = parse(kPorts +
+                       "ecn: {mark_at: enqueue, classes: [1, 5], kmin_bytes: 409600, "
+                       "kmax_bytes: 1638400, pmax: 1}\n");
+  CHECK(o.ecn.classes == ((1u << 1) | (1u << 5)));
+  for (size_t port = 0; port < 3; ++port) {
+    const auto m = ecn_marker_config(o, port, 1);
+    CHECK(m.mark_at == spraynet::EcnMarkPoint::kEnqueue);
+    CHECK_FALSE(m.classes[3].enabled);
+    CHECK(m.classes[5].enabled);
+    CHECK(m.classes[1].kmin_bytes == 409'600);
+    CHECK(m.classes[1].kmax_bytes == 1'638'400);
+    CHECK(m.classes[1].pmax == 1.0);
+  }
+  // One override: the other threshold is still the preset's at each port's rate.
+  const auto k = parse(kPorts + "ecn: {kmin_bytes: 0}\n");
+  CHECK(ecn_marker_config(k, 0, 1).classes[3].kmin_bytes == 0);
+  CHECK(ecn_marker_config(k, 0, 1).classes[3].kmax_bytes == 1'600'000);
+  CHECK(ecn_marker_config(k, 1, 1).classes[3].kmax_bytes == 400'000);
+  const auto disabled = parse(kPorts + "ecn: {enabled: false, classes: [2]}\n");
+  CHECK_FALSE(disabled.ecn.enabled);
+  CHECK_FALSE(any_class_marks(ecn_marker_config(disabled, 0, 1)));
+}
+
+TEST_CASE("ecn: errors name the file, the key and what is allowed") {
+  CHECK(error_of(kPorts + "ecn: {kmin_bytes: 500000, kmax_bytes: 400000}") ==
+        "test.yaml: ecn.kmin_bytes: must be <= ecn.kmax_bytes (400000)");
+  // kmin alone above the hpcc kmax of port b's 25 Gbit/s (400000).
+  CHECK(error_of(kPorts + "ecn: {kmin_bytes: 500000}") ==
+        "test.yaml: ecn.kmin_bytes: must be <= ecn.kmax_bytes (400000: the hpcc preset at port "
+        "b's 25 Gbit/s): set kmax_bytes too");
+  CHECK(error_of(kPorts + "ecn: {kmax_bytes: 99999, preset: conweave}") ==
+        "test.yaml: ecn.kmax_bytes: must be >= ecn.kmin_bytes (100000: the conweave preset at "
+        "port a's 100 Gbit/s): set kmin_bytes too");
+  CHECK(error_of(kPorts + "ecn: {pmax: 0}") == "test.yaml: ecn.pmax: must be in (0, 1], got 0");
+  CHECK(error_of(kPorts + "ecn: {pmax: 1.5}") == "test.yaml: ecn.pmax: must be in (0, 1], got 1.5");
+  CHECK(error_of(kPorts + "ecn: {pmax: lots}") ==
+        "test.yaml: ecn.pmax: must be in (0, 1], got lots");
+  CHECK(error_of(kPorts + "ecn: {classes: [3, 9]}") ==
+        "test.yaml: ecn.classes: each class 0-7, got 9");
+  CHECK(error_of(kPorts + "ecn: {classes: []}") ==
+        "test.yaml: ecn.classes: must list at least one class 0-7");
+  CHECK(error_of(kPorts + "ecn: {mark_at: egress}") ==
+        "test.yaml: ecn.mark_at: must be one of dequeue|enqueue, got \"egress\"");
+  CHECK(error_of(kPorts + "ecn: {preset: dcqcn}") ==
+        "test.yaml: ecn.preset: must be one of hpcc|conweave, got \"dcqcn\"");
+  CHECK(error_of(kPorts + "ecn: {kmin_bytes: -1}")
+            .find("test.yaml: ecn.kmin_bytes: must be an integer in [0, 1099511627776]") == 0);
+  CHECK(error_of(kPorts + "ecn: {kmin: 1}") ==
+        "test.yaml: ecn.kmin: unknown key (allowed here: enabled|mark_at|classes|preset|"
+        "kmin_bytes|kmax_bytes|pmax)");
+  CHECK(error_of(kPorts + "ecn: {enabled: maybe}") ==
+        "test.yaml: ecn.enabled: must be true|false, got \"maybe\"");
+}
+
+TEST_CASE("ecn: the help lists every key with its default and range") {
+  const std::string h = switch_config_help();
+  for (const char* text : {"ecn:", "mark_at: dequeue", "preset: hpcc", "pmax: 0.2", "(0, 1]",
+                           "400000 and 1600000 at 100 Gbit/s", "kmin_bytes: (preset)",
+                           "kmax_bytes: (preset)", "classes: (pfc priorities)", "conweave"}) {
+    INFO(text);
+    CHECK(h.find(text) != std::string::npos);
+  }
 }

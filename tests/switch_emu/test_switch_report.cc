@@ -155,3 +155,69 @@ tcam:
   node.free_all();
   CHECK(pool.whole());
 }
+
+TEST_CASE("switch port JSON: per-class ECN counters; an ecn block marks ECT packets in a queue") {
+  // in0 at 100 Gbit/s into out at 1: the queue builds. Class 0 marks above 0 bytes (kmin =
+  // kmax = 0, pmax 1): every packet that leaves another behind it is marked.
+  const std::string yaml = R"(
+ports:
+  - {name: in0, device: x}
+  - {name: out, device: x, link: {rate_gbps: 1}}
+routes:
+  - {prefix: 0.0.0.0/0, port: out}
+ecn: {classes: [0], kmin_bytes: 0, kmax_bytes: 0, pmax: 1}
+)";
+  TestPool pool(63);
+  {
+    SwitchNode node(config_of(yaml), pool.get());
+    REQUIRE(node.egress(1).ecn_marker() != nullptr);
+    REQUIRE(node.egress(0).ecn_marker() != nullptr);  // every port's egress marks
+    for (uint8_t ecn : {uint8_t{2}, uint8_t{2}, uint8_t{2}, uint8_t{0}, uint8_t{0}}) {
+      FrameSpec fs;
+      fs.ip.src = 0x0A000001;
+      fs.ip.dst = 0x0A000002;
+      fs.ip.tos = ecn;  // DSCP 0: class 0
+      fs.udp.src_port = 1234;
+      fs.udp.dst_port = 80;
+      rte_mbuf* m = build_udp_mbuf(pool.get(), fs);
+      REQUIRE(m != nullptr);
+      node.receive(0, &m, 1, 0);
+    }
+    // Packet 1 leaves 3 behind, 2 leaves 2: marked; 0 left none; 3 (Not-ECT) leaves 1 behind:
+    // counted, not marked; 4 leaves none.
+    uint16_t sent = 0, ce = 0;
+    rte_mbuf* out[8];
+    for (uint64_t t = 0; t <= 1'000'000; t += 10'000) {
+      const uint16_t n = node.transmit(1, t, out, 8);
+      for (uint16_t i = 0; i < n; ++i) {
+        ce += (rte_pktmbuf_mtod_offset(out[i], const uint8_t*, 15)[0] & 3) == 3;
+        rte_pktmbuf_free(out[i]);
+      }
+      sent += n;
+    }
+    CHECK(sent == 5);
+    CHECK(ce == 2);
+    const json j = switch_emu::port_json(node, 1, 1'000'000);
+    CHECK(j["classes"][0]["ecn_marked"] == 2);
+    CHECK(j["classes"][0]["ecn_not_ect"] == 1);
+    CHECK(j["classes"][1]["ecn_marked"] == 0);
+    CHECK(switch_emu::accounting_json(node)["balanced"] == true);
+    node.free_all();
+  }
+  {
+    // Without the block: no marker, the counters 0, and the per-class keys are these.
+    SwitchNode node(config_of(kTwoPorts), pool.get());
+    CHECK(node.egress(1).ecn_marker() == nullptr);
+    const json c = switch_emu::port_json(node, 1, 0)["classes"][3];
+    std::set<std::string> keys;
+    for (const auto& [k, v] : c.items()) keys.insert(k);
+    CHECK(keys == std::set<std::string>{"enqueued", "transmitted_packets", "transmitted_bytes",
+                                        "drops_queue_full", "drops_link_down", "drops_watchdog",
+                                        "drops_headroom_overflow", "drops_bit_error", "drops_loss",
+                                        "drops_delay_line_full", "paused_ns", "ecn_marked",
+                                        "ecn_not_ect", "queued_bytes"});
+    CHECK(c["ecn_marked"] == 0);
+    node.free_all();
+  }
+  CHECK(pool.whole());
+}

@@ -1,11 +1,14 @@
 #include "dataplane/egress/egress_port.h"
 
+#include <rte_ip.h>
 #include <rte_mbuf.h>
 #include <catch2/catch.hpp>
 
+#include <cstring>
 #include <stdexcept>
 #include <vector>
 
+#include "dataplane/wire/icrc.h"
 #include "dataplane/wire/packet_builder.h"
 #include "dataplane/wire/packet_parser.h"
 #include "dataplane/wire/pfc_frame.h"
@@ -564,4 +567,270 @@ TEST_CASE("The destructor frees whatever is still queued or in flight") {
     CHECK(pool.in_use() == 21);
   }
   CHECK(pool.whole());
+}
+
+namespace {
+
+// A RoCEv2 WRITE ONLY (1024 B payload, ICRC written) whose UDP source port is `marker`, with
+// these ECN bits (DSCP 26), tagged with one 802.1Q tag when `vlan`.
+rte_mbuf* make_roce(const TestPool& pool, uint16_t marker, uint8_t ecn, bool vlan = false) {
+  static const std::vector<uint8_t> payload(1024, 0x5A);
+  FrameSpec f;
+  f.eth.vlan = vlan;
+  f.eth.pcp = 3;
+  f.eth.vlan_id = 100;
+  f.ip.src = 0x0A000001;
+  f.ip.dst = 0x0A000102;
+  f.ip.tos = static_cast<uint8_t>((26 << 2) | ecn);
+  f.udp.src_port = marker;
+  f.payload = payload;
+  RoceSpec r;
+  r.dest_qp = 0x000123;
+  r.psn = marker;
+  r.dma_length = 1024;
+  rte_mbuf* m = build_roce_mbuf(pool.get(), f, r);
+  if (m == nullptr) throw std::runtime_error("build_roce_mbuf failed");
+  return m;
+}
+
+uint32_t roce_bytes(const TestPool& pool, bool vlan = false) {
+  rte_mbuf* m = make_roce(pool, 0, 2, vlan);
+  const uint32_t bytes = rte_pktmbuf_pkt_len(m);
+  rte_pktmbuf_free(m);
+  return bytes;
+}
+
+// Class 3 marks every ECN-capable packet when the depth it is judged on is above `step` bytes,
+// none at or below (kmin = kmax, pmax 1: no draw decides anything).
+EgressPortConfig ecn_step_config(uint64_t step, EcnMarkPoint at) {
+  EgressPortConfig c = port_config(1.0);  // slow: everything queues behind the first frame
+  c.ecn.classes[3] = EcnClassConfig{true, step, step, 1.0};
+  c.ecn.mark_at = at;
+  c.ecn.seed = 9;
+  return c;
+}
+
+struct Arrived {
+  uint16_t marker;
+  uint8_t ecn;
+};
+
+// Dequeues everything, checks each frame's IPv4 checksum and ICRC, and frees it.
+std::vector<Arrived> drain_roce(EgressPort& port) {
+  std::vector<Arrived> out;
+  rte_mbuf* burst[32];
+  for (uint64_t t = port.next_event_ns(); t != kNever; t = port.next_event_ns()) {
+    const uint16_t n = port.dequeue(t, burst, 32);
+    for (uint16_t i = 0; i < n; ++i) {
+      ParsedPacket p;
+      // The parser verifies the IPv4 header checksum and the ICRC (which masks the TOS byte).
+      REQUIRE(PacketParser(ParseOptions{true, true}).parse(burst[i], p) == ParseStatus::kOk);
+      REQUIRE(p.kind == PacketKind::kRoce);
+      const auto* ip = rte_pktmbuf_mtod_offset(burst[i], const rte_ipv4_hdr*, p.l3_offset);
+      rte_ipv4_hdr copy = *ip;
+      copy.hdr_checksum = 0;
+      CHECK(rte_ipv4_cksum(&copy) == ip->hdr_checksum);  // DPDK's, from scratch
+      CHECK(verify_icrc(burst[i], p.l3_offset, p.l3_length(), nullptr));
+      CHECK(p.dscp() == 26);
+      out.push_back({p.src_port, static_cast<uint8_t>(p.tos & 3)});
+      rte_pktmbuf_free(burst[i]);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("ECN at dequeue: a frame is marked on the depth it leaves behind, above kmax only") {
+  TestPool pool;
+  for (const bool vlan : {false, true}) {
+    INFO((vlan ? "802.1Q-tagged" : "untagged"));
+    const uint32_t bytes = roce_bytes(pool, vlan);
+    // 10 frames at once: frame 0 starts at once leaving nothing behind, frame i >= 1 leaves
+    // (9 - i) frames. Above 3 frames: frames 1..5 are marked, 0 and 6..9 are not.
+    EgressPort port(ecn_step_config(3ull * bytes, EcnMarkPoint::kDequeue));
+    REQUIRE(port.ecn_marker() != nullptr);
+    for (uint16_t i = 0; i < 10; ++i) {
+      REQUIRE(port.enqueue(make_roce(pool, i, 2, vlan), 3, kNoPort, 3, 0) ==
+              EgressEnqueueResult::kQueued);
+    }
+    const std::vector<Arrived> got = drain_roce(port);
+    REQUIRE(got.size() == 10);
+    for (uint16_t i = 0; i < 10; ++i) {
+      INFO("frame " << i);
+      CHECK(got[i].marker == i);
+      CHECK(got[i].ecn == ((i >= 1 && i <= 5) ? 3 : 2));
+    }
+    const EgressClassCounters k = port.counters(3, 0);
+    CHECK(k.ecn_marked == 5);
+    CHECK(k.ecn_not_ect == 0);
+    CHECK(port.ecn_marker()->counters(3).not_ipv4 == 0);
+    CHECK(k.transmitted_packets == 10);
+    CHECK(port.accounting().balanced());
+    CHECK(port.accounting().dequeued == 10);
+  }
+  CHECK(pool.whole());
+}
+
+TEST_CASE("ECN at enqueue: a frame is marked on the depth it finds, itself not included") {
+  TestPool pool;
+  const uint32_t bytes = roce_bytes(pool);
+  {
+    // Frame 0 finds an idle port, frame i >= 1 finds frames 1..i-1 waiting ((i - 1) frames):
+    // above 3 frames, frames 5..9 are marked.
+    EgressPort port(ecn_step_config(3ull * bytes, EcnMarkPoint::kEnqueue));
+    for (uint16_t i = 0; i < 10; ++i) {
+      REQUIRE(port.enqueue(make_roce(pool, i, 1), 3, kNoPort, 3, 0) ==
+              EgressEnqueueResult::kQueued);
+      // Marked on the way in: what waits in the queue is CE already.
+      CHECK(port.counters(3, 0).ecn_marked == (i >= 5 ? i - 4u : 0u));
+    }
+    const std::vector<Arrived> got = drain_roce(port);
+    REQUIRE(got.size() == 10);
+    for (uint16_t i = 0; i < 10; ++i) {
+      INFO("frame " << i);
+      CHECK(got[i].marker == i);
+      CHECK(got[i].ecn == (i >= 5 ? 3 : 1));  // ECT(1) is ECN-capable too
+    }
+    CHECK(port.counters(3, 0).ecn_marked == 5);
+    CHECK(port.accounting().balanced());
+  }
+  CHECK(pool.whole());
+}
+
+TEST_CASE("ECN: a Not-ECT frame is never marked, counted ecn_not_ect; other classes untouched") {
+  TestPool pool;
+  const uint32_t bytes = roce_bytes(pool);
+  {
+    EgressPort port(ecn_step_config(3ull * bytes, EcnMarkPoint::kDequeue));
+    // Class 3 Not-ECT: frames 1..5 would be marked. Class 2 (marking off) ECT(0): never.
+    for (uint16_t i = 0; i < 10; ++i) {
+      REQUIRE(port.enqueue(make_roce(pool, i, 0), 3, kNoPort, 3, 0) ==
+              EgressEnqueueResult::kQueued);
+    }
+    for (uint16_t i = 10; i < 20; ++i) {
+      REQUIRE(port.enqueue(make_roce(pool, i, 2), 2, kNoPort, 2, 0) ==
+              EgressEnqueueResult::kQueued);
+    }
+    const std::vector<Arrived> got = drain_roce(port);
+    REQUIRE(got.size() == 20);
+    for (const Arrived& a : got) {
+      INFO("frame " << a.marker);
+      CHECK(a.ecn == (a.marker < 10 ? 0 : 2));
+    }
+    CHECK(port.counters(3, 0).ecn_marked == 0);
+    CHECK(port.counters(3, 0).ecn_not_ect == 5);
+    CHECK(port.counters(2, 0).ecn_marked == 0);
+    CHECK(port.counters(2, 0).ecn_not_ect == 0);
+    CHECK(port.accounting().balanced());
+  }
+  CHECK(pool.whole());
+}
+
+TEST_CASE("ECN never touches a control frame, at either marking point") {
+  TestPool pool;
+  for (const EcnMarkPoint at : {EcnMarkPoint::kDequeue, EcnMarkPoint::kEnqueue}) {
+    // Every class marks at any depth above 0: a control frame would be judged if it ever were.
+    EgressPortConfig c = port_config(1.0);
+    for (auto& k : c.ecn.classes) k = EcnClassConfig{true, 0, 0, 1.0};
+    c.ecn.mark_at = at;
+    EgressPort port(c);
+    std::vector<std::vector<uint8_t>> sent;
+    for (int i = 0; i < 5; ++i) {
+      rte_mbuf* m = make_pfc(pool);
+      const auto* d = rte_pktmbuf_mtod(m, const uint8_t*);
+      sent.emplace_back(d, d + rte_pktmbuf_data_len(m));
+      REQUIRE(port.enqueue_control(m, 0) == EgressEnqueueResult::kQueued);
+    }
+    rte_mbuf* burst[8];
+    uint16_t n = 0;
+    for (uint64_t t = port.next_event_ns(); t != kNever; t = port.next_event_ns()) {
+      n += port.dequeue(t, burst + n, static_cast<uint16_t>(8 - n));
+    }
+    REQUIRE(n == 5);
+    for (uint16_t i = 0; i < n; ++i) {
+      const auto* d = rte_pktmbuf_mtod(burst[i], const uint8_t*);
+      CHECK(std::vector<uint8_t>(d, d + rte_pktmbuf_data_len(burst[i])) == sent[i]);
+      rte_pktmbuf_free(burst[i]);
+    }
+    for (uint8_t tc = 0; tc < 8; ++tc) {
+      const EcnClassCounters& k = port.ecn_marker()->counters(tc);
+      CHECK(k.marked + k.not_ect + k.already_ce + k.not_ipv4 == 0);
+    }
+    CHECK(port.accounting().balanced());
+  }
+  CHECK(pool.whole());
+}
+
+TEST_CASE("ECN: a frame that is not IPv4 is left alone; no class on means no marker") {
+  TestPool pool;
+  {
+    EgressPortConfig c = port_config(1.0);
+    c.ecn.classes[0] = EcnClassConfig{true, 0, 0, 1.0};
+    EgressPort port(c);
+    // A frame with an unknown EtherType, queued behind another: judged, not IPv4, unchanged.
+    std::vector<uint8_t> frame(100, 0x11);
+    frame[12] = 0x88;
+    frame[13] = 0xB5;  // local experimental EtherType
+    REQUIRE(port.enqueue(pool.make(frame), 0, kNoPort, 0, 0) == EgressEnqueueResult::kQueued);
+    REQUIRE(port.enqueue(pool.make(frame), 0, kNoPort, 0, 0) == EgressEnqueueResult::kQueued);
+    REQUIRE(port.enqueue(pool.make(frame), 0, kNoPort, 0, 0) == EgressEnqueueResult::kQueued);
+    rte_mbuf* burst[4];
+    uint16_t n = 0;
+    for (uint64_t t = port.next_event_ns(); t != kNever; t = port.next_event_ns()) {
+      n += port.dequeue(t, burst + n, static_cast<uint16_t>(4 - n));
+    }
+    REQUIRE(n == 3);
+    for (uint16_t i = 0; i < n; ++i) {
+      const auto* d = rte_pktmbuf_mtod(burst[i], const uint8_t*);
+      CHECK(std::vector<uint8_t>(d, d + rte_pktmbuf_data_len(burst[i])) == frame);
+      rte_pktmbuf_free(burst[i]);
+    }
+    CHECK(port.ecn_marker()->counters(0).not_ipv4 == 1);  // frame 1 alone left one behind it
+    CHECK(port.counters(0, 0).ecn_marked == 0);
+  }
+  {
+    EgressPort port(port_config(1.0));  // the default: every class off
+    CHECK(port.ecn_marker() == nullptr);
+    CHECK(port.enqueue(make_roce(pool, 1, 2), 3, kNoPort, 3, 0) == EgressEnqueueResult::kQueued);
+    CHECK(port.enqueue(make_roce(pool, 2, 2), 3, kNoPort, 3, 0) == EgressEnqueueResult::kQueued);
+    const std::vector<Arrived> got = drain_roce(port);
+    REQUIRE(got.size() == 2);
+    CHECK(got[1].ecn == 2);
+    CHECK(port.counters(3, 0).ecn_marked == 0);
+  }
+  CHECK(pool.whole());
+}
+
+TEST_CASE("ipv4_offset: 14 untagged, 18 behind one 802.1Q tag, -1 for anything else") {
+  TestPool pool;
+  rte_mbuf* m = make_roce(pool, 1, 2);
+  CHECK(ipv4_offset(m) == 14);
+  rte_pktmbuf_free(m);
+  m = make_roce(pool, 1, 2, true);
+  CHECK(ipv4_offset(m) == 18);
+  rte_pktmbuf_free(m);
+  m = make_pfc(pool);
+  CHECK(ipv4_offset(m) == -1);
+  rte_pktmbuf_free(m);
+  std::vector<uint8_t> qinq(64, 0);
+  qinq[12] = 0x81;
+  qinq[16] = 0x81;  // a second tag: not read through
+  m = pool.make(qinq);
+  CHECK(ipv4_offset(m) == -1);
+  rte_pktmbuf_free(m);
+  m = pool.make(std::vector<uint8_t>(13, 0));  // too short to hold an EtherType
+  CHECK(ipv4_offset(m) == -1);
+  rte_pktmbuf_free(m);
+  CHECK(ipv4_offset(nullptr) == -1);
+  CHECK(pool.whole());
+}
+
+TEST_CASE("ECN: a bad marker config is the port's config error") {
+  EgressPortConfig c = port_config(10.0);
+  c.ecn.classes[5] = EcnClassConfig{true, 200, 100, 0.2};
+  CHECK(c.check() == "ecn: classes[5].kmin_bytes: must be <= kmax_bytes (100)");
+  CHECK_THROWS_AS(EgressPort(c), std::invalid_argument);
+  c.ecn.classes[5] = EcnClassConfig{true, 100, 200, 0.0};
+  CHECK(c.check() == "ecn: classes[5].pmax: must be in (0, 1]");
 }
