@@ -223,6 +223,43 @@ void parse_placement(NicConfig& c, const ConfigNode& n) {
   p.nak_delay_ns = micros_or(n, "nak_delay_us", p.nak_delay_ns, kMinNakDelayUs, kMaxNakDelayUs);
 }
 
+// `cc:` {mode, min_time_between_cnps_us, cnp_dscp, ack_class, rp: {ConnectX's names}}.
+void parse_cc(NicConfig& c, const ConfigNode& n) {
+  n.allow_only({"mode", "min_time_between_cnps_us", "cnp_dscp", "ack_class", "rp"});
+  CcSettings& cc = c.cc;
+  const std::string mode =
+      n.choice_or("mode", "dcqcn", {"dcqcn", "dcqcn-connectx", "dcqcn-paper", "none"});
+  cc.mode = *parse_cc_mode(mode);
+  if (n.has("min_time_between_cnps_us")) {
+    cc.min_time_between_cnps_ns =
+        static_cast<uint64_t>(n.number_or("min_time_between_cnps_us", 0, 0, 1e6) * 1000.0);
+  }
+  cc.cnp_dscp = static_cast<uint8_t>(n.uint_or("cnp_dscp", cc.cnp_dscp, 0, 63));
+  cc.ack_class = n.choice_or("ack_class", "data", {"data", "high"}) == "high" ? AckClass::kHigh
+                                                                              : AckClass::kData;
+  if (auto rp = n.optional_child("rp")) {
+    if (!rp->is_map()) rp->fail("", "a map of DCQCN parameters (ConnectX's names)");
+    for (const auto& kv : rp->yaml()) {
+      const std::string key = kv.first.as<std::string>();
+      const DcqcnParameter* p = find_dcqcn_parameter(key);
+      if (p == nullptr) {
+        std::string names;
+        for (const DcqcnParameter& q : dcqcn_parameters()) {
+          names += names.empty() ? "" : ", ";
+          names += q.name;
+        }
+        rp->fail(key, "not a DCQCN parameter (allowed: " + names + ")");
+      }
+      const double v = rp->number_or(key, 0, p->min, p->max);
+      if (p->integer && v != std::floor(v)) {
+        rp->fail(key, std::string("must be a whole number (") + p->unit + ")");
+      }
+      cc.rp.emplace_back(key, v);
+    }
+  }
+  if (std::string why = cc.check(); !why.empty()) n.fail("rp", why);
+}
+
 RcEngineSettings parse_rc_engine(const ConfigNode& n) {
   n.allow_only({"qps", "role", "op", "message_bytes", "mtu", "max_in_flight", "messages",
                 "retransmit_timeout_us", "local_ip", "peer_ip", "local_mac", "peer_mac", "first_qp",
@@ -462,7 +499,7 @@ NicConfig parse_nic_config(const ConfigNode& root) {
   const ConfigNode nic = root.child("nic");
   nic.allow_only({"name", "seed", "mempool_mbufs", "mbuf_data_room", "host", "uplinks", "spray",
                   "receive", "reorder", "placement", "control", "rc_engine", "probe",
-                  "idle_backoff", "anomaly"});
+                  "idle_backoff", "anomaly", "cc"});
   NicConfig c;
   c.file = root.file();
   c.name = nic.name_or("name", c.name);
@@ -571,6 +608,7 @@ NicConfig parse_nic_config(const ConfigNode& root) {
   }
   if (auto p = nic.optional_child("probe")) parse_probe(c, *p);
   if (auto a = nic.optional_child("anomaly")) parse_anomaly(c, *a);
+  if (auto cc = nic.optional_child("cc")) parse_cc(c, *cc);
   check_engines(c, nic);
   return c;
 }
@@ -753,6 +791,22 @@ std::string nic_config_help() {
        "1..60000: how often the control side looks for newly flagged QPs");
   line("      timeout_ms: " + std::to_string(qs.timeout_ms),
        "1..60000 per push (connect, greeting, reply)");
+  line("  cc:",
+       "optional: congestion control (absent: none). The RC engine's data packets are sent "
+       "ECT(0); a CE-marked arrival makes this NIC send a CNP to the sending QP; each QP's rate "
+       "follows DCQCN (docs/congestion-control.md)");
+  line("    mode: dcqcn", std::string(kCcModeNames) +
+                              ": dcqcn is ConnectX's algorithm with the defaults measured for a "
+                              "100G fabric, dcqcn-connectx ConnectX's shipped defaults, "
+                              "dcqcn-paper the SIGCOMM 2015 paper's; rp keys override any");
+  line("    min_time_between_cnps_us: (the mode's)",
+       "0..1000000: at most one CNP per QP per interval (ConnectX's min_time_between_cnps); 0: "
+       "one per marked packet; default dcqcn 0, dcqcn-connectx 4, dcqcn-paper 50");
+  line("    cnp_dscp: 48", "0..63: the CNPs' DSCP (48: class 6, strict priority, lossy)");
+  line("    ack_class: data",
+       "data | high: ACK/NAKs on the QP's data class, or on the CNP's class (ns-3 AckHighPrio)");
+  line("    rp:", "the reaction point's parameters, ConnectX's names and units:");
+  help.raw(cc_settings_help("      "));
   return help.str();
 }
 

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "control/cc_settings.h"
 #include "control/config_reader.h"
 #include "control/link_state_table.h"
 #include "control/switch_config.h"  // LinkSettings
@@ -164,6 +165,9 @@ struct NicConfig {
   std::optional<RcEngineSettings> rc_engine;
   std::optional<NicProbeSettings> probe;  // absent: no probe
   NicAnomalySettings anomaly;
+  // Congestion control (`cc:`): DCQCN's notification point (CNPs for CE-marked arrivals) and
+  // the RC engine's reaction points; off (mode none) when the file has no cc block.
+  CcSettings cc;
 
   int uplink_index(const std::string& name) const;  // -1 when unknown
   bool reorder_enabled() const { return receive == ReceiveModel::kReorderBuffer; }

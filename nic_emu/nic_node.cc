@@ -69,8 +69,21 @@ NicNode::NicNode(const control::NicConfig& config, const RcTrafficEngineConfig& 
     reorder_ = std::make_unique<ReorderEngine>(rc);
   }
   if (!config_.host) {
-    rc_ = std::make_unique<RcTrafficEngine>(rc_engine, pool);
+    RcTrafficEngineConfig engine = rc_engine;
+    if (config_.cc.enabled()) {
+      // A QP's line rate: its uplink's, or every uplink's when it sprays over them.
+      double line = 0;
+      for (const auto& u : config_.uplinks) {
+        line = spray_.mode() == SprayMode::kFlow ? std::max(line, u.link.rate_gbps)
+                                                 : line + u.link.rate_gbps;
+      }
+      engine.dcqcn = config_.cc.dcqcn(line);
+      engine.ecn = 0x02;  // ECT(0)
+      if (config_.cc.ack_class == control::AckClass::kHigh) engine.ack_dscp = config_.cc.cnp_dscp;
+    }
+    rc_ = std::make_unique<RcTrafficEngine>(engine, pool);
     tx_frame_bytes_ = rc_engine.mtu + 128;
+    last_cnp_ns_.assign(engine.qps, kNoCnp);
   }
   for (size_t i = 0; i < uplinks_; ++i) {
     egress_.push_back(
@@ -365,8 +378,10 @@ void NicNode::from_uplink(uint16_t uplink, rte_mbuf* m, uint64_t now_ns) {
     return;
   }
   const PpcidReading reading = read_ppcid(uplink, p);
-  if (anomaly_) judge_ppcid(uplink, p, reading, now_ns);
-  count_arrival(uplink, p);
+  if (p.bth_opcode != opcode::kCnp) {
+    if (anomaly_) judge_ppcid(uplink, p, reading, now_ns);
+    count_arrival(uplink, p);
+  }
   if (p.udp_checksum != 0 && host_side_.restore_checksum) {
     // The UDP checksum field is masked by the ICRC: zeroing it keeps the ICRC valid and stops
     // the host kernel from checking a PPCID as a checksum.
@@ -375,12 +390,60 @@ void NicNode::from_uplink(uint16_t uplink, rte_mbuf* m, uint64_t now_ns) {
     p.udp_checksum = 0;
     ++counters_.checksum_restored;
   }
-  (void)now_ns;
+  // Congestion control happens on arrival, before the reorder engine: a hold must not delay
+  // the signal (nor a CNP, which has no place in the PSN order).
+  if ((p.tos & 0x03) == 0x03 && p.bth_opcode != opcode::kCnp) {
+    ++counters_.ce_received;
+    if (config_.cc.enabled()) notify_congestion(p, now_ns);
+  }
+  if (p.bth_opcode == opcode::kCnp && rc_) {
+    ++counters_.cnps_received;
+    ++counters_.delivered;
+    rc_->receive(m, p, now_ns, rc_out_);  // the QP's reaction point takes it (or counts it)
+    return;
+  }
   if (reorder_) {
     reorder_->receive(m, p, now_ns, released_);
   } else {
     released_.push_back(m);
   }
+}
+
+void NicNode::notify_congestion(const ParsedPacket& p, uint64_t now_ns) {
+  // The CNP goes to the QP that sent the marked packet: the peer of the local QP it was for.
+  // Only the RC engine knows its QPs' peers (a NIC in front of a host would need the host's QP
+  // contexts).
+  if (!rc_) {
+    ++counters_.cnp_no_qp;
+    return;
+  }
+  const uint32_t first = rc_->config().first_local_qp;
+  const uint32_t index = p.dest_qp - first;
+  if (p.dest_qp < first || index >= rc_->qps()) {
+    ++counters_.cnp_no_qp;
+    return;
+  }
+  uint64_t& last = last_cnp_ns_[index];
+  if (last != kNoCnp && now_ns - last < config_.cc.cnp_interval_ns()) {
+    ++counters_.cnps_suppressed;
+    return;
+  }
+  const RcQpAddress a = rc_->config().address(index);
+  FrameSpec f = a.frame(cnp_ip_id_++);
+  f.ip.tos = static_cast<uint8_t>(config_.cc.cnp_dscp << 2);  // Not-ECT: a CNP is never marked
+  RoceSpec r;
+  r.opcode = opcode::kCnp;
+  r.dest_qp = a.peer_qp;
+  r.psn = 0;
+  r.becn = true;  // RoCEv2 Annex A17: a CNP has BECN set
+  rte_mbuf* cnp = build_roce_mbuf(pool_, f, r);
+  if (cnp == nullptr) {
+    ++counters_.cnp_pool_empty;
+    return;
+  }
+  last = now_ns;
+  ++counters_.cnps_sent;
+  rc_out_.push_back(cnp);  // out through the TX path with the RC engine's packets
 }
 
 void NicNode::deliver(rte_mbuf* m, uint64_t now_ns) {

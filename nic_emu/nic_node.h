@@ -130,7 +130,14 @@ static_assert(sizeof(PpcidCounters) == sizeof(uint64_t) * PpcidCounters::kCounte
   X(probes_sent)                                                                     \
   X(probes_received)                                                                 \
   X(probe_pool_empty)                                                                \
-  X(probe_egress_refused)
+  X(probe_egress_refused)                                                            \
+  /* Congestion control (config cc): the notification point, then the CNPs taken */  \
+  X(ce_received)     /* RoCEv2 data packets that arrived CE-marked */               \
+  X(cnps_sent)       /* CNPs made for them, towards the sending QP */               \
+  X(cnps_suppressed) /* none made: one went to that QP within min_time_between_cnps */ \
+  X(cnp_no_qp)       /* none made: no RC-engine QP takes that DestQP (or a host port) */ \
+  X(cnp_pool_empty)  /* none made: the mempool was empty */                          \
+  X(cnps_received)   /* CNPs from the fabric, handed to the RC engine's QPs */
 
 struct NicCounters {
   SPRAYNET_NIC_COUNTERS(SPRAYNET_COUNTER_FIELD)
@@ -279,6 +286,9 @@ class NicNode {
   void refresh_loads(uint64_t now_ns);
   void handle_mac_control(uint16_t port, rte_mbuf* m, uint64_t now_ns);
   void send_probe(uint64_t now_ns);
+  // The notification point: a CE-marked RoCEv2 packet `p` arrived; a CNP to its sender's QP
+  // joins rc_out_ unless that QP had one within min_time_between_cnps.
+  void notify_congestion(const ParsedPacket& p, uint64_t now_ns);
   // How many packets the RC engine may add now (0: the eligible uplinks are full or none is).
   size_t tx_budget(uint64_t now_ns) const;
   // Per-flow (flow mode, several uplinks): each QP stays on the uplink its hash gives it, so
@@ -308,6 +318,10 @@ class NicNode {
   std::unique_ptr<RcTrafficEngine> rc_;
   std::unique_ptr<LatencyProbe> probe_;
   bool probe_sending_ = true;
+  // Per RC-engine QP: when the last CNP for it left (kNoCnp: never).
+  static constexpr uint64_t kNoCnp = UINT64_MAX;
+  std::vector<uint64_t> last_cnp_ns_;
+  uint16_t cnp_ip_id_ = 0;
   std::unique_ptr<PpcidAnomalyDetector> anomaly_;
   std::vector<AnomalyFlag> anomaly_flags_;  // reserved to the detector's table: never grows
   std::vector<std::unique_ptr<EgressPort>> egress_;

@@ -167,7 +167,32 @@ json rc_engine_json(const NicNode& node) {
                  {"max_distance", pl.max_distance},
                  {"icrc_errors", pl.icrc_errors}};
   }
+  // Congestion control: each QP's DCQCN reaction point as of its last event (no clock here).
+  json cc = {{"mode", std::string(control::to_string(node.config().cc.mode))}};
+  if (e->config().dcqcn) {
+    uint64_t cnps = 0, cuts = 0, deferred = 0, limited = 0, at_min = 0;
+    json rates = json::array();
+    for (uint32_t q = 0; q < e->qps(); ++q) {
+      const DcqcnRateControl* r = e->rate_control(q);
+      if (r == nullptr) continue;
+      cnps += r->counters().cnps;
+      cuts += r->counters().rate_cuts;
+      deferred += r->counters().cuts_deferred;
+      limited += r->limited();
+      at_min += r->at_min_rate();
+      rates.push_back(r->rate_gbps());
+    }
+    cc.update({{"line_rate_gbps", e->config().dcqcn->line_rate_gbps},
+               {"cnps", cnps},
+               {"rate_cuts", cuts},
+               {"cuts_deferred", deferred},
+               {"qps_limited", limited},
+               {"qps_at_min_rate", at_min},
+               {"rate_gbps", rates},
+               {"cnps_dropped_no_cc", e->counters().cnp_no_cc}});
+  }
   return {{"qps", e->qps()},
+          {"cc", cc},
           {"receive", std::string(control::to_string(node.config().receive))},
           {"done", e->done()},
           {"requester",

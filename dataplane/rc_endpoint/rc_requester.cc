@@ -27,6 +27,8 @@ std::string RcQpAddress::check() const {
   if (local_qp > kPsnMask) return "local_qp: must fit 24 bits";
   if (peer_qp > kPsnMask) return "peer_qp: must fit 24 bits";
   if (dscp > 63) return "dscp: must be 0..63";
+  if (ecn > 3) return "ecn: must be 0..3";
+  if (ack_dscp < -1 || ack_dscp > 63) return "ack_dscp: must be -1 (the data's) or 0..63";
   return {};
 }
 
@@ -36,7 +38,7 @@ FrameSpec RcQpAddress::frame(uint16_t ip_id) const {
   f.eth.src = local_mac;
   f.ip.src = local_ip;
   f.ip.dst = peer_ip;
-  f.ip.tos = static_cast<uint8_t>(dscp << 2);
+  f.ip.tos = static_cast<uint8_t>((dscp << 2) | (ecn & 0x03));
   f.ip.id = ip_id;
   f.udp.src_port = udp_src_port;
   return f;
@@ -50,7 +52,9 @@ rte_mbuf* build_rc_ack(rte_mempool* pool, const RcQpAddress& a, uint16_t ip_id, 
   r.psn = psn;
   r.syndrome = syndrome;
   r.msn = msn & kPsnMask;
-  return build_roce_mbuf(pool, a.frame(ip_id), r);
+  FrameSpec f = a.frame(ip_id);
+  f.ip.tos = static_cast<uint8_t>((a.ack_dscp >= 0 ? a.ack_dscp : a.dscp) << 2);  // Not-ECT
+  return build_roce_mbuf(pool, f, r);
 }
 
 // ---- DurationSummary / CompletionTimeStats ---------------------------------------------------

@@ -142,7 +142,13 @@ struct RcQpAddress {
   uint32_t local_qp = 0;      // 24 bits; the QP this side's packets are addressed to
   uint32_t peer_qp = 0;       // 24 bits; DestQP of everything this side sends
   uint16_t udp_src_port = 0;  // 0: rxe_udp_source_port(local_qp)
-  uint8_t dscp = 0;           // IPv4 TOS = dscp << 2
+  uint8_t dscp = 0;           // IPv4 TOS = dscp << 2 | ecn
+  // The ECN codepoint of the data packets (WRITEs, READ requests and responses): 0 Not-ECT, 2
+  // ECT(0), as a NIC with congestion control on sends them so that switches may mark them CE.
+  uint8_t ecn = 0;
+  // The DSCP of ACK/NAKs: -1, the data's (as NICs do); else their own class (ns-3's
+  // AckHighPrio: the CNP's strict-priority class). ACK/NAKs are never ECN-capable.
+  int16_t ack_dscp = -1;
 
   // Empty when valid, else "key: reason".
   std::string check() const;

@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "dataplane/wire/packet_parser.h"
+#include "dataplane/egress/link_emulator.h"
 #include "dataplane/wire/roce_headers.h"
 
 namespace spraynet {
@@ -91,6 +92,8 @@ RcQpAddress RcTrafficEngineConfig::address(uint32_t qp_index) const {
   a.local_ip = local_ip;
   a.local_qp = first_local_qp + qp_index;
   a.dscp = dscp;
+  a.ecn = ecn;
+  a.ack_dscp = ack_dscp;
   if (qp_index < qp_specs.size()) {
     const RcQpSpec& s = qp_specs[qp_index];
     a.peer_mac = s.peer_mac;
@@ -111,6 +114,11 @@ std::string RcTrafficEngineConfig::check() const {
   if (first_local_qp + uint64_t{qps} - 1 > kPsnMask) return "first_local_qp: QPs run past 2^24";
   if (max_burst == 0) return "max_burst: must be >= 1";
   if (dscp > 63) return "dscp: must be 0..63";
+  if (ecn > 3) return "ecn: must be 0..3";
+  if (ack_dscp < -1 || ack_dscp > 63) return "ack_dscp: must be -1 (the data's) or 0..63";
+  if (dcqcn) {
+    if (std::string why = dcqcn->check(); !why.empty()) return "dcqcn: " + why;
+  }
   if (ooo_placement) {
     if (std::string why = placement_config().check(); !why.empty()) return "placement_" + why;
     // The placement responder models WRITE placement only; a READ would go unanswered.
@@ -156,6 +164,7 @@ RcTrafficEngine::RcTrafficEngine(const RcTrafficEngineConfig& config, rte_mempoo
     const RcQpAddress a = config_.address(i);
     const RcQpRole role = config_.role_of(i);
     by_peer_.emplace((uint64_t{a.peer_ip} << 24) | a.peer_qp, a.local_qp);
+    if (config_.dcqcn) qp_[i].rate = std::make_unique<DcqcnRateControl>(*config_.dcqcn);
     if (has(role, RcQpRole::kRequester)) {
       qp_[i].requester =
           std::make_unique<RcRequester>(config_.requester_config(i), a, pool, &completion_);
@@ -193,9 +202,10 @@ size_t RcTrafficEngine::poll(uint64_t now_ns, std::vector<rte_mbuf*>& out, size_
     if (++next_responder_ == responders_.size()) next_responder_ = 0;
     // A placement responder answers no READs (the configs refuse op read with ooo-placement).
     const bool reading = r && r->read_responses_pending() && r->next_event_ns() <= now_ns &&
-                         (room == nullptr || room->admits(qi));
+                         (room == nullptr || room->admits(qi)) && paced_ok(qp_[qi], now_ns);
     const size_t n = reading ? r->poll(now_ns, out, 1) : 0;
     if (n > 0) {
+      paced_sent(qp_[qi], out.back(), now_ns);
       if (room != nullptr) room->take(qi);
       sent += n;
       --budget;
@@ -211,9 +221,12 @@ size_t RcTrafficEngine::poll(uint64_t now_ns, std::vector<rte_mbuf*>& out, size_
   size_t idle = 0;
   while (budget > 0 && idle < requesters_.size()) {
     const uint32_t qi = requesters_[next_requester_];
-    RcRequester& r = *qp_[qi].requester;
+    Qp& q = qp_[qi];
+    RcRequester& r = *q.requester;
     if (++next_requester_ == requesters_.size()) next_requester_ = 0;
-    if ((room == nullptr || room->admits(qi)) && r.poll(now_ns, out, 1) == 1) {
+    if ((room == nullptr || room->admits(qi)) && paced_ok(q, now_ns) &&
+        r.poll(now_ns, out, 1) == 1) {
+      paced_sent(q, out.back(), now_ns);
       if (room != nullptr) room->take(qi);
       ++sent;
       --budget;
@@ -261,6 +274,14 @@ size_t RcTrafficEngine::receive(rte_mbuf* m, const ParsedPacket& p, uint64_t now
       return 0;
     }
     drop = &counters_.no_requester;
+  } else if (p.bth_opcode == opcode::kCnp) {
+    if (DcqcnRateControl* rate = qp_[index].rate.get()) {
+      rate->on_cnp(now_ns);
+      ++counters_.cnps;
+      rte_pktmbuf_free(m);
+      return 0;
+    }
+    drop = &counters_.cnp_no_cc;
   } else if (is_write_request(p.bth_opcode) || p.bth_opcode == opcode::kRcReadRequest) {
     if (RcResponder* r = qp_[index].responder.get()) return r->receive(m, p, now_ns, out);
     if (RcPlacementResponder* r = qp_[index].placement.get()) {
@@ -283,17 +304,71 @@ uint64_t RcTrafficEngine::next_event_ns(const RcTxRoom* room) const {
       t = std::min(t, q.placement->next_event_ns());
       continue;
     }
-    // ACK/NAKs go whatever the room; READ responses only with it.
-    if (room == nullptr || room->admits(i) || !q.responder->read_responses_pending()) {
+    // ACK/NAKs go whatever the room (and pace); READ responses only with room, at their pace.
+    if (!q.responder->read_responses_pending()) {
       t = std::min(t, q.responder->next_event_ns());
+    } else if (room == nullptr || room->admits(i)) {
+      t = std::min(t, paced_next(q, q.responder->next_event_ns()));
     }
   }
   for (const uint32_t i : requesters_) {
     if (room != nullptr && !room->admits(i)) continue;
-    t = std::min(t, qp_[i].requester->next_event_ns());
+    t = std::min(t, paced_next(qp_[i], qp_[i].requester->next_event_ns()));
     if (t == 0) break;
   }
   return t;
+}
+
+bool RcTrafficEngine::paced_ok(Qp& q, uint64_t now_ns) {
+  if (q.rate == nullptr) return true;
+  q.rate->advance(now_ns);
+  return q.rate->next_send_ns() <= now_ns;
+}
+
+void RcTrafficEngine::paced_sent(Qp& q, const rte_mbuf* m, uint64_t now_ns) {
+  if (q.rate == nullptr) return;
+  // The rate is the wire's: the frame with its preamble, inter-frame gap and FCS, as the
+  // link counts it, so a QP at line rate fills its link exactly.
+  q.rate->on_sent(rte_pktmbuf_pkt_len(m) + LinkEmulator::kWireOverheadBytes, now_ns);
+  q.sent = true;
+}
+
+uint64_t RcTrafficEngine::paced_next(const Qp& q, uint64_t ready_ns) const {
+  if (q.rate == nullptr || ready_ns == kNever) return ready_ns;
+  const uint64_t pace = q.rate->next_send_ns();
+  if (pace <= ready_ns) return ready_ns;
+  // Waiting for its pace: a rate increase before then (a timer) shortens the wait, so wake for
+  // it too (poll() advances the QP's timers and looks again).
+  return std::max(ready_ns, std::min(pace, q.rate->next_timer_ns()));
+}
+
+const DcqcnRateControl* RcTrafficEngine::rate_control(uint32_t qp_index) const {
+  return qp_index < qp_.size() ? qp_[qp_index].rate.get() : nullptr;
+}
+
+void RcTrafficEngine::advance_rate(uint32_t qp_index, uint64_t now_ns) {
+  if (qp_index < qp_.size() && qp_[qp_index].rate) qp_[qp_index].rate->advance(now_ns);
+}
+
+RcCcSummary RcTrafficEngine::cc_summary(uint64_t now_ns) {
+  RcCcSummary s;
+  for (Qp& q : qp_) {
+    if (q.rate == nullptr) continue;
+    DcqcnRateControl& r = *q.rate;
+    r.advance(now_ns);
+    s.cnps += r.counters().cnps;
+    s.rate_cuts += r.counters().rate_cuts;
+    s.cuts_deferred += r.counters().cuts_deferred;
+    if (!q.sent) continue;
+    ++s.qps;
+    if (r.at_min_rate()) ++s.qps_at_min_rate;
+    if (r.limited()) ++s.qps_limited;
+    if (now_ns > 0) {
+      s.rate_fraction_sum += r.rate_integral_gbit() * 1e9 /
+                             (static_cast<double>(now_ns) * r.config().line_rate_gbps);
+    }
+  }
+  return s;
 }
 
 bool RcTrafficEngine::done() const {

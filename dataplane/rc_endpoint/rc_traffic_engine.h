@@ -23,11 +23,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "dataplane/rc_endpoint/dcqcn_rate_control.h"
 #include "dataplane/rc_endpoint/rc_placement_responder.h"
 #include "dataplane/rc_endpoint/rc_requester.h"
 #include "dataplane/rc_endpoint/rc_responder.h"
@@ -101,6 +103,12 @@ struct RcTrafficEngineConfig {
   uint32_t local_ip = 0x0A000001;  // 10.0.0.1, host byte order
   uint32_t peer_ip = 0x0A000002;
   uint8_t dscp = 26;  // the usual RoCE class (TOS 0x68)
+  // Congestion control. With dcqcn, every QP has DCQCN's reaction point (DcqcnRateControl):
+  // its sends (WRITE packets, READ requests, READ responses) are paced at its current rate, and
+  // a CNP addressed to it (receive()) cuts that rate. Without, nothing paces a QP but its window.
+  std::optional<DcqcnConfig> dcqcn;
+  uint8_t ecn = 0;        // data packets' ECN codepoint (2: ECT(0), what a switch may mark CE)
+  int16_t ack_dscp = -1;  // ACK/NAKs' DSCP; -1: the data's (RcQpAddress::ack_dscp)
 
   RcQpRole role_of(uint32_t qp_index) const;
   // What QP i's requester / responder is built with.
@@ -117,7 +125,20 @@ struct RcEngineCounters {
   uint64_t unknown_qp = 0;    // DestQP outside this engine's QPs
   uint64_t no_requester = 0;  // an ACK/NAK for a QP that has no requester
   uint64_t no_responder = 0;  // a WRITE or READ request for a QP that has no responder
-  uint64_t bad_opcode = 0;    // not an ACKNOWLEDGE, READ RESPONSE, RDMA WRITE or READ request
+  uint64_t bad_opcode = 0;    // not an ACKNOWLEDGE, READ RESPONSE, RDMA WRITE, READ request or CNP
+  uint64_t cnps = 0;          // CNPs taken by a QP's reaction point
+  uint64_t cnp_no_cc = 0;     // CNPs for a QP of an engine without congestion control: dropped
+};
+
+// The reaction points of an engine summed at a moment (RcTrafficEngine::cc_summary).
+struct RcCcSummary {
+  uint64_t cnps = 0;
+  uint64_t rate_cuts = 0;
+  uint64_t cuts_deferred = 0;
+  uint64_t qps = 0;              // QPs with a reaction point that sent anything
+  uint64_t qps_at_min_rate = 0;  // of those, at rpg_min_rate at that moment
+  uint64_t qps_limited = 0;      // of those, below line rate at that moment
+  double rate_fraction_sum = 0;  // over those QPs: their time-mean rate over line rate, summed
 };
 
 // Where a driver with several uplinks that keeps each QP on one of them (per-flow, as a NIC
@@ -186,6 +207,13 @@ class RcTrafficEngine {
   // drain, which the driver's egress says when).
   uint64_t next_event_ns(const RcTxRoom* room = nullptr) const;
 
+  // A QP's reaction point (nullptr without config().dcqcn or out of range). advance_rate(i, t)
+  // brings its timers up to t (rates are lazily advanced between sends).
+  const DcqcnRateControl* rate_control(uint32_t qp_index) const;
+  void advance_rate(uint32_t qp_index, uint64_t now_ns);
+  // Every reaction point advanced to now_ns and summed; the mean rates are over [0, now_ns].
+  RcCcSummary cc_summary(uint64_t now_ns);
+
   // Every requester has sent all its messages and had them acknowledged (true without
   // requesters; never true with unlimited messages; posted QPs: all posted so far).
   bool done() const;
@@ -212,7 +240,15 @@ class RcTrafficEngine {
     std::unique_ptr<RcRequester> requester;
     std::unique_ptr<RcResponder> responder;  // one of these two when the QP responds
     std::unique_ptr<RcPlacementResponder> placement;
+    std::unique_ptr<DcqcnRateControl> rate;  // with config_.dcqcn
+    bool sent = false;                       // anything sent under the reaction point
   };
+  // With a reaction point: whether QP i may send at now_ns (its timers brought up to now), and
+  // what a packet it sent costs it (its pacing and byte counter).
+  bool paced_ok(Qp& q, uint64_t now_ns);
+  void paced_sent(Qp& q, const rte_mbuf* m, uint64_t now_ns);
+  // When QP i, ready at `ready_ns`, may really send (its pacing), or wake to re-pace.
+  uint64_t paced_next(const Qp& q, uint64_t ready_ns) const;
 
   RcTrafficEngineConfig config_;
   CompletionTimeStats completion_;

@@ -320,7 +320,24 @@ TEST_CASE("errors name the file, the key and what is allowed") {
       {one_uplink("  hots: {device: x}\n"),
        "test.yaml: nic.hots: unknown key (allowed here: name|seed|mempool_mbufs|mbuf_data_room|"
        "host|uplinks|spray|receive|reorder|placement|control|rc_engine|probe|idle_backoff|"
-       "anomaly)"},
+       "anomaly|cc)"},
+      {one_uplink("  cc: {mode: dctcp}\n"),
+       "test.yaml: nic.cc.mode: must be one of dcqcn|dcqcn-connectx|dcqcn-paper|none, got "
+       "\"dctcp\""},
+      {one_uplink("  cc: {rp: {rpg_time_rest: 300}}\n"),
+       "test.yaml: nic.cc.rp.rpg_time_rest: not a DCQCN parameter (allowed: dce_tcp_g, "
+       "dce_tcp_rtt, initial_alpha_value, rate_reduce_monitor_period, rate_to_set_on_first_cnp, "
+       "rpg_min_dec_fac, rpg_min_rate, rpg_max_rate, rpg_time_reset, rpg_byte_reset, "
+       "rpg_threshold, rpg_ai_rate, clamp_tgt_rate, clamp_tgt_rate_after_time_inc, "
+       "rpg_hai_rate)"},
+      {one_uplink("  cc: {rp: {dce_tcp_g: 1024}}\n"),
+       "test.yaml: nic.cc.rp.dce_tcp_g: must be a number in [0, 1023], got \"1024\""},
+      {one_uplink("  cc: {rp: {rpg_threshold: 1.5}}\n"),
+       "test.yaml: nic.cc.rp.rpg_threshold: must be a whole number (stages)"},
+      {one_uplink("  cc: {cnp_dscp: 64}\n"),
+       "test.yaml: nic.cc.cnp_dscp: must be an integer in [0, 63], got \"64\""},
+      {one_uplink("  cc: {ack_class: low}\n"),
+       "test.yaml: nic.cc.ack_class: must be one of data|high, got \"low\""},
       {"nic:\n  uplinks: [{name: up0, device: a}, {name: up0, device: b}]",
        "test.yaml: nic.uplinks[1].name: uplink \"up0\" defined twice"},
       {"nic:\n  host: {device: h}\n  uplinks: [{name: host, device: a}]",
@@ -438,6 +455,24 @@ TEST_CASE("errors name the file, the key and what is allowed") {
     CHECK(error_of(yaml) == expected);
   }
   CHECK(error_of("nic: [").find("test.yaml: YAML syntax error") == 0);
+
+  // The cc block: absent, none; present, dcqcn unless it says; rp keys over the preset.
+  CHECK(!parse(one_uplink("")).cc.enabled());
+  const control::NicConfig cc = parse(one_uplink(
+      "  cc: {min_time_between_cnps_us: 0, ack_class: high, rp: {rpg_time_reset: 55, "
+      "rpg_ai_rate: 40}}\n"));
+  CHECK(cc.cc.mode == control::CcMode::kDcqcn);
+  CHECK(cc.cc.cnp_interval_ns() == 0);
+  CHECK(parse(one_uplink("  cc: {mode: dcqcn-connectx}\n")).cc.cnp_interval_ns() == 4'000);
+  CHECK(parse(one_uplink("  cc: {mode: dcqcn-paper}\n")).cc.cnp_interval_ns() == 50'000);
+  CHECK(cc.cc.ack_class == control::AckClass::kHigh);
+  const DcqcnConfig d = cc.cc.dcqcn(100.0);
+  CHECK(d.rpg_time_reset_ns == 55'000);
+  CHECK(d.rpg_ai_rate_mbps == 40);
+  CHECK(d.rpg_hai_rate_mbps == dcqcn_fabric_defaults(100.0).rpg_hai_rate_mbps);
+  CHECK(parse(one_uplink("  cc: {mode: dcqcn-paper}\n")).cc.dcqcn(100.0).dce_tcp_g ==
+        dcqcn_paper_defaults(100.0).dce_tcp_g);
+  CHECK(parse(one_uplink("  cc: {mode: none}\n")).cc.mode == control::CcMode::kNone);
 
   // What the cross-checks refuse is fine without the RC engine or with reordering off.
   CHECK(parse(one_uplink(kHost + "  reorder: {max_qps: 2, hold_timeout_us: 70000}\n")).host);
