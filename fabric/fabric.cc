@@ -641,6 +641,89 @@ void Fabric::sample() {
   last_sample_acked_bytes_ = acked;
 }
 
+void Fabric::sample_cc() {
+  cc_sample_t_ns_.push_back(now_);
+  for (QueueSeries& q : queue_series_) {
+    const uint64_t b = nodes_[q.node].sw->egress(q.port).queued_bytes(3);
+    q.bytes.push_back(static_cast<uint32_t>(std::min<uint64_t>(b, UINT32_MAX)));
+  }
+  for (RateSeries& r : rate_series_) {
+    const DcqcnRateControl* rc = nodes_[r.host].nic->rc_engine()->rate_control(r.qp_index);
+    r.gbps.push_back(rc != nullptr ? static_cast<float>(rc->rate_gbps()) : 0.0f);
+  }
+}
+
+void Fabric::collect_cc(RunResult& r) {
+  r.cc_mode = std::string(control::to_string(config_.cc.mode));
+  double rate_sum = 0;
+  for (Node& n : nodes_) {
+    if (n.sw) {
+      for (uint16_t p = 0; p < n.sw->port_count(); ++p) {
+        for (uint8_t tc = 0; tc < EgressPort::kClasses; ++tc) {
+          r.ecn_marked += n.sw->egress(p).counters(tc, now_).ecn_marked;
+        }
+      }
+      continue;
+    }
+    const nic_emu::NicCounters& k = n.nic->counters();
+    r.ce_received += k.ce_received;
+    r.cnps_sent += k.cnps_sent;
+    r.cnps_suppressed += k.cnps_suppressed;
+    r.cnps_received += k.cnps_received;
+    const RcCcSummary s = n.nic->rc_engine()->cc_summary(r.virtual_ns);
+    r.rate_cuts += s.rate_cuts;
+    r.cc_qps += s.qps;
+    r.qps_at_min_rate += s.qps_at_min_rate;
+    r.qps_limited_at_end += s.qps_limited;
+    rate_sum += s.rate_fraction_sum;
+  }
+  r.mean_rate_fraction = r.cc_qps > 0 ? rate_sum / static_cast<double>(r.cc_qps) : 0.0;
+  // The busiest lossless queue over the window: the port with the highest mean depth.
+  size_t first = 0;
+  while (first < cc_sample_t_ns_.size() && cc_sample_t_ns_[first] < r.window_start_ns) ++first;
+  const size_t n = cc_sample_t_ns_.size() - first;
+  const QueueSeries* busiest = nullptr;
+  double busiest_mean = -1;
+  for (const QueueSeries& q : queue_series_) {
+    double sum = 0;
+    for (size_t i = first; i < q.bytes.size(); ++i) sum += q.bytes[i];
+    const double mean = n > 0 ? sum / static_cast<double>(n) : 0.0;
+    if (mean > busiest_mean) {
+      busiest_mean = mean;
+      busiest = &q;
+    }
+  }
+  if (busiest != nullptr && n > 0) {
+    std::vector<uint32_t> v(busiest->bytes.begin() + static_cast<std::ptrdiff_t>(first),
+                            busiest->bytes.end());
+    std::sort(v.begin(), v.end());
+    const auto at = [&v](double q) {
+      return v[std::min(v.size() - 1, static_cast<size_t>(std::ceil(q * v.size())) - (q > 0))];
+    };
+    const switch_emu::SwitchNode& sw = *nodes_[busiest->node].sw;
+    r.queue.port = sw.config().name + "." + sw.config().ports[busiest->port].name;
+    r.queue.mean = busiest_mean;
+    r.queue.p50 = at(0.5);
+    r.queue.p99 = at(0.99);
+    r.queue.max = v.back();
+    r.queue.samples = n;
+    r.queue.interval_ns = cc_sample_ns_;
+    const EcnMarkerConfig* ecn = nullptr;
+    if (const EcnMarker* m = sw.egress(busiest->port).ecn_marker()) ecn = &m->config();
+    if (ecn != nullptr) {
+      r.queue.kmin = ecn->classes[3].kmin_bytes;
+      r.queue.kmax = ecn->classes[3].kmax_bytes;
+    }
+    if (record_timeseries_) {
+      for (size_t i = 0; i < cc_sample_t_ns_.size(); ++i) {
+        r.cc_timeline_t_us.push_back(static_cast<double>(cc_sample_t_ns_[i]) / 1000.0);
+        r.cc_timeline_queue.push_back(busiest->bytes[i]);
+      }
+      for (const RateSeries& rs : rate_series_) r.cc_timeline_rates.emplace_back(rs.name, rs.gbps);
+    }
+  }
+}
+
 void Fabric::sample_nic_split(double dt_ns) {
   // Per host with two or more uplinks, per sample interval: the share of its bytes each uplink
   // carried against the ideal split, each uplink's share of the capacity the background left
@@ -780,6 +863,13 @@ void Fabric::snapshot_window_start() {
     if (n.nic) window_acked_bytes_ += n.nic->rc_engine()->requester_totals().bytes_acked;
   }
   for (Watched& w : watched_) w.window_tx_bytes = nodes_[w.node].sw->port_counters(w.port).tx_bytes;
+  flow_window_acked_.assign(plan_.flows().size(), 0);
+  for (size_t i = 0; i < plan_.flows().size(); ++i) {
+    const QpFlow& f = plan_.flows()[i];
+    if (const RcRequester* rq = nodes_[f.src].nic->rc_engine()->requester(f.src_qp_index)) {
+      flow_window_acked_[i] = rq->counters().bytes_acked;
+    }
+  }
   nic_tx_window_.assign(topology_.hosts().size(), {});
   for (uint32_t h = 0; h < topology_.hosts().size(); ++h) {
     const nic_emu::NicNode& nic = *nodes_[h].nic;
@@ -797,17 +887,44 @@ RunResult Fabric::run(const std::function<void(uint64_t, uint64_t)>& progress) {
   // a limit of five durations plus 1 ms. Other finite workloads: the duration is the limit.
   const uint64_t end = config_.workload == Workload::kCdf ? config_.duration_ns * 5 + 1'000'000
                                                           : config_.duration_ns;
-  const uint64_t window_at = finite ? 0 : config_.warmup();
+  // Finite workloads count from 0 unless a warm-up is given (then the flows' fairness and
+  // window throughput leave it out too).
+  const uint64_t window_at = finite ? config_.warmup_ns : config_.warmup();
   next_sample_ns_ = config_.sample_ns;
+  // About 500 queue samples over the run, at most one a microsecond, at least one per sample_ns.
+  cc_sample_ns_ = std::clamp<uint64_t>(config_.duration_ns / 500, 1'000,
+                                       std::max<uint64_t>(config_.sample_ns, 1'000));
+  next_cc_sample_ns_ = cc_sample_ns_;
+  for (uint32_t id = 0; id < nodes_.size(); ++id) {
+    if (!nodes_[id].sw) continue;
+    for (uint16_t p = 0; p < nodes_[id].sw->port_count(); ++p) {
+      queue_series_.push_back(QueueSeries{id, p, {}});
+    }
+  }
+  if (config_.cc.enabled()) {
+    for (size_t i = 0; i < plan_.flows().size() && rate_series_.size() < 8; ++i) {
+      const QpFlow& f = plan_.flows()[i];
+      rate_series_.push_back(RateSeries{f.src, f.src_qp_index,
+                                        topology_.hosts()[f.src].name + ">" +
+                                            topology_.hosts()[f.dst].name + "/" +
+                                            std::to_string(f.src_qp_index),
+                                        {}});
+    }
+  }
   if (window_at == 0) snapshot_window_start();
   for (;;) {
     if (finite && done_ns_ != 0) break;
     const uint64_t t_node = queue_.empty() ? kNever : queue_.top().t;
     const uint64_t t_event = next_event_ < events_.size() ? events_[next_event_].at_ns : kNever;
     const uint64_t t_window = window_started_ ? kNever : window_at;
-    const uint64_t t = std::min({t_node, t_event, t_window, next_sample_ns_});
+    const uint64_t t = std::min({t_node, t_event, t_window, next_sample_ns_, next_cc_sample_ns_});
     if (t > end) break;
     now_ = t;
+    if (t == next_cc_sample_ns_) {
+      sample_cc();
+      next_cc_sample_ns_ += cc_sample_ns_;
+      continue;
+    }
     if (t == t_event) {
       apply_event(events_[next_event_++]);
       continue;
@@ -1237,6 +1354,7 @@ RunResult Fabric::collect(double wall_s) {
 
   // One record per flow (QP): who, how much, how fast, how often resent, and which planes its
   // packets took (as the receiving NIC counted them by uplink).
+  double fair_sum = 0, fair_sq = 0;
   for (size_t i = 0; i < plan_.flows().size(); ++i) {
     const QpFlow& f = plan_.flows()[i];
     FlowRecord fr;
@@ -1264,6 +1382,19 @@ RunResult Fabric::collect(double wall_s) {
     fr.throughput_gbps = r.virtual_ns > 0 ? static_cast<double>(fr.bytes_acked) * 8.0 /
                                                 static_cast<double>(r.virtual_ns)
                                           : 0;
+    const uint64_t window_ns = r.window_end_ns - r.window_start_ns;
+    const uint64_t at_start = i < flow_window_acked_.size() ? flow_window_acked_[i] : 0;
+    fr.window_gbps = window_ns > 0 ? static_cast<double>(fr.bytes_acked - at_start) * 8.0 /
+                                         static_cast<double>(window_ns)
+                                   : 0;
+    if (fr.packets_sent > 0) {
+      ++r.fairness.flows;
+      const double x = fr.window_gbps;
+      fair_sum += x;
+      fair_sq += x * x;
+      r.fairness.min_gbps = r.fairness.flows == 1 ? x : std::min(r.fairness.min_gbps, x);
+      r.fairness.max_gbps = std::max(r.fairness.max_gbps, x);
+    }
     const nic_emu::NicNode& rx = *nodes_[f.dst].nic;
     const uint32_t sip = topology_.hosts()[f.src].ip;
     fr.packets_by_uplink.assign(rx.uplink_count(), 0);
@@ -1274,6 +1405,12 @@ RunResult Fabric::collect(double wall_s) {
       }
     }
     r.flows.push_back(std::move(fr));
+  }
+  if (r.fairness.flows > 0) {
+    r.fairness.mean_gbps = fair_sum / static_cast<double>(r.fairness.flows);
+    // Jain's index over the flows that sent: (sum x)^2 / (n sum x^2); 1 when all are equal.
+    r.fairness.jain =
+        fair_sq > 0 ? fair_sum * fair_sum / (static_cast<double>(r.fairness.flows) * fair_sq) : 0;
   }
 
   // Host uplinks (NIC -> leaf), the first tier, over the window.
@@ -1304,6 +1441,7 @@ RunResult Fabric::collect(double wall_s) {
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
   r.peak_rss_mb = static_cast<double>(ru.ru_maxrss) / 1024.0;
+  collect_cc(r);
   r.warnings = run_warnings(r, config_);
   return r;
 }

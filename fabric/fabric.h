@@ -119,6 +119,11 @@ class Fabric {
   void set_cable_up(uint32_t cable, bool up);
   void withdraw(uint32_t plane, uint32_t leaf, uint32_t spine, bool withdrawn);
   void sample();
+  // Congestion control's view, every cc_sample_ns_: each switch port's lossless-class queue
+  // depth (the busiest one's percentiles go in the JSON) and a few QPs' DCQCN rates. Reads only,
+  // so the run is the same with or without it.
+  void sample_cc();
+  void collect_cc(RunResult& r);
   void take_completions(uint32_t host);
   void post(const Post& p);
   void install_spray_rules();
@@ -143,6 +148,23 @@ class Fabric {
   std::vector<FabricEvent> events_;  // sorted by time
   size_t next_event_ = 0;
   uint64_t next_sample_ns_ = 0;
+  uint64_t next_cc_sample_ns_ = 0;
+  uint64_t cc_sample_ns_ = 0;
+  struct QueueSeries {
+    uint32_t node = 0;
+    uint16_t port = 0;
+    std::vector<uint32_t> bytes;  // one per cc sample
+  };
+  std::vector<QueueSeries> queue_series_;  // every switch egress port
+  std::vector<uint64_t> cc_sample_t_ns_;
+  struct RateSeries {
+    uint32_t host = 0;
+    uint32_t qp_index = 0;
+    std::string name;
+    std::vector<float> gbps;
+  };
+  std::vector<RateSeries> rate_series_;
+  std::vector<uint64_t> flow_window_acked_;  // per flow: its bytes acknowledged at the window start  // the first few flows' sending QPs
   uint64_t hops_ = 0;
 
   std::vector<Watched> watched_;

@@ -316,6 +316,16 @@ std::string FabricConfig::check() const {
     return "incast-senders: 1..hosts-1 (" + std::to_string(hosts() - 1) + " here)";
   }
   if (!(load > 0 && load <= 1)) return "load: (0, 1]";
+  if (std::string why = cc.check(); !why.empty()) return why;
+  if (ecn_preset != "hpcc" && ecn_preset != "conweave") return "ecn-preset: hpcc | conweave";
+  if (ecn_kmin_bytes > ecn_kmax_bytes && ecn_kmax_bytes != 0) {
+    return "ecn-kmin: must be <= ecn-kmax (" + std::to_string(ecn_kmax_bytes) + ")";
+  }
+  if ((ecn_kmin_bytes == 0) != (ecn_kmax_bytes == 0)) {
+    return "ecn-kmin, ecn-kmax: give both (bytes) or neither (the preset's, per port rate)";
+  }
+  if (!(ecn_pmax > 0 && ecn_pmax <= 1)) return "ecn-pmax: (0, 1]";
+  if (ecn_mark_at != "dequeue" && ecn_mark_at != "enqueue") return "ecn-mark-at: dequeue | enqueue";
   if (modes.empty()) return std::string("mode: at least one of ") + kModeNames;
   if (spray_policy != "rr" && spray_policy != "weighted" && spray_policy != "adaptive") {
     return "spray-policy: rr | weighted | adaptive";
@@ -474,7 +484,31 @@ void apply_yaml(FabricConfig& c, const control::ConfigNode& root) {
                 "json",
                 "timeseries",
                 "plots",
-                "csv"});
+                "csv",
+                "cc",
+                "ecn_preset",
+                "ecn_kmin",
+                "ecn_kmax",
+                "ecn_pmax",
+                "ecn_mark_at",
+                "min_time_between_cnps_us",
+                "cnp_dscp",
+                "ack_class",
+                "dce_tcp_g",
+                "dce_tcp_rtt",
+                "initial_alpha_value",
+                "rate_reduce_monitor_period",
+                "rate_to_set_on_first_cnp",
+                "rpg_min_dec_fac",
+                "rpg_min_rate",
+                "rpg_max_rate",
+                "rpg_time_reset",
+                "rpg_byte_reset",
+                "rpg_threshold",
+                "rpg_ai_rate",
+                "rpg_hai_rate",
+                "clamp_tgt_rate",
+                "clamp_tgt_rate_after_time_inc"});
   c.source = n.file();
   c.leaves = static_cast<uint32_t>(n.uint_or("leaves", c.leaves, 1, 255));
   c.spines = static_cast<uint32_t>(n.uint_or("spines", c.spines, 1, 256));
@@ -557,6 +591,35 @@ void apply_yaml(FabricConfig& c, const control::ConfigNode& root) {
     }
   }
   c.nic_restore_checksum = n.boolean_or("nic_restore_checksum", c.nic_restore_checksum);
+  if (n.has("cc")) {
+    c.cc.mode = *control::parse_cc_mode(
+        n.choice_or("cc", std::string(control::to_string(c.cc.mode)),
+                    {"dcqcn", "dcqcn-connectx", "dcqcn-paper", "none"}));
+  }
+  c.ecn_preset = n.choice_or("ecn_preset", c.ecn_preset, {"hpcc", "conweave"});
+  c.ecn_kmin_bytes = n.uint_or("ecn_kmin", c.ecn_kmin_bytes, 0, uint64_t{1} << 40);
+  c.ecn_kmax_bytes = n.uint_or("ecn_kmax", c.ecn_kmax_bytes, 0, uint64_t{1} << 40);
+  c.ecn_pmax = n.number_or("ecn_pmax", c.ecn_pmax, 1e-9, 1);
+  c.ecn_mark_at = n.choice_or("ecn_mark_at", c.ecn_mark_at, {"dequeue", "enqueue"});
+  if (n.has("min_time_between_cnps_us")) {
+    c.cc.min_time_between_cnps_ns =
+        static_cast<uint64_t>(n.number_or("min_time_between_cnps_us", 0, 0, 1e6) * 1000.0);
+  }
+  c.cc.cnp_dscp = static_cast<uint8_t>(n.uint_or("cnp_dscp", c.cc.cnp_dscp, 0, 63));
+  if (n.has("ack_class")) {
+    c.cc.ack_class = n.choice_or("ack_class", "data", {"data", "high"}) == "high"
+                         ? control::AckClass::kHigh
+                         : control::AckClass::kData;
+  }
+  for (const control::DcqcnParameter& p : control::dcqcn_parameters()) {
+    if (!n.has(p.name)) continue;
+    const double v = n.number_or(p.name, 0, p.min, p.max);
+    char text[64];
+    std::snprintf(text, sizeof text, "%.17g", v);
+    if (std::string why = control::set_rp_parameter(c.cc, p.name, text); !why.empty()) {
+      n.fail(p.name, why);
+    }
+  }
   c.receive = n.choice_or("receive", c.receive, {"reorder-buffer", "ooo-placement", "none"});
   c.payload = n.choice_or("payload", c.payload, {"shared", "copy"});
   c.placement_nak_delay_ns = static_cast<uint64_t>(

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "control/cc_settings.h"
+
 namespace spraynet::fabric {
 
 // How the fabric balances, as one name: the switches' group mode, what the NIC does, and
@@ -156,6 +158,24 @@ struct FabricConfig {
   // A TCAM partition of this many rules for the sprayed QPs' rules (0: none, they share the
   // default partition, i.e. the whole TCAM).
   uint32_t tcam_roce_partition = 0;
+
+  // Congestion control (docs/congestion-control.md): DCQCN on by default, as on every
+  // production RoCEv2 fabric (ConnectX ships it on). With cc on, every switch marks ECN on the
+  // lossless class, the NICs send ECT(0), make CNPs and pace each QP at its DCQCN rate; `none`
+  // is the model without: senders bounded by their window and PFC alone.
+  control::CcSettings cc = default_cc();
+  // ECN marking (with cc on): the preset's thresholds per port rate (hpcc: 100 KB / 400 KB per
+  // 25 Gbit/s; conweave: 100 KB / 400 KB flat), unless kmin/kmax are given (0: the preset's).
+  std::string ecn_preset = "hpcc";
+  uint64_t ecn_kmin_bytes = 0;
+  uint64_t ecn_kmax_bytes = 0;
+  double ecn_pmax = 0.2;
+  std::string ecn_mark_at = "dequeue";  // dequeue | enqueue
+  static control::CcSettings default_cc() {
+    control::CcSettings c;
+    c.mode = control::CcMode::kDcqcn;
+    return c;
+  }
 
   std::vector<FabricEvent> events;
 

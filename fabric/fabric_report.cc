@@ -86,6 +86,34 @@ nlohmann::json to_json(const RunResult& r) {
   j["messages_completed"] = r.messages_completed;
   if (r.messages_expected != 0) j["messages_expected"] = r.messages_expected;
   j["messages_posted"] = r.messages_posted;
+  j["cc"] = {{"mode", r.cc_mode},
+             {"ecn_marked", r.ecn_marked},
+             {"ce_received", r.ce_received},
+             {"cnps_sent", r.cnps_sent},
+             {"cnps_suppressed", r.cnps_suppressed},
+             {"cnps_received", r.cnps_received},
+             {"rate_cuts", r.rate_cuts},
+             {"qps", r.cc_qps},
+             {"qps_at_min_rate", r.qps_at_min_rate},
+             {"qps_limited_at_end", r.qps_limited_at_end},
+             {"mean_rate_fraction", r.mean_rate_fraction}};
+  j["flow_fairness"] = {{"flows", r.fairness.flows},
+                        {"jain", r.fairness.jain},
+                        {"min_gbps", r.fairness.min_gbps},
+                        {"max_gbps", r.fairness.max_gbps},
+                        {"mean_gbps", r.fairness.mean_gbps}};
+  j["queue_bytes"] = {{"port", r.queue.port},        {"mean", r.queue.mean},
+                      {"p50", r.queue.p50},          {"p99", r.queue.p99},
+                      {"max", r.queue.max},          {"samples", r.queue.samples},
+                      {"interval_us", static_cast<double>(r.queue.interval_ns) / 1000.0},
+                      {"kmin", r.queue.kmin},        {"kmax", r.queue.kmax}};
+  if (!r.cc_timeline_t_us.empty()) {
+    nlohmann::json rates = nlohmann::json::object();
+    for (const auto& [name, v] : r.cc_timeline_rates) rates[name] = v;
+    j["cc_timeline"] = {{"t_us", r.cc_timeline_t_us},
+                        {"queue_bytes", r.cc_timeline_queue},
+                        {"qp_rate_gbps", rates}};
+  }
   j["lossless_drops"] = {{"queue_full", r.lossless_drops_queue_full},
                          {"headroom_overflow", r.lossless_drops_headroom}};
   j["warnings"] = r.warnings;
@@ -313,7 +341,24 @@ nlohmann::json config_json(const FabricConfig& c) {
   nlohmann::json layout_hosts = nlohmann::json::array();
   for (const auto& [host, layout] : c.ppcid_layout_hosts)
     layout_hosts.push_back(host + "=" + layout);
-  return {{"leaves", c.leaves},
+  nlohmann::json cc = {{"mode", std::string(control::to_string(c.cc.mode))}};
+  if (c.cc.enabled()) {
+    cc["ecn_preset"] = c.ecn_preset;
+    cc["ecn_kmin"] = c.ecn_kmin_bytes;
+    cc["ecn_kmax"] = c.ecn_kmax_bytes;
+    cc["ecn_pmax"] = c.ecn_pmax;
+    cc["ecn_mark_at"] = c.ecn_mark_at;
+    cc["min_time_between_cnps_us"] = static_cast<double>(c.cc.cnp_interval_ns()) / 1000.0;
+    cc["cnp_dscp"] = c.cc.cnp_dscp;
+    cc["ack_class"] = c.cc.ack_class == control::AckClass::kHigh ? "high" : "data";
+    // Every reaction-point parameter in force (the preset with the overrides), ConnectX's units.
+    const DcqcnConfig d = c.cc.dcqcn(c.link_gbps);
+    nlohmann::json rp;
+    for (const control::DcqcnParameter& p : control::dcqcn_parameters()) rp[p.name] = p.get(d);
+    cc["rp"] = rp;
+  }
+  return {{"cc", cc},
+          {"leaves", c.leaves},
           {"spines", c.spines},
           {"hosts_per_leaf", c.hosts_per_leaf},
           {"links_per_spine", c.links_per_spine},

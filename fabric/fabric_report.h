@@ -33,6 +33,7 @@ struct FlowRecord {
   double fct_mean_us = 0, fct_max_us = 0;
   double slowdown_mean = 0;     // FCT over the idle-fabric FCT over its own path, mean
   double throughput_gbps = 0;   // bytes acknowledged over the run's virtual time
+  double window_gbps = 0;       // bytes acknowledged over the throughput window
   uint64_t packets_sent = 0, packets_retransmitted = 0, naks = 0, timeouts = 0;
   std::vector<uint64_t> packets_by_uplink;  // as the receiving NIC counted them, per plane
 };
@@ -162,6 +163,37 @@ struct RunResult {
   double hops_per_s = 0;
   double peak_rss_mb = 0;
   uint64_t mbufs_in_use_at_end = 0;  // after every node has freed what it held: must be 0
+
+  // Congestion control (FabricConfig::cc): what the switches marked, what the NICs sent and
+  // took, and where the QPs' DCQCN rates were (JSON "cc").
+  std::string cc_mode = "none";
+  uint64_t ecn_marked = 0;       // CE marks set by every switch port
+  uint64_t ce_received = 0;      // CE-marked data packets the receiving NICs saw
+  uint64_t cnps_sent = 0;
+  uint64_t cnps_suppressed = 0;  // within min_time_between_cnps of the QP's last
+  uint64_t cnps_received = 0;
+  uint64_t rate_cuts = 0;
+  uint64_t cc_qps = 0;              // QPs that sent under a reaction point
+  uint64_t qps_at_min_rate = 0;     // of those, at rpg_min_rate when the run ended
+  uint64_t qps_limited_at_end = 0;  // of those, below line rate when the run ended
+  double mean_rate_fraction = 0;    // their time-mean rate over line rate, averaged over them
+  // The busiest lossless (class 3) switch queue over the window: its depth percentiles over
+  // samples every interval_ns (JSON "queue_bytes"), and its ECN thresholds (0 without cc).
+  struct QueueStats {
+    std::string port;
+    double mean = 0;
+    uint64_t p50 = 0, p99 = 0, max = 0, samples = 0, interval_ns = 0, kmin = 0, kmax = 0;
+  } queue;
+  // The flows that sent, over the throughput window: their throughput's spread and Jain's
+  // fairness index (JSON "flow_fairness").
+  struct Fairness {
+    uint64_t flows = 0;
+    double jain = 0, min_gbps = 0, max_gbps = 0, mean_gbps = 0;
+  } fairness;
+  // With --timeseries / --plots: that queue and a few QPs' rates over the whole run.
+  std::vector<double> cc_timeline_t_us;
+  std::vector<uint32_t> cc_timeline_queue;
+  std::vector<std::pair<std::string, std::vector<float>>> cc_timeline_rates;
 
   static constexpr size_t kMaxFctSamples = 20000;
 };

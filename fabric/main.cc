@@ -242,10 +242,78 @@ std::vector<Flag> make_flags() {
       "spray: the rules a leaf's TCAM holds in all, whatever spray-rule limit it is told (16384)");
   u32("tcam-roce-partition", &FabricConfig::tcam_roce_partition,
       "spray: a TCAM partition of this many rules for the spray rules; 0: none (0)");
+  f.push_back({"cc",
+               "congestion control: dcqcn (ECN marking at the switches, CNPs, DCQCN at every QP: "
+               "ConnectX's algorithm with the defaults measured for a 100G fabric, "
+               "docs/congestion-control.md) | dcqcn-connectx (ConnectX's shipped defaults) | "
+               "dcqcn-paper (the SIGCOMM 2015 paper's) | none (senders bounded by their window and "
+               "PFC alone) (dcqcn)",
+               "", [](FabricConfig& c, const std::string& v) {
+                 const auto m = control::parse_cc_mode(v);
+                 if (!m) {
+                   throw std::invalid_argument(std::string("--cc: ") + control::kCcModeNames +
+                                               ", got '" + v + "'");
+                 }
+                 c.cc.mode = *m;
+               }});
+  f.push_back({"ecn-preset",
+               "cc: ECN thresholds at every switch port: hpcc (kmin 100 KB, kmax 400 KB per 25 "
+               "Gbit/s of the port's rate, HPCC's run.py) | conweave (100 KB / 400 KB at any "
+               "rate) (hpcc)",
+               "", [](FabricConfig& c, const std::string& v) {
+                 c.ecn_preset = one_of("ecn-preset", v, {"hpcc", "conweave"});
+               }});
+  u64("ecn-kmin", &FabricConfig::ecn_kmin_bytes,
+      "cc: no CE mark at or below this queue depth, bytes, at every port; 0: the preset's (0)");
+  u64("ecn-kmax", &FabricConfig::ecn_kmax_bytes,
+      "cc: every ECN-capable packet marked above this depth, bytes; 0: the preset's (0)");
+  dbl("ecn-pmax", &FabricConfig::ecn_pmax,
+      "cc: marking probability at kmax, (0, 1] (0.2)");
+  f.push_back({"ecn-mark-at", "cc: dequeue (the depth a packet leaves behind, as ns-3 HPCC) | "
+               "enqueue (the depth it finds) (dequeue)", "",
+               [](FabricConfig& c, const std::string& v) {
+                 c.ecn_mark_at = one_of("ecn-mark-at", v, {"dequeue", "enqueue"});
+               }});
+  f.push_back({"min-time-between-cnps-us",
+               "cc: a receiving NIC sends at most one CNP per QP per this interval (ConnectX's "
+               "min_time_between_cnps); 0: one per CE-marked packet (the mode's: dcqcn 0, "
+               "dcqcn-connectx 4, dcqcn-paper 50)",
+               "", [](FabricConfig& c, const std::string& v) {
+                 const double us = to_double("min-time-between-cnps-us", v);
+                 if (!(us >= 0 && us <= 1e6)) {
+                   throw std::invalid_argument("--min-time-between-cnps-us: [0, 1e6], got '" + v +
+                                               "'");
+                 }
+                 c.cc.min_time_between_cnps_ns = static_cast<uint64_t>(us * 1000.0);
+               }});
+  f.push_back({"ack-class",
+               "cc: ACK/NAKs on the QP's data class (as NICs do) | high (the CNP's strict-priority "
+               "class, ns-3's AckHighPrio) (data)",
+               "", [](FabricConfig& c, const std::string& v) {
+                 c.cc.ack_class = one_of("ack-class", v, {"data", "high"}) == "high"
+                                      ? control::AckClass::kHigh
+                                      : control::AckClass::kData;
+               }});
+  for (const control::DcqcnParameter& p : control::dcqcn_parameters()) {
+    std::string flag = p.name;
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    const DcqcnConfig d = dcqcn_fabric_defaults(100.0);
+    const DcqcnConfig cx = dcqcn_connectx_defaults(100.0);
+    char def[96];
+    std::snprintf(def, sizeof def, "%g; dcqcn-connectx %g", p.get(d), p.get(cx));
+    f.push_back({flag,
+                 "cc DCQCN (ConnectX's " + std::string(p.name) + ", " + p.unit + "): " + p.what +
+                     " (" + def + "; dcqcn-paper has its own)",
+                 "", [flag, name = std::string(p.name)](FabricConfig& c, const std::string& v) {
+                   if (std::string why = control::set_rp_parameter(c.cc, name, v); !why.empty()) {
+                     throw std::invalid_argument("--" + flag + ": " + why);
+                   }
+                 }});
+  }
   time("duration", &FabricConfig::duration_ns,
       "permutation: virtual time run; cdf: arrival window (run until done, within 5x + 1ms); others: time limit (2ms)");
   time("warmup", &FabricConfig::warmup_ns,
-      "permutation: excluded from the throughput window (a fifth of duration)");
+      "excluded from the throughput window and the flows' fairness: permutation (a fifth of duration); finite workloads (0)");
   micros("sample-us", &FabricConfig::sample_ns,
       "timeseries and PFC timeline interval (100)");
   f.push_back({"seeds", "N or A-B: every mode runs once per seed (1)", "", [](FabricConfig& c, const std::string& v) {
@@ -277,7 +345,7 @@ std::string default_plots_script() {
 }
 
 void write_timeseries(std::ofstream& out, const Fabric& f, const RunResult& r,
-                      const std::string& prefix) {
+                      const std::string& prefix, double link_gbps) {
   char line[256];
   for (const LinkSample& s : f.timeseries()) {
     out << prefix;
@@ -286,6 +354,17 @@ void write_timeseries(std::ofstream& out, const Fabric& f, const RunResult& r,
                   f.link_names()[s.link].c_str(), s.util,
                   static_cast<unsigned long long>(s.queue_bytes), s.paused ? 1 : 0);
     out << line;
+  }
+  // With congestion control: a few QPs' DCQCN rates, as rows of link "qp:SRC>DST/INDEX" whose
+  // util is the rate over the link rate (queue_bytes and paused 0).
+  for (const auto& [name, gbps] : r.cc_timeline_rates) {
+    for (size_t i = 0; i < gbps.size() && i < r.cc_timeline_t_us.size(); ++i) {
+      out << prefix;
+      std::snprintf(line, sizeof line, "%s,%llu,%.1f,qp:%s,%.4f,0,0\n", r.mode.c_str(),
+                    static_cast<unsigned long long>(r.seed), r.cc_timeline_t_us[i], name.c_str(),
+                    static_cast<double>(gbps[i]) / link_gbps);
+      out << line;
+    }
   }
 }
 
@@ -566,7 +645,7 @@ int main(int argc, char** argv) {
                          static_cast<double>(vt) / 1000.0, static_cast<double>(config.duration_ns) / 1000.0,
                          wall, static_cast<double>(hops) / wall / 1e6, stderr_tty ? "   " : "\n");
           });
-          if (ts.is_open()) write_timeseries(ts, f, r, scenario ? run_name + "," : "");
+          if (ts.is_open()) write_timeseries(ts, f, r, scenario ? run_name + "," : "", config.link_gbps);
         } catch (const std::exception& e) {
           if (shown) std::fprintf(stderr, "\n");
           std::fprintf(stderr, "fabric_emu: %s seed %llu: %s\n", what.c_str(),

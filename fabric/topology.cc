@@ -64,6 +64,18 @@ control::SwitchConfig base_switch(const FabricConfig& c, FabricMode mode, const 
   s.tcam.capacity = c.tcam_capacity;
   if (c.tcam_roce_partition > 0) s.tcam.partitions.push_back({"roce", c.tcam_roce_partition});
   s.route_table = RouteTableBackend::kRib;  // hundreds of switches: bytes per route, not 64 MiB
+  if (c.cc.enabled()) {
+    // DCQCN's congestion point: every port marks the lossless class (the RoCE data's, class 3).
+    s.ecn.enabled = true;
+    s.ecn.classes = 1u << 3;
+    s.ecn.preset = c.ecn_preset;
+    s.ecn.pmax = c.ecn_pmax;
+    s.ecn.mark_at = c.ecn_mark_at == "enqueue" ? EcnMarkPoint::kEnqueue : EcnMarkPoint::kDequeue;
+    if (c.ecn_kmin_bytes != 0 || c.ecn_kmax_bytes != 0) {
+      s.ecn.kmin_bytes = c.ecn_kmin_bytes;
+      s.ecn.kmax_bytes = c.ecn_kmax_bytes;
+    }
+  }
   return s;
 }
 
@@ -119,6 +131,7 @@ Topology::Topology(const FabricConfig& c, FabricMode mode, uint64_t seed)
       n.reorder.window = c.reorder_window;
       n.reorder.hold_timeout_ns = c.reorder_hold_ns;
       n.rc_engine = control::RcEngineSettings{};  // no host port: the RC engine is the host
+      n.cc = c.cc;
       hosts_.push_back(std::move(h));
     }
   }

@@ -130,7 +130,9 @@ WorkloadPlan::WorkloadPlan(const FabricConfig& config, const Topology& topology,
       // Arrivals per second so that the offered bytes are `load` of the host's line rate.
       const double rate_bps = config.link_gbps * 1e9 * config.planes;
       const double per_ns = config.load * rate_bps / (8.0 * cdf->mean_bytes()) / 1e9;
-      std::vector<std::vector<int64_t>> pair_qp(n, std::vector<int64_t>(n, -1));
+      // Every flow its own QP (and so, by rxe's formula, its own UDP source port): ECMP hashes
+      // flows, not host pairs, as with the per-flow connections of ns-3's and ConWeave's
+      // traces.
       for (uint32_t s = 0; s < n; ++s) {
         double t = 0;
         for (;;) {
@@ -139,8 +141,8 @@ WorkloadPlan::WorkloadPlan(const FabricConfig& config, const Topology& topology,
           uint32_t d = static_cast<uint32_t>(below(rng, n - 1));
           if (d >= s) ++d;
           const uint64_t size = std::min<uint64_t>(cdf->sample(uniform(rng)), 1ull << 31);
-          if (pair_qp[s][d] < 0) pair_qp[s][d] = add_flow(s, d, true, 0, 0, 0);
-          posts_.push_back(Post{s, static_cast<uint32_t>(pair_qp[s][d]),
+          const uint32_t qp = add_flow(s, d, true, 0, 0, 0);
+          posts_.push_back(Post{s, qp,
                                 static_cast<uint32_t>(size), static_cast<uint64_t>(t)});
           ++messages_total_;
           bytes_total_ += size;
