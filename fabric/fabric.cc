@@ -680,7 +680,7 @@ void Fabric::collect_cc(RunResult& r) {
   r.mean_rate_fraction = r.cc_qps > 0 ? rate_sum / static_cast<double>(r.cc_qps) : 0.0;
   // The busiest lossless queue over the window: the port with the highest mean depth.
   size_t first = 0;
-  while (first < cc_sample_t_ns_.size() && cc_sample_t_ns_[first] < r.window_start_ns) ++first;
+  while (first < cc_sample_t_ns_.size() && cc_sample_t_ns_[first] < fair_start_ns_) ++first;
   const size_t n = cc_sample_t_ns_.size() - first;
   const QueueSeries* busiest = nullptr;
   double busiest_mean = -1;
@@ -855,6 +855,17 @@ nlohmann::json Fabric::bucket_report() const {
   return out;
 }
 
+void Fabric::snapshot_flows() {
+  fair_start_ns_ = now_;
+  flow_window_acked_.assign(plan_.flows().size(), 0);
+  for (size_t i = 0; i < plan_.flows().size(); ++i) {
+    const QpFlow& f = plan_.flows()[i];
+    if (const RcRequester* rq = nodes_[f.src].nic->rc_engine()->requester(f.src_qp_index)) {
+      flow_window_acked_[i] = rq->counters().bytes_acked;
+    }
+  }
+}
+
 void Fabric::snapshot_window_start() {
   window_started_ = true;
   window_start_ns_ = now_;
@@ -863,13 +874,6 @@ void Fabric::snapshot_window_start() {
     if (n.nic) window_acked_bytes_ += n.nic->rc_engine()->requester_totals().bytes_acked;
   }
   for (Watched& w : watched_) w.window_tx_bytes = nodes_[w.node].sw->port_counters(w.port).tx_bytes;
-  flow_window_acked_.assign(plan_.flows().size(), 0);
-  for (size_t i = 0; i < plan_.flows().size(); ++i) {
-    const QpFlow& f = plan_.flows()[i];
-    if (const RcRequester* rq = nodes_[f.src].nic->rc_engine()->requester(f.src_qp_index)) {
-      flow_window_acked_[i] = rq->counters().bytes_acked;
-    }
-  }
   nic_tx_window_.assign(topology_.hosts().size(), {});
   for (uint32_t h = 0; h < topology_.hosts().size(); ++h) {
     const nic_emu::NicNode& nic = *nodes_[h].nic;
@@ -887,9 +891,15 @@ RunResult Fabric::run(const std::function<void(uint64_t, uint64_t)>& progress) {
   // a limit of five durations plus 1 ms. Other finite workloads: the duration is the limit.
   const uint64_t end = config_.workload == Workload::kCdf ? config_.duration_ns * 5 + 1'000'000
                                                           : config_.duration_ns;
-  // Finite workloads count from 0 unless a warm-up is given (then the flows' fairness and
-  // window throughput leave it out too).
-  const uint64_t window_at = finite ? config_.warmup_ns : config_.warmup();
+  const uint64_t window_at = finite ? 0 : config_.warmup();
+  // The flows' fairness leaves the warm-up out: permutation's, or a finite workload's when one
+  // is given (its other figures still count from 0).
+  const uint64_t fair_at = finite ? config_.warmup_ns : window_at;
+  bool fair_started = false;
+  if (fair_at == 0) {
+    snapshot_flows();
+    fair_started = true;
+  }
   next_sample_ns_ = config_.sample_ns;
   // About 500 queue samples over the run, at most one a microsecond, at least one per sample_ns.
   cc_sample_ns_ = std::clamp<uint64_t>(config_.duration_ns / 500, 1'000,
@@ -917,7 +927,9 @@ RunResult Fabric::run(const std::function<void(uint64_t, uint64_t)>& progress) {
     const uint64_t t_node = queue_.empty() ? kNever : queue_.top().t;
     const uint64_t t_event = next_event_ < events_.size() ? events_[next_event_].at_ns : kNever;
     const uint64_t t_window = window_started_ ? kNever : window_at;
-    const uint64_t t = std::min({t_node, t_event, t_window, next_sample_ns_, next_cc_sample_ns_});
+    const uint64_t t_fair = fair_started ? kNever : fair_at;
+    const uint64_t t =
+        std::min({t_node, t_event, t_window, t_fair, next_sample_ns_, next_cc_sample_ns_});
     if (t > end) break;
     now_ = t;
     if (t == next_cc_sample_ns_) {
@@ -931,6 +943,11 @@ RunResult Fabric::run(const std::function<void(uint64_t, uint64_t)>& progress) {
     }
     if (t == t_window) {
       snapshot_window_start();
+      continue;
+    }
+    if (t == t_fair) {
+      snapshot_flows();
+      fair_started = true;
       continue;
     }
     if (t == next_sample_ns_) {
@@ -1382,7 +1399,7 @@ RunResult Fabric::collect(double wall_s) {
     fr.throughput_gbps = r.virtual_ns > 0 ? static_cast<double>(fr.bytes_acked) * 8.0 /
                                                 static_cast<double>(r.virtual_ns)
                                           : 0;
-    const uint64_t window_ns = r.window_end_ns - r.window_start_ns;
+    const uint64_t window_ns = r.window_end_ns - std::min(r.window_end_ns, fair_start_ns_);
     const uint64_t at_start = i < flow_window_acked_.size() ? flow_window_acked_[i] : 0;
     fr.window_gbps = window_ns > 0 ? static_cast<double>(fr.bytes_acked - at_start) * 8.0 /
                                          static_cast<double>(window_ns)

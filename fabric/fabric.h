@@ -164,7 +164,10 @@ class Fabric {
     std::vector<float> gbps;
   };
   std::vector<RateSeries> rate_series_;
-  std::vector<uint64_t> flow_window_acked_;  // per flow: its bytes acknowledged at the window start  // the first few flows' sending QPs
+  // The flows' fairness window: from fair_start_ns_ (the warm-up) to the end of the run.
+  void snapshot_flows();
+  uint64_t fair_start_ns_ = 0;
+  std::vector<uint64_t> flow_window_acked_;  // per flow: its bytes acknowledged at its start  // the first few flows' sending QPs
   uint64_t hops_ = 0;
 
   std::vector<Watched> watched_;

@@ -298,9 +298,14 @@ std::string format_header(const FabricConfig& c) {
   const uint32_t up = c.spines * c.links_per_spine;
   std::snprintf(line, sizeof line,
                 "  oversubscription: leaf %u:%u (host ports : uplinks) = %.2f, spine 1:1 (every "
-                "port faces a leaf); PFC %s; events: ",
+                "port faces a leaf); PFC %s; congestion control %s; events: ",
                 c.hosts_per_leaf, up, up > 0 ? static_cast<double>(c.hosts_per_leaf) / up : 0.0,
-                c.pfc ? "on" : "off");
+                c.pfc ? "on" : "off",
+                c.cc.enabled() ? (std::string(control::to_string(c.cc.mode)) + " (ECN " +
+                                  (c.ecn_kmin_bytes != 0 ? "kmin/kmax given" : c.ecn_preset) +
+                                  ", marked at " + c.ecn_mark_at + ")")
+                                     .c_str()
+                               : "none");
   out += line;
   if (c.events.empty()) out += "none";
   for (size_t i = 0; i < c.events.size(); ++i) out += (i ? ", " : "") + c.events[i].text;

@@ -33,7 +33,7 @@ struct FlowRecord {
   double fct_mean_us = 0, fct_max_us = 0;
   double slowdown_mean = 0;     // FCT over the idle-fabric FCT over its own path, mean
   double throughput_gbps = 0;   // bytes acknowledged over the run's virtual time
-  double window_gbps = 0;       // bytes acknowledged over the throughput window
+  double window_gbps = 0;       // bytes acknowledged after the warm-up, over that time
   uint64_t packets_sent = 0, packets_retransmitted = 0, naks = 0, timeouts = 0;
   std::vector<uint64_t> packets_by_uplink;  // as the receiving NIC counted them, per plane
 };

@@ -3,8 +3,9 @@
 # per leaf (100 Gbit/s, MTU 4096, PFC on) on the real switch and NIC pipelines in virtual time,
 # first a permutation (each host one QP to a host on the other leaf, 2 ms), then a ring
 # all-reduce of 16 MiB over the 16 hosts, each in modes ecmp, ecmp-qp, dlb, spray and
-# spray-noreorder over 20 seeds. Prints a table per workload and writes OUT/report.json,
-# OUT/allreduce.json and the plots (OUT/*.png).
+# spray-noreorder over 20 seeds, with DCQCN (fabric_emu's default); then the permutation's ecmp
+# and spray again with --cc none beside it. Prints a table per workload and writes
+# OUT/report.json, OUT/report-cc-none.json, OUT/allreduce.json and the plots (OUT/*.png).
 #   scripts/run.sh [--out DIR] [--quick]      (--quick: 4 seeds, 1 ms: about 15 s)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,7 +16,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --out) OUT=$2; shift 2 ;;
     --quick) SEEDS=1-4; DURATION=1ms; shift ;;
-    -h|--help) sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "run.sh: unknown argument '$1' (--out DIR, --quick)" >&2; exit 2 ;;
   esac
 done
@@ -47,6 +48,31 @@ emu --leaves 2 --spines 8 --hosts-per-leaf 8 --link-gbps 100 --mtu 4096 \
   --workload permutation --qps-per-host 1 --mode "$MODES" --seeds "$SEEDS" \
   --duration "$DURATION" --plots "$OUT"
 echo
+# The same permutation without congestion control (--cc none: the window and PFC alone, where
+# every ECMP collision fills a queue to XOFF), to show what DCQCN changes.
+echo "== the same permutation with --cc none (ecmp and spray) =="
+emu --quiet --leaves 2 --spines 8 --hosts-per-leaf 8 --link-gbps 100 --mtu 4096 \
+  --workload permutation --qps-per-host 1 --mode ecmp,spray --seeds "$SEEDS" \
+  --duration "$DURATION" --cc none --json "$OUT/report-cc-none.json"
+/usr/bin/python3 - "$OUT/report.json" "$OUT/report-cc-none.json" <<'PY'
+import json, sys
+def means(path):
+    runs = json.load(open(path))["runs"]
+    m = {}
+    for mode in ("ecmp", "spray"):
+        v = [r["throughput_fraction"] for r in runs if r["mode"] == mode]
+        m[mode] = sum(v) / len(v)
+    return m, runs[0]["cc"]["mode"]
+(on, cc), (off, _) = means(sys.argv[1]), means(sys.argv[2])
+bound = (1 - (7 / 8) ** 8) * 0.98
+print(f"throughput_fraction, mean over seeds      {cc:>8}   --cc none")
+for mode in ("ecmp", "spray"):
+    print(f"  {mode:<40}{on[mode]:8.3f}   {off[mode]:9.3f}")
+print(f"  {'spraying gain over ECMP':<40}{on['spray'] / on['ecmp'] - 1:+8.1%}   "
+      f"{off['spray'] / off['ecmp'] - 1:+9.1%}")
+print(f"  ECMP's collision bound x payload share: {bound:.3f} (1 - (7/8)^8, x 0.98)")
+PY
+echo
 # Without spray-noreorder: without the reorder engine a ring step stalls on rxe's 67 ms timer
 # and the collective does not finish (the permutation above shows that mode's collapse).
 echo "== ring all-reduce of 16 MiB over the 16 hosts (ranks placed at random per seed) =="
@@ -54,7 +80,7 @@ emu --leaves 2 --spines 8 --hosts-per-leaf 8 --link-gbps 100 --mtu 4096 \
   --workload allreduce --bytes 16777216 --mode "${MODES%,spray-noreorder}" --seeds "$SEEDS" --duration 50ms \
   --json "$OUT/allreduce.json" --plots "$OUT/allreduce"
 echo
-echo "report: $OUT/report.json (permutation), $OUT/allreduce.json; plots: $OUT/*.png, $OUT/allreduce/*.png"
+echo "report: $OUT/report.json (permutation), $OUT/report-cc-none.json, $OUT/allreduce.json; plots: $OUT/*.png, $OUT/allreduce/*.png"
 if [ "$warned" -ne 0 ]; then
   echo "run.sh: some runs are not results (unfinished or lossy on a PFC class): see the warnings above; exit 5" >&2
   exit 5

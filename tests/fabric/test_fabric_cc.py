@@ -97,7 +97,7 @@ class FabricCc(unittest.TestCase):
 
     def test_run_sh_fabric_ecmp_meets_the_collision_bound(self):
         # The run.sh fabric (2 leaves x 8 spines x 8 hosts, one QP per host), 10 seeds here
-        # (scripts/run.sh runs 50): with DCQCN, colliding flows share their uplink instead of
+        # (scripts/run.sh runs 20, the docs 50): with DCQCN, colliding flows share their uplink instead of
         # filling it to XOFF and pausing everyone behind it.
         rep = run("--mode", "ecmp,spray", "--seeds", "1-10", "--duration", "2ms")
         self.check_whole(rep)
