@@ -24,6 +24,11 @@ Writes into DIR (created if needed), printing each PNG's path as it is written:
     pfc_timeline.png   paused ports over time per mode, first seed ("pfc" "timeline")
     goodput_timeline.png  fabric goodput over time per mode, first seed ("goodput_timeline"),
                        with the config's timed events marked
+    cc_rates.png       congestion control, one panel per mode (first seed, "cc_timeline"): the
+                       QPs' rates over time (Gbit/s, a line per QP) above the busiest lossless
+                       queue's depth (KB) with the ECN thresholds kmin and kmax dashed
+
+The time series' "qp:SRC>DST/N" rows (a QP's rate, not a link) are left out of the link plots.
 
 Log axes carry plain tick labels (100 µs, 1 ms; 10, 100, 1k); minor ticks are unlabelled.
 
@@ -199,8 +204,17 @@ def is_uplink(link):
     return link_tier(link) == 1
 
 
+QP_ROW_PREFIX = "qp:"
+
+
+def is_qp_row(link):
+    """A time-series row of one QP's rate ("qp:h0>h9/0"), not of a link."""
+    return link.strip().startswith(QP_ROW_PREFIX)
+
+
 def load_timeseries(path):
-    """{mode: (seed, {link: ([t], [util])})} for the first seed of each mode, every link."""
+    """{mode: (seed, {link: ([t], [util])})} for the first seed of each mode, every link (the
+    QPs' "qp:" rows left out: no link plot draws a QP's rate)."""
     try:
         f = open(path, "r", newline="", encoding="utf-8")
     except OSError as e:
@@ -228,6 +242,8 @@ def load_timeseries(path):
                 if len(row) < width:
                     if row:
                         bad += 1
+                    continue
+                if is_qp_row(row[ilink]):
                     continue
                 mode = row[im] if irun is None else f"{row[irun]}:{row[im]}"
                 seed = row[iseed]
@@ -964,6 +980,175 @@ def plot_goodput_timeline(plt, ticker, ctx, out_dir, written):
     save(fig, plt, out_dir, name, written)
 
 
+def cc_timeline(run):
+    """A run's "cc_timeline" as (times, queue bytes, {QP: Gbit/s}) of equal-length float lists
+    (NaN where a value is missing or malformed; samples without a time dropped), or None when
+    the run has none."""
+    tl = run.get("cc_timeline")
+    if not isinstance(tl, dict) or not isinstance(tl.get("t_us"), list):
+        return None
+    times = [num(t) for t in tl["t_us"]]
+    keep = [i for i, t in enumerate(times) if t is not None]
+    if not keep:
+        return None
+
+    def series(values):
+        values = values if isinstance(values, list) else []
+        out = []
+        for i in keep:
+            v = num(values[i]) if i < len(values) else None
+            out.append(math.nan if v is None else v)
+        return out
+
+    rates = {}
+    by_qp = tl.get("qp_rate_gbps")
+    if isinstance(by_qp, dict):
+        for qp in sorted(by_qp, key=lambda q: natural_key(str(q))):
+            if isinstance(by_qp[qp], list):
+                rates[str(qp)] = series(by_qp[qp])
+    return [times[i] for i in keep], series(tl.get("queue_bytes")), rates
+
+
+def envelope(xs, ys, limit=2400):
+    """At most about `limit` points of a long series that keep its shape: per bucket of
+    samples its lowest and its highest point, in time order (a queue's peak is never lost)."""
+    n = len(xs)
+    if n <= limit:
+        return xs, ys
+    k = math.ceil(n / (limit // 2))
+    ox, oy = [], []
+    for a in range(0, n, k):
+        idx = [i for i in range(a, min(n, a + k)) if not math.isnan(ys[i])]
+        if not idx:
+            ox.append(xs[a])
+            oy.append(math.nan)
+            continue
+        lo = min(idx, key=lambda i: ys[i])
+        hi = max(idx, key=lambda i: ys[i])
+        for i in sorted({lo, hi}):
+            ox.append(xs[i])
+            oy.append(ys[i])
+    return ox, oy
+
+
+def finite_max(values, default=0.0):
+    vals = [v for v in values if not math.isnan(v)]
+    return max(vals) if vals else default
+
+
+def plot_cc_rates(plt, ticker, ctx, out_dir, written):
+    name = "cc_rates.png"
+    import textwrap
+
+    chosen = {}
+    for run in ctx["runs"]:
+        mode = run_mode(run)
+        if mode in chosen:  # the first seed of each mode
+            continue
+        tl = cc_timeline(run)
+        if tl is not None:
+            chosen[mode] = (run, tl)
+    if not chosen:
+        note(f"{name} skipped: no run has a 'cc_timeline' (fabric_emu records one "
+             "with --timeseries or --plots; its QPs' rates with congestion control on)")
+        return
+    modes = ordered_modes(ctx["modes"], chosen.keys())
+    n = len(modes)
+    ncols = 1 if n == 1 else 2 if n in (2, 4) else 3
+    nrows = math.ceil(n / ncols)
+    fig = plt.figure(figsize=(1.0 + 5.8 * ncols, 1.0 + 5.0 * nrows), constrained_layout=True)
+    outer = fig.add_gridspec(nrows, ncols)
+    cfg = ctx["report"].get("config")
+    line_gbps = num(cfg.get("link_gbps")) if isinstance(cfg, dict) else None
+    cc_modes = []
+    for i, (mode, col) in enumerate(zip(modes, mode_colours(plt, ctx, modes))):
+        run, (times, queue, rates) = chosen[mode]
+        inner = outer[i // ncols, i % ncols].subgridspec(2, 1, height_ratios=(3, 2), hspace=0.04)
+        ax_r = fig.add_subplot(inner[0])
+        ax_q = fig.add_subplot(inner[1], sharex=ax_r)
+        cc = run.get("cc") if isinstance(run.get("cc"), dict) else {}
+        qb = run.get("queue_bytes") if isinstance(run.get("queue_bytes"), dict) else {}
+        cc_off = str(cc.get("mode")) == "none"
+        if cc.get("mode") and str(cc["mode"]) not in cc_modes:
+            cc_modes.append(str(cc["mode"]))
+
+        # Top: each QP's rate.
+        top = line_gbps or 0.0
+        for (qp, gbps), qcol in zip(rates.items(), colours(plt, len(rates))):
+            xs, ys = envelope(times, gbps)
+            top = max(top, finite_max(ys))
+            ax_r.plot(xs, ys, color=qcol, linewidth=1.1, label=qp)
+        if line_gbps:
+            ax_r.axhline(line_gbps, color="grey", linewidth=0.8, linestyle=":", zorder=1)
+        legend_rows = math.ceil(len(rates) / 4)
+        qps = num(cc.get("qps"))
+        shown = (f"{len(rates)} of {qps:.0f} QPs" if qps is not None and qps > len(rates)
+                 else f"{len(rates)} QPs")
+        ax_r.set_ylim(0, (top or 1.0) * (1.08 + 0.11 * legend_rows))  # the legend above the lines
+        if rates:
+            ax_r.legend(fontsize=7, loc="upper center", ncol=min(4, len(rates)), frameon=True,
+                        framealpha=0.85, handlelength=1.5, columnspacing=1.0, borderpad=0.3,
+                        title=f"QP source>destination/index ({shown})",
+                        title_fontsize=7)
+        else:
+            ax_r.text(0.5, 0.5, "no QP rates: congestion control off" if cc_off
+                      else "no QP rates recorded",
+                      transform=ax_r.transAxes, ha="center", va="center", color="grey")
+        ax_r.set_ylabel("QP rate (Gbit/s)")
+        plain_linear(ax_r, ticker)
+        ax_r.tick_params(axis="x", labelbottom=False)
+        ax_r.grid(True, alpha=0.3)
+        mark_events(ax_r, ctx, label=i == 0)
+
+        # Bottom: the busiest lossless queue, in KB, with the ECN thresholds.
+        kb = [q / 1e3 for q in queue]
+        xs, ys = envelope(times, kb)
+        ax_q.fill_between(xs, ys, step="post", color=col, alpha=0.3, linewidth=0)
+        ax_q.step(xs, ys, where="post", color=col, linewidth=1.1)
+        qtop = finite_max(ys)
+        for key, style in (("kmin", (0, (5, 3))), ("kmax", (0, (2, 2)))):
+            k = num(qb.get(key))
+            if k is None or k <= 0:
+                continue
+            qtop = max(qtop, k / 1e3)
+            ax_q.axhline(k / 1e3, color="#B01010", linewidth=1.2, linestyle=style, zorder=3)
+            ax_q.annotate(f"{key} {human_bytes(k)}", (1, k / 1e3),
+                          xycoords=("axes fraction", "data"), xytext=(-3, 2),
+                          textcoords="offset points", ha="right", va="bottom", fontsize=7,
+                          color="#B01010", zorder=4,
+                          bbox=dict(facecolor="white", alpha=0.8, edgecolor="none", pad=0.8))
+        ax_q.set_ylim(0, (qtop or 1.0) * 1.15)
+        plain_linear(ax_q, ticker)
+        ax_q.set_ylabel("queue depth (KB)")
+        ax_q.set_xlabel("time")
+        ax_q.xaxis.set_major_formatter(ticker.FuncFormatter(human_us))
+        ax_q.grid(True, alpha=0.3)
+        mark_events(ax_q, ctx)
+        if times[-1] > min(0.0, times[0]):
+            ax_q.set_xlim(min(0.0, times[0]), times[-1])  # from the run's start
+
+        port = qb.get("port")
+        facts = [f"busiest queue {port}" if port else "busiest lossless queue"]
+        cuts, cnps = num(cc.get("rate_cuts")), num(cc.get("cnps_sent"))
+        mean_rate = num(cc.get("mean_rate_fraction"))
+        if cc_off:
+            facts.append("congestion control off")
+        else:
+            if cuts is not None:
+                facts.append(f"{cuts:.0f} rate cuts")
+            if cnps is not None:
+                facts.append(f"{cnps:.0f} CNPs")
+            if mean_rate is not None:
+                facts.append(f"mean rate {mean_rate:.2f} of line")
+        title = f"{mode} ({seed_label(run_seed(run))}): " + ", ".join(facts)
+        ax_r.set_title("\n".join(textwrap.wrap(title, 70)), fontsize=10)
+    what = f"Congestion control ({', '.join(cc_modes)})" if cc_modes else "Congestion control"
+    fig.suptitle("\n".join(textwrap.wrap(
+        f"{what}: QP rates and the busiest lossless queue over time (first seed of each mode)" +
+        ctx["workload_suffix"], 40 + 45 * ncols)), fontsize=11)
+    save(fig, plt, out_dir, name, written)
+
+
 # ----------------------------------------------------------------------------- main
 
 
@@ -1015,6 +1200,7 @@ def main(argv=None):
         ("reorder_depth.png", plot_reorder_depth),
         ("pfc_timeline.png", plot_pfc_timeline),
         ("goodput_timeline.png", plot_goodput_timeline),
+        ("cc_rates.png", plot_cc_rates),
     )
     for name, fn in plots:
         try:

@@ -4,9 +4,13 @@ a real PNG; the link heat map has a row for every link (64 uplinks and more stay
 the figure grows with the rows up to a cap), an idle link drawn apart from a missing sample;
 an all-reduce report gets its plots; panels of zeros get no offset ("1e-9") axis, log axes
 plain tick labels, and no error bar goes below zero; a missing time series or missing optional
-report fields only skip plots; an unreadable or malformed input fails with a message.
+report fields only skip plots; an unreadable or malformed input fails with a message; the
+congestion-control plot (cc_rates.png) from a report's "cc_timeline", skipped without one; the
+time series' "qp:" rows (a QP's rate) stay out of the link plots; and one real fabric_emu run
+with --plots draws cc_rates.png.
 
-Run: python3 tests/fabric/test_fabric_plots.py   (FABRIC_PLOTS=path overrides the script)
+Run: python3 tests/fabric/test_fabric_plots.py   (FABRIC_PLOTS=path overrides the script;
+FABRIC_EMU=path the program, else build/fabric/fabric_emu, its test skipped when absent)
 """
 
 import importlib.util
@@ -31,7 +35,9 @@ SCRIPT = os.environ.get("FABRIC_PLOTS", os.path.join(REPO, "scripts", "fabric_pl
 ALL_PNGS = ["link_util_heatmap.png", "uplink_util.png", "throughput.png", "fct_cdf.png",
             "slowdown.png", "reorder_depth.png", "pfc_timeline.png", "goodput_timeline.png"]
 TS_PNGS = ["link_util_heatmap.png", "uplink_util.png"]  # the ones that need --timeseries
+CC_PNG = "cc_rates.png"  # needs a run with "cc_timeline"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+EMU = os.environ.get("FABRIC_EMU", os.path.join(REPO, "build", "fabric", "fabric_emu"))
 MODES = ["ecmp", "dlb", "spray"]
 SEEDS = [1, 2]
 
@@ -114,6 +120,52 @@ def write_timeseries(path, rng, modes=MODES, seeds=SEEDS, leaves=4, spines=4, st
                                 f.write(f"{mode},{seed},{t},{link},{v:.4f},{int(v * 30000)},0\n")
                         f.write(f"{mode},{seed},{t},h{leaf}>leaf{leaf}#0,"
                                 f"{0.0 if zero else 0.5},0,0\n")
+
+
+def add_cc(report, modes=None, qps=8, steps=300, dt=1.0, kmin=400000, kmax=1600000):
+    """Gives the first seed of each mode in `modes` (all when None) fabric_emu's congestion
+    control fields: "cc", "queue_bytes" and a "cc_timeline" of `qps` QPs' rates (DCQCN-like
+    cuts and recovery) and the busiest queue filling past kmax and draining."""
+    seen = set()
+    for mi, run in enumerate(report["runs"]):
+        mode = run["mode"]
+        if mode in seen or (modes is not None and mode not in modes):
+            continue
+        seen.add(mode)
+        t = [dt * (i + 1) for i in range(steps)]
+        queue = [int(max(0.0, 2.4e6 * math.sin(math.pi * min(1.0, x / (0.6 * steps * dt)))
+                          * (1 + 0.1 * mi))) for x in t]
+        rates = {}
+        for q in range(qps):
+            cut = (q + 1) * 0.07 * steps * dt / qps + 10
+            rates[f"h{q}>h{qps + 1}/0"] = [100.0 if x < cut else
+                                           max(1.0, 100.0 * math.exp(-(x - cut) / 40.0)
+                                               + 60.0 * (1 - math.exp(-max(0.0, x - 0.5 * steps * dt)
+                                                                      / 30.0)) / (1 + q % 3))
+                                           for x in t]
+        run["cc"] = {"mode": "dcqcn", "ecn_marked": 300, "ce_received": 290, "cnps_sent": 120,
+                     "cnps_suppressed": 170, "cnps_received": 120, "rate_cuts": 118,
+                     "qps": qps + 4, "qps_at_min_rate": 1, "qps_limited_at_end": 3,
+                     "mean_rate_fraction": 0.41}
+        run["queue_bytes"] = {"port": "leaf1.h9", "mean": sum(queue) / steps,
+                              "p50": sorted(queue)[steps // 2], "p99": max(queue),
+                              "max": max(queue), "samples": steps, "interval_us": dt,
+                              "kmin": kmin, "kmax": kmax}
+        run["cc_timeline"] = {"t_us": t, "queue_bytes": queue, "qp_rate_gbps": rates}
+    report["config"]["link_gbps"] = 100.0
+    return report
+
+
+def add_qp_rows(path, modes=MODES, seeds=SEEDS, steps=120, dt=10.0, qps=3):
+    """fabric_emu's per-QP rows of the time series: link "qp:SRC>DST/INDEX", util = the QP's
+    rate over the link rate, queue_bytes 0, paused 0."""
+    with open(path, "a") as f:
+        for mode in modes:
+            for seed in seeds:
+                for step in range(1, steps + 1):
+                    for q in range(qps):
+                        f.write(f"{mode},{seed},{step * dt},qp:h{q}>h9/0,"
+                                f"{1.0 / (1 + 0.01 * step * (q + 1)):.4f},0,0\n")
 
 
 def load_script():
@@ -416,6 +468,193 @@ class FabricPlotsTest(unittest.TestCase):
         r = run_script("--json", path, "--timeseries", ts, "--out", out)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.check_pngs(out, ["link_util_heatmap.png", "throughput.png", "goodput_timeline.png"])
+
+    def test_cc_rates_plot(self):
+        rng = random.Random(13)
+        report = add_cc(make_report(rng), modes=["ecmp", "spray"])
+        path = os.path.join(self.dir, "cc.json")
+        with open(path, "w") as f:
+            json.dump(report, f)
+        out = os.path.join(self.dir, "cc_out")
+        r = run_script("--json", path, "--timeseries", self.ts, "--out", out)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertNotIn("failed", r.stderr)
+        self.assertNotIn("Traceback", r.stderr)
+        self.check_pngs(out, ALL_PNGS + [CC_PNG])
+        self.assertEqual(sorted(os.listdir(out)), sorted(ALL_PNGS + [CC_PNG]))
+        printed = [line for line in r.stdout.splitlines() if line.strip()]
+        self.assertIn(os.path.join(out, CC_PNG), printed)
+
+        _, rc, figs, err = draw_in_process("--json", path, "--timeseries", self.ts,
+                                           "--out", os.path.join(self.dir, "unused"))
+        try:
+            self.assertEqual(rc, 0, err)
+            self.assertIn(CC_PNG, figs)
+            self.check_axes(figs)
+            fig = figs[CC_PNG]
+            # Per mode a rates axis (titled) above a queue axis (sharing its time axis).
+            rate_axes = [ax for ax in fig.axes if ax.get_title()]
+            self.assertEqual(len(rate_axes), 2)
+            self.assertEqual(len(fig.axes), 4)
+            for ax, mode in zip(rate_axes, ["ecmp", "spray"]):
+                title = ax.get_title()
+                self.assertIn(mode, title)
+                self.assertIn("leaf1.h9", title, "the busiest queue's port is named")
+                self.assertIn("Gbit/s", ax.get_ylabel())
+                qp_lines = [l for l in ax.get_lines() if not l.get_label().startswith("_")]
+                self.assertEqual(len(qp_lines), 8, "a line per QP")
+                legend = [t.get_text() for t in ax.get_legend().get_texts()]
+                self.assertEqual(legend, [f"h{q}>h9/0" for q in range(8)])
+                self.assertLessEqual(ax.get_legend().get_texts()[0].get_fontsize(), 8)
+                self.assertIn("8 of 12 QPs", ax.get_legend().get_title().get_text())
+            queue_axes = [ax for ax in fig.axes if not ax.get_title()]
+            for ax in queue_axes:
+                self.assertIn("KB", ax.get_ylabel())
+                self.assertTrue(any(ax.get_shared_x_axes().joined(ax, r) for r in rate_axes))
+                texts = [t.get_text() for t in ax.texts]
+                self.assertIn("kmin 400 KB", texts)
+                self.assertIn("kmax 1.6 MB", texts)
+                flat = sorted((line.get_ydata()[0], line.get_linestyle())
+                              for line in ax.get_lines() if len(set(line.get_ydata())) == 1)
+                self.assertEqual([y for y, _ in flat], [400.0, 1600.0], "kmin, kmax in KB")
+                self.assertEqual([style for _, style in flat], ["--", "--"], "dashed")
+                self.assertGreater(ax.get_ylim()[1], 1600.0, "kmax in view")
+            # The mode's colour of the other plots fills its queue.
+            cols = {m: c for m, c in zip(MODES, self.mode_colours(figs))}
+            for ax, mode in zip(queue_axes, ["ecmp", "spray"]):
+                step = [l for l in ax.get_lines() if len(set(l.get_ydata())) > 1][0]
+                self.assertEqual(tuple(step.get_color()), tuple(cols[mode]))
+        finally:
+            close_all(figs)
+
+    def mode_colours(self, figs):
+        """The modes' colours of goodput_timeline.png, in MODES order."""
+        ax = figs["goodput_timeline.png"].axes[0]
+        by_label = {l.get_label().split(" ")[0]: l.get_color() for l in ax.get_lines()}
+        return [by_label[m] for m in MODES]
+
+    def test_cc_rates_six_modes(self):
+        rng = random.Random(17)
+        modes = ["ecmp", "ecmp-qp", "weighted", "dlb", "drill", "spray"]
+        report = make_allreduce_report(rng, modes=modes, seeds=(1,))
+        add_cc(report, qps=8, steps=3000, dt=0.25)  # long: thinned, its peaks kept
+        path = os.path.join(self.dir, "cc6.json")
+        with open(path, "w") as f:
+            json.dump(report, f)
+        out = os.path.join(self.dir, "cc6_out")
+        r = run_script("--json", path, "--out", out)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertNotIn("failed", r.stderr)
+        self.check_pngs(out, [CC_PNG])
+        w, h = png_size(os.path.join(out, CC_PNG))
+        self.assertLess(w, 2400)
+        self.assertLess(h, 1800)
+        _, rc, figs, err = draw_in_process("--json", path, "--out", os.path.join(self.dir, "x"))
+        try:
+            self.assertEqual(rc, 0, err)
+            self.check_axes(figs)
+            fig = figs[CC_PNG]
+            titles = [ax.get_title() for ax in fig.axes if ax.get_title()]
+            self.assertEqual(len(titles), 6)
+            for mode, title in zip(modes, titles):
+                self.assertTrue(title.startswith(mode + " "), title)
+            queue = report["runs"][0]["cc_timeline"]["queue_bytes"]
+            drawn = [ax for ax in fig.axes if not ax.get_title()][0]
+            ys = [y for l in drawn.get_lines() for y in l.get_ydata()]
+            self.assertAlmostEqual(max(ys), max(queue) / 1e3, places=3, msg="the peak is kept")
+            self.assertLessEqual(max(len(l.get_xdata()) for l in drawn.get_lines()), 2600)
+        finally:
+            close_all(figs)
+
+    def test_cc_rates_skipped_without_cc_timeline(self):
+        out = os.path.join(self.dir, "out")
+        r = run_script("--json", self.report, "--timeseries", self.ts, "--out", out)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn(f"{CC_PNG} skipped: no run has a 'cc_timeline'", r.stderr)
+        self.assertFalse(os.path.exists(os.path.join(out, CC_PNG)))
+        self.check_pngs(out, ALL_PNGS)
+        self.assertEqual(sorted(os.listdir(out)), sorted(ALL_PNGS))
+        # A malformed "cc_timeline" is no timeline either: skipped, not failed.
+        rng = random.Random(19)
+        report = make_report(rng)
+        report["runs"][0]["cc_timeline"] = {"t_us": ["x", None], "queue_bytes": 3}
+        report["runs"][1]["cc_timeline"] = "nope"
+        path = os.path.join(self.dir, "badcc.json")
+        with open(path, "w") as f:
+            json.dump(report, f)
+        r = run_script("--json", path, "--out", os.path.join(self.dir, "out2"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn(f"{CC_PNG} skipped", r.stderr)
+        self.assertNotIn("failed", r.stderr)
+
+    def test_qp_rows_stay_out_of_link_plots(self):
+        rng = random.Random(23)
+        plain = os.path.join(self.dir, "plain.csv")
+        write_timeseries(plain, rng, steps=30)
+        with_qps = os.path.join(self.dir, "with_qps.csv")
+        with open(plain) as f, open(with_qps, "w") as g:
+            g.write(f.read())
+        add_qp_rows(with_qps, steps=30)
+        results = []
+        for ts in (plain, with_qps):
+            mod, rc, figs, err = draw_in_process("--json", self.report, "--timeseries", ts,
+                                                 "--out", os.path.join(self.dir, "unused"))
+            try:
+                self.assertEqual(rc, 0, err)
+                self.assertNotIn("malformed", err)
+                panels = heat_panels(figs["link_util_heatmap.png"])
+                rows = [round(max(ax.get_ylim())) for ax, _ in panels]
+                labels = [t.get_text() for ax, _ in panels for t in ax.get_yticklabels()]
+                titles = [ax.get_title() for ax, _ in panels]
+                uplink = [len(ax.get_lines()) for ax in figs["uplink_util.png"].axes]
+                results.append((rows, titles, uplink))
+                self.assertFalse([l for l in labels if "qp:" in l], labels)
+            finally:
+                close_all(figs)
+        self.assertEqual(results[0][0], [36] * len(MODES), "a row per link")
+        self.assertEqual(results[1], results[0], "qp: rows change no link plot")
+        self.assertEqual(set(mod.load_timeseries(with_qps)["ecmp"][1]),
+                         set(mod.load_timeseries(plain)["ecmp"][1]))
+
+    def test_fabric_emu_plots_cc_rates(self):
+        if not os.access(EMU, os.X_OK):
+            self.skipTest(f"no fabric_emu at {EMU} (set FABRIC_EMU)")
+        out = os.path.join(self.dir, "emu")
+        env = dict(os.environ, SPRAYNET_PLOTS_SCRIPT=SCRIPT)  # the script under test
+        p = subprocess.run([EMU, "--leaves", "2", "--spines", "2", "--hosts-per-leaf", "4",
+                            "--workload", "incast", "--incast-senders", "2",
+                            "--bytes", "4000000", "--duration", "500us", "--mode", "ecmp",
+                            "--plots", out], capture_output=True, text=True, timeout=240,
+                           env=env)
+        # 5: the run is unfinished at 500 us (4 MB a sender; said on stderr), which hides a
+        # plots failure's 4: that is looked for on stderr.
+        self.assertIn(p.returncode, (0, 5), p.stdout + p.stderr)
+        self.assertNotIn("Traceback", p.stderr)
+        self.assertNotIn("failed", p.stderr)
+        self.assertIn(os.path.join(out, CC_PNG), p.stdout.splitlines())
+        self.check_pngs(out, TS_PNGS + [CC_PNG, "throughput.png", "goodput_timeline.png"])
+        with open(os.path.join(out, "report.json")) as f:
+            run = json.load(f)["runs"][0]
+        self.assertIn("cc_timeline", run)
+        self.assertTrue(run["cc_timeline"]["qp_rate_gbps"], "the QPs' rates recorded")
+        with open(os.path.join(out, "timeseries.csv")) as f:
+            self.assertIn(",qp:", f.read(), "the time series has the QPs' rows")
+        # The figure of that run: the queue's port in the title, a line per QP.
+        _, rc, figs, err = draw_in_process("--json", os.path.join(out, "report.json"),
+                                           "--timeseries", os.path.join(out, "timeseries.csv"),
+                                           "--out", os.path.join(self.dir, "unused"))
+        try:
+            self.assertEqual(rc, 0, err)
+            self.check_axes(figs)
+            ax = [a for a in figs[CC_PNG].axes if a.get_title()][0]
+            self.assertIn(run["queue_bytes"]["port"], ax.get_title())
+            legend = [t.get_text() for t in ax.get_legend().get_texts()]
+            self.assertEqual(sorted(legend), sorted(run["cc_timeline"]["qp_rate_gbps"]))
+            for panel, _ in heat_panels(figs["link_util_heatmap.png"]):
+                labels = [t.get_text() for t in panel.get_yticklabels()]
+                self.assertFalse([l for l in labels if l.startswith("qp:")], labels)
+        finally:
+            close_all(figs)
 
     def test_without_timeseries(self):
         out = os.path.join(self.dir, "out")
