@@ -68,6 +68,11 @@ void register_telemetry(nic_emu::NicShared& s, control::ControlLoop& loop,
                            json j = nic_emu::rc_engine_json(n);
                            return j.is_null() ? json{{"error", "no RC engine (a host is set)"}} : j;
                          }));
+  TelemetryCommands::add(
+      "/spraynet/cc",
+      "Congestion control: CE arrivals, CNPs sent and taken, each QP's DCQCN rate (Mbit/s). "
+      "No parameters",
+      locked([](const nic_emu::NicNode& n) { return nic_emu::cc_json(n); }));
   TelemetryCommands::add("/spraynet/probe",
                          "Latency probe: percentiles (ns), RFC 3550 jitter, lost, out of order, "
                          "duplicates. No parameters",

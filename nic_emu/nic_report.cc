@@ -1,5 +1,7 @@
 #include "nic_emu/nic_report.h"
 
+#include <cmath>
+
 #include <string>
 
 #include "control/config_reader.h"
@@ -142,6 +144,19 @@ json heat_map_json(const NicNode& node) {
   return {{"qps", qps}, {"overflow", node.counters().heat_map_overflow}};
 }
 
+json cc_json(const NicNode& node) {
+  const NicCounters& k = node.counters();
+  json j = {{"mode", std::string(control::to_string(node.config().cc.mode))},
+            {"ce_received", k.ce_received},
+            {"cnps_sent", k.cnps_sent},
+            {"cnps_suppressed", k.cnps_suppressed},
+            {"cnp_no_qp", k.cnp_no_qp},
+            {"cnp_pool_empty", k.cnp_pool_empty},
+            {"cnps_received", k.cnps_received}};
+  if (const json rc = rc_engine_json(node); !rc.is_null()) j["rc"] = rc["cc"];
+  return j;
+}
+
 json rc_engine_json(const NicNode& node) {
   const RcTrafficEngine* e = node.rc_engine();
   if (e == nullptr) return nullptr;
@@ -180,7 +195,8 @@ json rc_engine_json(const NicNode& node) {
       deferred += r->counters().cuts_deferred;
       limited += r->limited();
       at_min += r->at_min_rate();
-      rates.push_back(r->rate_gbps());
+      // Mbit/s as integers: telemetry's arrays carry whole numbers only.
+      rates.push_back(static_cast<uint64_t>(std::llround(r->rate_gbps() * 1000.0)));
     }
     cc.update({{"line_rate_gbps", e->config().dcqcn->line_rate_gbps},
                {"cnps", cnps},
@@ -188,7 +204,7 @@ json rc_engine_json(const NicNode& node) {
                {"cuts_deferred", deferred},
                {"qps_limited", limited},
                {"qps_at_min_rate", at_min},
-               {"rate_gbps", rates},
+               {"rate_mbps", rates},
                {"cnps_dropped_no_cc", e->counters().cnp_no_cc}});
   }
   return {{"qps", e->qps()},

@@ -20,6 +20,9 @@ nlohmann::json reorder_json(const NicNode& node);
 // Per QP: source IP, DestQP and arrivals per uplink (the spraying heat map).
 nlohmann::json heat_map_json(const NicNode& node);
 nlohmann::json rc_engine_json(const NicNode& node);  // null without an RC engine
+// Congestion control: the notification point's counters and, with an RC engine, its QPs'
+// reaction points (rc_engine_json's "cc"); telemetry /spraynet/cc.
+nlohmann::json cc_json(const NicNode& node);
 // The latency probe's report (LatencyReport's fields) with its uplink, rate and counters; null
 // without a probe. It sorts the stored latencies: O(n log n) in the samples kept.
 nlohmann::json probe_json(const NicNode& node);

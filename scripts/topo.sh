@@ -22,6 +22,9 @@
 # them. traffic = hosts puts the host namespaces behind the NICs (ping, iperf, Soft-RoCE);
 # traffic = rc lets each nic_emu's RC traffic engine play its host (nic0 requester, nic1
 # responder), with --run-until-signal: /spraynet/rc says when the messages are done.
+# cc = dcqcn (or dcqcn-paper) gives every spine an ecn: block (CE marking of class 3 between
+# ecn_kmin_bytes and ecn_kmax_bytes) and every NIC a cc: block (CNPs, DCQCN rates); congest =
+# spineK makes that spine's port towards nic1 a congestion point at congest_gbps.
 set -Eeuo pipefail  # -E: the ERR trap of `up` also fires inside its functions
 
 ME=topo.sh
@@ -40,7 +43,8 @@ declare -A CFG=(
   [prefix]=spn [uplinks]=4 [traffic]=rc [spray]=rr [receive]=reorder-buffer
   [reorder_hold_us]=5000 [rc_qps]=4 [rc_messages]=50 [rc_message_bytes]=65536 [rc_mtu]=1024
   [link_gbps]=10 [link_delay_ns]=2000 [idle_backoff_us]=100 [capture]=none [cores]=auto
-  [hold]=none [dir]='' [spine_extra]=''
+  [hold]=none [dir]='' [spine_extra]='' [cc]=none [ecn_kmin_bytes]=20000
+  [ecn_kmax_bytes]=200000 [ecn_pmax]=0.2 [congest]=none [congest_gbps]=0.05
 )
 # What each key allows, for the error message: KEY -> "regex@@description".
 declare -A RULE=(
@@ -62,6 +66,12 @@ declare -A RULE=(
   [hold]='^(none|nic0)$@@none or nic0 (up leaves the requester to topo.sh start)'
   [dir]='^(/[^ ]*)?$@@an absolute path (default /run/spraynet/PREFIX)'
   [spine_extra]='^(/[^ ]*)?$@@an absolute path to YAML appended to every spine config (empty: none)'
+  [cc]='^(none|dcqcn|dcqcn-paper)$@@none, dcqcn or dcqcn-paper'
+  [ecn_kmin_bytes]='^(0|[1-9][0-9]{0,9})$@@0..9999999999, at most ecn_kmax_bytes'
+  [ecn_kmax_bytes]='^(0|[1-9][0-9]{0,9})$@@0..9999999999'
+  [ecn_pmax]='^(0\.[0-9]*[1-9][0-9]*|1|1\.0*)$@@(0, 1], e.g. 0.2'
+  [congest]='^(none|spine[0-7])$@@none or spineK (its port p1, towards nic1, runs at congest_gbps)'
+  [congest_gbps]='^[0-9]+(\.[0-9]+)?$@@a rate in Gbit/s, e.g. 0.05'
 )
 CONFIG_FILE=
 set_key() {  # where key value
@@ -103,9 +113,13 @@ for k in reorder_hold_us rc_qps rc_message_bytes; do
   [ "${CFG[$k]}" -ge 1 ] || die "$k: '${CFG[$k]}' is not allowed: ${RULE[$k]#*@@}"
 done
 [ "${CFG[rc_qps]}" -le 256 ] || die "rc_qps: '${CFG[rc_qps]}' is not allowed: 1..256"
-if [ "${CFG[capture]}" != none ] && [ "${CFG[capture]#spine}" -ge "${CFG[uplinks]}" ]; then
-  die "capture: '${CFG[capture]}' is not allowed: there are spine0..spine$((CFG[uplinks] - 1))"
-fi
+for k in capture congest; do
+  if [ "${CFG[$k]}" != none ] && [ "${CFG[$k]#spine}" -ge "${CFG[uplinks]}" ]; then
+    die "$k: '${CFG[$k]}' is not allowed: there are spine0..spine$((CFG[uplinks] - 1))"
+  fi
+done
+[ "${CFG[ecn_kmin_bytes]}" -le "${CFG[ecn_kmax_bytes]}" ] ||
+  die "ecn_kmin_bytes: '${CFG[ecn_kmin_bytes]}' is not allowed: above ecn_kmax_bytes (${CFG[ecn_kmax_bytes]})"
 
 P=${CFG[prefix]}
 U=${CFG[uplinks]}
@@ -145,31 +159,44 @@ ns_exists() { ip netns list | awk '{print $1}' | grep -qx "$1"; }
 alive() { [ -f "$DIR/$1.pid" ] && kill -0 "$(cat "$DIR/$1.pid")" 2>/dev/null; }
 
 # ---- down: safe to run at any point, any number of times ------------------------------------
-stop_pid() {  # pid: SIGTERM, up to 10 s to exit (the programs write their reports), then SIGKILL
-  local pid=$1 i
-  kill -TERM "$pid" 2>/dev/null || return 0
+stop_pids() {  # pid...: SIGTERM to each, up to 10 s for all to exit (the programs write their
+  # reports), then SIGKILL to any left
+  local pid i left
+  for pid in "$@"; do kill -TERM "$pid" 2>/dev/null || true; done
   for ((i = 0; i < 100; i++)); do
-    kill -0 "$pid" 2>/dev/null || return 0
+    left=0
+    for pid in "$@"; do
+      if kill -0 "$pid" 2>/dev/null; then left=1; fi
+    done
+    if [ "$left" = 0 ]; then return 0; fi
     sleep 0.1
   done
-  echo "$ME: pid $pid did not stop within 10 s of SIGTERM: SIGKILL" >&2
-  kill -KILL "$pid" 2>/dev/null || true
+  for pid in "$@"; do
+    if kill -0 "$pid" 2>/dev/null; then
+      echo "$ME: pid $pid did not stop within 10 s of SIGTERM: SIGKILL" >&2
+      kill -KILL "$pid" 2>/dev/null || true
+    fi
+  done
 }
 do_down() {
-  local name pid ns
+  local name pid ns group pids
   if [ -d "$DIR" ]; then
-    # NICs first: their RC engines stop sending before the spines go.
-    for name in nic0 nic1 $(for ((k = 0; k < U; k++)); do echo "spine$k"; done); do
-      if [ -f "$DIR/$name.pid" ]; then
-        stop_pid "$(cat "$DIR/$name.pid")"
-        rm -f "$DIR/$name.pid"
-      fi
+    # NICs first: their RC engines stop sending before the spines go. The members of a group
+    # stop together.
+    for group in "nic0 nic1" "$(for ((k = 0; k < U; k++)); do echo "spine$k"; done)"; do
+      pids=()
+      for name in $group; do
+        if [ -f "$DIR/$name.pid" ]; then pids+=("$(cat "$DIR/$name.pid")"); fi
+      done
+      stop_pids "${pids[@]+"${pids[@]}"}"
+      for name in $group; do rm -f "$DIR/$name.pid"; done
     done
   fi
   # Anything else still running in our namespaces (a half-started process).
   for ns in $(namespaces); do
     if ns_exists "$ns"; then
-      for pid in $(ip netns pids "$ns"); do stop_pid "$pid"; done
+      # shellcheck disable=SC2046  # one pid a word
+      stop_pids $(ip netns pids "$ns")
       ip netns del "$ns" 2>/dev/null || true  # takes its veth ends with it
     fi
   done
@@ -237,14 +264,23 @@ write_spine_config() {  # k
     for i in 0 1; do
       # peer_mac: the NICs pass frames to their hosts as they are, so the next hop that the
       # frame must be addressed to is the host behind the NIC.
+      local rate=${CFG[link_gbps]}
+      # congest: this spine's egress towards nic1 (the responder's downlink) is the bottleneck.
+      if [ "${CFG[congest]}" = "spine$k" ] && [ "$i" = 1 ]; then rate=${CFG[congest_gbps]}; fi
       echo "  - name: p$i"
       echo "    device: \"net_af_packet$i,iface=s${k}p$i,qdisc_bypass=1,framecnt=2048\""
       echo "    peer_mac: \"$(host_mac "$i")\""
-      echo "    link: {rate_gbps: ${CFG[link_gbps]}, delay_ns: ${CFG[link_delay_ns]}}"
+      echo "    link: {rate_gbps: $rate, delay_ns: ${CFG[link_delay_ns]}}"
     done
     echo "routes:"
     echo "  - {prefix: 10.0.1.0/24, port: p0}"
     echo "  - {prefix: 10.0.2.0/24, port: p1}"
+    if [ "${CFG[cc]}" != none ]; then
+      # CE marking on the RC engine's class (DSCP 26: class 3), RED between kmin and kmax on
+      # the depth a packet leaves behind.
+      echo "ecn: {mark_at: dequeue, classes: [3], kmin_bytes: ${CFG[ecn_kmin_bytes]}," \
+        "kmax_bytes: ${CFG[ecn_kmax_bytes]}, pmax: ${CFG[ecn_pmax]}}"
+    fi
     if [ -n "${CFG[spine_extra]}" ]; then cat "${CFG[spine_extra]}"; fi
   } >"$DIR/spine$k.yaml"
 }
@@ -281,6 +317,11 @@ write_nic_config() {  # i
     fi
     echo "  spray: {mode: ${CFG[spray]}}"
     echo "  receive: ${CFG[receive]}"
+    if [ "${CFG[cc]}" != none ]; then
+      # DCQCN: CE-marked arrivals make CNPs (DSCP 48, at most one per QP per 4 us) to the
+      # sending QP, whose rate is cut and paced.
+      echo "  cc: {mode: ${CFG[cc]}, min_time_between_cnps_us: 4, cnp_dscp: 48}"
+    fi
     if [ "${CFG[receive]}" = reorder-buffer ]; then
       # On shared cores a path's latency includes the time its processes wait for a CPU
       # (milliseconds when the machine is busy), not just the cables: the reorder engine must
@@ -393,6 +434,7 @@ do_up() {
   fi
   IFS=, read -r -a CORES <<<"$cores"
   n=0
+  local starting=() s
   for name in $(procs); do
     local bin=$SWITCH_EMU core=${CORES[$((n % ${#CORES[@]}))]}
     [[ $name == nic* ]] && bin=$NIC_EMU
@@ -402,12 +444,15 @@ do_up() {
       continue
     fi
     start_proc "$name" "$core" "$bin" "$DIR/$name.yaml"
-    # The responder before the requester, the spines before both: the first packets find
-    # every hop polling.
-    wait_running "$name"
+    starting+=("$name")
+    # The spines start together; the responder once they run, the requester last: the first
+    # packets find every hop polling.
+    if [[ $name == spine* ]] && [ "$name" != "spine$((U - 1))" ]; then continue; fi
+    for s in "${starting[@]}"; do wait_running "$s"; done
+    starting=()
   done
   trap - ERR INT TERM
-  echo "$ME: up: prefix $P, 2 hosts, $U uplinks/spines, traffic ${CFG[traffic]}, spray ${CFG[spray]}, receive ${CFG[receive]}, idle back-off ${CFG[idle_backoff_us]} us, run dir $DIR"
+  echo "$ME: up: prefix $P, 2 hosts, $U uplinks/spines, traffic ${CFG[traffic]}, spray ${CFG[spray]}, receive ${CFG[receive]}, cc ${CFG[cc]}, congest ${CFG[congest]}, idle back-off ${CFG[idle_backoff_us]} us, run dir $DIR"
 }
 
 do_start() {

@@ -181,9 +181,11 @@ class Scenarios(unittest.TestCase):
 
     def test_flags_apply_over_a_scenarios_runs(self):
         rep = scenario("ecmp-vs-spray", "--spines", "4", "--seeds", "5")
-        cfg = rep["runs"]["base"]["config"]
-        self.assertEqual(cfg["spines"], 4)
-        self.assertEqual(cfg["seeds"], "5-5")
+        for name, cc in (("dcqcn", "dcqcn"), ("cc-none", "none")):
+            cfg = rep["runs"][name]["config"]
+            self.assertEqual(cfg["spines"], 4)
+            self.assertEqual(cfg["seeds"], "5-5")
+            self.assertEqual(cfg["cc"]["mode"], cc)  # the run's own setting survives the flags
 
     def test_errors(self):
         p = subprocess.run([EMU, "--scenario", "no-such-claim"], capture_output=True, text=True)

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The deployment scripts on real processes: shellcheck over scripts/*.sh, topo.sh's config
 errors, scripts/e2e.sh end to end (root: namespaces, veth, real switch_emu and nic_emu on
-net_af_packet, dpdk-dumpcap, tshark), e2e.sh killed half-way leaving nothing behind,
+net_af_packet, dpdk-dumpcap, tshark; flow and rr spraying, then congestion control: CE marks
+on a slowed spine port, CNPs and DCQCN rate cuts), e2e.sh killed half-way leaving nothing behind,
 perftest.sh's skip where no RDMA device can exist, and scripts/soak.sh (120 s when CI is set,
 20 s otherwise).
 
@@ -129,7 +130,7 @@ class TopoConfig(unittest.TestCase):
         self.assertIn(":1: uplinks: '9' is not allowed: 1..8", r.stderr)
         r = run([TOPO, "check", "--config", self.conf("colour = blue\n")])
         self.assertEqual(r.returncode, 2)
-        self.assertRegex(r.stderr, r":1: unknown key 'colour' \(keys: capture cores dir ")
+        self.assertRegex(r.stderr, r":1: unknown key 'colour' \(keys: capture cc congest congest_gbps cores dir ")
         r = run([TOPO, "check", "--config", self.conf("just words\n")])
         self.assertIn(":1: expected KEY = VALUE, got 'just words'", r.stderr)
         r = run([TOPO, "check", "--set", "capture=spine5", "--set", "uplinks=2"])
@@ -139,6 +140,23 @@ class TopoConfig(unittest.TestCase):
         r = run([TOPO, "sideways"])
         self.assertEqual(r.returncode, 2)
         self.assertIn("unknown command 'sideways'", r.stderr)
+
+    def test_congestion_control_keys(self):
+        r = run([TOPO, "check", "--set", "cc=dcqcn", "--set", "congest=spine1"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("cc = dcqcn", r.stdout)
+        self.assertIn("congest = spine1", r.stdout)
+        r = run([TOPO, "check", "--set", "cc=reno"])
+        self.assertEqual(r.stderr.strip(),
+                         "topo.sh: --set: cc: 'reno' is not allowed: none, dcqcn or dcqcn-paper")
+        r = run([TOPO, "check", "--set", "ecn_kmin_bytes=300000"])
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("ecn_kmin_bytes: '300000' is not allowed: above ecn_kmax_bytes (200000)",
+                      r.stderr)
+        r = run([TOPO, "check", "--set", "congest=spine3", "--set", "uplinks=2"])
+        self.assertIn("congest: 'spine3' is not allowed: there are spine0..spine1", r.stderr)
+        r = run([TOPO, "check", "--set", "ecn_pmax=0"])
+        self.assertIn("ecn_pmax: '0' is not allowed: (0, 1]", r.stderr)
 
     @unittest.skipUnless(IS_ROOT, "needs root")
     def test_a_failed_up_leaves_nothing_behind(self):
@@ -201,12 +219,51 @@ class E2e(unittest.TestCase):
             self.assertIn("e2e: every check held", r.stdout)
             self.assertRegex(r.stdout, r"\nflow\s+100\s+\d")
             self.assertRegex(r.stdout, r"\nrr\s+100\s+\d")
+            self.assertRegex(r.stdout, r"\ncc\s+100\s+\d")
             self.assertIn("ok: every packet carries a PPCID naming path 1", r.stdout)
+            self.check_congestion_control(os.path.join(out, "cc", "cc.json"), r.stdout)
             # The capture it checked is there, and tshark reads RoCE in it.
             cap = os.path.join(out, "rr", "spine0.pcapng")
             t = run(["tshark", "-r", cap, "-c", "1", "-T", "fields", "-e", "infiniband.bth.opcode"])
             self.assertRegex(t.stdout.strip(), r"^\d+$")
             left.check(self)
+
+    def check_congestion_control(self, path, stdout):
+        """The CC run: spine0's slowed port p1 marked CE, nic1 answered with CNPs, nic0's
+        DCQCN cut rates; at both ends in the reports, and over telemetry while running."""
+        with open(path) as f:
+            cc = json.load(f)
+        rep, tel = cc["report"], cc["telemetry"]
+        self.assertEqual((cc["cc"], cc["congested"], rep["line_rate_gbps"]),
+                         ("dcqcn", "spine0/p1", 40), cc)
+        self.assertLess(cc["congest_gbps"], 1, cc)
+        for k in ("ecn_marked", "ce_received", "cnps_sent", "cnps_received", "rp_cnps",
+                  "rate_cuts"):
+            self.assertGreater(rep[k], 0, f"{k}: {cc}")
+        # Each CE arrival is answered by a CNP or suppressed (min_time_between_cnps); no more
+        # arrive marked than the spines marked; no more CNPs are taken than were sent; a cut
+        # needs a CNP.
+        self.assertLessEqual(rep["cnps_sent"] + rep["cnps_suppressed"], rep["ce_received"], cc)
+        self.assertLessEqual(rep["ce_received"], sum(rep["ecn_marked_by_spine"].values()), cc)
+        self.assertLessEqual(rep["cnps_received"], rep["cnps_sent"], cc)
+        self.assertLessEqual(rep["rp_cnps"], rep["cnps_received"], cc)
+        self.assertLessEqual(rep["rate_cuts"], rep["rp_cnps"], cc)
+        self.assertEqual(rep["class3_drops"], 0, cc)
+        self.assertEqual(rep["nic_egress_drops"], 0, cc)
+        self.assertEqual(tel["cc_mode"], "dcqcn", cc)
+        for k in ("ecn_marked", "rp_cnps", "rate_cuts", "ce_received", "cnps_sent",
+                  "cnps_received"):
+            self.assertGreater(tel[k], 0, f"telemetry {k}: {cc}")
+            self.assertLessEqual(tel[k], rep[k], f"telemetry {k}: {cc}")
+        self.assertIn(f"ok: cc: nic0's DCQCN cut its QPs' rates (rate_cuts {rep['rate_cuts']})",
+                      stdout)
+        self.assertRegex(stdout, rf"spine0 p1 class 3 ecn_marked\s+{rep['ecn_marked']}\s+"
+                                 rf"{tel['ecn_marked']}\n")
+
+    def test_bad_cc_is_named(self):
+        r = run([E2E, "--cc", "reno"])
+        self.assertEqual((r.returncode, r.stderr.strip()),
+                         (2, "e2e.sh: --cc: dcqcn, dcqcn-paper or none"))
 
 
 @unittest.skipUnless(IS_ROOT, "needs root: network namespaces, veth")
