@@ -100,6 +100,7 @@ class CongestionNotification(unittest.TestCase):
                           "{mode: dcqcn, min_time_between_cnps_us: 1000000}")
         cls.b_unmarked = b("b_unmarked", cls.unmarked, "{mode: dcqcn}")
         cls.b_nocc = b("b_nocc", cls.marked, None)
+        cls.b_ackhigh = b("b_ackhigh", cls.unmarked, "{mode: dcqcn, ack_class: high}")
         requester = (f"qps: {QPS}, role: requester, first_qp: {REQ_QP}, "
                      f"peer_first_qp: {RESP_QP}, messages: 1, message_bytes: 1024, mtu: 1024, "
                      "retransmit_timeout_us: 1000000")
@@ -114,7 +115,8 @@ class CongestionNotification(unittest.TestCase):
         return [r for r in tshark_rows(path) if r[0] == "129"]
 
     def test_runs_are_clean(self):
-        for r, st, _ in (self.b_every, self.b_limited, self.b_unmarked, self.b_nocc):
+        for r, st, _ in (self.b_every, self.b_limited, self.b_unmarked, self.b_nocc,
+                         self.b_ackhigh):
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
             self.assertIn("mempool: 0 mbufs in use at exit", r.stdout)
         r, st = self.a
@@ -155,6 +157,14 @@ class CongestionNotification(unittest.TestCase):
         self.assertEqual(self.cnps(tx), [])
         self.assertGreater(len(tshark_rows(tx)), 0)  # the ACKs
         self.assertEqual(st["counters"]["ce_received"], 0)
+
+    def test_acks_on_the_data_class_or_the_cnp_class(self):
+        # ack_class data (the default): ACKs carry the QP's DSCP 26; high: the CNP's 48. Never
+        # ECN-capable either way.
+        for (_, _, tx), dscp in ((self.b_unmarked, "26"), (self.b_ackhigh, "48")):
+            acks = [r for r in tshark_rows(tx) if r[0] == "17"]
+            self.assertGreater(len(acks), 0)
+            self.assertEqual({(r[2], r[3]) for r in acks}, {(dscp, "0")}, tx)
 
     def test_without_cc_ce_is_counted_and_no_cnp_sent(self):
         _, st, tx = self.b_nocc
