@@ -110,10 +110,11 @@ DcqcnConfig dcqcn_fabric_defaults(double line_rate_gbps) {
   c.dce_tcp_g = 1020;
   // Recovery by the timer alone, as ns-3 HPCC's DCQCN: ConnectX's 32767-byte counter fires
   // every 2.6 us at 100 Gbit/s and brings the rate back before the queue has drained; every
-  // 100 us, with the paper's F = 5 fast-recovery stages.
+  // 100 us, with F = 7 fast-recovery stages (the paper's 5 left one 16:1 incast run of eight
+  // pausing only 3.3x less than without congestion control; 7 keeps every one above 5x).
   c.rpg_time_reset_ns = 100'000;
   c.rpg_byte_reset = 0;
-  c.rpg_threshold = 5;
+  c.rpg_threshold = 7;
   return c;
 }
 

@@ -76,7 +76,7 @@ DcqcnConfig dcqcn_paper_defaults(double line_rate_gbps);
 // the six that ConnectX's own values fail at 100 Gbit/s with HPCC's ECN thresholds (measured in
 // docs/congestion-control.md): cuts at most every 50 us and alpha every 4 us with g = 1/256
 // (the paper's and ns-3 HPCC's g), the rate raised by a 100 us timer alone (no byte counter, as
-// ns-3's) after F = 5 fast-recovery stages (the paper's F).
+// ns-3's) after F = 7 fast-recovery stages.
 DcqcnConfig dcqcn_fabric_defaults(double line_rate_gbps);
 
 struct DcqcnCounters {
