@@ -179,6 +179,12 @@ std::string set_rp_parameter(CcSettings& s, std::string_view name, std::string_v
   if (ec != std::errc() || end != value.data() + value.size()) {
     return "'" + std::string(value) + "' is not a number (" + p->unit + ")";
   }
+  return set_rp_parameter(s, name, v);
+}
+
+std::string set_rp_parameter(CcSettings& s, std::string_view name, double v) {
+  const DcqcnParameter* p = find_dcqcn_parameter(name);
+  if (p == nullptr) return "not a DCQCN parameter";
   if (std::string why = check_value(*p, v); !why.empty()) return why;
   for (auto& [n, old] : s.rp) {
     if (n == name) {

@@ -75,6 +75,8 @@ struct CcSettings {
 // Sets one reaction-point parameter given as text ("300", "5", "0.5"), checked against its
 // range; empty when done, else the reason.
 std::string set_rp_parameter(CcSettings& s, std::string_view name, std::string_view value);
+// The same with the value as a number.
+std::string set_rp_parameter(CcSettings& s, std::string_view name, double value);
 
 // The help lines: every cc key with its unit, default (ConnectX's) and range.
 std::string cc_settings_help(std::string_view indent);

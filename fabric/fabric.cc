@@ -694,25 +694,19 @@ void Fabric::collect_cc(RunResult& r) {
     }
   }
   if (busiest != nullptr && n > 0) {
-    std::vector<uint32_t> v(busiest->bytes.begin() + static_cast<std::ptrdiff_t>(first),
-                            busiest->bytes.end());
-    std::sort(v.begin(), v.end());
-    const auto at = [&v](double q) {
-      return v[std::min(v.size() - 1, static_cast<size_t>(std::ceil(q * v.size())) - (q > 0))];
-    };
+    std::vector<double> v(busiest->bytes.begin() + static_cast<std::ptrdiff_t>(first),
+                          busiest->bytes.end());
     const switch_emu::SwitchNode& sw = *nodes_[busiest->node].sw;
     r.queue.port = sw.config().name + "." + sw.config().ports[busiest->port].name;
     r.queue.mean = busiest_mean;
-    r.queue.p50 = at(0.5);
-    r.queue.p99 = at(0.99);
-    r.queue.max = v.back();
+    r.queue.max = static_cast<uint64_t>(*std::max_element(v.begin(), v.end()));
+    r.queue.p50 = static_cast<uint64_t>(percentile(v, 0.5));
+    r.queue.p99 = static_cast<uint64_t>(percentile(v, 0.99));
     r.queue.samples = n;
     r.queue.interval_ns = cc_sample_ns_;
-    const EcnMarkerConfig* ecn = nullptr;
-    if (const EcnMarker* m = sw.egress(busiest->port).ecn_marker()) ecn = &m->config();
-    if (ecn != nullptr) {
-      r.queue.kmin = ecn->classes[3].kmin_bytes;
-      r.queue.kmax = ecn->classes[3].kmax_bytes;
+    if (const EcnMarker* m = sw.egress(busiest->port).ecn_marker()) {
+      r.queue.kmin = m->config().classes[3].kmin_bytes;
+      r.queue.kmax = m->config().classes[3].kmax_bytes;
     }
     if (record_timeseries_) {
       for (size_t i = 0; i < cc_sample_t_ns_.size(); ++i) {

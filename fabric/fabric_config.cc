@@ -614,9 +614,7 @@ void apply_yaml(FabricConfig& c, const control::ConfigNode& root) {
   for (const control::DcqcnParameter& p : control::dcqcn_parameters()) {
     if (!n.has(p.name)) continue;
     const double v = n.number_or(p.name, 0, p.min, p.max);
-    char text[64];
-    std::snprintf(text, sizeof text, "%.17g", v);
-    if (std::string why = control::set_rp_parameter(c.cc, p.name, text); !why.empty()) {
+    if (std::string why = control::set_rp_parameter(c.cc, p.name, v); !why.empty()) {
       n.fail(p.name, why);
     }
   }

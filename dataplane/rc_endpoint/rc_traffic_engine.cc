@@ -346,10 +346,6 @@ const DcqcnRateControl* RcTrafficEngine::rate_control(uint32_t qp_index) const {
   return qp_index < qp_.size() ? qp_[qp_index].rate.get() : nullptr;
 }
 
-void RcTrafficEngine::advance_rate(uint32_t qp_index, uint64_t now_ns) {
-  if (qp_index < qp_.size() && qp_[qp_index].rate) qp_[qp_index].rate->advance(now_ns);
-}
-
 RcCcSummary RcTrafficEngine::cc_summary(uint64_t now_ns) {
   RcCcSummary s;
   for (Qp& q : qp_) {

@@ -207,10 +207,9 @@ class RcTrafficEngine {
   // drain, which the driver's egress says when).
   uint64_t next_event_ns(const RcTxRoom* room = nullptr) const;
 
-  // A QP's reaction point (nullptr without config().dcqcn or out of range). advance_rate(i, t)
-  // brings its timers up to t (rates are lazily advanced between sends).
+  // A QP's reaction point (nullptr without config().dcqcn or out of range), as of its last
+  // event (its timers are advanced lazily, at its sends and CNPs and by cc_summary).
   const DcqcnRateControl* rate_control(uint32_t qp_index) const;
-  void advance_rate(uint32_t qp_index, uint64_t now_ns);
   // Every reaction point advanced to now_ns and summed; the mean rates are over [0, now_ns].
   RcCcSummary cc_summary(uint64_t now_ns);
 
