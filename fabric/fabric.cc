@@ -59,8 +59,10 @@ Fabric::Fabric(const FabricConfig& config, FabricMode mode, uint64_t seed, rte_m
   nodes_.resize(topology_.node_count());
   // One sink for every NIC's logger, each named by its host: what they log lands in the report
   // (a NIC logs a layout mismatch or a failed PPCID check once, so a few lines per host at most).
-  nic_log_ = std::make_shared<spdlog::sinks::ringbuffer_sink_st>(2 * hosts + 16);
-  nic_log_->set_pattern("%n: %v");
+  for (uint32_t h = 0; h < hosts; ++h) {
+    nic_log_.push_back(std::make_shared<spdlog::sinks::ringbuffer_sink_st>(4));
+    nic_log_.back()->set_pattern("%n: %v");
+  }
   for (uint32_t h = 0; h < hosts; ++h) {
     const HostSpec& spec = topology_.hosts()[h];
     std::vector<MacAddress> macs(spec.nic.uplinks.size(), spec.mac);
@@ -70,7 +72,7 @@ Fabric::Fabric(const FabricConfig& config, FabricMode mode, uint64_t seed, rte_m
     engine.placement_window = spec.nic.placement.window;
     engine.placement_nak_delay_ns = spec.nic.placement.nak_delay_ns;
     if (config.payload == "shared") engine.payload_store = &payload_store_;
-    auto logger = std::make_shared<spdlog::logger>(spec.name, nic_log_);
+    auto logger = std::make_shared<spdlog::logger>(spec.name, nic_log_[h]);
     logger->set_level(spdlog::level::info);
     nodes_[h].nic = std::make_unique<nic_emu::NicNode>(spec.nic, engine, pool, macs, logger);
     // A fabric that sprays nothing has NICs that write no PPCID: its RoCEv2 packets cross it
@@ -185,7 +187,49 @@ Fabric::Fabric(const FabricConfig& config, FabricMode mode, uint64_t seed, rte_m
                                                      : ")"));
     }
   }
-  for (uint32_t id = 0; id < nodes_.size(); ++id) schedule(id, false);
+  partition();
+  for (uint32_t id = 0; id < nodes_.size(); ++id) schedule_at(id, 0);
+}
+
+void Fabric::partition() {
+  // A rack per leaf index (its leaf in every plane, and its hosts), a spine each; an LP's cut
+  // ports are its switches' ports on leaf-spine cables. The lookahead is the smallest delay of
+  // those cables; with none, or one of 0 ns (nothing to run apart by), the fabric is one LP.
+  const uint32_t hosts = static_cast<uint32_t>(topology_.hosts().size());
+  lp_of_.assign(nodes_.size(), 0);
+  uint32_t lps = config_.leaves;
+  for (uint32_t h = 0; h < hosts; ++h) lp_of_[h] = topology_.hosts()[h].leaf;
+  for (uint32_t si = 0; si < topology_.switches().size(); ++si) {
+    const SwitchSpec& s = topology_.switches()[si];
+    lp_of_[topology_.switch_node(si)] = s.leaf ? s.index : lps++;
+  }
+  lookahead_ns_ = kNever;
+  for (const Cable& c : topology_.cables()) {
+    if (lp_of_[c.a_node] == lp_of_[c.b_node]) continue;
+    for (const auto& [node, port] : c.ends()) {
+      if (!nodes_[node].sw) throw std::logic_error("fabric: a NIC on a cable between LPs");
+      lookahead_ns_ =
+          std::min(lookahead_ns_, nodes_[node].sw->egress(port).link().propagation_delay_ns());
+    }
+  }
+  if (lookahead_ns_ == 0) {
+    lp_of_.assign(nodes_.size(), 0);
+    lps = 1;
+    lookahead_ns_ = kNever;
+  }
+  lps_.clear();
+  for (uint32_t i = 0; i < lps; ++i) {
+    lps_.push_back(std::make_unique<Lp>());
+    lps_.back()->index = i;
+    for (auto& o : lps_.back()->out) o.resize(lps);
+  }
+  for (const Cable& c : topology_.cables()) {
+    if (lp_of_[c.a_node] == lp_of_[c.b_node]) continue;
+    for (const auto& [node, port] : c.ends()) {
+      lps_[lp_of_[node]]->cut_ports.emplace_back(node, port);
+    }
+  }
+  for (auto& lp : lps_) std::sort(lp->cut_ports.begin(), lp->cut_ports.end());
 }
 
 void Fabric::add_nic_control(uint32_t host) {
@@ -254,6 +298,7 @@ void Fabric::add_background(uint32_t node, uint16_t port, uint64_t now_ns,
 }
 
 Fabric::~Fabric() {
+  free_mail();
   for (Node& n : nodes_) {
     if (n.sw) n.sw->free_all();
     if (n.nic) n.nic->free_all();
@@ -296,59 +341,64 @@ void Fabric::post(const Post& p) {
   nodes_[p.host].nic->rc_engine()->post(p.qp_index, p.bytes, p.at_ns);
 }
 
-uint64_t Fabric::node_next(uint32_t id) const {
+uint64_t Fabric::node_next(uint32_t id, uint64_t now_ns) const {
   const Node& n = nodes_[id];
   if (n.sw) {
-    uint64_t t = n.sw->next_event_ns(now_);
+    uint64_t t = n.sw->next_event_ns(now_ns);
     if (n.control) t = std::min(t, n.control->next_event_ns());
     return t;
   }
-  const uint64_t t = n.nic->next_event_ns(now_);
+  const uint64_t t = n.nic->next_event_ns(now_ns);
   return n.control ? std::min(t, n.control->next_event_ns()) : t;
 }
 
-void Fabric::schedule(uint32_t id, bool served) {
+void Fabric::schedule(Lp& lp, uint32_t id, bool served) {
   Node& n = nodes_[id];
-  uint64_t next = node_next(id);
+  uint64_t next = node_next(id, lp.now);
   if (next == kNever) return;
   // A node just served that says "now" again waits a nanosecond: its egress starts frames at
   // their exact times whenever it is called, so this changes no schedule and ends any loop.
-  if (next <= now_) next = served ? now_ + 1 : now_;
+  if (next <= lp.now) next = served ? lp.now + 1 : lp.now;
   if (next < n.scheduled) {
     n.scheduled = next;
-    queue_.push(next, id);
+    lp.queue.push(next, id);
   }
 }
 
-void Fabric::deliver(uint32_t from, uint16_t port, rte_mbuf** frames, uint16_t n) {
-  const Peer& peer = nodes_[from].peers[port];
-  if (peer.node == UINT32_MAX) {
+void Fabric::schedule_at(uint32_t id, uint64_t now_ns) {
+  Lp& lp = *lps_[lp_of_[id]];
+  lp.now = std::max(lp.now, now_ns);
+  schedule(lp, id, false);
+}
+
+void Fabric::deliver(Lp& lp, const Peer& to, rte_mbuf** frames, uint16_t n) {
+  if (to.node == UINT32_MAX) {
     rte_pktmbuf_free_bulk(frames, n);
     return;
   }
-  if (cable_filter_[peer.cable]) {
-    n = filter_frames(frames, n);
+  if (cable_filter_[to.cable]) {
+    n = filter_frames(lp, frames, n);
     if (n == 0) return;
   }
-  hops_ += n;
-  if (const uint64_t down = down_since_ns_[peer.cable]; down != kNever) {
+  lp.hops += n;
+  if (const uint64_t down = down_since_ns_[to.cable]; down != kNever) {
     // A frame that crossed a cable after it failed: what the dead-link check counts.
-    dead_link_frames_ += n;
-    if (now_ > down + 1'000'000) dead_link_frames_late_ += n;
+    lp.dead_link_frames += n;
+    if (lp.now > down + 1'000'000) lp.dead_link_frames_late += n;
   }
-  Node& to = nodes_[peer.node];
-  if (to.sw) {
-    to.sw->receive(peer.port, frames, n, now_);
+  Node& node = nodes_[to.node];
+  if (node.sw) {
+    node.sw->receive(to.port, frames, n, lp.now);
   } else {
-    to.nic->receive(peer.port, frames, n, now_);
+    node.nic->receive(to.port, frames, n, lp.now);
   }
-  if (!to.dirty) {
-    to.dirty = true;
-    touched_.push_back(peer.node);
+  if (!node.dirty) {
+    node.dirty = true;
+    lp.touched.push_back(to.node);
   }
 }
 
-uint16_t Fabric::filter_frames(rte_mbuf** frames, uint16_t n) {
+uint16_t Fabric::filter_frames(Lp& lp, rte_mbuf** frames, uint16_t n) {
   // What the security group of pitfall 5 does: a UDP packet to port 4791 (RoCEv2) whose
   // checksum is not 0 looks malformed to it and is dropped. PFC frames and other traffic pass.
   uint16_t kept = 0;
@@ -366,7 +416,7 @@ uint16_t Fabric::filter_frames(rte_mbuf** frames, uint16_t n) {
       }
     }
     if (drop) {
-      ++checksum_filter_drops_;
+      ++lp.checksum_filter_drops;
       rte_pktmbuf_free(m);
     } else {
       frames[kept++] = m;
@@ -375,13 +425,14 @@ uint16_t Fabric::filter_frames(rte_mbuf** frames, uint16_t n) {
   return kept;
 }
 
-void Fabric::serve(uint32_t id) {
+void Fabric::serve(Lp& lp, uint32_t id) {
   Node& n = nodes_[id];
   n.scheduled = kNever;
+  const uint64_t now = lp.now;
   rte_mbuf* buf[kBurst];
   if (n.sw) {
     switch_emu::SwitchNode& sw = *n.sw;
-    if (n.control && n.control->next_event_ns() <= now_ && n.control->tick(now_) &&
+    if (n.control && n.control->next_event_ns() <= now && n.control->tick(now) &&
         window_started_) {
       const auto& weights = n.control->current()->group_weights;
       n.weight_sums.resize(weights.size());
@@ -397,41 +448,45 @@ void Fabric::serve(uint32_t id) {
       }
       ++n.weight_ticks;
     }
-    sw.poll(now_);
+    sw.poll(now);
     // Transmitting on one port changes no other port's next event: the due set is taken once.
-    due_ports_.clear();
-    sw.append_due_ports(now_, due_ports_);
-    for (const uint16_t p : due_ports_) {
+    lp.due_ports.clear();
+    sw.append_due_ports(now, lp.due_ports);
+    for (const uint16_t p : lp.due_ports) {
       // Fewer than a burst: nothing more is due on the port now (no second, empty dequeue).
       uint16_t k;
       do {
-        k = sw.transmit(p, now_, buf, kBurst);
-        if (k != 0) deliver(id, p, buf, k);
+        k = sw.transmit(p, now, buf, kBurst);
+        if (k != 0) deliver(lp, n.peers[p], buf, k);
       } while (k == kBurst);
     }
   } else {
     nic_emu::NicNode& nic = *n.nic;
-    if (n.control && n.control->next_event_ns() <= now_) n.control->tick(now_);
+    if (n.control && n.control->next_event_ns() <= now) n.control->tick(now);
     const auto ports = static_cast<uint16_t>(nic.port_count());
     for (uint16_t p = 0; p < ports; ++p) {
-      if (nic.egress(p).next_event_ns() > now_) continue;
+      if (nic.egress(p).next_event_ns() > now) continue;
       uint16_t k;
       do {
-        k = nic.transmit(p, now_, buf, kBurst);
-        if (k != 0) deliver(id, p, buf, k);
+        k = nic.transmit(p, now, buf, kBurst);
+        if (k != 0) deliver(lp, n.peers[p], buf, k);
       } while (k == kBurst);
     }
-    nic.poll(now_);
-    take_completions(id);
+    nic.poll(now);
+    take_completions(lp, id);
   }
-  schedule(id, true);
-  for (size_t i = 0; i < touched_.size(); ++i) {
-    const uint32_t t = touched_[i];
+  schedule(lp, id, true);
+  settle(lp);
+}
+
+void Fabric::settle(Lp& lp) {
+  for (size_t i = 0; i < lp.touched.size(); ++i) {
+    const uint32_t t = lp.touched[i];
     nodes_[t].dirty = false;
-    if (nodes_[t].nic) take_completions(t);
-    schedule(t, false);
+    if (nodes_[t].nic) take_completions(lp, t);
+    schedule(lp, t, false);
   }
-  touched_.clear();
+  lp.touched.clear();
 }
 
 uint32_t Fabric::path_hops(uint32_t src, uint32_t dst) const {
@@ -461,20 +516,21 @@ double Fabric::ideal_fct_ns(uint64_t bytes, uint32_t hops) const {
   return all + (h - 1) * last_ser + h * d + h * (d + ack);
 }
 
-void Fabric::take_completions(uint32_t host) {
+void Fabric::take_completions(Lp& lp, uint32_t host) {
   RcTrafficEngine* rc = nodes_[host].nic->rc_engine();
-  completions_.clear();
-  if (rc->take_completions(completions_) == 0) return;
-  for (const MessageCompletion& c : completions_) {
+  lp.completions.clear();
+  if (rc->take_completions(lp.completions) == 0) return;
+  for (const MessageCompletion& c : lp.completions) {
     const uint64_t fct = c.completed_ns - c.post_ns;
-    fct_ns_.push_back(fct);
+    lp.fct_ns.push_back(fct);
     const std::vector<int32_t>& flows = flow_of_qp_[host];
     const int32_t fi = c.qp_index < flows.size() ? flows[c.qp_index] : -1;
     const uint32_t hops = fi >= 0 ? path_hops(host, plan_.flows()[static_cast<size_t>(fi)].dst)
                                   : (config_.leaves > 1 ? 4 : 2);
     const double slowdown = static_cast<double>(fct) / ideal_fct_ns(c.bytes, hops);
-    sized_fct_.push_back(SizedFct{c.bytes, slowdown});
+    lp.sized_fct.push_back(SizedFct{c.bytes, slowdown});
     if (fi >= 0) {
+      // The flow's sender is this host: only this LP writes its entry.
       FlowFct& ff = flow_fct_[static_cast<size_t>(fi)];
       ++ff.messages;
       ff.bytes += c.bytes;
@@ -482,15 +538,34 @@ void Fabric::take_completions(uint32_t host) {
       ff.fct_max_ns = std::max(ff.fct_max_ns, static_cast<double>(fct));
       ff.slowdown_sum += slowdown;
     }
-    ++completed_;
-    due_posts_.clear();
-    plan_.on_completion(host, c.qp_index, now_, due_posts_);
-    for (const Post& p : due_posts_) {
-      post(p);
-      schedule(p.host, false);
+    ++lp.completed;
+    lp.last_completion_ns = lp.now;
+    lp.due_posts.clear();
+    plan_.on_completion(host, c.qp_index, lp.now, lp.due_posts);
+    for (const Post& p : lp.due_posts) {
+      if (lookahead_ns_ == kNever) {  // one LP: nothing runs apart, the next rank posts now
+        post(p);
+        schedule(lp, p.host, false);
+        continue;
+      }
+      // The next rank hears of it one lookahead (the shortest fabric cable's delay) later, as a
+      // notification would, in its rack or another: the same for every rank, and a rank in
+      // another LP can be told without reaching back into its past.
+      Msg m;
+      m.t = lp.now + lookahead_ns_;
+      m.node = p.host;
+      m.cable_or_qp = p.qp_index;
+      m.bytes = p.bytes;
+      const uint32_t to = lp_of_[p.host];
+      if (to != lp.index) {
+        send(lp, to, m, static_cast<uint32_t>(round_ & 1));
+        continue;
+      }
+      m.order = static_cast<uint64_t>(lp.index) << 40 | lp.seq++;
+      lp.mail.push_back(m);
+      std::push_heap(lp.mail.begin(), lp.mail.end(), MsgLater{});
     }
   }
-  if (plan_.finite() && done_ns_ == 0 && completed_ >= plan_.messages_total()) done_ns_ = now_;
 }
 
 void Fabric::set_cable_up(uint32_t c, bool up) {
@@ -566,7 +641,7 @@ void Fabric::apply_event(const FabricEvent& e) {
         take(topology_.cables()[c].a_node, topology_.cables()[c].a_port);
       }
     }
-    for (uint32_t id = 0; id < nodes_.size(); ++id) schedule(id, false);
+    for (uint32_t id = 0; id < nodes_.size(); ++id) schedule_at(id, now_);
     return;
   }
   if (e.kind == FabricEvent::Kind::kBer || e.kind == FabricEvent::Kind::kRate) {
@@ -579,7 +654,10 @@ void Fabric::apply_event(const FabricEvent& e) {
     }
   }
   for (const uint32_t c : topology_.find_cables(e.target)) {
-    if (e.kind == FabricEvent::Kind::kLinkDown) set_cable_up(c, false);
+    if (e.kind == FabricEvent::Kind::kLinkDown) {
+      set_cable_up(c, false);
+      drop_mail_on_cable(c);
+    }
     if (e.kind == FabricEvent::Kind::kLinkUp) set_cable_up(c, true);
   }
   if (e.kind == FabricEvent::Kind::kLinkDown || e.kind == FabricEvent::Kind::kLinkUp) {
@@ -600,7 +678,7 @@ void Fabric::apply_event(const FabricEvent& e) {
       }
     }
   }
-  for (uint32_t id = 0; id < nodes_.size(); ++id) schedule(id, false);
+  for (uint32_t id = 0; id < nodes_.size(); ++id) schedule_at(id, now_);
 }
 
 void Fabric::sample() {
@@ -877,6 +955,150 @@ void Fabric::snapshot_window_start() {
   }
 }
 
+void Fabric::send(Lp& from, uint32_t to, const Msg& m, uint32_t push) {
+  std::vector<Msg>& box = from.out[push][to];
+  if (box.empty()) {
+    Lp& target = *lps_[to];
+    const std::lock_guard<std::mutex> lock(target.senders_mutex);
+    target.senders[push].push_back(from.index);
+  }
+  box.push_back(m);
+  box.back().order = static_cast<uint64_t>(from.index) << 40 | from.seq++;
+  from.out_min_t = std::min(from.out_min_t, m.t);
+}
+
+uint64_t Fabric::lp_next(Lp& lp) {
+  // Entries superseded by an earlier schedule go first: the top is then a real event.
+  while (!lp.queue.empty() && lp.queue.top().t != nodes_[lp.queue.top().node()].scheduled) {
+    lp.queue.pop();
+  }
+  const uint64_t t_node = lp.queue.empty() ? kNever : lp.queue.top().t;
+  const uint64_t t_mail = lp.mail.empty() ? kNever : lp.mail.front().t;
+  return std::min(t_node, t_mail);
+}
+
+void Fabric::take_cut_frames(Lp& lp, uint32_t push) {
+  rte_mbuf* buf[kBurst];
+  uint64_t arrival[kBurst];
+  for (const auto& [id, port] : lp.cut_ports) {
+    Node& n = nodes_[id];
+    if (n.sw->egress(port).in_flight() == 0) continue;
+    const Peer& peer = n.peers[port];
+    const uint32_t to = lp_of_[peer.node];
+    uint16_t k;
+    do {
+      k = n.sw->take_in_flight(port, buf, arrival, kBurst);
+      for (uint16_t i = 0; i < k; ++i) {
+        Msg m;
+        m.t = arrival[i];
+        m.frame = buf[i];
+        m.node = peer.node;
+        m.cable_or_qp = peer.cable;
+        m.port = peer.port;
+        send(lp, to, m, push);
+      }
+    } while (k == kBurst);
+    // Its next event was perhaps one of those arrivals: schedule it again from what is left.
+    if (n.scheduled != kNever && node_next(id, lp.now) > n.scheduled) {
+      n.scheduled = kNever;
+      schedule(lp, id, false);
+    }
+  }
+}
+
+void Fabric::deliver_mail(Lp& lp) {
+  // Everything due now: frames to one port of one node go in bursts, in their order.
+  rte_mbuf* buf[kBurst];
+  const uint64_t t = lp.mail.front().t;
+  while (!lp.mail.empty() && lp.mail.front().t == t) {
+    std::pop_heap(lp.mail.begin(), lp.mail.end(), MsgLater{});
+    const Msg m = lp.mail.back();
+    lp.mail.pop_back();
+    if (m.frame == nullptr) {
+      post(Post{m.node, m.cable_or_qp, m.bytes, t});
+      schedule(lp, m.node, false);
+      continue;
+    }
+    uint16_t n = 0;
+    buf[n++] = m.frame;
+    while (n < kBurst && !lp.mail.empty()) {
+      const Msg& next = lp.mail.front();
+      if (next.t != t || next.frame == nullptr || next.node != m.node || next.port != m.port) break;
+      buf[n++] = next.frame;
+      std::pop_heap(lp.mail.begin(), lp.mail.end(), MsgLater{});
+      lp.mail.pop_back();
+    }
+    deliver(lp, Peer{m.node, m.port, m.cable_or_qp}, buf, n);
+    settle(lp);
+  }
+}
+
+void Fabric::run_lp(Lp& lp, uint64_t end_ns, uint32_t pull, uint32_t push) {
+  for (const uint32_t from : lp.senders[pull]) {
+    std::vector<Msg>& box = lps_[from]->out[pull][lp.index];
+    for (const Msg& m : box) {
+      lp.mail.push_back(m);
+      std::push_heap(lp.mail.begin(), lp.mail.end(), MsgLater{});
+    }
+    box.clear();
+  }
+  lp.senders[pull].clear();
+  lp.out_min_t = kNever;
+  uint64_t work = 0;
+  for (;;) {
+    const uint64_t t_mail = lp.mail.empty() ? kNever : lp.mail.front().t;
+    const uint64_t t_node = lp_next(lp);
+    const uint64_t t = std::min(t_mail, t_node);
+    if (t >= end_ns) break;
+    lp.now = t;
+    ++work;
+    if (t_mail <= t_node) {
+      deliver_mail(lp);
+      continue;
+    }
+    const DueQueue::Due d = lp.queue.top();
+    lp.queue.pop();
+    serve(lp, d.node());
+    ++lp.serves;
+  }
+  take_cut_frames(lp, push);
+  lp.work = work;
+}
+
+void Fabric::free_mail() {
+  for (auto& lp : lps_) {
+    for (const Msg& m : lp->mail) rte_pktmbuf_free(m.frame);
+    lp->mail.clear();
+    for (auto& parity : lp->out) {
+      for (auto& box : parity) {
+        for (const Msg& m : box) rte_pktmbuf_free(m.frame);
+        box.clear();
+      }
+    }
+    for (auto& s : lp->senders) s.clear();
+  }
+}
+
+void Fabric::drop_mail_on_cable(uint32_t cable) {
+  // What EgressPort::set_link_up(false) does to its delay line: frames whose last bit has not
+  // arrived by now die on the wire. Here they have already left it for the far LP's mailbox.
+  const auto dies = [&](const Msg& m) {
+    if (m.frame == nullptr || m.cable_or_qp != cable || m.t <= now_) return false;
+    rte_pktmbuf_free(m.frame);
+    ++link_down_in_flight_;
+    return true;
+  };
+  for (auto& lp : lps_) {
+    const size_t before = lp->mail.size();
+    std::erase_if(lp->mail, dies);
+    if (lp->mail.size() != before) std::make_heap(lp->mail.begin(), lp->mail.end(), MsgLater{});
+    for (auto& parity : lp->out) {
+      for (auto& box : parity) std::erase_if(box, dies);
+    }
+  }
+  // A mailbox left empty keeps its sender listed: its target takes nothing from it.
+}
+
 RunResult Fabric::run(const std::function<void(uint64_t, uint64_t)>& progress) {
   const auto wall0 = std::chrono::steady_clock::now();
   auto last_progress = wall0;
@@ -916,55 +1138,106 @@ RunResult Fabric::run(const std::function<void(uint64_t, uint64_t)>& progress) {
     }
   }
   if (window_at == 0) snapshot_window_start();
+  // More threads than LPs would only wait.
+  RoundPool pool(std::min<uint32_t>(threads_, static_cast<uint32_t>(lps_.size())));
+  uint64_t round_end = 0;
+  std::function<void(uint32_t)> run_one = [&](uint32_t i) {
+    run_lp(*lps_[i], round_end, static_cast<uint32_t>((round_ + 1) & 1),
+           static_cast<uint32_t>(round_ & 1));
+  };
+  if (between_rounds_) between_rounds_();
+  uint64_t completed = 0;
   for (;;) {
     if (finite && done_ns_ != 0) break;
-    const uint64_t t_node = queue_.empty() ? kNever : queue_.top().t;
+    uint64_t t_node = mail_min_t_;
+    for (auto& lp : lps_) t_node = std::min(t_node, lp_next(*lp));
     const uint64_t t_event = next_event_ < events_.size() ? events_[next_event_].at_ns : kNever;
     const uint64_t t_window = window_started_ ? kNever : window_at;
     const uint64_t t_fair = fair_started ? kNever : fair_at;
-    const uint64_t t =
-        std::min({t_node, t_event, t_window, t_fair, next_sample_ns_, next_cc_sample_ns_});
+    const uint64_t t_global =
+        std::min({t_event, t_window, t_fair, next_sample_ns_, next_cc_sample_ns_});
+    const uint64_t t = std::min(t_node, t_global);
     if (t > end) break;
-    now_ = t;
-    if (t == next_cc_sample_ns_) {
-      sample_cc();
-      next_cc_sample_ns_ += cc_sample_ns_;
+    if (t == t_global) {
+      // Fabric-wide work at t, before any node's events of t.
+      now_ = t;
+      if (t == next_cc_sample_ns_) {
+        sample_cc();
+        next_cc_sample_ns_ += cc_sample_ns_;
+      } else if (t == t_event) {
+        apply_event(events_[next_event_++]);
+        // A rate change starts frames due under the old rate: those on cut cables go out now.
+        const auto pull = static_cast<uint32_t>((round_ + 1) & 1);
+        for (auto& lp : lps_) {
+          lp->now = std::max(lp->now, now_);
+          lp->out_min_t = kNever;
+          take_cut_frames(*lp, pull);
+          mail_min_t_ = std::min(mail_min_t_, lp->out_min_t);
+        }
+      } else if (t == t_window) {
+        snapshot_window_start();
+      } else if (t == t_fair) {
+        snapshot_flows();
+        fair_started = true;
+      } else {
+        sample();
+        next_sample_ns_ += config_.sample_ns;
+      }
       continue;
     }
-    if (t == t_event) {
-      apply_event(events_[next_event_++]);
-      continue;
+    // A round: every LP runs its events before round_end. Nothing it sends can arrive before
+    // round_end (the lookahead), and nothing fabric-wide happens before it.
+    round_end = std::min({t_global, end + 1, lookahead_ns_ == kNever ? kNever : t + lookahead_ns_});
+    const auto pull = static_cast<uint32_t>((round_ + 1) & 1);
+    active_.clear();
+    for (auto& lp : lps_) {
+      if (lp_next(*lp) < round_end || !lp->senders[pull].empty()) active_.push_back(lp->index);
     }
-    if (t == t_window) {
-      snapshot_window_start();
-      continue;
+    std::stable_sort(active_.begin(), active_.end(), [&](uint32_t a, uint32_t b) {
+      return lps_[a]->work > lps_[b]->work;
+    });
+    pool.run(active_, run_one);
+    ++round_;
+    mail_min_t_ = kNever;
+    completed = 0;
+    uint64_t last = 0, hops = 0, serves = 0;
+    for (auto& lp : lps_) {
+      // Only the LPs that ran sent anything; the others' out_min_t is from an earlier round
+      // whose mail has been taken.
+      completed += lp->completed;
+      last = std::max(last, lp->last_completion_ns);
+      hops += lp->hops;
+      serves += lp->serves;
     }
-    if (t == t_fair) {
-      snapshot_flows();
-      fair_started = true;
-      continue;
-    }
-    if (t == next_sample_ns_) {
-      sample();
-      next_sample_ns_ += config_.sample_ns;
-      continue;
-    }
-    const DueQueue::Due d = queue_.top();
-    queue_.pop();
-    if (d.t != nodes_[d.node()].scheduled) continue;  // superseded by an earlier schedule
-    serve(d.node());
-    // Counted with or without a progress callback: the report's node_events.
-    if ((++serves_ & 0xFFF) == 0 && progress) {
+    for (const uint32_t i : active_) mail_min_t_ = std::min(mail_min_t_, lps_[i]->out_min_t);
+    if (finite && done_ns_ == 0 && completed >= plan_.messages_total()) done_ns_ = last;
+    if (between_rounds_) between_rounds_();
+    if (progress) {
       const auto now = std::chrono::steady_clock::now();
       if (now - last_progress > std::chrono::milliseconds(200)) {
         last_progress = now;
-        progress(now_, hops_);
+        progress(round_end - 1, hops);
       }
     }
+  }
+  // Where the run stopped: the last event anywhere.
+  for (auto& lp : lps_) now_ = std::max(now_, lp->now);
+  // The LPs' figures, in LP order.
+  completed_ = 0;
+  for (auto& lp : lps_) {
+    completed_ += lp->completed;
+    hops_ += lp->hops;
+    serves_ += lp->serves;
+    dead_link_frames_ += lp->dead_link_frames;
+    dead_link_frames_late_ += lp->dead_link_frames_late;
+    checksum_filter_drops_ += lp->checksum_filter_drops;
+    fct_ns_.insert(fct_ns_.end(), lp->fct_ns.begin(), lp->fct_ns.end());
+    sized_fct_.insert(sized_fct_.end(), lp->sized_fct.begin(), lp->sized_fct.end());
   }
   const double wall_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
   RunResult r = collect(wall_s);
+  free_mail();
   for (Node& n : nodes_) {
     if (n.sw) n.sw->free_all();
     if (n.nic) n.nic->free_all();
@@ -1039,9 +1312,11 @@ RunResult Fabric::collect(double wall_s) {
   }
   r.ppcid.clear();
   ppcid.for_each([&r](std::string_view name, uint64_t v) { r.ppcid[std::string(name)] = v; });
-  for (std::string line : nic_log_->last_formatted()) {
-    while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.pop_back();
-    r.nic_log.push_back(line);
+  for (const auto& sink : nic_log_) {
+    for (std::string line : sink->last_formatted()) {
+      while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.pop_back();
+      r.nic_log.push_back(line);
+    }
   }
   // Every packet in from an uplink: a PFC frame honoured, another MAC control frame dropped, a
   // parse drop (the RC engine's packets always parse, so these are RX's), delivered, dropped by
@@ -1305,7 +1580,7 @@ RunResult Fabric::collect(double wall_s) {
     break;  // the first failure
   }
   r.drops = {{"queue_full", queue_full},
-             {"link_down", link_down},
+             {"link_down", link_down + link_down_in_flight_},
              {"pfc_watchdog", watchdog},
              {"pfc_watchdog_ingress", watchdog_ingress},
              {"headroom_overflow", headroom},

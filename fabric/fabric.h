@@ -1,26 +1,42 @@
-// fabric_emu's discrete-event driver: one virtual clock, one thread, the real SwitchNode and
-// NicNode pipelines wired by cables (DESIGN.md "fabric_emu, the main job").
+// fabric_emu's discrete-event driver: the real SwitchNode and NicNode pipelines wired by cables
+// (DESIGN.md "fabric_emu, the main job"), run as logical processes (LPs) in conservative rounds.
 //
-// An event queue ordered by (time, sequence number) holds "node N is due at t". Serving a node
-// at t: a switch runs its control loop tick (weighted mode) and its timers (poll: PFC frames,
-// watchdog), then hands every frame its egress has carried to the far end by t straight to the
-// node there (receive at t: the cable's delay and serialisation are the egress port's own); a
-// NIC first transmits, then polls (reorder timeouts, the RC engine's packets, which it takes
-// only as its uplinks drain). Every node touched is rescheduled at its next_event_ns. Nothing
-// else models the network: results come only from node counters and RC completions.
+// LPs. A rack (the leaf with that index in every plane, and the hosts under it) is one LP, each
+// spine another; the cables between them (leaf-spine) are the cut. The partition depends on the
+// fabric alone, never on the thread count. The lookahead is the smallest propagation delay of a
+// cut cable: a frame that starts on one at t reaches the far end at t + delay or later.
 //
-// Timed events (link down/up, BER, rate, background) and the sampler (per-link utilisation and
-// queue every sample_ns, the PFC timeline) run between node events at their exact times.
-// A link going down also withdraws the spine from the other leaves' groups towards the leaf it
-// lost (as BGP would), at once.
+// Rounds. Each round takes T, the earliest thing due anywhere, and lets every LP run its own
+// events before E = min(T + lookahead, the next fabric-wide event). Within an LP an event queue
+// ordered by (time, sequence number) holds "node N is due at t". Serving a node at t: a switch
+// runs its control loop tick (weighted mode) and its timers (poll: PFC frames, watchdog), then
+// hands every frame its egress has carried to the far end by t straight to the node there
+// (receive at t: the cable's delay and serialisation are the egress port's own); a NIC first
+// transmits, then polls (reorder timeouts, the RC engine's packets, which it takes only as its
+// uplinks drain). Every node touched is rescheduled at its next_event_ns. At the end of its
+// round, an LP takes the frames that have started on its cut cables (they arrive at E or later)
+// out of the delay lines and posts them, with their arrival times, to the far LP's mailbox,
+// which that LP merges next round in a fixed order: (arrival time, source LP, source sequence).
+// An all-reduce step that makes a rank under another rack send reaches it the same way, one
+// lookahead later. So the run is the same on 1 thread or 8: the threads only decide who runs an
+// LP's round, never what it does. Nothing else models the network: results come only from node
+// counters and RC completions.
+//
+// Fabric-wide events (link down/up, BER, rate, background) and the sampler (per-link utilisation
+// and queue every sample_ns, the PFC timeline) run between rounds at their exact times, before
+// the node events of that time. A link going down also withdraws the spine from the other
+// leaves' groups towards the leaf it lost (as BGP would), at once, and frees the frames on their
+// way over it.
 #pragma once
 
 #include <rte_mbuf.h>
 #include <spdlog/sinks/ringbuffer_sink.h>
 
 #include <cstdint>
+#include <array>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -29,6 +45,7 @@
 #include "fabric/due_queue.h"
 #include "fabric/fabric_config.h"
 #include "fabric/fabric_report.h"
+#include "fabric/round_pool.h"
 #include "fabric/topology.h"
 #include "fabric/workload.h"
 #include "nic_emu/nic_node.h"
@@ -60,6 +77,12 @@ class Fabric {
   // Runs to the end (duration, or every message done / the time limit), then frees every mbuf.
   // `progress` (may be empty) is called about every 0.2 s of wall time with (virtual ns, hops).
   RunResult run(const std::function<void(uint64_t, uint64_t)>& progress = {});
+
+  // Threads that run the logical processes (1: the caller's thread alone). The results do not
+  // depend on it. Call before run().
+  void set_threads(uint32_t n) { threads_ = n == 0 ? 1 : n; }
+  // Called between rounds, when no thread touches the pools (the driver grows them there).
+  void set_between_rounds(std::function<void()> hook) { between_rounds_ = std::move(hook); }
 
   // Kept when record_timeseries: the fabric links' samples (leaf->spine and spine->leaf).
   void record_timeseries(bool on) { record_timeseries_ = on; }
@@ -109,13 +132,78 @@ class Fabric {
                       control::PortSample& sample) const;
   void add_nic_control(uint32_t host);
 
-  void serve(uint32_t id);
-  void deliver(uint32_t from, uint16_t port, rte_mbuf** frames, uint16_t n);
-  void schedule(uint32_t id, bool served);
-  uint64_t node_next(uint32_t id) const;
+  // Every completed message's size and slowdown: its FCT over the FCT alone on an idle fabric
+  // over its own path (2 links under one leaf, 4 across the spines), computed once, as it
+  // completes.
+  struct SizedFct {
+    uint64_t bytes = 0;
+    double slowdown = 0;
+  };
+  // What crosses from one LP to another: a frame that started on a cut cable (delivered to
+  // node's port at t, its arrival), or an all-reduce step's post for host `node` (frame null).
+  struct Msg {
+    uint64_t t = 0;
+    uint64_t order = 0;  // source LP << 40 | the source's sequence number: ties in a fixed order
+    rte_mbuf* frame = nullptr;
+    uint32_t node = 0;
+    uint32_t cable_or_qp = 0;  // frame: the cable it crossed; post: the QP index
+    uint32_t bytes = 0;        // post
+    uint16_t port = 0;
+  };
+  // For std::push_heap: the earliest (t, order) on top.
+  struct MsgLater {
+    bool operator()(const Msg& a, const Msg& b) const {
+      return a.t != b.t ? a.t > b.t : a.order > b.order;
+    }
+  };
+  struct Lp {
+    uint32_t index = 0;
+    std::vector<std::pair<uint32_t, uint16_t>> cut_ports;  // switch ports on cut cables
+    DueQueue queue;
+    std::vector<Msg> mail;  // merged mailbox: a heap by MsgLater
+    uint64_t now = 0;
+    uint64_t seq = 0;  // messages sent
+    // Messages sent, by round parity and target LP; a target takes the last round's while the
+    // sources write this round's. senders: who wrote to this LP, by parity (under the mutex).
+    std::array<std::vector<std::vector<Msg>>, 2> out;
+    std::array<std::vector<uint32_t>, 2> senders;
+    std::mutex senders_mutex;
+    uint64_t out_min_t = UINT64_MAX;  // the earliest message sent in the LP's last round
+    uint64_t work = 0;                // events of its last round: who is claimed first
+    std::vector<uint32_t> touched;    // nodes that received frames while serving
+    std::vector<uint16_t> due_ports;  // serve(): the switch ports with frames due (scratch)
+    std::vector<MessageCompletion> completions;  // scratch
+    std::vector<Post> due_posts;                 // scratch
+    // Its share of the run's figures, merged in LP order at the end.
+    std::vector<uint64_t> fct_ns;
+    std::vector<SizedFct> sized_fct;
+    uint64_t completed = 0;
+    uint64_t last_completion_ns = 0;
+    uint64_t hops = 0;
+    uint64_t serves = 0;
+    uint64_t dead_link_frames = 0;
+    uint64_t dead_link_frames_late = 0;
+    uint64_t checksum_filter_drops = 0;
+  };
+  void partition();
+  uint64_t lp_next(Lp& lp);
+  // One LP's round: its mail, then its events before end_ns, then its cut cables' frames out.
+  void run_lp(Lp& lp, uint64_t end_ns, uint32_t pull, uint32_t push);
+  void take_cut_frames(Lp& lp, uint32_t push);
+  void send(Lp& from, uint32_t to, const Msg& m, uint32_t push);
+  void deliver_mail(Lp& lp);
+  void free_mail();
+  // Frees the frames on their way over a cable that went down at now_ (arriving after it).
+  void drop_mail_on_cable(uint32_t cable);
+  void settle(Lp& lp);
+  void serve(Lp& lp, uint32_t id);
+  void deliver(Lp& lp, const Peer& to, rte_mbuf** frames, uint16_t n);
+  void schedule(Lp& lp, uint32_t id, bool served);
+  void schedule_at(uint32_t id, uint64_t now_ns);  // between rounds
+  uint64_t node_next(uint32_t id, uint64_t now_ns) const;
   void apply_event(const FabricEvent& e);
   // Frees the frames a filtered cable drops; returns how many are left (compacted in place).
-  uint16_t filter_frames(rte_mbuf** frames, uint16_t n);
+  uint16_t filter_frames(Lp& lp, rte_mbuf** frames, uint16_t n);
   void set_cable_up(uint32_t cable, bool up);
   void withdraw(uint32_t plane, uint32_t leaf, uint32_t spine, bool withdrawn);
   void sample();
@@ -124,13 +212,15 @@ class Fabric {
   // so the run is the same with or without it.
   void sample_cc();
   void collect_cc(RunResult& r);
-  void take_completions(uint32_t host);
+  void take_completions(Lp& lp, uint32_t host);
   void post(const Post& p);
   void install_spray_rules();
   void snapshot_window_start();
   RunResult collect(double wall_s);
 
   const FabricConfig& config_;
+  uint32_t threads_ = 1;
+  std::function<void()> between_rounds_;
   FabricMode mode_;
   uint64_t seed_;
   rte_mempool* pool_;
@@ -141,10 +231,14 @@ class Fabric {
   // Before nodes_: the payloads their packets carry outlive them (config_.payload "shared").
   PayloadStore payload_store_;
   std::vector<Node> nodes_;
-  DueQueue queue_;
-  uint64_t now_ = 0;
-  std::vector<uint32_t> touched_;  // nodes that received frames while serving
-  std::vector<uint16_t> due_ports_;  // serve(): the switch ports with frames due (scratch)
+  std::vector<std::unique_ptr<Lp>> lps_;
+  std::vector<uint32_t> lp_of_;  // per node
+  uint64_t lookahead_ns_ = UINT64_MAX;
+  uint64_t round_ = 0;
+  uint64_t mail_min_t_ = UINT64_MAX;  // the earliest message not yet taken by its LP
+  uint64_t link_down_in_flight_ = 0;  // frames on their way over a cable when it went down
+  std::vector<uint32_t> active_;      // the LPs of a round, heaviest first
+  uint64_t now_ = 0;  // between rounds: the fabric-wide time; at the end, where the run stopped
   std::vector<FabricEvent> events_;  // sorted by time
   size_t next_event_ = 0;
   uint64_t next_sample_ns_ = 0;
@@ -194,19 +288,11 @@ class Fabric {
   std::vector<uint8_t> cable_filter_;
   uint64_t checksum_filter_drops_ = 0;
   // What the NICs log (a layout mismatch, a bad PPCID check), "hN: message", for the report.
-  std::shared_ptr<spdlog::sinks::ringbuffer_sink_st> nic_log_;
+  // One sink per host, read in host order: each is written by its LP's thread alone.
+  std::vector<std::shared_ptr<spdlog::sinks::ringbuffer_sink_st>> nic_log_;
 
-  // Completions and what they are worth.
-  std::vector<MessageCompletion> completions_;  // scratch
-  std::vector<Post> due_posts_;                 // scratch
+  // Completions and what they are worth (the LPs', merged at the end of the run).
   std::vector<uint64_t> fct_ns_;
-  // Every completed message's size and slowdown: its FCT over the FCT alone on an idle fabric
-  // over its own path (2 links under one leaf, 4 across the spines), computed once, as it
-  // completes.
-  struct SizedFct {
-    uint64_t bytes = 0;
-    double slowdown = 0;
-  };
   std::vector<SizedFct> sized_fct_;
   // Per host, per QP index of its engine: the flow (index into plan_.flows()) it sends, or -1.
   std::vector<std::vector<int32_t>> flow_of_qp_;

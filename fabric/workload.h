@@ -10,7 +10,8 @@
 //   allreduce    ring all-reduce of `bytes` over all hosts, NCCL-style: ranks placed on hosts
 //                at random (a scheduler's placement), `channels` rings each on its own QPs;
 //                2(n-1) steps of bytes/(n*channels) per channel, step k+1 of rank r+1 posted when
-//                rank r's step k is acknowledged;
+//                rank r's step k is acknowledged (fabric_emu tells rank r+1 one lookahead, the
+//                shortest fabric cable's delay, later: fabric/fabric.h);
 //   alltoall     every host one message of `bytes` to every other host, all posted at 0;
 //   incast       incast_senders random hosts one message of `bytes` each to one random host;
 //   cdf          per host, Poisson arrivals over [0, duration) at `load` of its line rate, sizes

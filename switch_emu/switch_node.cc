@@ -564,6 +564,15 @@ uint16_t SwitchNode::transmit(uint16_t port, uint64_t now_ns, rte_mbuf** out, ui
   return n;
 }
 
+uint16_t SwitchNode::take_in_flight(uint16_t port, rte_mbuf** out, uint64_t* arrival_ns,
+                                    uint16_t max) {
+  if (port >= egress_.size()) return 0;
+  Lane& L = *lanes_.front();
+  const uint16_t n = egress_[port]->take_in_flight(out, arrival_ns, max, &L.ports[port].tx_bytes);
+  L.ports[port].tx_packets += n;
+  return n;
+}
+
 uint64_t SwitchNode::next_event_ns(uint64_t now_ns) const {
   uint64_t next = port_next_.earliest();
   if (pfc_) next = std::min(next, pfc_->next_event_ns(now_ns));

@@ -178,6 +178,10 @@ class SwitchNode {
   // Up to max frames that have crossed `port`'s emulated link by now_ns; the caller owns them
   // (sends them with tx_burst, or delivers them to the next node). Called by the port's lane.
   uint16_t transmit(uint16_t port, uint64_t now_ns, rte_mbuf** out, uint16_t max);
+  // Up to max frames already started on `port`'s link, whatever their arrival time, with those
+  // times (EgressPort::take_in_flight): for a driver whose far end runs apart by at least the
+  // cable's delay. Counted as transmit counts. One lane only.
+  uint16_t take_in_flight(uint16_t port, rte_mbuf** out, uint64_t* arrival_ns, uint16_t max);
   // Earliest time anything is due on any port; EgressPort::kNever when idle. One lane only.
   uint64_t next_event_ns(uint64_t now_ns) const;
   // egress(port).next_event_ns(), from one array (cheap to ask for every port). One lane only.

@@ -139,6 +139,22 @@ uint16_t EgressPort::dequeue(uint64_t now_ns, rte_mbuf** out, uint16_t max, uint
   return n;
 }
 
+uint16_t EgressPort::take_in_flight(rte_mbuf** out, uint64_t* arrival_ns, uint16_t max,
+                                    uint64_t* bytes) {
+  const NextEventRefresh refresh(*this);
+  uint16_t n = 0;
+  uint64_t sum = 0;
+  while (n < max && !in_flight_.empty()) {
+    arrival_ns[n] = in_flight_.front().arrival_ns;
+    out[n++] = in_flight_.front().mbuf;
+    sum += in_flight_.front().bytes;
+    in_flight_.pop_front();
+  }
+  if (bytes != nullptr) *bytes += sum;
+  dequeued_ += n;
+  return n;
+}
+
 uint64_t EgressPort::compute_next_event() const {
   uint64_t next = in_flight_.empty() ? kNever : in_flight_.front().arrival_ns;
   if (nonempty_ == 0) return next;

@@ -181,6 +181,13 @@ class EgressPort {
   // `bytes` (may be null) gets the frames' bytes added, so that a caller counting them need
   // not touch each mbuf again.
   uint16_t dequeue(uint64_t now_ns, rte_mbuf** out, uint16_t max, uint64_t* bytes = nullptr);
+  // Up to max frames already started on the wire, whatever their arrival time, in arrival order,
+  // with their arrival times in arrival_ns[]: for a driver that hands a frame to the far end as
+  // soon as it has started (fabric_emu's logical processes, where the far end runs elsewhere and
+  // the cable's delay is the time they may run apart). Counted as dequeue counts them; frames
+  // the link lost are freed and counted, never returned.
+  uint16_t take_in_flight(rte_mbuf** out, uint64_t* arrival_ns, uint16_t max,
+                          uint64_t* bytes = nullptr);
   // Earliest time at which dequeue could return a frame or a queue could start one (it may be in
   // the past when a dequeue was cut short by max); kNever when nothing is queued or in flight.
   uint64_t next_event_ns() const { return next_event_; }
