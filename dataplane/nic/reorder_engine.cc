@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "dataplane/memory_usage.h"
 #include "dataplane/wire/roce_headers.h"
 
 namespace spraynet {
@@ -81,16 +82,8 @@ std::string ReorderConfig::check() const {
 
 ReorderEngine::ReorderEngine(const ReorderConfig& config)
     : config_(validated(config)),
-      contexts_(config.max_qps),
-      ring_(static_cast<size_t>(config.max_qps) * config.window, kNone),
-      held_(config.max_buffered),
       table_(table_size_for(config.max_qps)),
-      table_mask_(table_size_for(config.max_qps) - 1) {
-  for (uint32_t i = 0; i < config_.max_buffered; ++i) {
-    held_[i].next = i + 1 < config_.max_buffered ? i + 1 : kNone;
-  }
-  free_head_ = 0;
-}
+      table_mask_(table_size_for(config.max_qps) - 1) {}
 
 ReorderEngine::~ReorderEngine() {
   for (uint32_t h = arrivals_head_; h != kNone; h = held_[h].next) {
@@ -140,6 +133,52 @@ void ReorderEngine::table_erase(uint64_t key) {
   table_[i] = Bucket{};
 }
 
+// ---------------------------------------------------------------------------------------------
+// Storage grows with use, up to the configured limits: a context's ring when the context is first
+// handed out, hold records when every record made so far is taken. The records are handed out in
+// the order a free list made up front (0, 1, 2, ...) would give them (a freed record goes to the
+// front of the list, and the records not yet made are its tail), so the engine behaves the same.
+
+namespace {
+
+// Grows `v` to hold n elements (n <= limit), doubling its capacity but never beyond `limit`.
+template <class V>
+void reserve_for(V& v, size_t n, size_t limit) {
+  if (n <= v.capacity()) return;
+  v.reserve(std::min(std::max(n, 2 * v.capacity()), limit));
+}
+
+}  // namespace
+
+void ReorderEngine::add_context_storage() {
+  const size_t n = contexts_used_;
+  if (contexts_.size() < n) {
+    reserve_for(contexts_, n, config_.max_qps);
+    contexts_.resize(n);
+  }
+  const size_t slots = n * config_.window;
+  if (ring_.size() < slots) {
+    reserve_for(ring_, slots, static_cast<size_t>(config_.max_qps) * config_.window);
+    ring_.resize(slots, kNone);
+  }
+}
+
+inline uint32_t ReorderEngine::take_record() {
+  if (free_head_ != kNone) {
+    const uint32_t h = free_head_;
+    free_head_ = held_[h].next;
+    return h;
+  }
+  reserve_for(held_, held_.size() + 1, config_.max_buffered);
+  held_.emplace_back();
+  return static_cast<uint32_t>(held_.size() - 1);
+}
+
+uint64_t ReorderEngine::memory_bytes() const {
+  return sizeof(*this) + capacity_bytes(contexts_) + capacity_bytes(ring_) +
+         capacity_bytes(held_) + capacity_bytes(table_);
+}
+
 uint32_t ReorderEngine::find_or_create_context(uint64_t key) {
   if (uint32_t ci = find_context(key); ci != kNone) return ci;
   return create_context(key);
@@ -149,6 +188,7 @@ uint32_t ReorderEngine::create_context(uint64_t key) {
   uint32_t ci;
   if (contexts_used_ < config_.max_qps) {
     ci = contexts_used_++;
+    add_context_storage();
   } else if (idle_head_ != kNone) {
     ci = idle_head_;
     idle_unlink(ci);
@@ -350,7 +390,7 @@ void ReorderEngine::receive(rte_mbuf* m, const ParsedPacket& p, uint64_t now_ns,
       rte_pktmbuf_free(m);
       return;
     }
-    if (free_head_ != kNone) {
+    if (record_free()) {
       ++c.counters.in;
       ++depth_histogram_[std::min<size_t>(ahead, kDepthBins - 1)];
       // hold() takes an idle context off the idle list, which is all that receive()'s move to
@@ -399,7 +439,7 @@ void ReorderEngine::place(uint32_t ci, rte_mbuf* m, uint32_t psn, uint32_t span,
       // A fresh context: its first packet is the tentative start.
       c.expected = psn;
       c.head = 0;
-      if (free_head_ == kNone) return pass(m, &ReorderCounters::buffer_full, out);
+      if (!record_free()) return pass(m, &ReorderCounters::buffer_full, out);
       return hold(ci, m, psn, span, 0, now_ns);
     }
 
@@ -408,7 +448,7 @@ void ReorderEngine::place(uint32_t ci, rte_mbuf* m, uint32_t psn, uint32_t span,
       // Before the tentative start: the new start if everything held still fits behind it.
       const uint32_t back = static_cast<uint32_t>(-d);
       if (back < window && static_cast<uint32_t>(psn_diff(psn, c.highest)) < window) {
-        if (free_head_ == kNone) {
+        if (!record_free()) {
           // No record to hold it: it is the start now, released at once (next round).
           c.expected = psn;
           c.head = c.head >= back ? c.head - back : c.head + window - back;
@@ -475,7 +515,7 @@ void ReorderEngine::place(uint32_t ci, rte_mbuf* m, uint32_t psn, uint32_t span,
       rte_pktmbuf_free(m);
       return;
     }
-    if (free_head_ != kNone) return hold(ci, m, psn, span, ahead, now_ns);
+    if (record_free()) return hold(ci, m, psn, span, ahead, now_ns);
 
     // Every hold record is taken. Give up this QP's first gap early: skip to its first held
     // packet (or to this packet, if that comes first), which frees at least one record or lets
@@ -494,9 +534,8 @@ void ReorderEngine::place(uint32_t ci, rte_mbuf* m, uint32_t psn, uint32_t span,
                                                        uint32_t span, uint32_t offset,
                                                        uint64_t now_ns) {
   Context& c = contexts_[ci];
-  const uint32_t h = free_head_;
+  const uint32_t h = take_record();
   Held& r = held_[h];
-  free_head_ = r.next;
 
   // Deadlines must be nondecreasing along the list: a clock that steps back (another lcore's
   // timestamp) gets the latest deadline so far instead, a few ns longer than asked.

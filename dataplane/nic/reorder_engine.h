@@ -59,10 +59,13 @@
 // deadlines itself (the driver calls poll() by next_event_ns()), so a missing packet that arrives
 // after its deadline but before the poll still goes in order rather than as a duplicate.
 //
-// Memory. Everything is allocated by the constructor: max_qps contexts, max_qps x window ring slots
-// (4 bytes each), max_buffered hold records, and the QP lookup table. Nothing is allocated per
-// packet (the output vector is the caller's). When a limit is hit the packet is passed on unordered
-// and counted, never dropped.
+// Memory. The constructor allocates the QP lookup table (sized for max_qps); the rest grows with
+// use up to its limit and never shrinks: a context and its ring of `window` slots (4 bytes each)
+// when a QP is first seen (max_qps of them at most), hold records as more packets are held at
+// once than ever before (max_buffered at most, their capacity doubling). So the limits are what
+// a NIC may need, not what it pays for up front, and once the engine has seen its QPs and its
+// deepest reordering nothing more is allocated. When a limit is hit the packet is passed on
+// unordered and counted, never dropped. memory_bytes() says what it holds.
 //
 // Ownership. receive() takes the mbuf in every case; it is released into `out` (then the caller
 // owns it) or held. The destructor frees what is still held.
@@ -205,6 +208,9 @@ class ReorderEngine {
   const std::array<uint64_t, kDepthBins>& depth_histogram() const { return depth_histogram_; }
   const ReorderCounters& counters() const { return counters_; }
   const ReorderConfig& config() const { return config_; }
+  // Bytes of the engine: the object (with its depth histogram) and the capacity of its
+  // contexts, rings, hold records and lookup table.
+  uint64_t memory_bytes() const;
 
   // Calls f(const ReorderQpView&) for every context in use (in table order, not sorted).
   template <typename F>
@@ -340,18 +346,28 @@ class ReorderEngine {
   // Ring offset of the first held PSN at or after expected (kNone when nothing is held).
   uint32_t first_held_offset(uint32_t ci);
   void pass(rte_mbuf* m, uint64_t ReorderCounters::*counter, std::vector<rte_mbuf*>& out);
+  // Makes the storage of the context just handed out (contexts_used_ - 1): its Context and ring.
+  void add_context_storage();
+  // A hold record is free, or one more may be made (max_buffered).
+  bool record_free() const {
+    return free_head_ != kNone || held_.size() < config_.max_buffered;
+  }
+  // A free record (record_free() must be true): the free list's first, else a new one.
+  uint32_t take_record();
 
   ReorderConfig config_;
-  std::vector<Context> contexts_;
-  std::vector<uint32_t> ring_;  // max_qps x window indices into held_, kNone when empty
-  std::vector<Held> held_;
+  // Grown with use (see add_context_storage and take_record), at most max_qps contexts,
+  // max_qps x window ring slots and max_buffered records.
+  std::vector<Context> contexts_;  // contexts_used_ of them
+  std::vector<uint32_t> ring_;     // contexts_used_ x window indices into held_, kNone when empty
+  std::vector<Held> held_;         // every record made so far (free ones on the free list)
   std::vector<Bucket> table_;
   uint32_t table_mask_ = 0;
   uint32_t contexts_used_ = 0;  // contexts_[0, contexts_used_) have been handed out at least once
   uint32_t qps_in_use_ = 0;
   uint32_t idle_head_ = kNone;  // least recently used idle context
   uint32_t idle_tail_ = kNone;
-  uint32_t free_head_ = kNone;      // free Held records
+  uint32_t free_head_ = kNone;      // freed Held records (the ones not yet made follow them)
   uint32_t arrivals_head_ = kNone;  // held packets, earliest deadline first
   uint32_t arrivals_tail_ = kNone;
   size_t buffered_ = 0;

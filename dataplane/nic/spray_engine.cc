@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "dataplane/forwarding/flowlet_table.h"  // scale_to_range
+#include "dataplane/memory_usage.h"
 #include "dataplane/wire/byte_order.h"
 #include "dataplane/wire/packet_parser.h"
 
@@ -90,11 +91,17 @@ SprayEngine::SprayEngine(const SprayEngineConfig& config)
     throw std::invalid_argument("spray engine: " + reason);
   }
   all_mask_ = static_cast<uint32_t>((uint64_t{1} << path_ids_.size()) - 1);
-  // Flow slots start on different uplinks, so that flows starting together do not move in step.
-  for (size_t s = 0; s < kRrSlots; ++s) flow_rr_[s] = static_cast<uint32_t>(s);
-  for (size_t s = 0; s < kRrSlots; ++s) flow_path_[s] = static_cast<uint32_t>(s * 7);
   weights_.store(new SprayWeights{std::vector<uint32_t>(path_ids_.size(), 1), 0},
                  std::memory_order_release);
+}
+
+uint64_t SprayEngine::heap_bytes() const {
+  uint64_t b = flow_rr_.heap_bytes() + flow_path_.heap_bytes() + wrr_.heap_bytes() +
+               capacity_bytes(path_ids_) + capacity_bytes(uplink_packets_);
+  if (const SprayWeights* w = weights_.load(std::memory_order_acquire)) {
+    b += sizeof(SprayWeights) + capacity_bytes(w->weights);
+  }
+  return b;
 }
 
 SprayEngine::~SprayEngine() {

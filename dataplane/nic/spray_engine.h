@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "dataplane/forwarding/path_load.h"
+#include "dataplane/nic/lazy_slots.h"
 #include "dataplane/wire/ppcid.h"
 
 struct rte_mbuf;
@@ -143,6 +144,9 @@ class SprayEngine {
   const SprayEngineCounters& counters() const { return counters_; }
   // Packets given each uplink, by pick() and pick_flow() together.
   std::span<const uint64_t> uplink_packets() const { return uplink_packets_; }
+  // Heap bytes besides the object: the per-flow-slot pages made so far, the per-uplink vectors
+  // and the weight table in force (lcore, or with the lcore stopped).
+  uint64_t heap_bytes() const;
 
  private:
   // Bit i set when uplink i is eligible; counts missing loads.
@@ -177,15 +181,28 @@ class SprayEngine {
   // Lcore state.
   uint32_t all_mask_;     // every uplink
   uint16_t next_rr_ = 0;  // the uplink round robin (and adaptive ties) consider first
-  std::array<uint32_t, kRrSlots> flow_rr_{};    // rr: packets each flow slot has sent
-  std::array<uint32_t, kRrSlots> flow_path_{};  // fabric_paths: path ids each flow slot took
+  // Per flow slot, made for the slots in use only (lazy_slots.h): a NIC sprays a few QPs, and
+  // 4096 slots of each kind up front were 70 KB a NIC, 70 MB for a 1024-host fabric.
+  // Flow slots start on different uplinks (and paths), so that flows starting together do not
+  // move in step.
+  struct RrStart {
+    uint32_t operator()(size_t slot) const { return static_cast<uint32_t>(slot); }
+  };
+  struct PathStart {
+    uint32_t operator()(size_t slot) const { return static_cast<uint32_t>(slot * 7); }
+  };
   // Smooth WRR per flow slot: each candidate's current weight, and what it was computed for.
   struct WrrState {
     std::array<int64_t, kMaxUplinks> current{};
     uint64_t generation = 0;  // of the table the state was built for
     uint32_t mask = 0;
   };
-  std::array<WrrState, kWrrSlots> wrr_{};
+  struct WrrStart {
+    WrrState operator()(size_t) const { return WrrState{}; }
+  };
+  LazySlots<uint32_t, kRrSlots, 64, RrStart> flow_rr_;      // rr: packets each flow slot has sent
+  LazySlots<uint32_t, kRrSlots, 64, PathStart> flow_path_;  // fabric_paths: path ids each took
+  LazySlots<WrrState, kWrrSlots, 4, WrrStart> wrr_;
 
   std::vector<uint64_t> uplink_packets_;
   SprayEngineCounters counters_;
