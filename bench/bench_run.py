@@ -26,6 +26,8 @@ import sys
 import tempfile
 import time
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 T0 = time.time()
 FIGURES = []
@@ -415,6 +417,77 @@ def fabric_section(build, reps, quick, work):
         "2 leaves x 8 spines x 8 hosts, ecmp permutation")
 
 
+def timed_fabric(exe, out, args):
+    """(wall s, CPU s, packet hops) of one fabric_emu run, or None."""
+    c0 = cpu_children()
+    t0 = time.monotonic()
+    p = subprocess.run([exe, "--quiet", "--seeds", "1", "--jobs", "1", "--json", out] + args,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False)
+    wall = time.monotonic() - t0
+    cpu = cpu_children() - c0
+    if p.returncode not in (0, 5):
+        progress("fabric_emu failed: " + p.stderr[-300:])
+        return None
+    with open(out) as f:
+        return wall, cpu, json.load(f)["runs"][0]["packet_hops"]
+
+
+def fabric_threads_section(build, reps, quick, work):
+    """One run on 1 and 2 threads (logical processes in rounds): wall and CPU time, the speed-up
+    and packet-hops per second per core, at 256 and 1024 hosts (spray, 100G, 1 ms)."""
+    exe = os.path.join(build, "fabric", "fabric_emu")
+    out = os.path.join(work, "fabric-threads.json")
+    sizes = [(16, 16, 16)] if quick else [(16, 16, 16), (32, 32, 32)]
+    for leaves, spines, per_leaf in sizes:
+        hosts = leaves * per_leaf
+        args = ["--leaves", str(leaves), "--spines", str(spines), "--hosts-per-leaf",
+                str(per_leaf), "--link-gbps", "100", "--mode", "spray",
+                "--duration", "0.2ms" if quick else "1ms"]
+        progress("fabric_emu: %d hosts, --threads 1 vs 2" % hosts)
+        res = {1: [], 2: []}
+        for _ in range(reps):
+            for t in (1, 2):  # alternating, so that both see the same machine
+                r = timed_fabric(exe, out, args + ["--threads", str(t)])
+                if r:
+                    res[t].append(r)
+        if not res[1] or not res[2]:
+            continue
+        w1, w2 = med([r[0] for r in res[1]]), med([r[0] for r in res[2]])
+        c1, c2 = med([r[1] for r in res[1]]), med([r[1] for r in res[2]])
+        hops = res[1][0][2]
+        note = "%d leaves x %d spines x %d hosts, spray, %s" % (
+            leaves, spines, per_leaf, "0.2 ms" if quick else "1 ms")
+        add("fabric_emu %d hosts: wall s, --threads 2" % hosts, w2, "s", "--threads 1", w1,
+            ("ratio_max", 1 / 1.7, "--threads 2 at least 1.7x faster than 1 (wall)")
+            if hosts >= 1024 else None, len(res[2]), note)
+        add("fabric_emu %d hosts: CPU s, --threads 2" % hosts, c2, "s", "--threads 1", c1, None,
+            len(res[2]), note + "; CPU time of both threads")
+        add("fabric_emu %d hosts: packet-hops/s per core, --threads 2" % hosts,
+            hops / w2 / 2, "hops/s", "--threads 1", hops / w1, None, len(res[2]),
+            note + "; packet hops over wall time over threads")
+
+
+def fabric_jobs_section(build, quick, work):
+    """scripts/run.sh's sweep on --jobs 1 and --jobs 2 (FABRIC_JOBS): wall time, same output."""
+    outs = {}
+    walls = {}
+    for jobs in (1, 2):
+        d = os.path.join(work, "run-jobs%d" % jobs)
+        progress("scripts/run.sh%s with --jobs %d" % (" --quick" if quick else "", jobs))
+        env = dict(os.environ, FABRIC_JOBS=str(jobs),
+                   FABRIC_EMU=os.path.join(build, "fabric", "fabric_emu"))
+        t0 = time.monotonic()
+        p = subprocess.run([os.path.join(ROOT, "scripts", "run.sh"), "--out", d] +
+                           (["--quick"] if quick else []), env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.DEVNULL, text=True, check=False)
+        walls[jobs] = time.monotonic() - t0
+        outs[jobs] = p.stdout if p.returncode in (0, 5) else None
+    same = outs[1] is not None and outs[1] == outs[2]
+    add("scripts/run.sh%s wall s, --jobs 2" % (" --quick" if quick else ""), walls[2], "s",
+        "--jobs 1", walls[1], ("ratio_max", 1 / 1.8, "--jobs 2 at least 1.8x faster than 1"),
+        1, "tables identical: %s" % ("yes" if same else "NO"))
+
+
 def nic_section(build, reps, quick):
     exe = os.path.join(build, "bench", "bench_nic")
     if not os.path.exists(exe):
@@ -495,6 +568,8 @@ def main():
             latency_section(a.build, 3, a.quick)
         if "fabric" in sections:
             fabric_section(a.build, 1 if a.quick else 3, a.quick, work)
+            fabric_threads_section(a.build, 1 if a.quick else 2, a.quick, work)
+            fabric_jobs_section(a.build, a.quick, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     elapsed = time.time() - T0
