@@ -101,12 +101,13 @@ GrowingMbufPool::GrowingMbufPool(std::string name, uint32_t max_mbufs, uint16_t 
   }
   // DPDK wants the cache's flush threshold (1.5 x its size) within the pool.
   const unsigned cache = std::min<unsigned>(256, max_mbufs * 2 / 3);
-  // No IOVA contiguity: objects are packed across page boundaries (no padding to a page), as
-  // nothing here does DMA.
+  // No IOVA contiguity (objects packed across page boundaries, no padding to a page) and no
+  // spreading over DRAM channels (no padding between objects): nothing here does DMA, and the
+  // segments' pool is 14% smaller for it.
   pool_ = rte_mempool_create_empty(name_.c_str(), max_mbufs,
                                    sizeof(rte_mbuf) + static_cast<unsigned>(data_room), cache,
                                    sizeof(rte_pktmbuf_pool_private), SOCKET_ID_ANY,
-                                   RTE_MEMPOOL_F_NO_IOVA_CONTIG);
+                                   RTE_MEMPOOL_F_NO_IOVA_CONTIG | RTE_MEMPOOL_F_NO_SPREAD);
   if (pool_ == nullptr) {
     throw std::runtime_error(what + "rte_mempool_create_empty failed: " + rte_strerror(rte_errno));
   }
@@ -132,6 +133,7 @@ GrowingMbufPool::~GrowingMbufPool() {
 }
 
 void GrowingMbufPool::reserve_free(uint32_t free_mbufs) {
+  peak_in_use_ = std::max(peak_in_use_, in_use());
   while (rte_mempool_avail_count(pool_) < free_mbufs && populated() < max_) {
     add_chunk(std::min(chunk_, max_ - populated()));
   }

@@ -13,7 +13,8 @@ namespace spraynet::runtime {
 // An mbuf pool (rte_mempool_create_empty with the platform's best mempool ops, a per-lcore
 // cache of 256) whose objects live in anonymous memory mapped by this class, one chunk at a
 // time, outside EAL's memory: the constructor populates the first chunk, reserve_free() adds
-// chunks. Objects are IOVA-less (RTE_BAD_IOVA): for virtual-time use, not for a NIC's DMA.
+// chunks. Objects are IOVA-less (RTE_BAD_IOVA) and packed (no padding to page boundaries or
+// to spread them over DRAM channels): for virtual-time use, not for a NIC's DMA.
 // rte_mempool_free (the destructor) unmaps every chunk.
 //
 // The pool's ops are the best mempool ops (rte_mbuf_best_mempool_ops(): the ring) with a
@@ -52,6 +53,9 @@ class GrowingMbufPool {
   // Bytes of anonymous memory mapped for the chunks (EAL memory for the mempool header, its
   // per-lcore caches and its ring is not counted).
   uint64_t bytes() const { return bytes_; }
+  // The most mbufs in use that reserve_free() found (a high-water mark sampled where the pool
+  // grows, between a run's rounds in fabric_emu).
+  uint32_t peak_in_use() const { return peak_in_use_; }
   // Mbufs taken and not returned (those in per-lcore caches count as free). Not
   // rte_mempool_in_use_count, which counts the mbufs not populated yet as in use.
   uint32_t in_use() const { return populated() - rte_mempool_avail_count(pool_); }
@@ -75,6 +79,7 @@ class GrowingMbufPool {
   uint32_t chunk_;
   rte_mempool* pool_ = nullptr;
   uint64_t bytes_ = 0;
+  uint32_t peak_in_use_ = 0;
   Counters counters_;
 };
 
