@@ -2,11 +2,13 @@
 // Runs every mode over every seed, prints one row per mode, writes the JSON report, the
 // per-link timeseries and the plots when asked.
 #include <rte_errno.h>
+#include <rte_lcore.h>
 #include <rte_mbuf.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -18,12 +20,16 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "control/config_reader.h"
 #include "dataplane/runtime/eal.h"
+#include "dataplane/runtime/growing_mbuf_pool.h"
 #include "dataplane/runtime/logging.h"
 #include "dataplane/runtime/program_args.h"
 #include "fabric/fabric.h"
@@ -344,7 +350,7 @@ std::string default_plots_script() {
   return tree_path("scripts/fabric_plots.py");
 }
 
-void write_timeseries(std::ofstream& out, const Fabric& f, const RunResult& r,
+void write_timeseries(std::ostream& out, const Fabric& f, const RunResult& r,
                       const std::string& prefix, double link_gbps) {
   char line[256];
   for (const LinkSample& s : f.timeseries()) {
@@ -367,6 +373,123 @@ void write_timeseries(std::ofstream& out, const Fabric& f, const RunResult& r,
     }
   }
 }
+
+// --jobs and --threads: a whole number, 0 for auto.
+uint32_t parse_count(const std::string& flag, const std::string& v) {
+  const bool digits = !v.empty() && v.size() <= 9 &&
+                      std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; });
+  if (!digits) {
+    throw std::invalid_argument("--" + flag + ": '" + v + "' is not a whole number (0: auto)");
+  }
+  const unsigned long n = std::stoul(v);
+  if (n > 1024) throw std::invalid_argument("--" + flag + ": at most 1024, got '" + v + "'");
+  return static_cast<uint32_t>(n);
+}
+
+// The free mbufs a pool must have at the start of each round of the fabric's core (about
+// 1 us of virtual time, or the cable delay when longer) so that it does not run dry within
+// the round while it is below its max: per host uplink, twice what it can send in a round at
+// line rate in frames of a quarter MTU (its data frames and the ACKs, CNPs and PFC frames it
+// sends back; in the segments' pool, a shared payload's two segments per data frame), at
+// least 16 mbufs; at least 16384 in all; plus each thread's per-lcore cache (up to 1.5 x 256
+// mbufs: 2 x 256). None of it depends on the thread count but the caches. A run that comes
+// short below a pool's max all the same is repeated with its pools at their max (run_one), so
+// the results are those of pools of fixed size either way; the headroom only saves the rerun.
+uint32_t round_headroom(const FabricConfig& c, uint32_t threads) {
+  const double round_ns = std::max<double>(1000.0, static_cast<double>(c.delay_ns));
+  const double frames = std::ceil(c.link_gbps * round_ns / 8.0 / (c.mtu / 4.0));
+  const double per_uplink = std::max(16.0, 2.0 * frames);
+  const double want = std::max(16384.0, static_cast<double>(c.hosts()) * c.planes * per_uplink);
+  return static_cast<uint32_t>(std::min(want, 1e9)) + 2 * 256 * threads;
+}
+
+// Thrown from the progress callback to abandon a run that an earlier run's error made moot.
+struct Abandoned {};
+
+// One progress line for the whole sweep: runs done of the total and where each run in progress
+// is in virtual time. A terminal gets the line updated in place (at most 5 times a second); a
+// file or pipe a plain line every 10 s of wall time (no carriage returns in a log). Nothing in
+// the first second, nothing with --quiet.
+class SweepProgress {
+ public:
+  SweepProgress(size_t total, size_t jobs, bool quiet)
+      : total_(total), slots_(jobs), quiet_(quiet), tty_(isatty(STDERR_FILENO) != 0),
+        start_(std::chrono::steady_clock::now()) {}
+
+  void start(size_t job, size_t run, std::string what, uint64_t seed, uint64_t duration_ns) {
+    std::lock_guard<std::mutex> lock(m_);
+    slots_[job] = {true, run, std::move(what), seed, duration_ns, 0, 0};
+  }
+  void update(size_t job, uint64_t vt, uint64_t hops) {
+    std::lock_guard<std::mutex> lock(m_);
+    slots_[job].vt = vt;
+    slots_[job].hops = hops;
+    print();
+  }
+  // `hops`: the run's packet-hops when it completed (0 when abandoned or failed).
+  void finish(size_t job, uint64_t hops, bool completed) {
+    std::lock_guard<std::mutex> lock(m_);
+    slots_[job].active = false;
+    hops_done_ += hops;
+    if (completed) ++done_;
+  }
+  // Ends the terminal's line, so that what follows starts on its own.
+  void end() {
+    std::lock_guard<std::mutex> lock(m_);
+    if (shown_ && tty_) std::fprintf(stderr, "\n");
+    shown_ = false;
+  }
+
+ private:
+  struct Slot {
+    bool active = false;
+    size_t run = 0;  // its index in the sweep: the runs in progress are shown in run order
+    std::string what;
+    uint64_t seed = 0;
+    uint64_t duration_ns = 0;
+    uint64_t vt = 0;
+    uint64_t hops = 0;
+  };
+
+  void print() {
+    const double wall =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    if (quiet_ || wall < 1.0) return;
+    if (wall - last_ < (tty_ ? 0.2 : 10.0)) return;
+    last_ = wall;
+    shown_ = true;
+    uint64_t hops = hops_done_;
+    std::vector<const Slot*> active;
+    for (const Slot& s : slots_) {
+      if (s.active) active.push_back(&s);
+    }
+    std::sort(active.begin(), active.end(), [](const Slot* a, const Slot* b) { return a->run < b->run; });
+    std::string running;
+    char part[160];
+    for (const Slot* a : active) {
+      const Slot& s = *a;
+      hops += s.hops;
+      std::snprintf(part, sizeof part, "%s%s seed %llu: %.0f of %.0f us", running.empty() ? "" : ", ",
+                    s.what.c_str(), static_cast<unsigned long long>(s.seed),
+                    static_cast<double>(s.vt) / 1000.0, static_cast<double>(s.duration_ns) / 1000.0);
+      running += part;
+    }
+    std::fprintf(stderr, "%s[%zu/%zu runs done] %s virtual, %.1f s wall, %.2f M packet-hops/s%s",
+                 tty_ ? "\r" : "", done_, total_, running.c_str(), wall,
+                 static_cast<double>(hops) / wall / 1e6, tty_ ? "\033[K" : "\n");
+  }
+
+  std::mutex m_;
+  size_t total_;
+  size_t done_ = 0;
+  std::vector<Slot> slots_;
+  uint64_t hops_done_ = 0;
+  bool quiet_;
+  bool tty_;
+  std::chrono::steady_clock::time_point start_;
+  double last_ = 0;
+  bool shown_ = false;
+};
 
 // fabric_emu's working set is every node's state, hundreds of MB touched at random, one packet
 // hop at a time: with 4 KiB pages most hops miss the TLB. glibc's malloc backs its heap with
@@ -422,7 +545,7 @@ int main(int argc, char** argv) {
                  "YAML file with a `fabric:` map: keys as the flags, '_' for '-' (json, "
                  "timeseries, plots and csv too; `event:` is a list, and --event flags add to "
                  "it). Flags given beside it apply over the file. Command line only: --config, "
-                 "--scenario, --quick, --log-level, --quiet, --reproducible");
+                 "--scenario, --quick, --log-level, --quiet, --reproducible, --jobs, --threads");
   std::string scenario_name;
   bool quick = false;
   app.add_option("--scenario", scenario_name,
@@ -450,7 +573,21 @@ int main(int argc, char** argv) {
                "terminal, a plain line every 10 s when stderr is a file or pipe)");
   app.add_flag("--reproducible", reproducible,
                "leave the wall-clock figures (wall_s, hops_per_s, peak_rss_mb) out of the JSON, so "
-               "that two runs with the same arguments write identical files");
+               "that two runs with the same arguments write identical files (whatever --jobs and "
+               "--threads). With --jobs above 1 the runs overlap: each run's wall_s and hops_per_s "
+               "count a machine shared with the other runs, and peak_rss_mb is the whole "
+               "process's, every run's pools together");
+  std::string jobs_arg = "0", threads_arg = "0";
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  app.add_option("--jobs", jobs_arg,
+                 "runs of the sweep (every experiment x mode x seed, a scenario's runs included) "
+                 "run N at a time, each in a worker thread with mbuf pools of its own; the "
+                 "table, JSON, CSV, timeseries and plots are the same whatever N (results in run "
+                 "order); 0: one per online core (" + std::to_string(cores) +
+                     " here), never more than the runs (0)");
+  app.add_option("--threads", threads_arg,
+                 "threads each run's fabric may use (Fabric::set_threads; its results do not "
+                 "depend on it); 0: max(1, online cores / the jobs used) (0)");
   if (const auto code = runtime::parse_program_args(app, runtime::all_program_args(argc, argv),
                                                     "fabric_emu")) {
     return *code;
@@ -460,7 +597,10 @@ int main(int argc, char** argv) {
   // given applied over each (so that a scenario can be re-run on another topology).
   std::optional<Scenario> scenario;
   std::vector<ScenarioRun> experiments;
+  uint32_t jobs_flag = 0, threads_flag = 0;
   try {
+    jobs_flag = parse_count("jobs", jobs_arg);
+    threads_flag = parse_count("threads", threads_arg);
     if (scenario_name == "list") {
       const std::string dir = default_scenario_dir();
       for (const std::string& name : list_scenarios(dir)) {
@@ -522,7 +662,35 @@ int main(int argc, char** argv) {
     }
   }
 
-  // One pool for every experiment, sized for the largest.
+  // The runs of the sweep, in the order their results are reported.
+  struct RunSpec {
+    size_t experiment;
+    FabricMode mode;
+    uint64_t seed;
+    std::string what;  // "[scenario run ]mode", for messages
+  };
+  std::vector<RunSpec> specs;
+  for (size_t x = 0; x < experiments.size(); ++x) {
+    const FabricConfig& config = experiments[x].config;
+    const std::string& run_name = experiments[x].name;
+    for (FabricMode mode : config.modes) {
+      for (uint64_t seed = config.seed_first; seed <= config.seed_last; ++seed) {
+        specs.push_back({x, mode, seed,
+                         (run_name.empty() ? "" : run_name + " ") + std::string(to_string(mode))});
+      }
+    }
+  }
+  const size_t jobs = std::max<size_t>(
+      1, std::min<size_t>(jobs_flag == 0 ? cores : jobs_flag, specs.size()));
+  const uint32_t threads =
+      threads_flag != 0 ? threads_flag : std::max(1u, static_cast<uint32_t>(cores / jobs));
+
+  // Each job's pools are sized for the largest experiment. Copied payloads need a whole frame
+  // in one mbuf. Shared ones: the packet's mbuf holds its headers (and payloads under 256
+  // bytes), and two small mbufs from a pool of their own carry the attached payload and the
+  // pad + ICRC; that pool never runs out first, so the packets' pool fills (and a requester
+  // finds it empty) exactly as with copied payloads. The pools grow from a first chunk, in
+  // memory of their own (not EAL's), as far as the runs need.
   uint64_t n_mbufs = 0;
   uint32_t mtu = 0;
   bool copied = false, shared = false;
@@ -532,41 +700,51 @@ int main(int argc, char** argv) {
     copied = copied || e.config.payload == "copy";
     shared = shared || e.config.payload == "shared";
   }
-  // Copied payloads need a whole frame in one mbuf. Shared ones: the packet's mbuf holds its
-  // headers (and payloads under 256 bytes), and two small mbufs from a pool of their own carry
-  // the attached payload and the pad + ICRC; that pool never runs out first, so the packets'
-  // pool fills (and a requester finds it empty) exactly as with copied payloads.
   const uint32_t room = (copied ? mtu + 512 : 512) + RTE_PKTMBUF_HEADROOM;
   const uint32_t segment_room = RTE_PKTMBUF_HEADROOM + 64;
   const uint64_t n_segments = shared ? 2 * n_mbufs + 1023 : 0;
-  const uint64_t pool_mb =
-      (n_mbufs * (room + 256) + n_segments * (segment_room + 256)) / (1 << 20);
+  constexpr uint32_t kChunk = 8192;  // mbufs: the first chunk and each one added
+  // EAL's memory now holds only each pool's header with its per-lcore caches (about 1 MB) and
+  // its ring (8 bytes per mbuf, to a power of 2), beside EAL's own few MB.
+  const auto ring_mb = [](uint64_t n) {
+    uint64_t slots = 1;
+    while (slots < n + 1) slots <<= 1;
+    return (slots * 8 >> 20) + 2;
+  };
+  const uint64_t eal_mb = 64 + jobs * (ring_mb(n_mbufs) + (shared ? ring_mb(n_segments) : 0));
   const std::string prefix = "fabric-" + std::to_string(getpid());
   std::unique_ptr<runtime::Eal> eal;
   try {
     runtime::set_level(log_level);
+    // One EAL lcore (-l 0): the other lcore ids stay free for the worker threads to register.
     eal = std::make_unique<runtime::Eal>(std::vector<std::string>{
-        "fabric_emu", "--no-huge", "-m", std::to_string(pool_mb + 256), "--no-pci", "--no-telemetry",
-        "--file-prefix", prefix, "--log-level", "lib.eal:error"});
+        "fabric_emu", "--no-huge", "-m", std::to_string(eal_mb), "-l", "0", "--no-pci",
+        "--no-telemetry", "--file-prefix", prefix, "--log-level", "lib.eal:error"});
   } catch (const std::exception& e) {
     std::fprintf(stderr, "fabric_emu: %s\n", e.what());
     return 3;
   }
-  rte_mempool* pool = rte_pktmbuf_pool_create("fabric_pool", static_cast<unsigned>(n_mbufs), 256, 0,
-                                              static_cast<uint16_t>(room), SOCKET_ID_ANY);
-  if (pool == nullptr) {
-    std::fprintf(stderr, "fabric_emu: mempool of %llu mbufs: %s\n",
-                 static_cast<unsigned long long>(n_mbufs), rte_strerror(rte_errno));
-    return 3;
-  }
-  rte_mempool* segment_pool = nullptr;
-  if (shared) {
-    segment_pool = rte_pktmbuf_pool_create("fabric_segments", static_cast<unsigned>(n_segments),
-                                           256, 0, static_cast<uint16_t>(segment_room),
-                                           SOCKET_ID_ANY);
-    if (segment_pool == nullptr) {
+  // Declared after the EAL: freed before it.
+  std::vector<std::unique_ptr<runtime::GrowingMbufPool>> pools(jobs), segment_pools(jobs);
+  for (size_t j = 0; j < jobs; ++j) {
+    try {
+      pools[j] = std::make_unique<runtime::GrowingMbufPool>(
+          "fabric_pool_" + std::to_string(j), static_cast<uint32_t>(n_mbufs),
+          static_cast<uint16_t>(room), std::min<uint32_t>(kChunk, static_cast<uint32_t>(n_mbufs)));
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "fabric_emu: mempool of %llu mbufs: %s\n",
+                   static_cast<unsigned long long>(n_mbufs), e.what());
+      return 3;
+    }
+    if (!shared) continue;
+    try {
+      segment_pools[j] = std::make_unique<runtime::GrowingMbufPool>(
+          "fabric_segments_" + std::to_string(j), static_cast<uint32_t>(n_segments),
+          static_cast<uint16_t>(segment_room),
+          std::min<uint32_t>(kChunk, static_cast<uint32_t>(n_segments)));
+    } catch (const std::exception& e) {
       std::fprintf(stderr, "fabric_emu: mempool of %llu payload segments: %s\n",
-                   static_cast<unsigned long long>(n_segments), rte_strerror(rte_errno));
+                   static_cast<unsigned long long>(n_segments), e.what());
       return 3;
     }
   }
@@ -607,65 +785,144 @@ int main(int argc, char** argv) {
     ts << (scenario ? "run," : "") << "mode,seed,t_us,link,util,queue_bytes,paused\n";
   }
 
-  std::map<std::string, std::vector<RunResult>> results;
-  int status = 0;
-  uint64_t total = 0;
-  for (const ScenarioRun& e : experiments) {
-    total += e.config.modes.size() * (e.config.seed_last - e.config.seed_first + 1);
-  }
-  uint64_t done = 0;
-  const bool stderr_tty = isatty(STDERR_FILENO) != 0;
-  for (size_t x = 0; x < experiments.size(); ++x) {
-    const FabricConfig& config = experiments[x].config;
-    const std::string& run_name = experiments[x].name;
-    std::vector<RunResult>& runs = results[run_name];
-    for (FabricMode mode : config.modes) {
-      for (uint64_t seed = config.seed_first; seed <= config.seed_last; ++seed) {
+  // The sweep: `jobs` worker threads take the runs in order, each with its own pools; every
+  // run's result and timeseries rows go to its slot, written out in run order once all are
+  // done, so that the output is the same whatever the number of jobs.
+  const size_t total = specs.size();
+  std::vector<RunResult> slots(total);
+  std::vector<std::string> ts_rows(total);
+  std::vector<std::string> errors(total);
+  std::vector<uint64_t> pool_bytes(total, 0);  // the job's pools' mapped bytes after the run
+  std::atomic<size_t> next{0};
+  // The first run (in run order) that threw: later runs are not started, and those in progress
+  // are abandoned; earlier ones finish, so that the error reported is the one --jobs 1 reports.
+  std::atomic<size_t> first_error{SIZE_MAX};
+  SweepProgress progress(total, jobs, quiet);
+  const bool timeseries = ts.is_open();
+  auto log = runtime::logger("fabric_emu");
+
+  const auto run_one = [&](size_t job, size_t i) {
+    const RunSpec& spec = specs[i];
+    const FabricConfig& config = experiments[spec.experiment].config;
+    runtime::GrowingMbufPool& pool = *pools[job];
+    runtime::GrowingMbufPool* segments =
+        config.payload == "shared" ? segment_pools[job].get() : nullptr;
+    const uint32_t headroom = round_headroom(config, threads);
+    const auto grow = [&] {
+      pool.reserve_free(headroom);
+      if (segments != nullptr) segments->reserve_free(headroom);
+    };
+    const auto short_below_max = [&] {
+      return pool.shortfalls_below_max() +
+             (segments != nullptr ? segments->shortfalls_below_max() : 0);
+    };
+    progress.start(job, i, spec.what, spec.seed, config.duration_ns);
+    try {
+      for (int attempt = 0;; ++attempt) {
+        if (attempt > 0) {
+          // The first attempt came short while a pool was below its max: again, with the
+          // pools at their max from the start, as a pool of fixed size would have run it.
+          pool.reserve_free(UINT32_MAX);
+          if (segments != nullptr) segments->reserve_free(UINT32_MAX);
+        }
+        grow();
+        const uint64_t short_before = short_below_max();
+        std::ostringstream rows;
         RunResult r;
-        bool shown = false;
-        const std::string what = (run_name.empty() ? "" : run_name + " ") + std::string(to_string(mode));
-        try {
-          Fabric f(config, mode, seed, pool, cdfs[x].get(),
-                   config.payload == "shared" ? segment_pool : nullptr);
-          f.record_timeseries(ts.is_open());
-          const auto start = std::chrono::steady_clock::now();
-          double last_line = 0;
+        {
+          Fabric f(config, spec.mode, spec.seed, pool.pool(), cdfs[spec.experiment].get(),
+                   segments != nullptr ? segments->pool() : nullptr);
+          f.record_timeseries(timeseries);
+          f.set_threads(threads);
+          f.set_between_rounds(grow);
           r = f.run([&](uint64_t vt, uint64_t hops) {
-            const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-            if (quiet || wall < 1.0) return;
-            // A terminal gets one line updated in place; a file or pipe a plain line every
-            // 10 s of wall time (no carriage returns in a log).
-            if (!stderr_tty && wall - last_line < 10.0) return;
-            last_line = wall;
-            shown = stderr_tty;
-            std::fprintf(stderr, "%s[%llu/%llu] %s seed %llu: %.0f of %.0f us virtual, %.1f s wall, %.2f M packet-hops/s%s",
-                         stderr_tty ? "\r" : "",
-                         static_cast<unsigned long long>(done + 1), static_cast<unsigned long long>(total),
-                         what.c_str(), static_cast<unsigned long long>(seed),
-                         static_cast<double>(vt) / 1000.0, static_cast<double>(config.duration_ns) / 1000.0,
-                         wall, static_cast<double>(hops) / wall / 1e6, stderr_tty ? "   " : "\n");
+            if (i > first_error.load(std::memory_order_relaxed)) throw Abandoned{};
+            progress.update(job, vt, hops);
           });
-          if (ts.is_open()) write_timeseries(ts, f, r, scenario ? run_name + "," : "", config.link_gbps);
-        } catch (const std::exception& e) {
-          if (shown) std::fprintf(stderr, "\n");
-          std::fprintf(stderr, "fabric_emu: %s seed %llu: %s\n", what.c_str(),
-                       static_cast<unsigned long long>(seed), e.what());
-          return 2;
+          if (timeseries) {
+            write_timeseries(rows, f, r, scenario ? experiments[spec.experiment].name + "," : "",
+                             config.link_gbps);
+          }
         }
-        if (shown) std::fprintf(stderr, "\n");
+        if (const uint64_t n = short_below_max() - short_before; n != 0 && attempt == 0) {
+          log->debug("{} seed {}: a pool came short {} times below its max; run again with the "
+                     "pools at their max",
+                     spec.what, spec.seed, n);
+          continue;
+        }
         // The fabric is gone: whatever is still out of the pool leaked.
-        r.mbufs_in_use_at_end = rte_mempool_in_use_count(pool);
-        if (segment_pool != nullptr) r.mbufs_in_use_at_end += rte_mempool_in_use_count(segment_pool);
-        if (r.mbufs_in_use_at_end != 0) {
-          std::fprintf(stderr, "fabric_emu: %s seed %llu: %llu mbufs not returned to the pool\n",
-                       what.c_str(), static_cast<unsigned long long>(seed),
-                       static_cast<unsigned long long>(r.mbufs_in_use_at_end));
-          status = 3;
-        }
-        ++done;
-        runs.push_back(std::move(r));
+        r.mbufs_in_use_at_end = pool.in_use() + (segment_pools[job] ? segment_pools[job]->in_use() : 0);
+        pool_bytes[i] = pool.bytes() + (segment_pools[job] ? segment_pools[job]->bytes() : 0);
+        log->debug("{} seed {}: pools of job {}: {} + {} mbufs populated (at most {} + {} in "
+                   "use), {:.1f} MB mapped",
+                   spec.what, spec.seed, job, pool.populated(),
+                   segment_pools[job] ? segment_pools[job]->populated() : 0, pool.peak_in_use(),
+                   segment_pools[job] ? segment_pools[job]->peak_in_use() : 0,
+                   static_cast<double>(pool_bytes[i]) / (1 << 20));
+        ts_rows[i] = rows.str();
+        progress.finish(job, r.packet_hops, true);
+        slots[i] = std::move(r);
+        return;
       }
+    } catch (const Abandoned&) {
+      progress.finish(job, 0, false);
+    } catch (const std::exception& e) {
+      errors[i] = e.what();
+      size_t cur = first_error.load();
+      while (i < cur && !first_error.compare_exchange_weak(cur, i)) {
+      }
+      progress.finish(job, 0, false);
     }
+  };
+  const auto worker = [&](size_t job) {
+    // A registered thread has an lcore id, hence its own cache in each mempool.
+    const bool registered = rte_thread_register() == 0;
+    if (!registered) {
+      log->debug("job {}: rte_thread_register: {} (its pools work without a per-lcore cache)",
+                 job, rte_strerror(rte_errno));
+    }
+    for (;;) {
+      const size_t i = next.fetch_add(1);
+      if (i >= total || i > first_error.load()) break;
+      run_one(job, i);
+    }
+    if (registered) {
+      // What this lcore's caches hold goes back to the rings before the lcore id is released.
+      for (const auto* p : {pools[job].get(), segment_pools[job].get()}) {
+        if (p == nullptr) continue;
+        if (rte_mempool_cache* c = rte_mempool_default_cache(p->pool(), rte_lcore_id())) {
+          rte_mempool_cache_flush(c, p->pool());
+        }
+      }
+      rte_thread_unregister();
+    }
+  };
+  {
+    std::vector<std::thread> workers;
+    for (size_t j = 0; j < jobs; ++j) workers.emplace_back(worker, j);
+    for (std::thread& t : workers) t.join();
+  }
+  progress.end();
+
+  // In run order: the mbufs each run left out of its pools, then the first error (if any).
+  int status = 0;
+  const size_t failed = first_error.load();
+  std::map<std::string, std::vector<RunResult>> results;
+  for (size_t i = 0; i < total && i <= failed; ++i) {
+    const RunSpec& spec = specs[i];
+    if (i == failed) {
+      std::fprintf(stderr, "fabric_emu: %s seed %llu: %s\n", spec.what.c_str(),
+                   static_cast<unsigned long long>(spec.seed), errors[i].c_str());
+      return 2;
+    }
+    if (timeseries) ts << ts_rows[i];
+    if (slots[i].mbufs_in_use_at_end != 0) {
+      std::fprintf(stderr, "fabric_emu: %s seed %llu: %llu mbufs not returned to the pool\n",
+                   spec.what.c_str(), static_cast<unsigned long long>(spec.seed),
+                   static_cast<unsigned long long>(slots[i].mbufs_in_use_at_end));
+      status = 3;
+    }
+    results[experiments[spec.experiment].name].push_back(std::move(slots[i]));
   }
 
   const auto report_of = [&](const FabricConfig& config, const std::vector<RunResult>& runs) {
@@ -748,7 +1005,5 @@ int main(int argc, char** argv) {
       if (status == 0) status = 4;
     }
   }
-  rte_mempool_free(pool);
-  rte_mempool_free(segment_pool);
   return status;
 }
