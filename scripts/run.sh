@@ -7,6 +7,10 @@
 # and spray again with --cc none beside it. Prints a table per workload and writes
 # OUT/report.json, OUT/report-cc-none.json, OUT/allreduce.json and the plots (OUT/*.png).
 #   scripts/run.sh [--out DIR] [--quick]      (--quick: 4 seeds, 1 ms: about 15 s)
+# fabric_emu runs the seeds and modes of each table N at a time, one per online core by default;
+# FABRIC_JOBS=N sets N (passed as --jobs N; FABRIC_JOBS=1: one run at a time). The tables, the
+# JSON and the plots are the same whatever N. FABRIC_EMU=PATH runs that fabric_emu instead of
+# building build/fabric/fabric_emu.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=out
@@ -16,17 +20,24 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --out) OUT=$2; shift 2 ;;
     --quick) SEEDS=1-4; DURATION=1ms; shift ;;
-    -h|--help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "run.sh: unknown argument '$1' (--out DIR, --quick)" >&2; exit 2 ;;
   esac
 done
 mkdir -p "$OUT"
 
-scripts/setup.sh
-# shellcheck disable=SC1091  # scripts/build_dir.sh, checked on its own
-. scripts/build_dir.sh
-ensure_build_dir build
-ninja -C build fabric/fabric_emu >/dev/null
+if [ -n "${FABRIC_EMU:-}" ]; then
+  EMU=$FABRIC_EMU  # a fabric_emu built elsewhere: nothing to set up or build
+else
+  scripts/setup.sh
+  # shellcheck disable=SC1091  # scripts/build_dir.sh, checked on its own
+  . scripts/build_dir.sh
+  ensure_build_dir build
+  ninja -C build fabric/fabric_emu >/dev/null
+  EMU=build/fabric/fabric_emu
+fi
+JOBS=()
+if [ -n "${FABRIC_JOBS:-}" ]; then JOBS=(--jobs "$FABRIC_JOBS"); fi
 
 # fabric_emu exits 5 when a run ended unfinished or dropped on a lossless class (its table marks
 # the row with "!" and stderr names the run): the tables are still printed and the job goes on
@@ -34,7 +45,7 @@ ninja -C build fabric/fabric_emu >/dev/null
 warned=0
 emu() {
   local rc=0
-  build/fabric/fabric_emu "$@" || rc=$?
+  "$EMU" ${JOBS[@]+"${JOBS[@]}"} "$@" || rc=$?
   if [ "$rc" -eq 5 ]; then
     warned=1
   elif [ "$rc" -ne 0 ]; then
