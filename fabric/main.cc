@@ -3,7 +3,9 @@
 // per-link timeseries and the plots when asked.
 #include <rte_errno.h>
 #include <rte_lcore.h>
+#include <pthread.h>
 #include <rte_mbuf.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -25,6 +27,8 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "control/config_reader.h"
@@ -521,6 +525,12 @@ void heap_on_huge_pages(char** argv) {
 
 int main(int argc, char** argv) {
   heap_on_huge_pages(argv);
+  // The CPUs the process may run on, before EAL pins this thread to its lcore's (CPU 0): the
+  // worker threads, which would inherit that pin, and the fabric's own threads, which inherit
+  // theirs, get these back.
+  cpu_set_t process_cpus;
+  CPU_ZERO(&process_cpus);
+  const bool have_cpus = sched_getaffinity(0, sizeof process_cpus, &process_cpus) == 0;
   CLI::App app{
       "fabric_emu: a leaf-spine fabric of real SwitchNode and NicNode pipelines (DPDK mbufs, "
       "EAL --no-huge, no ports) in virtual time. Every mode runs on every seed; stdout gets one "
@@ -581,7 +591,7 @@ int main(int argc, char** argv) {
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   app.add_option("--jobs", jobs_arg,
                  "runs of the sweep (every experiment x mode x seed, a scenario's runs included) "
-                 "run N at a time, each in a worker thread with mbuf pools of its own; the "
+                 "run N at a time in worker threads, each run with mbuf pools of its own; the "
                  "table, JSON, CSV, timeseries and plots are the same whatever N (results in run "
                  "order); 0: one per online core (" + std::to_string(cores) +
                      " here), never more than the runs (0)");
@@ -724,30 +734,30 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "fabric_emu: %s\n", e.what());
     return 3;
   }
-  // Declared after the EAL: freed before it.
-  std::vector<std::unique_ptr<runtime::GrowingMbufPool>> pools(jobs), segment_pools(jobs);
-  for (size_t j = 0; j < jobs; ++j) {
+  // Each run gets pools of its own, created by the worker that runs it and freed when the run
+  // is over: a run's mapped bytes are its own (not what earlier runs of the same job grew),
+  // and the memory goes back between runs. The names are the job's, unique at any time.
+  const auto make_pools = [&](size_t job, bool with_segments) {
+    std::pair<std::unique_ptr<runtime::GrowingMbufPool>, std::unique_ptr<runtime::GrowingMbufPool>> p;
     try {
-      pools[j] = std::make_unique<runtime::GrowingMbufPool>(
-          "fabric_pool_" + std::to_string(j), static_cast<uint32_t>(n_mbufs),
+      p.first = std::make_unique<runtime::GrowingMbufPool>(
+          "fabric_pool_" + std::to_string(job), static_cast<uint32_t>(n_mbufs),
           static_cast<uint16_t>(room), std::min<uint32_t>(kChunk, static_cast<uint32_t>(n_mbufs)));
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "fabric_emu: mempool of %llu mbufs: %s\n",
-                   static_cast<unsigned long long>(n_mbufs), e.what());
-      return 3;
+      throw std::runtime_error("mempool of " + std::to_string(n_mbufs) + " mbufs: " + e.what());
     }
-    if (!shared) continue;
+    if (!with_segments) return p;
     try {
-      segment_pools[j] = std::make_unique<runtime::GrowingMbufPool>(
-          "fabric_segments_" + std::to_string(j), static_cast<uint32_t>(n_segments),
+      p.second = std::make_unique<runtime::GrowingMbufPool>(
+          "fabric_segments_" + std::to_string(job), static_cast<uint32_t>(n_segments),
           static_cast<uint16_t>(segment_room),
           std::min<uint32_t>(kChunk, static_cast<uint32_t>(n_segments)));
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "fabric_emu: mempool of %llu payload segments: %s\n",
-                   static_cast<unsigned long long>(n_segments), e.what());
-      return 3;
+      throw std::runtime_error("mempool of " + std::to_string(n_segments) +
+                               " payload segments: " + e.what());
     }
-  }
+    return p;
+  };
 
   // The file's output keys, where the flags did not say.
   if (!scenario) {
@@ -792,7 +802,8 @@ int main(int argc, char** argv) {
   std::vector<RunResult> slots(total);
   std::vector<std::string> ts_rows(total);
   std::vector<std::string> errors(total);
-  std::vector<uint64_t> pool_bytes(total, 0);  // the job's pools' mapped bytes after the run
+  std::vector<int> error_codes(total, 0);  // 2: the run failed; 3: its pools could not be made
+  std::vector<uint64_t> pool_bytes(total, 0);  // each run's pools' mapped bytes
   std::atomic<size_t> next{0};
   // The first run (in run order) that threw: later runs are not started, and those in progress
   // are abandoned; earlier ones finish, so that the error reported is the one --jobs 1 reports.
@@ -801,12 +812,27 @@ int main(int argc, char** argv) {
   const bool timeseries = ts.is_open();
   auto log = runtime::logger("fabric_emu");
 
+  const auto failed_at = [&](size_t i, const std::string& why, int code) {
+    errors[i] = why;
+    error_codes[i] = code;
+    size_t cur = first_error.load();
+    while (i < cur && !first_error.compare_exchange_weak(cur, i)) {
+    }
+  };
   const auto run_one = [&](size_t job, size_t i) {
     const RunSpec& spec = specs[i];
     const FabricConfig& config = experiments[spec.experiment].config;
-    runtime::GrowingMbufPool& pool = *pools[job];
-    runtime::GrowingMbufPool* segments =
-        config.payload == "shared" ? segment_pools[job].get() : nullptr;
+    progress.start(job, i, spec.what, spec.seed, config.duration_ns);
+    std::unique_ptr<runtime::GrowingMbufPool> pool_owner, segments_owner;
+    try {
+      std::tie(pool_owner, segments_owner) = make_pools(job, config.payload == "shared");
+    } catch (const std::exception& e) {
+      failed_at(i, e.what(), 3);
+      progress.finish(job, 0, false);
+      return;
+    }
+    runtime::GrowingMbufPool& pool = *pool_owner;
+    runtime::GrowingMbufPool* segments = segments_owner.get();
     const uint32_t headroom = round_headroom(config, threads);
     const auto grow = [&] {
       pool.reserve_free(headroom);
@@ -816,7 +842,6 @@ int main(int argc, char** argv) {
       return pool.shortfalls_below_max() +
              (segments != nullptr ? segments->shortfalls_below_max() : 0);
     };
-    progress.start(job, i, spec.what, spec.seed, config.duration_ns);
     try {
       for (int attempt = 0;; ++attempt) {
         if (attempt > 0) {
@@ -851,13 +876,14 @@ int main(int argc, char** argv) {
           continue;
         }
         // The fabric is gone: whatever is still out of the pool leaked.
-        r.mbufs_in_use_at_end = pool.in_use() + (segment_pools[job] ? segment_pools[job]->in_use() : 0);
-        pool_bytes[i] = pool.bytes() + (segment_pools[job] ? segment_pools[job]->bytes() : 0);
-        log->debug("{} seed {}: pools of job {}: {} + {} mbufs populated (at most {} + {} in "
-                   "use), {:.1f} MB mapped",
-                   spec.what, spec.seed, job, pool.populated(),
-                   segment_pools[job] ? segment_pools[job]->populated() : 0, pool.peak_in_use(),
-                   segment_pools[job] ? segment_pools[job]->peak_in_use() : 0,
+        r.mbufs_in_use_at_end = pool.in_use() + (segments != nullptr ? segments->in_use() : 0);
+        // The run's pools' anonymous memory (RunResult has no field for it yet).
+        pool_bytes[i] = pool.bytes() + (segments != nullptr ? segments->bytes() : 0);
+        log->debug("{} seed {}: pools: {} + {} mbufs populated (at most {} + {} in use), {:.1f} "
+                   "MB mapped",
+                   spec.what, spec.seed, pool.populated(),
+                   segments != nullptr ? segments->populated() : 0, pool.peak_in_use(),
+                   segments != nullptr ? segments->peak_in_use() : 0,
                    static_cast<double>(pool_bytes[i]) / (1 << 20));
         ts_rows[i] = rows.str();
         progress.finish(job, r.packet_hops, true);
@@ -867,14 +893,14 @@ int main(int argc, char** argv) {
     } catch (const Abandoned&) {
       progress.finish(job, 0, false);
     } catch (const std::exception& e) {
-      errors[i] = e.what();
-      size_t cur = first_error.load();
-      while (i < cur && !first_error.compare_exchange_weak(cur, i)) {
-      }
+      failed_at(i, e.what(), 2);
       progress.finish(job, 0, false);
     }
   };
   const auto worker = [&](size_t job) {
+    if (have_cpus && pthread_setaffinity_np(pthread_self(), sizeof process_cpus, &process_cpus) != 0) {
+      log->debug("job {}: could not leave the main lcore's CPU (pthread_setaffinity_np)", job);
+    }
     // A registered thread has an lcore id, hence its own cache in each mempool.
     const bool registered = rte_thread_register() == 0;
     if (!registered) {
@@ -886,16 +912,7 @@ int main(int argc, char** argv) {
       if (i >= total || i > first_error.load()) break;
       run_one(job, i);
     }
-    if (registered) {
-      // What this lcore's caches hold goes back to the rings before the lcore id is released.
-      for (const auto* p : {pools[job].get(), segment_pools[job].get()}) {
-        if (p == nullptr) continue;
-        if (rte_mempool_cache* c = rte_mempool_default_cache(p->pool(), rte_lcore_id())) {
-          rte_mempool_cache_flush(c, p->pool());
-        }
-      }
-      rte_thread_unregister();
-    }
+    if (registered) rte_thread_unregister();
   };
   {
     std::vector<std::thread> workers;
@@ -913,7 +930,7 @@ int main(int argc, char** argv) {
     if (i == failed) {
       std::fprintf(stderr, "fabric_emu: %s seed %llu: %s\n", spec.what.c_str(),
                    static_cast<unsigned long long>(spec.seed), errors[i].c_str());
-      return 2;
+      return error_codes[i];
     }
     if (timeseries) ts << ts_rows[i];
     if (slots[i].mbufs_in_use_at_end != 0) {
