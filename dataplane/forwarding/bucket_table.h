@@ -53,6 +53,10 @@ class BucketTable {
     return member < counts_.size() ? counts_[member] : 0;
   }
   std::span<const uint16_t> buckets() const { return buckets_; }
+  // Heap bytes of the table (its buckets and per-member counts).
+  uint64_t heap_bytes() const {
+    return buckets_.capacity() * sizeof(uint16_t) + counts_.capacity() * sizeof(uint32_t);
+  }
 
  private:
   BucketTable(std::vector<uint16_t> buckets, std::vector<uint32_t> counts);

@@ -48,6 +48,8 @@ class DirectMappedCache {
   }
   const void* owner() const { return owner_; }
   size_t entries() const { return slots_.size(); }
+  // Heap bytes: the slots.
+  uint64_t heap_bytes() const { return slots_.capacity() * sizeof(Slot); }
 
  private:
   static constexpr uint64_t kEmpty = UINT64_MAX;  // no table reaches this tag

@@ -12,7 +12,7 @@ uint16_t DrillSelector::select(std::span<const PathLoad> members) {
   }
   // One 64-bit draw gives both samples; the second is drawn among the other n - 1 members so
   // that the two are distinct.
-  const uint64_t r = rng_();
+  const uint64_t r = rng()();
   const uint32_t first = scale_to_range(static_cast<uint32_t>(r), n);
   uint32_t second = first;
   if (n > 1) {
@@ -35,7 +35,7 @@ uint16_t DrillSelector::select(std::span<const PathLoad> members) {
 
   if (best == kNoMember) {
     ++counters_.full_scans;
-    best = least_loaded_eligible(members, static_cast<uint32_t>(rng_()));
+    best = least_loaded_eligible(members, static_cast<uint32_t>(rng()()));
     if (best == kNoMember) {
       ++counters_.no_eligible_member;
       return kNoMember;

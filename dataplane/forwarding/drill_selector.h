@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <random>
 #include <span>
 
@@ -29,7 +30,7 @@ class DrillSelector {
 
   // The random samples come from this object's own generator: the same seed and the same
   // sequence of loads give the same choices.
-  explicit DrillSelector(uint64_t seed) : rng_(seed) {}
+  explicit DrillSelector(uint64_t seed) : seed_(seed) {}
 
   // The member (index into `members`) for the next packet. Candidates are the remembered member
   // and two distinct random members; the eligible one with the fewest queued bytes wins, ties
@@ -40,9 +41,19 @@ class DrillSelector {
 
   uint16_t remembered() const { return remembered_; }
   const DrillCounters& counters() const { return counters_; }
+  // Heap bytes: the generator, once the first packet has made it.
+  uint64_t heap_bytes() const { return rng_ != nullptr ? sizeof(std::mt19937_64) : 0; }
 
  private:
-  std::mt19937_64 rng_;
+  // The generator (2.5 KB of state) is made, seeded, at the first select(): every group of a
+  // switch has a selector, and only DRILL groups draw from it. The draws are the same.
+  std::mt19937_64& rng() {
+    if (rng_ == nullptr) rng_ = std::make_unique<std::mt19937_64>(seed_);
+    return *rng_;
+  }
+
+  uint64_t seed_;
+  std::unique_ptr<std::mt19937_64> rng_;
   uint16_t remembered_ = kNoMember;
   DrillCounters counters_;
 };

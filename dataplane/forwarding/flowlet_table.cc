@@ -1,7 +1,10 @@
 #include "dataplane/forwarding/flowlet_table.h"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
+
+#include "dataplane/memory_usage.h"
 
 namespace spraynet {
 
@@ -41,15 +44,28 @@ uint32_t validated_entries(uint32_t entries) {
 }  // namespace
 
 FlowletTable::FlowletTable(uint32_t entries, uint64_t gap_ns)
-    : entries_(validated_entries(entries)), mask_(entries - 1), gap_ns_(gap_ns) {}
+    : pages_((validated_entries(entries) + kPageEntries - 1) / kPageEntries),
+      mask_(entries - 1),
+      gap_ns_(gap_ns) {}
+
+void FlowletTable::make_page(std::unique_ptr<Entry[]>& page) {
+  page = std::make_unique<Entry[]>(std::min(kPageEntries, mask_ + 1));
+  ++pages_made_;
+}
 
 void FlowletTable::clear() {
-  for (Entry& e : entries_) e = Entry{};
+  for (auto& page : pages_) page.reset();
+  pages_made_ = 0;
+}
+
+uint64_t FlowletTable::heap_bytes() const {
+  return capacity_bytes(pages_) +
+         pages_made_ * std::min(kPageEntries, mask_ + 1) * sizeof(Entry);
 }
 
 uint16_t FlowletTable::select(uint32_t flow_hash, uint64_t now_ns,
                               std::span<const PathLoad> members) {
-  Entry& e = entries_[flow_hash & mask_];
+  Entry& e = entry(flow_hash & mask_);
   const bool used = e.member != kNoMember;
   // A clock that steps back (another lcore's timestamp) counts as no idle time at all.
   const uint64_t idle_ns = now_ns > e.last_seen_ns ? now_ns - e.last_seen_ns : 0;

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -45,7 +46,9 @@ class FlowletTable {
   // Forgets every flowlet (for instance when the group's member list changes meaning).
   void clear();
 
-  uint32_t entries() const { return static_cast<uint32_t>(entries_.size()); }
+  uint32_t entries() const { return mask_ + 1; }
+  // Heap bytes: the page table and the pages made so far (see below).
+  uint64_t heap_bytes() const;
   uint64_t gap_ns() const { return gap_ns_; }
   const FlowletCounters& counters() const { return counters_; }
 
@@ -55,7 +58,21 @@ class FlowletTable {
     uint16_t member = kNoMember;  // kNoMember: never used
   };
 
-  std::vector<Entry> entries_;
+  // The entries live in pages of kPageEntries (fewer for a smaller table), each made when a
+  // packet first hashes into it and freed by clear(): a DLB group sized for thousands of flows
+  // that sees a few dozen pays for a few dozen pages, not 64 KiB. A page made is what the
+  // entries of a whole table would hold, so the answers are the same.
+  static constexpr unsigned kPageBits = 4;
+  static constexpr uint32_t kPageEntries = 1u << kPageBits;
+  Entry& entry(uint32_t index) {
+    std::unique_ptr<Entry[]>& page = pages_[index >> kPageBits];
+    if (page == nullptr) make_page(page);
+    return page[index & (kPageEntries - 1)];
+  }
+  void make_page(std::unique_ptr<Entry[]>& page);
+
+  std::vector<std::unique_ptr<Entry[]>> pages_;
+  size_t pages_made_ = 0;
   uint32_t mask_;
   uint64_t gap_ns_;
   FlowletCounters counters_;

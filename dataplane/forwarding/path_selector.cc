@@ -4,6 +4,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "dataplane/memory_usage.h"
+
 namespace spraynet {
 
 namespace {
@@ -220,6 +222,14 @@ void PathSelector::set_member_excluded(uint16_t member, bool excluded) {
   if (excluded_.at(member) == excluded) return;
   excluded_[member] = excluded;
   excluded_count_ = excluded ? excluded_count_ + 1 : excluded_count_ - 1;
+}
+
+uint64_t PathSelector::memory_bytes() const {
+  uint64_t b = sizeof(*this) + capacity_bytes(members_) + capacity_bytes(member_loads_) +
+               capacity_bytes(member_packets_) + excluded_.capacity() / 8 +
+               flowlets_.heap_bytes() + drill_.heap_bytes();
+  if (owned_ != nullptr) b += sizeof(BucketTable) + owned_->heap_bytes();
+  return b;
 }
 
 }  // namespace spraynet

@@ -130,6 +130,10 @@ class PathSelector {
   const PathSelectorCounters& counters() const { return counters_; }
   // Packets sent to each member (by member index), all modes and sprayed together.
   std::span<const uint64_t> member_packets() const { return member_packets_; }
+  // Bytes of this selector: the object (its DRILL state inside), its member vectors, the
+  // flowlet pages made, and the bucket table it owns (a replica that follows a primary owns
+  // one too, unused: it reads the primary's).
+  uint64_t memory_bytes() const;
 
  private:
   // Copies the members' loads into member order; returns how many are eligible.

@@ -1,8 +1,11 @@
 #include "dataplane/forwarding/route_table.h"
 
+#include <rte_common.h>
 #include <rte_errno.h>
 #include <rte_lpm.h>
+#include <rte_mempool.h>
 #include <rte_rib.h>
+#include <rte_ring.h>
 
 #include <algorithm>
 #include <climits>
@@ -48,6 +51,15 @@ std::string ipv4_to_string(uint32_t ip) {
 
 static_assert(RouteTable::kMaxLpmNameLength == RTE_LPM_NAMESIZE - 1);
 
+namespace {
+
+// rte_lpm_create's tbl8 groups for max_routes (the constructor's choice).
+uint32_t lpm_tbl8_groups(uint32_t max_routes) {
+  return std::clamp<uint32_t>(max_routes, 16, 65536);
+}
+
+}  // namespace
+
 RouteTable::RouteTable(std::string_view name, uint32_t max_routes, int socket_id,
                        RouteTableBackend backend)
     : name_(name), backend_(backend), max_routes_(max_routes) {
@@ -64,7 +76,7 @@ RouteTable::RouteTable(std::string_view name, uint32_t max_routes, int socket_id
   if (backend_ == RouteTableBackend::kLpm) {
     rte_lpm_config config{};
     config.max_rules = max_routes;
-    config.number_tbl8s = std::clamp<uint32_t>(max_routes, 16, 65536);
+    config.number_tbl8s = lpm_tbl8_groups(max_routes);
     lpm_ = rte_lpm_create(name_.c_str(), socket_id, &config);
     if (lpm_ == nullptr) {
       throw std::runtime_error("route table '" + name_ +
@@ -87,6 +99,29 @@ RouteTable::RouteTable(std::string_view name, uint32_t max_routes, int socket_id
     throw std::runtime_error("route table '" + name_ +
                              "': rte_rib_create failed: " + rte_strerror(rte_errno));
   }
+}
+
+uint64_t RouteTable::memory_bytes() const {
+  uint64_t b = sizeof(*this) + (name_.capacity() > 15 ? name_.capacity() + 1 : 0);
+  if (lpm_ != nullptr) {
+    // rte_lpm_create: the table with its tbl24 (struct rte_lpm, 2^24 4-byte entries), max_rules
+    // rules of 8 bytes, number_tbl8s groups of 256 4-byte entries.
+    b += sizeof(rte_lpm) + uint64_t{max_routes_} * 8 +
+         uint64_t{lpm_tbl8_groups(max_routes_)} * RTE_LPM_TBL8_GROUP_NUM_ENTRIES * 4;
+  }
+  if (rib_ != nullptr) {
+    // rte_rib_create: the rib (a cache line) and its node pool "MP_<name>" of max_nodes objects,
+    // each with the mempool's object header and padding (read from the pool), the pool's ring
+    // of the next power of two above max_nodes pointers, and the pool's own header.
+    b += 64;
+    const std::string pool_name = "MP_" + name_;
+    if (const rte_mempool* mp = rte_mempool_lookup(pool_name.c_str())) {
+      b += uint64_t{mp->size} * (mp->header_size + mp->elt_size + mp->trailer_size);
+      b += static_cast<uint64_t>(rte_ring_get_memsize(rte_align32pow2(mp->size + 1)));
+      b += sizeof(rte_mempool) + mp->private_data_size;
+    }
+  }
+  return b;
 }
 
 void RouteTable::release() {

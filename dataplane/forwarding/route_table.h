@@ -81,6 +81,11 @@ class RouteTable {
   const std::string& name() const { return name_; }
   RouteTableBackend backend() const { return backend_; }
   uint32_t route_count() const { return route_count_; }
+  uint32_t max_routes() const { return max_routes_; }
+  // Bytes the table holds, as DPDK 22.11 allocates its backend (see route_table.cc): kLpm, the
+  // 64 MiB tbl24 with its tbl8 groups and rule table; kRib, the trie's node pool (every node,
+  // used or not, with its mempool header and the pool's ring) and the rib itself.
+  uint64_t memory_bytes() const;
 
  private:
   void release();

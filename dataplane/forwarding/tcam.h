@@ -153,6 +153,9 @@ class TcamSnapshot {
   TcamSnapshot& operator=(const TcamSnapshot&) = delete;
 
   uint64_t generation() const { return generation_; }  // 0 before the first commit
+  // This snapshot's bytes: the object, its entries and its rte_acl contexts (estimated, see
+  // Tcam::acl_context_bytes).
+  uint64_t memory_bytes() const;
   size_t admitted_rules() const { return admitted_.entries.size(); }
   size_t refused_rules() const { return shadow_.entries.size(); }
 
@@ -232,6 +235,14 @@ class Tcam {
                 TcamMatch* out, TcamDecisionCache* cache = nullptr) const;
 
   TcamCounters counters() const;  // any thread
+  // Bytes the TCAM holds (control side, readers stopped or not): this object, its rules, and
+  // every snapshot not reclaimed (the current and the retired ones): their entries and rte_acl
+  // contexts. rte_acl has no size query, so a context counts as
+  // acl_context_bytes(rules, rule_size) (see tcam.cc for how that was measured).
+  uint64_t memory_bytes() const;
+  // What one rte_acl context of `rules` rules of rule_size bytes takes from the rte_malloc heap
+  // once built: the context with its copy of the rules, and the run-time tables.
+  static uint64_t acl_context_bytes(size_t rules, size_t rule_size);
 
  private:
   struct StoredRule {

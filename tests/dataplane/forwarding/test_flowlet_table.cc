@@ -204,3 +204,22 @@ TEST_CASE("least_loaded_eligible skips ineligible members and splits ties evenly
   CHECK(scale_to_range(0, 8) == 0);
   CHECK(scale_to_range(0x80000000, 8) == 4);
 }
+
+TEST_CASE("memory: pages of the table are made as flows hash into them, freed by clear()") {
+  FlowletTable t(4096);
+  const uint64_t empty = t.heap_bytes();
+  CHECK(empty < 4096 * 16 / 8);  // the page table only
+  const auto members = idle_members(4);
+  for (uint32_t h = 0; h < 10; ++h) t.select(h, 0, members);  // entries 0..9: one page
+  const uint64_t one_page = t.heap_bytes();
+  CHECK(one_page > empty);
+  for (uint32_t h = 0; h < 4096; h += 256) t.select(h, 0, members);  // 16 pages apart
+  CHECK(t.heap_bytes() > one_page);
+  CHECK(t.heap_bytes() < empty + 4096 * 16);
+  t.clear();
+  CHECK(t.heap_bytes() == empty);
+  // After clear() every entry is new again: the next packet starts a flowlet.
+  const uint64_t started = t.counters().flowlets_started;
+  t.select(5, 1, members);
+  CHECK(t.counters().flowlets_started == started + 1);
+}
