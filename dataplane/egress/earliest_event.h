@@ -25,6 +25,8 @@ class EarliestEvent {
     tree_.assign(2 * leaves_, kNever);
   }
   size_t size() const { return slots_; }
+  // Heap bytes: the tree.
+  uint64_t heap_bytes() const { return tree_.capacity() * sizeof(uint64_t); }
 
   uint64_t at(size_t slot) const { return tree_[leaves_ + slot]; }
   void set(size_t slot, uint64_t t) {

@@ -23,6 +23,8 @@ class FifoRing {
   bool empty() const { return head_ == tail_; }
   size_t size() const { return static_cast<size_t>(tail_ - head_); }
   size_t capacity() const { return buf_.size(); }
+  // Heap bytes: the array (capacity x entry; nothing until the first push).
+  uint64_t heap_bytes() const { return buf_.capacity() * sizeof(T); }
 
   T& front() { return buf_[head_ & mask_]; }
   const T& front() const { return buf_[head_ & mask_]; }

@@ -42,7 +42,7 @@ std::string LinkEmulatorConfig::check() const {
 }
 
 LinkEmulator::LinkEmulator(const LinkEmulatorConfig& config)
-    : config_(config), rate_bps_(0), rng_(config.seed) {
+    : config_(config), rate_bps_(0), seed_(config.seed) {
   throw_if(config.check());
   rate_bps_ = to_bps(config.rate_gbps);
 }
@@ -156,7 +156,8 @@ void LinkEmulator::set_up(bool up) {
 }
 
 double LinkEmulator::uniform() {
-  return static_cast<double>(rng_() >> 11) * 0x1.0p-53;
+  if (rng_ == nullptr) rng_ = std::make_unique<std::mt19937_64>(seed_);
+  return static_cast<double>((*rng_)() >> 11) * 0x1.0p-53;
 }
 
 }  // namespace spraynet

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <random>
 #include <string>
 
@@ -88,6 +89,8 @@ class LinkEmulator {
   double bit_error_rate() const { return config_.bit_error_rate; }
   double loss_rate() const { return config_.loss_rate; }
   bool up() const { return config_.up; }
+  // Heap bytes: the loss draws' generator, once made (see rng_).
+  uint64_t heap_bytes() const { return rng_ != nullptr ? sizeof(std::mt19937_64) : 0; }
 
  private:
   // Whole ns and remainder (in 1/rate_bps_ ns) of serialising `bits` at the current rate.
@@ -99,7 +102,11 @@ class LinkEmulator {
   uint64_t free_ns_ = 0;         // the line is free from free_ns_ + free_remainder_/rate_bps_
   uint64_t free_remainder_ = 0;  // < rate_bps_
   uint64_t last_arrival_ns_ = 0;
-  std::mt19937_64 rng_;
+  // The loss draws' generator (2.5 KB of state) is made, seeded with config.seed, at the first
+  // draw: only a link with a bit error rate or a loss rate draws, and a fabric has thousands of
+  // links. The draws are the same as with a generator made up front.
+  uint64_t seed_;
+  std::unique_ptr<std::mt19937_64> rng_;
   // serialisation()'s last answer (bits 0: none; every frame has more).
   mutable uint64_t last_bits_ = 0;
   mutable uint64_t last_whole_ns_ = 0;

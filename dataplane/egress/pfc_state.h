@@ -180,6 +180,11 @@ class PfcState final : public EgressQueueListener {
 
   // The lossless buffer: threshold, pool and headroom occupancy, peaks, headroom overflows.
   const SharedBuffer& buffer() const { return buffer_; }
+  // Bytes of the PFC state: the object (its shared buffer inside), the per-port state and the
+  // shared buffer's per-port priority groups.
+  uint64_t memory_bytes() const {
+    return sizeof(*this) + ports_.capacity() * sizeof(PortState) + buffer_.heap_bytes();
+  }
   double port_link_gbps(uint16_t port) const;
   // How long `quanta` pause `port`'s link; and how often an asserted XOFF is refreshed there.
   uint64_t pause_duration_ns(uint16_t port, uint16_t quanta) const;

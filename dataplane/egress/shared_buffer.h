@@ -77,6 +77,8 @@ class SharedBuffer {
   explicit SharedBuffer(SharedBufferConfig config);
 
   size_t ports() const { return pgs_.size(); }
+  // Heap bytes: the per-port priority groups.
+  uint64_t heap_bytes() const { return pgs_.capacity() * sizeof(pgs_[0]); }
   bool dynamic() const { return config_.static_threshold_bytes == 0; }
   // T as the pool stands now.
   uint64_t threshold_bytes() const;
