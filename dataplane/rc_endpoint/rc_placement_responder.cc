@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "dataplane/memory_usage.h"
 #include "dataplane/wire/icrc.h"
 #include "dataplane/wire/packet_parser.h"
 #include "dataplane/wire/roce_headers.h"
@@ -255,6 +256,11 @@ uint64_t RcPlacementResponder::next_event_ns() const {
   if (hole_open() && !hole_naked_) t = hole_since_ns_ + config_.nak_delay_ns;
   if (control_pending()) t = std::min(t, retry_at_ns_);
   return t;
+}
+
+uint64_t RcPlacementResponder::memory_bytes() const {
+  return sizeof(*this) + capacity_bytes(arrived_) + capacity_bytes(starts_) +
+         capacity_bytes(ends_) + capacity_bytes(ack_req_);
 }
 
 }  // namespace spraynet

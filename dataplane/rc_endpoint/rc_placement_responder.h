@@ -122,6 +122,8 @@ class RcPlacementResponder {
   // what PacketParser said of m. Appends the ACK/NAK it causes (and any pending one) to `out`;
   // returns how many were appended.
   size_t receive(rte_mbuf* m, const ParsedPacket& p, uint64_t now_ns, std::vector<rte_mbuf*>& out);
+  // Bytes of this QP's placement responder: the object and its four window bitmaps.
+  uint64_t memory_bytes() const;
 
   // NAKs the open hole when its delay has passed; sends ACK/NAKs left pending by an empty pool.
   size_t poll(uint64_t now_ns, std::vector<rte_mbuf*>& out);

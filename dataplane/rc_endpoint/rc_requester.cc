@@ -9,6 +9,7 @@
 
 #include "dataplane/wire/icrc.h"
 #include "dataplane/wire/packet_parser.h"
+#include "dataplane/memory_usage.h"
 #include "dataplane/wire/payload_store.h"
 #include "dataplane/wire/roce_headers.h"
 
@@ -213,7 +214,10 @@ RcRequester::RcRequester(const RcRequesterConfig& config, const RcQpAddress& add
   payload_.resize(config_.posted ? config_.mtu : std::min(config_.mtu, config_.message_bytes));
   for (size_t i = 0; i < payload_.size(); ++i) payload_[i] = static_cast<uint8_t>(i);
   payload_bytes_ = payload_;
-  if (config_.payload_store != nullptr) payload_bytes_ = config_.payload_store->add(payload_);
+  if (config_.payload_store != nullptr) {
+    payload_bytes_ = config_.payload_store->add(payload_);
+    std::vector<uint8_t>().swap(payload_);  // the store's copy is the one used: a page a QP less
+  }
   FrameSpec f;
   f.payload = config_.payload_store != nullptr ? std::span<const uint8_t>() : payload_bytes_;
   RoceSpec r;
@@ -970,6 +974,13 @@ bool RcRequester::done() const {
   if (error_) return true;  // every message completed, in error; nothing more will happen
   if (config_.posted) return messages_.empty();
   return config_.messages != 0 && completed_messages_ >= config_.messages;
+}
+
+uint64_t RcRequester::memory_bytes() const {
+  return sizeof(*this) + capacity_bytes(payload_) +
+         (own_stats_ != nullptr ? sizeof(CompletionTimeStats) : 0) +
+         deque_bytes<Message>(messages_.size()) + capacity_bytes(completions_) +
+         deque_bytes<uint64_t>(resend_.size());
 }
 
 }  // namespace spraynet

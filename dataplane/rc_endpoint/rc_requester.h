@@ -344,6 +344,10 @@ class RcRequester {
   // Messages posted (or, in fixed mode, started) and not yet completed.
   uint64_t messages_outstanding() const { return messages_.size(); }
   uint32_t next_psn() const { return psn_of(next_); }  // next to send
+  // Bytes of this QP's requester: the object and what it allocated (the payload pattern
+  // when no payload store holds it, its own completion statistics, the message and resend
+  // queues, completions not yet taken).
+  uint64_t memory_bytes() const;
   uint32_t oldest_unacked_psn() const { return psn_of(una_); }
   // Sent, not acknowledged, not gone back (0 while resending PSNs an ACK has overtaken).
   uint64_t in_flight() const { return next_ > una_ ? next_ - una_ : 0; }

@@ -8,6 +8,7 @@
 
 #include "dataplane/wire/icrc.h"
 #include "dataplane/wire/packet_parser.h"
+#include "dataplane/memory_usage.h"
 #include "dataplane/wire/payload_store.h"
 #include "dataplane/wire/roce_headers.h"
 
@@ -103,7 +104,10 @@ RcResponder::RcResponder(const RcResponderConfig& config, const RcQpAddress& add
   if (pool_ == nullptr) throw std::invalid_argument("pool: must not be null");
   for (size_t i = 0; i < payload_.size(); ++i) payload_[i] = static_cast<uint8_t>(i * 7);
   payload_bytes_ = payload_;
-  if (config_.payload_store != nullptr) payload_bytes_ = config_.payload_store->add(payload_);
+  if (config_.payload_store != nullptr) {
+    payload_bytes_ = config_.payload_store->add(payload_);
+    std::vector<uint8_t>().swap(payload_);  // the store's copy is the one used
+  }
   if (address_.udp_src_port == 0) address_.udp_src_port = rxe_udp_source_port(address_.local_qp);
 }
 
@@ -341,6 +345,11 @@ size_t RcResponder::receive(rte_mbuf* m, const ParsedPacket& p, uint64_t now_ns,
   rte_pktmbuf_free(m);
   flush(now_ns, out);
   return out.size() - before;
+}
+
+uint64_t RcResponder::memory_bytes() const {
+  return sizeof(*this) + capacity_bytes(resources_) + deque_bytes<ReadReply>(replies_.size()) +
+         capacity_bytes(payload_);
 }
 
 }  // namespace spraynet

@@ -121,6 +121,9 @@ class RcResponder {
   // must be what PacketParser said of m. Appends the ACK/NAK it causes (and any pending one) to
   // `out`; returns how many were appended (0..2). A READ's responses are left to poll().
   size_t receive(rte_mbuf* m, const ParsedPacket& p, uint64_t now_ns, std::vector<rte_mbuf*>& out);
+  // Bytes of this QP's responder: the object, its READ resources and replies queued, and the
+  // READ payload pattern when no payload store holds it.
+  uint64_t memory_bytes() const;
 
   // Sends up to max_packets READ response packets due, then (once no READ response is waiting)
   // ACK/NAK left pending by an empty mempool, each no sooner than alloc_retry_ns after a failed

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "dataplane/memory_usage.h"
 #include "dataplane/wire/packet_parser.h"
 #include "dataplane/egress/link_emulator.h"
 #include "dataplane/wire/roce_headers.h"
@@ -411,6 +412,19 @@ bool RcTrafficEngine::local_qp_of(uint32_t peer_ip, uint32_t peer_qp, uint32_t& 
 
 const RcResponder* RcTrafficEngine::responder(uint32_t qp_index) const {
   return qp_index < qp_.size() ? qp_[qp_index].responder.get() : nullptr;
+}
+
+uint64_t RcTrafficEngine::memory_bytes() const {
+  uint64_t b = sizeof(*this) + capacity_bytes(config_.qp_roles) + capacity_bytes(config_.qp_specs) +
+               capacity_bytes(qp_) + capacity_bytes(requesters_) + capacity_bytes(responders_) +
+               unordered_map_bytes(by_peer_);
+  for (const Qp& q : qp_) {
+    if (q.requester) b += q.requester->memory_bytes();
+    if (q.responder) b += q.responder->memory_bytes();
+    if (q.placement) b += q.placement->memory_bytes();
+    if (q.rate) b += sizeof(DcqcnRateControl);
+  }
+  return b;
 }
 
 }  // namespace spraynet

@@ -233,6 +233,10 @@ class RcTrafficEngine {
   // The local QP that talks to (peer_ip, peer_qp), for a NIC that sees a request leave and must
   // know which QP its responses will be addressed to. False when no QP does.
   bool local_qp_of(uint32_t peer_ip, uint32_t peer_qp, uint32_t& local_qp) const;
+  // Bytes of the engine: the object (its completion statistics inside), its config's per-QP
+  // vectors, and every QP's requester, responder, placement responder and DCQCN reaction point,
+  // with the lookup by peer.
+  uint64_t memory_bytes() const;
 
  private:
   struct Qp {
