@@ -74,6 +74,16 @@ std::vector<std::string> modes_in_order(const std::vector<RunResult>& runs) {
 
 }  // namespace
 
+nlohmann::json memory_json(const MemoryUsage& m, uint64_t pool_bytes) {
+  const auto mb = [](uint64_t bytes) {
+    return std::round(static_cast<double>(bytes) / double(1 << 20) * 10.0) / 10.0;
+  };
+  return {{"pools_mb", mb(pool_bytes)}, {"tcam_mb", mb(m.tcam)},
+          {"routes_mb", mb(m.routes)},  {"queues_mb", mb(m.queues)},
+          {"rc_mb", mb(m.rc)},          {"reorder_mb", mb(m.reorder)},
+          {"other_mb", mb(m.other)},    {"total_mb", mb(pool_bytes + m.total())}};
+}
+
 nlohmann::json to_json(const RunResult& r) {
   nlohmann::json j;
   j["mode"] = r.mode;
@@ -218,6 +228,7 @@ nlohmann::json to_json(const RunResult& r) {
   j["node_events"] = r.node_events;
   if (!r.buckets.is_null()) j["buckets"] = r.buckets;
   if (!r.nic_split.is_null()) j["nic_split"] = r.nic_split;
+  j["memory"] = memory_json(r.memory, r.pool_bytes);
   j["mbufs_in_use_at_end"] = r.mbufs_in_use_at_end;
   j["mempool_whole"] = r.mbufs_in_use_at_end == 0;
   return j;

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "dataplane/memory_usage.h"
 #include "fabric/fabric_config.h"
 
 namespace spraynet::fabric {
@@ -163,6 +164,11 @@ struct RunResult {
   double hops_per_s = 0;
   double peak_rss_mb = 0;
   uint64_t mbufs_in_use_at_end = 0;  // after every node has freed what it held: must be 0
+  // Where the memory went (JSON "memory", in MiB): the nodes' state by part, summed over every
+  // node at the end of the run (SwitchNode / NicNode::memory_usage()), and the run's mbuf pools'
+  // bytes. From the data structures, not the RSS: the same under --reproducible.
+  MemoryUsage memory;
+  uint64_t pool_bytes = 0;
 
   // Congestion control (FabricConfig::cc): what the switches marked, what the NICs sent and
   // took, and where the QPs' DCQCN rates were (JSON "cc").
@@ -201,6 +207,11 @@ struct RunResult {
 nlohmann::json to_json(const RunResult& r);
 // What makes a run not a result, one line each: a finite workload that ended with messages
 // unfinished, drops on a lossless class. Empty when the run is a result.
+// {"pools_mb", "tcam_mb", "routes_mb", "queues_mb", "rc_mb", "reorder_mb", "other_mb",
+// "total_mb"}: MiB (2^20 bytes) to one decimal; total_mb is every byte (pools included)
+// summed, then rounded.
+nlohmann::json memory_json(const MemoryUsage& memory, uint64_t pool_bytes);
+
 std::vector<std::string> run_warnings(const RunResult& r, const FabricConfig& config);
 // Per mode: mean, stddev, min and max over the seeds of the headline numbers.
 nlohmann::json summary_json(const std::vector<RunResult>& runs);

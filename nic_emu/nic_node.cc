@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "dataplane/egress/egress_memory.h"
 #include "dataplane/wire/flow_key.h"
 #include "dataplane/wire/pfc_frame.h"
 #include "dataplane/wire/roce_headers.h"
@@ -640,6 +641,30 @@ void NicNode::free_all() {
   for (rte_mbuf* m : rc_out_) rte_pktmbuf_free(m);
   rc_out_.clear();
   for (auto& e : egress_) e->free_all();
+}
+
+MemoryUsage NicNode::memory_usage() const {
+  MemoryUsage m;
+  for (const auto& port : egress_) m.queues += egress_port_bytes(*port);
+  m.queues += capacity_bytes(egress_);
+  // The RC engine and what the node keeps for it (per-QP CNP times and uplinks, its output
+  // scratch); without one, that scratch is "other".
+  if (rc_) {
+    m.rc = rc_->memory_bytes() + capacity_bytes(last_cnp_ns_) + capacity_bytes(qp_uplink_) +
+           capacity_bytes(room_frames_) + capacity_bytes(rc_out_);
+  }
+  if (reorder_) m.reorder = reorder_->memory_bytes();
+  m.reorder += capacity_bytes(released_);
+  // The object (spray engine, counters, path arrivals inside), the spray engine's pages and
+  // tables, the heat map, the anomaly detector, the probe (its object only: its payload and
+  // sample vectors are not counted) and the small per-port vectors.
+  m.other = sizeof(*this) + spray_.heap_bytes() + capacity_bytes(macs_) + capacity_bytes(loads_) +
+            capacity_bytes(ports_) + capacity_bytes(heat_) + unordered_map_bytes(heat_index_) +
+            capacity_bytes(anomaly_flags_) + capacity_bytes(config_.uplinks);
+  if (anomaly_) m.other += anomaly_->memory_bytes();
+  if (probe_) m.other += sizeof(LatencyProbe);
+  if (!rc_) m.other += capacity_bytes(rc_out_) + capacity_bytes(room_frames_);
+  return m;
 }
 
 NicAccounting NicNode::accounting() const {

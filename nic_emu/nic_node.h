@@ -33,6 +33,7 @@
 #include "dataplane/forwarding/flow_hasher.h"
 #include "dataplane/forwarding/path_load.h"
 #include "dataplane/forwarding/traffic_class_map.h"
+#include "dataplane/memory_usage.h"
 #include "dataplane/nic/ppcid_anomaly_detector.h"
 #include "dataplane/nic/reorder_engine.h"
 #include "dataplane/nic/spray_engine.h"
@@ -269,6 +270,9 @@ class NicNode {
   uint64_t total_drops() const { return drops_.total(); }
   // Where every frame is, now; balanced() holds at any moment between calls.
   NicAccounting accounting() const;
+  // Where the node's memory goes (dataplane/memory_usage.h), from its data structures as they
+  // stand; mbufs (held by the reorder engine or queued) are the pool's, not counted.
+  MemoryUsage memory_usage() const;
 
  private:
   void from_host(rte_mbuf* m, uint64_t now_ns);

@@ -3,6 +3,7 @@
 #include <rte_errno.h>
 #include <rte_mbuf_dyn.h>
 #include <rte_prefetch.h>
+#include <rte_ring.h>
 
 #include <spdlog/spdlog.h>
 
@@ -10,6 +11,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "dataplane/egress/egress_memory.h"
 #include "dataplane/wire/flow_key.h"
 #include "dataplane/wire/ipv4_ttl.h"
 #include "dataplane/wire/pfc_frame.h"
@@ -662,6 +664,38 @@ SwitchAccounting SwitchAccounting::of(const SwitchDropCounters& drops,
   a.in_lane_handoff = counters.lane_handoffs - counters.lane_handoffs_taken;
   a.egress = egress;
   return a;
+}
+
+MemoryUsage SwitchNode::memory_usage() const {
+  MemoryUsage m;
+  m.tcam = tcam_->memory_bytes();
+  m.routes = routes_->memory_bytes();
+  for (const auto& port : egress_) m.queues += egress_port_bytes(*port);
+  m.queues += capacity_bytes(egress_);
+  if (pfc_) m.queues += pfc_->memory_bytes();
+  for (rte_ring* r : rings_) m.queues += static_cast<uint64_t>(rte_ring_get_memsize(r->size));
+  m.other = sizeof(*this) + capacity_bytes(macs_) + capacity_bytes(lanes_) +
+            capacity_bytes(owner_) + capacity_bytes(rings_) + port_next_.heap_bytes() +
+            (board_ != nullptr ? egress_.size() * sizeof(PortBoardEntry) : 0);
+  // The config copy: its vectors (rules' and routes' entries, ports, groups with their members).
+  const control::SwitchConfig& c = config_;
+  m.other += capacity_bytes(c.ports) + capacity_bytes(c.groups) + capacity_bytes(c.routes) +
+             capacity_bytes(c.tcam.rules) + capacity_bytes(c.tcam.partitions) +
+             capacity_bytes(c.lcores) + capacity_bytes(c.qos.dscp_to_tc) +
+             capacity_bytes(c.qos.pcp_to_tc);
+  for (const auto& g : c.groups) m.other += capacity_bytes(g.ports) + capacity_bytes(g.weights);
+  for (const auto& lane : lanes_) {
+    const Lane& L = *lane;
+    m.other += sizeof(Lane) - sizeof(L.tcam_cache) - sizeof(L.route_cache);
+    m.tcam += sizeof(L.tcam_cache) + L.tcam_cache.heap_bytes();
+    m.routes += sizeof(L.route_cache) + L.route_cache.heap_bytes() + capacity_bytes(L.groups);
+    for (const auto& g : L.groups) m.routes += g->memory_bytes();
+    m.routes += capacity_bytes(L.views) + capacity_bytes(L.fallback_view) +
+                capacity_bytes(L.ineligible);
+    for (const auto& v : L.views) m.routes += capacity_bytes(v);
+    m.other += capacity_bytes(L.ports) + capacity_bytes(L.to);
+  }
+  return m;
 }
 
 SwitchAccounting SwitchNode::accounting() const {

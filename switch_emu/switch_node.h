@@ -36,6 +36,7 @@
 #include "control/switch_config.h"
 #include "dataplane/egress/egress_port.h"
 #include "dataplane/egress/pfc_state.h"
+#include "dataplane/memory_usage.h"
 #include "dataplane/forwarding/flow_hasher.h"
 #include "dataplane/forwarding/path_selector.h"
 #include "dataplane/forwarding/route_cache.h"
@@ -238,6 +239,9 @@ class SwitchNode {
   uint64_t total_drops() const { return drops().total(); }
   // Where every frame is, now; balanced() holds at any moment between calls.
   SwitchAccounting accounting() const;
+  // Where the node's memory goes (dataplane/memory_usage.h), from its data structures as they
+  // stand; mbufs are the pool's, not counted. Every lane stopped.
+  MemoryUsage memory_usage() const;
 
  private:
   // receive()'s per-burst working set (every element written before it is read).

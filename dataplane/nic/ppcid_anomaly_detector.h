@@ -125,6 +125,11 @@ class PpcidAnomalyDetector {
                            uint32_t psn, uint64_t now_ns);
 
   const PpcidAnomalyCounters& counters() const { return counters_; }
+  // Bytes of the detector: the object, its QP table and its flagged list.
+  uint64_t memory_bytes() const {
+    return sizeof(*this) + slots_.capacity() * sizeof(Slot) +
+           flagged_.capacity() * sizeof(uint32_t);
+  }
   const PpcidAnomalyConfig& config() const { return config_; }
   // Flagged QPs in the order they were flagged.
   size_t flagged_count() const { return flagged_.size(); }

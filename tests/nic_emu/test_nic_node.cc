@@ -750,3 +750,59 @@ nic:
   CHECK(seen.queued);
   CHECK(pool.whole());
 }
+
+TEST_CASE("memory_usage: the parts a NIC has, the reorder engine growing with the QPs it holds") {
+  test::TestPool pool(2047);
+  {
+    NicNode nic(load(kHostYaml), pool.get());
+    const MemoryUsage before = nic.memory_usage();
+    CHECK(before.queues > 0);   // the uplinks' and the host port's egress
+    CHECK(before.reorder > 0);  // the engine and its lookup table
+    CHECK(before.other > sizeof(NicNode) - 1);
+    CHECK(before.rc == 0);  // a host port: no RC engine
+    CHECK(before.tcam == 0);
+    CHECK(before.routes == 0);
+    CHECK(before.total() ==
+          before.queues + before.reorder + before.other + before.rc + before.tcam + before.routes);
+
+    // 20 QPs, each with PSNs 1..4 held behind a missing 0 (the start is known: expect()): the
+    // engine makes 20 contexts with their rings and 80 hold records, nothing more.
+    for (uint32_t q = 0; q < 20; ++q) {
+      REQUIRE(nic.reorder()->expect(0x0A000001, 0x100 + q, 0));
+      for (uint32_t psn = 1; psn <= 4; ++psn) {
+        rte_mbuf* m = roce_packet(pool, 0x100 + q, psn);
+        nic.receive(0, &m, 1, 1000);
+      }
+    }
+    REQUIRE(nic.reorder()->buffered() == 80);
+    const MemoryUsage held = nic.memory_usage();
+    const uint64_t window = nic.reorder()->config().window;
+    CHECK(held.reorder >= before.reorder + 20 * window * 4 + 80 * 16);
+    // Far below what the limits would have cost up front (max_qps rings, max_buffered records).
+    const ReorderConfig& rc = nic.reorder()->config();
+    CHECK(held.reorder < uint64_t{rc.max_qps} * rc.window * 4 + uint64_t{rc.max_buffered} * 16);
+    CHECK(held.queues == before.queues);
+    nic.free_all();
+    // Freeing the packets keeps the storage (it is reused): the count stays.
+    CHECK(nic.memory_usage().reorder == held.reorder);
+  }
+  CHECK(pool.whole());
+}
+
+TEST_CASE("memory_usage: an RC engine's QPs are counted, more QPs more bytes") {
+  test::TestPool pool(2047);
+  const auto rc_of = [&](int qps) {
+    std::string y = pair_yaml("a", "rr", "reorder-buffer", "both", 0x11, 0x11, 1);
+    const std::string four = "qps: 4";
+    y.replace(y.find(four), four.size(), "qps: " + std::to_string(qps));
+    NicNode nic(load(y), pool.get());
+    REQUIRE(nic.rc_engine() != nullptr);
+    REQUIRE(nic.rc_engine()->qps() == static_cast<uint32_t>(qps));
+    return nic.memory_usage().rc;
+  };
+  const uint64_t one = rc_of(1);
+  const uint64_t eight = rc_of(8);
+  CHECK(one > sizeof(RcTrafficEngine));
+  CHECK(eight > one + 7 * (sizeof(RcRequester) + sizeof(RcResponder)));
+  CHECK(pool.whole());
+}

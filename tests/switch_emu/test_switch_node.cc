@@ -17,6 +17,7 @@
 #include "control/switch_config.h"
 #include "dataplane/wire/flow_key.h"
 #include "dataplane/wire/pfc_frame.h"
+#include "dataplane/egress/egress_memory.h"
 #include "tests/support/dpdk_test.h"
 #include "tests/support/reference_crc.h"
 
@@ -1245,5 +1246,67 @@ TEST_CASE("lanes: a switch with PFC keeps one shared buffer, so its lanes are se
   CHECK(node.counters().lane_handoffs == 0);
   CHECK(node.accounting().egress.offered == 1);
   node.free_all();
+  CHECK(pool.whole());
+}
+
+namespace {
+
+// n ports p0..p(n-1) in one DLB group; `routes` /24 routes and `rules` TCAM drop rules.
+std::string sized_yaml(int n, int routes, int rules) {
+  std::string y = "ports:\n";
+  for (int i = 0; i < n; ++i) y += "  - {name: p" + std::to_string(i) + ", device: x}\n";
+  y += "groups:\n  - {name: g, mode: dlb, flowlet_entries: 4096, ports: [";
+  for (int i = 0; i < n; ++i) y += (i ? ", p" : "p") + std::to_string(i);
+  y += "]}\nroutes:\n  - {prefix: 0.0.0.0/0, group: g}\n";
+  for (int r = 0; r < routes; ++r) {
+    y += "  - {prefix: 10." + std::to_string(r / 256) + "." + std::to_string(r % 256) +
+         ".0/24, group: g}\n";
+  }
+  if (rules > 0) y += "tcam:\n  rules:\n";
+  for (int r = 0; r < rules; ++r) {
+    y += "    - {id: " + std::to_string(r) + ", priority: 10, action: drop, match: {dst: 11." +
+         std::to_string(r / 256) + "." + std::to_string(r % 256) + ".0/24}}\n";
+  }
+  return y + "route_table: rib\n";
+}
+
+}  // namespace
+
+TEST_CASE("memory_usage: every part of a switch counted, growing with what it holds") {
+  TestPool pool(4095);
+  SwitchNode small(config_of(sized_yaml(2, 0, 0)), pool.get());
+  const MemoryUsage a = small.memory_usage();
+  CHECK(a.tcam > 0);    // the TCAM object and the lane's decision cache
+  CHECK(a.routes > 0);  // the rib's node pool, the route cache, the group
+  CHECK(a.queues > 0);  // the egress ports
+  CHECK(a.other >= sizeof(SwitchNode));
+  CHECK(a.rc == 0);
+  CHECK(a.reorder == 0);
+  CHECK(a.total() == a.tcam + a.routes + a.queues + a.other);
+
+  // More rules: rte_acl contexts (estimated per rule) and the rules themselves.
+  SwitchNode ruled(config_of(sized_yaml(2, 0, 300)), pool.get());
+  CHECK(ruled.memory_usage().tcam > a.tcam + 300 * (100 + 392));
+  // More routes: the rib's node pool (two nodes a route, each with its mempool header).
+  SwitchNode routed(config_of(sized_yaml(2, 1000, 0)), pool.get());
+  CHECK(routed.memory_usage().routes > a.routes + 1000 * 2 * 40);
+  // More ports: more egress.
+  SwitchNode wide(config_of(sized_yaml(16, 0, 0)), pool.get());
+  CHECK(wide.memory_usage().queues >= a.queues + 14 * sizeof(EgressPort));
+
+  // Use: DLB flowlets are made as flows arrive (pages of the 4096-entry table).
+  const uint64_t routes_before = small.memory_usage().routes;
+  std::vector<Flow> flows = random_flows(200, 7);
+  for (const Flow& f : flows) {
+    rte_mbuf* m = udp(pool, f);
+    small.receive(0, &m, 1, 0);
+  }
+  const MemoryUsage used = small.memory_usage();
+  CHECK(used.routes > routes_before);
+  CHECK(used.routes < routes_before + 4096 * 16);  // the table is not all made
+  if constexpr (kEgressPortCountsRings<>) {
+    CHECK(used.queues > a.queues);  // the queue that holds them grew its ring
+  }
+  small.free_all();
   CHECK(pool.whole());
 }

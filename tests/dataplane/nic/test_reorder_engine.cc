@@ -1108,3 +1108,56 @@ TEST_CASE("responses held past a rewound range are released before the next rang
   }
   CHECK(pool.whole());
 }
+
+TEST_CASE("memory: contexts, rings and hold records are made as they are used, up to the limits") {
+  TestPool pool(4095);
+  {
+    Rx rx(pool, config_with(1024, 64, 4096));
+    const uint64_t empty = rx.engine.memory_bytes();
+    CHECK(empty >= sizeof(ReorderEngine));
+    // Nothing near max_qps x window ring slots (256 KiB) or max_buffered records up front.
+    CHECK(empty < sizeof(ReorderEngine) + 64 * 1024 * 4 / 4);
+    // One QP, PSNs 1..100 held behind 0: one ring of 1024 slots, at least 100 records.
+    REQUIRE(rx.engine.expect(kQp.src_ip, kQp.dest_qp, 0));
+    for (uint32_t psn = 1; psn <= 100; ++psn) rx.receive(rx.make(psn), 0);
+    REQUIRE(rx.engine.buffered() == 100);
+    const uint64_t one = rx.engine.memory_bytes();
+    CHECK(one >= empty + 1024 * 4 + 100 * 16);
+    // Eight QPs more, three held each: more rings, more records.
+    for (uint32_t q = 1; q <= 8; ++q) {
+      const Qp qp{0x0A000001, 0x11 + q};
+      REQUIRE(rx.engine.expect(qp.src_ip, qp.dest_qp, 0));
+      for (uint32_t psn = 1; psn <= 3; ++psn) rx.receive(rx.make(psn, qp), 0);
+    }
+    const uint64_t nine = rx.engine.memory_bytes();
+    CHECK(nine >= one + 8 * 1024 * 4);
+    // Releasing them all keeps the storage for the next ones: no new allocation, the same bytes.
+    rx.engine.flush(rx.out);
+    CHECK(rx.engine.memory_bytes() == nine);
+    // Capacity doubles as contexts are added (at most twice what is in use), up to max_qps.
+    CHECK(nine <= sizeof(ReorderEngine) + 2 * (9 * 1024 * 4 + 9 * 256) + 2 * 124 * 40 + 128 * 16);
+    for (uint32_t q = 0; q < 100; ++q) rx.engine.expect(0x0A000002, 0x100 + q, 0);
+    CHECK(rx.engine.qp_count() == 64);  // max_qps
+    CHECK(rx.engine.memory_bytes() >= empty + 64 * 1024 * 4);
+    CHECK(rx.engine.memory_bytes() <= empty + 64 * (1024 * 4 + 256) + 2 * 124 * 40);
+  }
+  CHECK(pool.whole());
+}
+
+TEST_CASE("memory: a full engine holds exactly max_buffered records and max_qps contexts") {
+  TestPool pool(4095);
+  {
+    Rx rx(pool, config_with(64, 4, 50));
+    // 4 QPs (the limit), each holding what it can until the 50 records are all taken.
+    for (uint32_t q = 0; q < 4; ++q) {
+      const Qp qp{0x0A000001, 0x20 + q};
+      REQUIRE(rx.engine.expect(qp.src_ip, qp.dest_qp, 0));
+      for (uint32_t psn = 1; psn <= 20; ++psn) rx.receive(rx.make(psn, qp), 0);
+    }
+    CHECK(rx.engine.counters().max_buffered_seen == 50);
+    CHECK(rx.engine.memory_bytes() <=
+          sizeof(ReorderEngine) + 4 * (64 * 4 + 256) + 50 * 40 + 16 * 16);
+    rx.engine.flush(rx.out);
+  }
+  CHECK(pool.whole());
+}
