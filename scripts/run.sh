@@ -10,7 +10,8 @@
 # fabric_emu runs the seeds and modes of each table N at a time, one per online core by default;
 # FABRIC_JOBS=N sets N (passed as --jobs N; FABRIC_JOBS=1: one run at a time). The tables, the
 # JSON and the plots are the same whatever N. FABRIC_EMU=PATH runs that fabric_emu instead of
-# building build/fabric/fabric_emu.
+# building build/fabric/fabric_emu. The plots are drawn while the next runs go on; the tables
+# after the first are printed once they are done.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=out
@@ -20,7 +21,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --out) OUT=$2; shift 2 ;;
     --quick) SEEDS=1-4; DURATION=1ms; shift ;;
-    -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "run.sh: unknown argument '$1' (--out DIR, --quick)" >&2; exit 2 ;;
   esac
 done
@@ -53,11 +54,36 @@ emu() {
   fi
 }
 
+# The plots (what fabric_emu --plots runs: scripts/fabric_plots.py) are drawn in the background
+# while the next fabric_emu runs, their output kept in $TMP; what follows the first table is
+# kept there too, and everything is printed in order once the plots are done.
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+plot_pids=()
+plots() {  # DIR JSON TIMESERIES NAME
+  mkdir -p "$1"
+  python3 scripts/fabric_plots.py --json "$2" --timeseries "$3" --out "$1" \
+    >"$TMP/$4.out" 2>"$TMP/$4.err" &
+  plot_pids+=("$!")
+}
+plots_done() {  # NAME PID: its output, in its place; a failure is fabric_emu's exit 4
+  local rc=0
+  wait "$2" || rc=$?
+  cat "$TMP/$1.out"
+  cat "$TMP/$1.err" >&2
+  if [ "$rc" -ne 0 ]; then
+    echo "run.sh: plots failed: scripts/fabric_plots.py ($1)" >&2
+    exit 4
+  fi
+}
+
 MODES=ecmp,ecmp-qp,dlb,spray,spray-noreorder
 echo "== permutation: each host one QP to a host on the other leaf, ${DURATION} of virtual time =="
 emu --leaves 2 --spines 8 --hosts-per-leaf 8 --link-gbps 100 --mtu 4096 \
   --workload permutation --qps-per-host 1 --mode "$MODES" --seeds "$SEEDS" \
-  --duration "$DURATION" --plots "$OUT"
+  --duration "$DURATION" --json "$OUT/report.json" --timeseries "$OUT/timeseries.csv"
+plots "$OUT" "$OUT/report.json" "$OUT/timeseries.csv" permutation
+{
 echo
 # The same permutation without congestion control (--cc none: the window and PFC alone, where
 # every ECMP collision fills a queue to XOFF), to show what DCQCN changes.
@@ -87,9 +113,15 @@ echo
 # Without spray-noreorder: without the reorder engine a ring step stalls on rxe's 67 ms timer
 # and the collective does not finish (the permutation above shows that mode's collapse).
 echo "== ring all-reduce of 16 MiB over the 16 hosts (ranks placed at random per seed) =="
+mkdir -p "$OUT/allreduce"
 emu --leaves 2 --spines 8 --hosts-per-leaf 8 --link-gbps 100 --mtu 4096 \
   --workload allreduce --bytes 16777216 --mode "${MODES%,spray-noreorder}" --seeds "$SEEDS" --duration 50ms \
-  --json "$OUT/allreduce.json" --plots "$OUT/allreduce"
+  --json "$OUT/allreduce.json" --timeseries "$OUT/allreduce/timeseries.csv"
+} >"$TMP/rest.out"
+plots "$OUT/allreduce" "$OUT/allreduce.json" "$OUT/allreduce/timeseries.csv" allreduce
+plots_done permutation "${plot_pids[0]}"
+cat "$TMP/rest.out"
+plots_done allreduce "${plot_pids[1]}"
 echo
 echo "report: $OUT/report.json (permutation), $OUT/report-cc-none.json, $OUT/allreduce.json; plots: $OUT/*.png, $OUT/allreduce/*.png"
 if [ "$warned" -ne 0 ]; then
