@@ -83,6 +83,18 @@ emu --leaves 2 --spines 8 --hosts-per-leaf 8 --link-gbps 100 --mtu 4096 \
   --workload permutation --qps-per-host 1 --mode "$MODES" --seeds "$SEEDS" \
   --duration "$DURATION" --json "$OUT/report.json" --timeseries "$OUT/timeseries.csv"
 plots "$OUT" "$OUT/report.json" "$OUT/timeseries.csv" permutation
+# The all-reduce runs next (while the permutation's plots are drawn), then the --cc none
+# permutation (while the all-reduce's are); the output comes in the order of the tables.
+{
+# Without spray-noreorder: without the reorder engine a ring step stalls on rxe's 67 ms timer
+# and the collective does not finish (the permutation above shows that mode's collapse).
+echo "== ring all-reduce of 16 MiB over the 16 hosts (ranks placed at random per seed) =="
+mkdir -p "$OUT/allreduce"
+emu --leaves 2 --spines 8 --hosts-per-leaf 8 --link-gbps 100 --mtu 4096 \
+  --workload allreduce --bytes 16777216 --mode "${MODES%,spray-noreorder}" --seeds "$SEEDS" --duration 50ms \
+  --json "$OUT/allreduce.json" --timeseries "$OUT/allreduce/timeseries.csv"
+} >"$TMP/allreduce-table.out"
+plots "$OUT/allreduce" "$OUT/allreduce.json" "$OUT/allreduce/timeseries.csv" allreduce
 {
 echo
 # The same permutation without congestion control (--cc none: the window and PFC alone, where
@@ -110,17 +122,10 @@ print(f"  {'spraying gain over ECMP':<40}{on['spray'] / on['ecmp'] - 1:+8.1%}   
 print(f"  ECMP's collision bound x payload share: {bound:.3f} (1 - (7/8)^8, x 0.98)")
 PY
 echo
-# Without spray-noreorder: without the reorder engine a ring step stalls on rxe's 67 ms timer
-# and the collective does not finish (the permutation above shows that mode's collapse).
-echo "== ring all-reduce of 16 MiB over the 16 hosts (ranks placed at random per seed) =="
-mkdir -p "$OUT/allreduce"
-emu --leaves 2 --spines 8 --hosts-per-leaf 8 --link-gbps 100 --mtu 4096 \
-  --workload allreduce --bytes 16777216 --mode "${MODES%,spray-noreorder}" --seeds "$SEEDS" --duration 50ms \
-  --json "$OUT/allreduce.json" --timeseries "$OUT/allreduce/timeseries.csv"
-} >"$TMP/rest.out"
-plots "$OUT/allreduce" "$OUT/allreduce.json" "$OUT/allreduce/timeseries.csv" allreduce
+} >"$TMP/cc-none-table.out"
 plots_done permutation "${plot_pids[0]}"
-cat "$TMP/rest.out"
+cat "$TMP/cc-none-table.out"
+cat "$TMP/allreduce-table.out"
 plots_done allreduce "${plot_pids[1]}"
 echo
 echo "report: $OUT/report.json (permutation), $OUT/report-cc-none.json, $OUT/allreduce.json; plots: $OUT/*.png, $OUT/allreduce/*.png"
