@@ -1727,6 +1727,10 @@ RunResult Fabric::collect(double wall_s) {
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
   r.peak_rss_mb = static_cast<double>(ru.ru_maxrss) / 1024.0;
+  for (const Node& n : nodes_) {
+    if (n.sw) r.memory += n.sw->memory_usage();
+    if (n.nic) r.memory += n.nic->memory_usage();
+  }
   collect_cc(r);
   r.warnings = run_warnings(r, config_);
   return r;

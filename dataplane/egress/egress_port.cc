@@ -155,6 +155,13 @@ uint16_t EgressPort::take_in_flight(rte_mbuf** out, uint64_t* arrival_ns, uint16
   return n;
 }
 
+uint64_t EgressPort::memory_bytes() const {
+  uint64_t b = sizeof(*this) + in_flight_.heap_bytes() + link_.heap_bytes();
+  for (const auto& q : queues_) b += q.heap_bytes();
+  if (ecn_ != nullptr) b += sizeof(EcnMarker);
+  return b;
+}
+
 uint64_t EgressPort::compute_next_event() const {
   uint64_t next = in_flight_.empty() ? kNever : in_flight_.front().arrival_ns;
   if (nonempty_ == 0) return next;

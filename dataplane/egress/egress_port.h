@@ -250,6 +250,9 @@ class EgressPort {
   void free_all();
 
   EgressClassCounters counters(uint8_t tc, uint64_t now_ns) const;
+  // Bytes of this port besides the mbufs: the object, its class/control queues' and delay
+  // line's ring capacity, the link emulator's generator once made, the ECN marker.
+  uint64_t memory_bytes() const;
   // The port's ECN marker; nullptr when no class marks.
   const EcnMarker* ecn_marker() const { return ecn_.get(); }
   const EgressClassCounters& control_counters() const { return control_counters_; }
