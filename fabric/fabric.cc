@@ -549,21 +549,15 @@ void Fabric::take_completions(Lp& lp, uint32_t host) {
         continue;
       }
       // The next rank hears of it one lookahead (the shortest fabric cable's delay) later, as a
-      // notification would, in its rack or another: the same for every rank, and a rank in
-      // another LP can be told without reaching back into its past.
+      // notification would, in its rack or another (an LP's mail to itself goes the same way):
+      // the same for every rank, and a rank in another LP can be told without reaching back
+      // into its past.
       Msg m;
       m.t = lp.now + lookahead_ns_;
       m.node = p.host;
       m.cable_or_qp = p.qp_index;
       m.bytes = p.bytes;
-      const uint32_t to = lp_of_[p.host];
-      if (to != lp.index) {
-        send(lp, to, m, static_cast<uint32_t>(round_ & 1));
-        continue;
-      }
-      m.order = static_cast<uint64_t>(lp.index) << 40 | lp.seq++;
-      lp.mail.push_back(m);
-      std::push_heap(lp.mail.begin(), lp.mail.end(), MsgLater{});
+      send(lp, lp_of_[p.host], m, static_cast<uint32_t>(round_ & 1));
     }
   }
 }
@@ -1150,7 +1144,11 @@ RunResult Fabric::run(const std::function<void(uint64_t, uint64_t)>& progress) {
   for (;;) {
     if (finite && done_ns_ != 0) break;
     uint64_t t_node = mail_min_t_;
-    for (auto& lp : lps_) t_node = std::min(t_node, lp_next(*lp));
+    lp_next_t_.resize(lps_.size());
+    for (auto& lp : lps_) {
+      lp_next_t_[lp->index] = lp_next(*lp);
+      t_node = std::min(t_node, lp_next_t_[lp->index]);
+    }
     const uint64_t t_event = next_event_ < events_.size() ? events_[next_event_].at_ns : kNever;
     const uint64_t t_window = window_started_ ? kNever : window_at;
     const uint64_t t_fair = fair_started ? kNever : fair_at;
@@ -1191,7 +1189,9 @@ RunResult Fabric::run(const std::function<void(uint64_t, uint64_t)>& progress) {
     const auto pull = static_cast<uint32_t>((round_ + 1) & 1);
     active_.clear();
     for (auto& lp : lps_) {
-      if (lp_next(*lp) < round_end || !lp->senders[pull].empty()) active_.push_back(lp->index);
+      if (lp_next_t_[lp->index] < round_end || !lp->senders[pull].empty()) {
+        active_.push_back(lp->index);
+      }
     }
     std::stable_sort(active_.begin(), active_.end(), [&](uint32_t a, uint32_t b) {
       return lps_[a]->work > lps_[b]->work;

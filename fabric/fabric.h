@@ -238,6 +238,7 @@ class Fabric {
   uint64_t mail_min_t_ = UINT64_MAX;  // the earliest message not yet taken by its LP
   uint64_t link_down_in_flight_ = 0;  // frames on their way over a cable when it went down
   std::vector<uint32_t> active_;      // the LPs of a round, heaviest first
+  std::vector<uint64_t> lp_next_t_;   // per LP: lp_next() as the round is planned
   uint64_t now_ = 0;  // between rounds: the fabric-wide time; at the end, where the run stopped
   std::vector<FabricEvent> events_;  // sorted by time
   size_t next_event_ = 0;

@@ -395,18 +395,16 @@ uint32_t parse_count(const std::string& flag, const std::string& v) {
 // the round while it is below its max: per host uplink, twice what it can send in a round at
 // line rate in frames of a quarter MTU (its data frames and the ACKs, CNPs and PFC frames it
 // sends back; in the segments' pool, a shared payload's two segments per data frame), at
-// least 16 mbufs; at least 16384 in all; plus each thread's per-lcore cache (up to 1.5 x 256
-// mbufs: 2 x 256). None of it depends on the thread count but the caches. A run that comes
-// short below a pool's max all the same is repeated with its pools at their max (run_one), so
-// the results are those of pools of fixed size either way; the headroom only saves the rerun.
-uint32_t round_headroom(const FabricConfig& c, uint32_t threads) {
+// least 16 mbufs; at least 16384 in all; plus the per-lcore caches of 8 threads (up to 1.5 x
+// 256 mbufs each: 2 x 256) whatever the count, so that the pools' size (the JSON's
+// memory.pools_mb) does not depend on it up to 8. A run that comes short below a pool's max all
+// the same is repeated with its pools at their max (run_one), so the results are those of pools
+// of fixed size either way; the headroom only saves the rerun.
+uint32_t round_headroom(const FabricConfig& c) {
   const double round_ns = std::max<double>(1000.0, static_cast<double>(c.delay_ns));
   const double frames = std::ceil(c.link_gbps * round_ns / 8.0 / (c.mtu / 4.0));
   const double per_uplink = std::max(16.0, 2.0 * frames);
   const double want = std::max(16384.0, static_cast<double>(c.hosts()) * c.planes * per_uplink);
-  // The caches' allowance is for 8 threads whatever the count, so that the pools' size (in the
-  // JSON's memory.pools_mb) does not depend on it up to 8; above, a rerun covers any shortfall.
-  (void)threads;
   return static_cast<uint32_t>(std::min(want, 1e9)) + 2 * 256 * 8;
 }
 
@@ -814,7 +812,6 @@ int main(int argc, char** argv) {
   std::vector<std::string> ts_rows(total);
   std::vector<std::string> errors(total);
   std::vector<int> error_codes(total, 0);  // 2: the run failed; 3: its pools could not be made
-  std::vector<uint64_t> pool_bytes(total, 0);  // each run's pools' mapped bytes
   std::atomic<size_t> next{0};
   // The first run (in run order) that threw: later runs are not started, and those in progress
   // are abandoned; earlier ones finish, so that the error reported is the one --jobs 1 reports.
@@ -844,7 +841,7 @@ int main(int argc, char** argv) {
     }
     runtime::GrowingMbufPool& pool = *pool_owner;
     runtime::GrowingMbufPool* segments = segments_owner.get();
-    const uint32_t headroom = round_headroom(config, threads);
+    const uint32_t headroom = round_headroom(config);
     const auto grow = [&] {
       pool.reserve_free(headroom);
       if (segments != nullptr) segments->reserve_free(headroom);
@@ -889,14 +886,13 @@ int main(int argc, char** argv) {
         // The fabric is gone: whatever is still out of the pool leaked.
         r.mbufs_in_use_at_end = pool.in_use() + (segments != nullptr ? segments->in_use() : 0);
         // The run's pools' anonymous memory.
-        pool_bytes[i] = pool.bytes() + (segments != nullptr ? segments->bytes() : 0);
-        r.pool_bytes = pool_bytes[i];
+        r.pool_bytes = pool.bytes() + (segments != nullptr ? segments->bytes() : 0);
         log->debug("{} seed {}: pools: {} + {} mbufs populated (at most {} + {} in use), {:.1f} "
                    "MB mapped",
                    spec.what, spec.seed, pool.populated(),
                    segments != nullptr ? segments->populated() : 0, pool.peak_in_use(),
                    segments != nullptr ? segments->peak_in_use() : 0,
-                   static_cast<double>(pool_bytes[i]) / (1 << 20));
+                   static_cast<double>(r.pool_bytes) / (1 << 20));
         ts_rows[i] = rows.str();
         progress.finish(job, r.packet_hops, true);
         slots[i] = std::move(r);

@@ -127,25 +127,21 @@ EgressEnqueueResult EgressPort::enqueue_control(rte_mbuf* m, uint64_t now_ns) {
 uint16_t EgressPort::dequeue(uint64_t now_ns, rte_mbuf** out, uint16_t max, uint64_t* bytes) {
   const NextEventRefresh refresh(*this);
   advance(now_ns);
-  uint16_t n = 0;
-  uint64_t sum = 0;
-  while (n < max && !in_flight_.empty() && in_flight_.front().arrival_ns <= now_ns) {
-    out[n++] = in_flight_.front().mbuf;
-    sum += in_flight_.front().bytes;
-    in_flight_.pop_front();
-  }
-  if (bytes != nullptr) *bytes += sum;
-  dequeued_ += n;
-  return n;
+  return pop_in_flight(now_ns, out, nullptr, max, bytes);
 }
 
 uint16_t EgressPort::take_in_flight(rte_mbuf** out, uint64_t* arrival_ns, uint16_t max,
                                     uint64_t* bytes) {
   const NextEventRefresh refresh(*this);
+  return pop_in_flight(kNever, out, arrival_ns, max, bytes);
+}
+
+uint16_t EgressPort::pop_in_flight(uint64_t until_ns, rte_mbuf** out, uint64_t* arrival_ns,
+                                   uint16_t max, uint64_t* bytes) {
   uint16_t n = 0;
   uint64_t sum = 0;
-  while (n < max && !in_flight_.empty()) {
-    arrival_ns[n] = in_flight_.front().arrival_ns;
+  while (n < max && !in_flight_.empty() && in_flight_.front().arrival_ns <= until_ns) {
+    if (arrival_ns != nullptr) arrival_ns[n] = in_flight_.front().arrival_ns;
     out[n++] = in_flight_.front().mbuf;
     sum += in_flight_.front().bytes;
     in_flight_.pop_front();

@@ -307,6 +307,10 @@ class EgressPort {
 
   // Starts, in order, every frame that could have started by now_ns.
   void advance(uint64_t now_ns);
+  // dequeue() and take_in_flight(): up to max frames off the front of the delay line whose last
+  // bit arrives by until_ns, their arrival times in arrival_ns[] (when not null), counted.
+  uint16_t pop_in_flight(uint64_t until_ns, rte_mbuf** out, uint64_t* arrival_ns, uint16_t max,
+                         uint64_t* bytes);
   // Earliest start of the head of queue q (a class or kControl), ignoring the link; kNever if
   // the queue is empty.
   uint64_t head_ready_ns(int q) const;
