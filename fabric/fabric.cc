@@ -11,6 +11,8 @@
 
 #include "dataplane/egress/link_emulator.h"
 #include "fabric/flow_size_cdf.h"
+#include "fabric/frame_packer.h"
+#include "fabric/rank_bytes.h"
 
 namespace spraynet::fabric {
 
@@ -366,6 +368,7 @@ void Fabric::schedule(Lp& lp, uint32_t id, bool served) {
 }
 
 void Fabric::schedule_at(uint32_t id, uint64_t now_ns) {
+  if (!node_mine(id)) return;
   Lp& lp = *lps_[lp_of_[id]];
   lp.now = std::max(lp.now, now_ns);
   schedule(lp, id, false);
@@ -676,37 +679,61 @@ void Fabric::apply_event(const FabricEvent& e) {
 }
 
 void Fabric::sample() {
+  // Every reading is taken where its node runs (gather): on one rank or several, the same.
   const double dt_s = static_cast<double>(config_.sample_ns) * 1e-9;
+  struct LinkReading {
+    uint64_t tx = 0, queue = 0;
+    bool paused = false;
+  };
+  const std::vector<LinkReading> links = gather<LinkReading>(
+      watched_.size(), [&](size_t i) { return watched_[i].node; },
+      [&](size_t i) {
+        const switch_emu::SwitchNode& sw = *nodes_[watched_[i].node].sw;
+        const uint16_t p = watched_[i].port;
+        return LinkReading{sw.port_counters(p).tx_bytes, sw.egress(p).queued_bytes(),
+                           sw.egress(p).any_paused(now_)};
+      });
   for (uint32_t i = 0; i < watched_.size(); ++i) {
     Watched& w = watched_[i];
-    const switch_emu::SwitchNode& sw = *nodes_[w.node].sw;
-    const uint64_t tx = sw.port_counters(w.port).tx_bytes;
+    const uint64_t tx = links[i].tx;
     const double rate = config_.link_gbps * 1e9;
     if (record_timeseries_) {
       LinkSample s;
       s.t_ns = now_;
       s.link = i;
       s.util = static_cast<float>(static_cast<double>(tx - w.last_tx_bytes) * 8.0 / (rate * dt_s));
-      s.queue_bytes = sw.egress(w.port).queued_bytes();
-      s.paused = sw.egress(w.port).any_paused(now_);
+      s.queue_bytes = links[i].queue;
+      s.paused = links[i].paused;
       samples_.push_back(s);
     }
     w.last_tx_bytes = tx;
   }
+  struct NodeReading {
+    uint64_t paused_ports = 0, acked = 0;
+  };
+  const std::vector<NodeReading> per_node = gather<NodeReading>(
+      nodes_.size(), [](size_t id) { return static_cast<uint32_t>(id); },
+      [&](size_t id) {
+        const Node& n = nodes_[id];
+        NodeReading k;
+        if (n.sw) {
+          for (uint16_t p = 0; p < n.sw->port_count(); ++p) {
+            k.paused_ports += n.sw->egress(p).any_paused(now_);
+          }
+        } else {
+          for (uint16_t p = 0; p < n.nic->uplink_count(); ++p) {
+            k.paused_ports += n.nic->egress(p).any_paused(now_);
+          }
+          k.acked = n.nic->rc_engine()->requester_totals().bytes_acked;
+        }
+        return k;
+      });
   uint64_t paused = 0;
-  for (const Node& n : nodes_) {
-    if (n.sw) {
-      for (uint16_t p = 0; p < n.sw->port_count(); ++p) paused += n.sw->egress(p).any_paused(now_);
-    } else {
-      for (uint16_t p = 0; p < n.nic->uplink_count(); ++p) paused += n.nic->egress(p).any_paused(now_);
-    }
-  }
+  for (const NodeReading& k : per_node) paused += k.paused_ports;
   pfc_timeline_.emplace_back(static_cast<double>(now_) / 1000.0, paused);
   sample_nic_split(static_cast<double>(config_.sample_ns));
   uint64_t acked = 0;
-  for (const Node& n : nodes_) {
-    if (n.nic) acked += n.nic->rc_engine()->requester_totals().bytes_acked;
-  }
+  for (const NodeReading& k : per_node) acked += k.acked;
   const double capacity = static_cast<double>(config_.hosts()) * config_.planes * config_.link_gbps * 1e9 * dt_s;
   goodput_timeline_.emplace_back(static_cast<double>(now_) / 1000.0,
                                  static_cast<double>(acked - last_sample_acked_bytes_) * 8.0 / capacity);
@@ -715,34 +742,40 @@ void Fabric::sample() {
 
 void Fabric::sample_cc() {
   cc_sample_t_ns_.push_back(now_);
-  for (QueueSeries& q : queue_series_) {
-    const uint64_t b = nodes_[q.node].sw->egress(q.port).queued_bytes(3);
-    q.bytes.push_back(static_cast<uint32_t>(std::min<uint64_t>(b, UINT32_MAX)));
-  }
-  for (RateSeries& r : rate_series_) {
-    const DcqcnRateControl* rc = nodes_[r.host].nic->rc_engine()->rate_control(r.qp_index);
-    r.gbps.push_back(rc != nullptr ? static_cast<float>(rc->rate_gbps()) : 0.0f);
-  }
+  const std::vector<uint32_t> queues = gather<uint32_t>(
+      queue_series_.size(), [&](size_t i) { return queue_series_[i].node; },
+      [&](size_t i) {
+        const QueueSeries& q = queue_series_[i];
+        const uint64_t b = nodes_[q.node].sw->egress(q.port).queued_bytes(3);
+        return static_cast<uint32_t>(std::min<uint64_t>(b, UINT32_MAX));
+      });
+  for (size_t i = 0; i < queue_series_.size(); ++i) queue_series_[i].bytes.push_back(queues[i]);
+  const std::vector<float> rates = gather<float>(
+      rate_series_.size(), [&](size_t i) { return rate_series_[i].host; },
+      [&](size_t i) {
+        const DcqcnRateControl* rc =
+            nodes_[rate_series_[i].host].nic->rc_engine()->rate_control(rate_series_[i].qp_index);
+        return rc != nullptr ? static_cast<float>(rc->rate_gbps()) : 0.0f;
+      });
+  for (size_t i = 0; i < rate_series_.size(); ++i) rate_series_[i].gbps.push_back(rates[i]);
 }
 
 void Fabric::collect_cc(RunResult& r) {
   r.cc_mode = std::string(control::to_string(config_.cc.mode));
   double rate_sum = 0;
-  for (Node& n : nodes_) {
-    if (n.sw) {
-      for (uint16_t p = 0; p < n.sw->port_count(); ++p) {
-        for (uint8_t tc = 0; tc < EgressPort::kClasses; ++tc) {
-          r.ecn_marked += n.sw->egress(p).counters(tc, now_).ecn_marked;
-        }
+  for (const NodeFigures& f : figures_) {
+    if (f.is_switch) {
+      for (const NodeFigures::Port& port : f.ports) {
+        for (const EgressClassCounters& c : port.classes) r.ecn_marked += c.ecn_marked;
       }
       continue;
     }
-    const nic_emu::NicCounters& k = n.nic->counters();
+    const nic_emu::NicCounters& k = f.nic_counters;
     r.ce_received += k.ce_received;
     r.cnps_sent += k.cnps_sent;
     r.cnps_suppressed += k.cnps_suppressed;
     r.cnps_received += k.cnps_received;
-    const RcCcSummary s = n.nic->rc_engine()->cc_summary(r.virtual_ns);
+    const RcCcSummary& s = f.cc;
     r.rate_cuts += s.rate_cuts;
     r.cc_qps += s.qps;
     r.qps_at_min_rate += s.qps_at_min_rate;
@@ -801,6 +834,18 @@ void Fabric::sample_nic_split(double dt_ns) {
   nic_tx_last_.resize(hosts);
   nic_bg_last_.resize(hosts);
   const double line_bytes = config_.link_gbps / 8.0 * dt_ns;
+  struct UplinkReading {
+    uint64_t tx = 0;
+    bool up = false;
+  };
+  const std::vector<UplinkReading> uplinks = gather<UplinkReading>(
+      host_uplinks_.size(), [&](size_t i) { return host_uplinks_[i].first; },
+      [&](size_t i) {
+        const auto [h, u] = host_uplinks_[i];
+        return UplinkReading{nodes_[h].nic->port_counters(u).tx_bytes,
+                             nodes_[h].nic->egress(u).link_up()};
+      });
+  size_t at = 0;
   for (uint32_t h = 0; h < hosts; ++h) {
     const nic_emu::NicNode& nic = *nodes_[h].nic;
     const size_t U = nic.uplink_count();
@@ -808,12 +853,12 @@ void Fabric::sample_nic_split(double dt_ns) {
     nic_bg_last_[h].resize(U, 0.0);
     std::vector<double> sent(U), avail(U);
     double sent_sum = 0, avail_sum = 0;
-    for (uint16_t u = 0; u < U; ++u) {
-      const uint64_t tx = nic.port_counters(u).tx_bytes;
+    for (uint16_t u = 0; u < U; ++u, ++at) {
+      const uint64_t tx = uplinks[at].tx;
       const double bg = background_wire_bytes(h, u, now_);
       sent[u] = static_cast<double>(tx - nic_tx_last_[h][u]);
       avail[u] = std::max(0.0, 1.0 - (bg - nic_bg_last_[h][u]) / line_bytes);
-      if (!nic.egress(u).link_up()) avail[u] = 0;
+      if (!uplinks[at].up) avail[u] = 0;
       nic_tx_last_[h][u] = tx;
       nic_bg_last_[h][u] = bg;
       sent_sum += sent[u];
@@ -828,6 +873,7 @@ void Fabric::sample_nic_split(double dt_ns) {
 }
 
 nlohmann::json Fabric::nic_split_report() const {
+  // From figures_ (collect()).
   // Over the window, per host: each uplink's share of the bytes the host sent; its deviation
   // from the even split, max over uplinks of |share - 1/U| / (1/U) (7:3 reads 0.4, 5:5 0).
   // Hosts that sent nothing are left out.
@@ -836,13 +882,13 @@ nlohmann::json Fabric::nic_split_report() const {
   double dev_sum = 0, dev_max = 0, share_sum = 0;
   uint32_t n = 0;
   for (uint32_t h = 0; h < topology_.hosts().size(); ++h) {
-    const nic_emu::NicNode& nic = *nodes_[h].nic;
-    const size_t U = nic.uplink_count();
+    const NodeFigures& nic = figures_[h];
+    const size_t U = nic.ports.size();
     std::vector<double> bytes(U);
     double total = 0;
     for (uint16_t u = 0; u < U; ++u) {
       const uint64_t start = h < nic_tx_window_.size() ? nic_tx_window_[h][u] : 0;
-      bytes[u] = static_cast<double>(nic.port_counters(u).tx_bytes - start);
+      bytes[u] = static_cast<double>(nic.ports[u].tx_bytes - start);
       total += bytes[u];
     }
     if (total <= 0) continue;
@@ -871,7 +917,18 @@ nlohmann::json Fabric::nic_split_report() const {
           {"shares", hosts}};
 }
 
-nlohmann::json Fabric::bucket_report() const {
+nlohmann::json Fabric::bucket_report() {
+  // Each leaf's entry was made where it ran (bucket_entry), in switch order here.
+  if (mode_ != FabricMode::kWeighted) return nullptr;
+  nlohmann::json out = nlohmann::json::object();
+  for (uint32_t si = 0; si < topology_.switches().size(); ++si) {
+    const auto it = bucket_entries_.find(topology_.switch_node(si));
+    if (it != bucket_entries_.end()) out[topology_.switches()[si].name] = std::move(it->second);
+  }
+  return out;
+}
+
+nlohmann::json Fabric::bucket_entry(uint32_t si) const {
   // Weighted mode, per leaf: the buckets its first uplink group (towards the next leaf; every
   // uplink group of a leaf reads the same link state) gives each uplink, as the control loop
   // computed them (B = idle_buckets per idle path, the DESIGN.md formula) averaged over the
@@ -879,10 +936,9 @@ nlohmann::json Fabric::bucket_report() const {
   // the dataplane laid out from them, and the link-state utilisation the formula read (at the
   // last tick, and its mean over the same ticks).
   if (mode_ != FabricMode::kWeighted) return nullptr;
-  nlohmann::json out = nlohmann::json::object();
-  for (uint32_t si = 0; si < topology_.switches().size(); ++si) {
+  {
     const SwitchSpec& spec = topology_.switches()[si];
-    if (!spec.leaf) continue;
+    if (!spec.leaf) return nullptr;
     const Node& n = nodes_[topology_.switch_node(si)];
     int32_t g = -1;
     for (const int32_t lg : spec.leaf_group) {
@@ -891,7 +947,7 @@ nlohmann::json Fabric::bucket_report() const {
         break;
       }
     }
-    if (g < 0 || !n.control || !n.control->current()) continue;
+    if (g < 0 || !n.control || !n.control->current()) return nullptr;
     const auto gi = static_cast<size_t>(g);
     const PathSelector& sel = n.sw->group(gi);
     const auto members = sel.member_ports();
@@ -911,47 +967,57 @@ nlohmann::json Fabric::bucket_report() const {
           {"utilisation", util},
           {"utilisation_mean", ticked ? n.util_sums[gi][m] / ticks : util}};
     }
-    out[spec.name] = {{"group", spec.config.groups[gi].name},
-                      {"idle_buckets", n.control->config().reweight.idle_buckets},
-                      {"table_size", sel.bucket_table().size()},
-                      {"ticks", n.weight_ticks},
-                      {"total", total},
-                      {"paths", paths}};
+    return {{"group", spec.config.groups[gi].name},
+            {"idle_buckets", n.control->config().reweight.idle_buckets},
+            {"table_size", sel.bucket_table().size()},
+            {"ticks", n.weight_ticks},
+            {"total", total},
+            {"paths", paths}};
   }
-  return out;
 }
 
 void Fabric::snapshot_flows() {
   fair_start_ns_ = now_;
-  flow_window_acked_.assign(plan_.flows().size(), 0);
-  for (size_t i = 0; i < plan_.flows().size(); ++i) {
-    const QpFlow& f = plan_.flows()[i];
-    if (const RcRequester* rq = nodes_[f.src].nic->rc_engine()->requester(f.src_qp_index)) {
-      flow_window_acked_[i] = rq->counters().bytes_acked;
-    }
-  }
+  flow_window_acked_ = gather<uint64_t>(
+      plan_.flows().size(), [&](size_t i) { return plan_.flows()[i].src; },
+      [&](size_t i) -> uint64_t {
+        const QpFlow& f = plan_.flows()[i];
+        const RcRequester* rq = nodes_[f.src].nic->rc_engine()->requester(f.src_qp_index);
+        return rq != nullptr ? rq->counters().bytes_acked : 0;
+      });
 }
 
 void Fabric::snapshot_window_start() {
   window_started_ = true;
   window_start_ns_ = now_;
   window_acked_bytes_ = 0;
-  for (const Node& n : nodes_) {
-    if (n.nic) window_acked_bytes_ += n.nic->rc_engine()->requester_totals().bytes_acked;
+  const uint32_t hosts = static_cast<uint32_t>(topology_.hosts().size());
+  for (const uint64_t acked : gather<uint64_t>(
+           hosts, [](size_t h) { return static_cast<uint32_t>(h); },
+           [&](size_t h) { return nodes_[h].nic->rc_engine()->requester_totals().bytes_acked; })) {
+    window_acked_bytes_ += acked;
   }
-  for (Watched& w : watched_) w.window_tx_bytes = nodes_[w.node].sw->port_counters(w.port).tx_bytes;
-  nic_tx_window_.assign(topology_.hosts().size(), {});
-  for (uint32_t h = 0; h < topology_.hosts().size(); ++h) {
-    const nic_emu::NicNode& nic = *nodes_[h].nic;
-    for (uint16_t u = 0; u < nic.uplink_count(); ++u) {
-      nic_tx_window_[h].push_back(nic.port_counters(u).tx_bytes);
-    }
+  const std::vector<uint64_t> watched_tx = gather<uint64_t>(
+      watched_.size(), [&](size_t i) { return watched_[i].node; },
+      [&](size_t i) {
+        return nodes_[watched_[i].node].sw->port_counters(watched_[i].port).tx_bytes;
+      });
+  for (size_t i = 0; i < watched_.size(); ++i) watched_[i].window_tx_bytes = watched_tx[i];
+  const std::vector<uint64_t> uplink_tx = gather<uint64_t>(
+      host_uplinks_.size(), [&](size_t i) { return host_uplinks_[i].first; },
+      [&](size_t i) {
+        return nodes_[host_uplinks_[i].first].nic->port_counters(host_uplinks_[i].second).tx_bytes;
+      });
+  nic_tx_window_.assign(hosts, {});
+  for (size_t i = 0; i < host_uplinks_.size(); ++i) {
+    nic_tx_window_[host_uplinks_[i].first].push_back(uplink_tx[i]);
   }
 }
 
 void Fabric::send(Lp& from, uint32_t to, const Msg& m, uint32_t push) {
   std::vector<Msg>& box = from.out[push][to];
-  if (box.empty()) {
+  // Another rank's LP gets it through exchange_mail(), not through its senders list.
+  if (box.empty() && mine(to)) {
     Lp& target = *lps_[to];
     const std::lock_guard<std::mutex> lock(target.senders_mutex);
     target.senders[push].push_back(from.index);
@@ -1028,6 +1094,11 @@ void Fabric::deliver_mail(Lp& lp) {
 }
 
 void Fabric::run_lp(Lp& lp, uint64_t end_ns, uint32_t pull, uint32_t push) {
+  for (const Msg& m : lp.remote_in[pull]) {
+    lp.mail.push_back(m);
+    std::push_heap(lp.mail.begin(), lp.mail.end(), MsgLater{});
+  }
+  lp.remote_in[pull].clear();
   for (const uint32_t from : lp.senders[pull]) {
     std::vector<Msg>& box = lps_[from]->out[pull][lp.index];
     for (const Msg& m : box) {
@@ -1070,6 +1141,10 @@ void Fabric::free_mail() {
       }
     }
     for (auto& s : lp->senders) s.clear();
+    for (auto& box : lp->remote_in) {
+      for (const Msg& m : box) rte_pktmbuf_free(m.frame);
+      box.clear();
+    }
   }
 }
 
@@ -1089,8 +1164,186 @@ void Fabric::drop_mail_on_cable(uint32_t cable) {
     for (auto& parity : lp->out) {
       for (auto& box : parity) std::erase_if(box, dies);
     }
+    for (auto& box : lp->remote_in) std::erase_if(box, dies);
   }
   // A mailbox left empty keeps its sender listed: its target takes nothing from it.
+}
+
+void Fabric::exchange_mail(uint32_t parity) {
+  if (!distributed()) return;
+  const FramePacker packer(payload_store_, pool_, segment_pool_);
+  std::vector<ByteWriter> to(ranks_->size());
+  for (auto& lp : lps_) {
+    if (!mine(lp->index)) continue;
+    for (uint32_t target = 0; target < lps_.size(); ++target) {
+      std::vector<Msg>& box = lp->out[parity][target];
+      if (mine(target) || box.empty()) continue;
+      ByteWriter& w = to[lp_rank_[target]];
+      for (const Msg& m : box) {
+        w.put(target);
+        w.put(m.t);
+        w.put(m.order);
+        w.put(m.node);
+        w.put(m.cable_or_qp);
+        w.put(m.bytes);
+        w.put(m.port);
+        w.put<uint8_t>(m.frame != nullptr);
+        if (m.frame != nullptr) packer.pack(w, m.frame);
+      }
+      box.clear();
+    }
+  }
+  std::vector<std::string> out;
+  for (ByteWriter& w : to) out.push_back(std::move(w.str()));
+  const std::vector<std::string> in = ranks_->exchange(out);
+  // The frames coming in take mbufs from this rank's pools: let them grow first.
+  if (between_rounds_) between_rounds_();
+  for (const std::string& bytes : in) {
+    ByteReader r(bytes);
+    while (!r.done()) {
+      const auto target = r.get<uint32_t>();
+      Msg m;
+      m.t = r.get<uint64_t>();
+      m.order = r.get<uint64_t>();
+      m.node = r.get<uint32_t>();
+      m.cable_or_qp = r.get<uint32_t>();
+      m.bytes = r.get<uint32_t>();
+      m.port = r.get<uint16_t>();
+      if (r.get<uint8_t>() != 0) m.frame = packer.unpack(r);
+      if (target >= lps_.size() || !mine(target)) {
+        rte_pktmbuf_free(m.frame);
+        throw std::runtime_error("fabric_emu --mpi: a message for an LP this rank does not run");
+      }
+      lps_[target]->remote_in[parity].push_back(m);
+    }
+  }
+}
+
+template <class T, class NodeOf, class Read>
+std::vector<T> Fabric::gather(size_t n, NodeOf node_of, Read read) {
+  std::vector<T> v(n);
+  if (!distributed()) {
+    for (size_t i = 0; i < n; ++i) v[i] = read(i);
+    return v;
+  }
+  ByteWriter w;
+  for (size_t i = 0; i < n; ++i) {
+    if (!node_mine(node_of(i))) continue;
+    w.put<uint64_t>(i);
+    w.put<T>(read(i));
+  }
+  for (const std::string& bytes : ranks_->all_gather(w.str())) {
+    ByteReader r(bytes);
+    while (!r.done()) {
+      const auto i = r.get<uint64_t>();
+      v.at(i) = r.get<T>();
+    }
+  }
+  return v;
+}
+
+std::vector<NodeFigures> Fabric::gather_node_figures(uint64_t cc_at_ns) {
+  const auto of = [&](uint32_t id) {
+    Node& n = nodes_[id];
+    return n.sw ? NodeFigures::of(*n.sw, n.control.get(), now_)
+                : NodeFigures::of(*n.nic, now_, cc_at_ns);
+  };
+  std::vector<NodeFigures> figures(nodes_.size());
+  if (!distributed()) {
+    for (uint32_t id = 0; id < nodes_.size(); ++id) figures[id] = of(id);
+    return figures;
+  }
+  ByteWriter w;
+  for (uint32_t id = 0; id < nodes_.size(); ++id) {
+    if (!node_mine(id)) continue;
+    w.put(id);
+    of(id).write(w);
+  }
+  for (const std::string& bytes : ranks_->all_gather(w.str())) {
+    ByteReader r(bytes);
+    while (!r.done()) {
+      const auto id = r.get<uint32_t>();
+      figures.at(id) = NodeFigures::read(r);
+    }
+  }
+  return figures;
+}
+
+void Fabric::gather_lp_figures() {
+  // What each LP counted, and what only the rank that ran a node holds: its flows' completions,
+  // its NICs' log lines, its leaves' bucket reports (weighted mode). Every rank takes the others'.
+  if (!distributed()) return;
+  ByteWriter w;
+  for (auto& lp : lps_) {
+    if (!mine(lp->index)) continue;
+    w.put<uint8_t>(0);
+    w.put(lp->index);
+    w.put(lp->completed);
+    w.put(lp->last_completion_ns);
+    w.put(lp->hops);
+    w.put(lp->serves);
+    w.put(lp->dead_link_frames);
+    w.put(lp->dead_link_frames_late);
+    w.put(lp->checksum_filter_drops);
+    w.put_vector(lp->fct_ns);
+    w.put_vector(lp->sized_fct);
+  }
+  for (uint32_t i = 0; i < plan_.flows().size(); ++i) {
+    if (!node_mine(plan_.flows()[i].src)) continue;
+    w.put<uint8_t>(1);
+    w.put(i);
+    w.put(flow_fct_[i]);
+  }
+  for (uint32_t h = 0; h < nic_log_.size(); ++h) {
+    if (!node_mine(h)) continue;
+    w.put<uint8_t>(2);
+    w.put(h);
+    const std::vector<std::string> lines = nic_log_[h]->last_formatted();
+    w.put<uint64_t>(lines.size());
+    for (const std::string& line : lines) w.put_string(line);
+  }
+  for (auto& [node, entry] : bucket_entries_) {
+    w.put<uint8_t>(3);
+    w.put(node);
+    w.put_string(entry.dump());
+  }
+  w.put<uint8_t>(4);
+  w.put(link_down_in_flight_);
+  uint64_t link_down_in_flight = 0;
+  for (const std::string& bytes : ranks_->all_gather(w.str())) {
+    ByteReader r(bytes);
+    while (!r.done()) {
+      const auto kind = r.get<uint8_t>();
+      if (kind == 0) {
+        Lp& lp = *lps_.at(r.get<uint32_t>());
+        lp.completed = r.get<uint64_t>();
+        lp.last_completion_ns = r.get<uint64_t>();
+        lp.hops = r.get<uint64_t>();
+        lp.serves = r.get<uint64_t>();
+        lp.dead_link_frames = r.get<uint64_t>();
+        lp.dead_link_frames_late = r.get<uint64_t>();
+        lp.checksum_filter_drops = r.get<uint64_t>();
+        lp.fct_ns = r.get_vector<uint64_t>();
+        lp.sized_fct = r.get_vector<SizedFct>();
+      } else if (kind == 1) {
+        const auto i = r.get<uint32_t>();
+        flow_fct_.at(i) = r.get<FlowFct>();
+      } else if (kind == 2) {
+        const auto h = r.get<uint32_t>();
+        std::vector<std::string> lines(r.get<uint64_t>());
+        for (std::string& line : lines) line = r.get_string();
+        remote_nic_log_[h] = std::move(lines);
+      } else if (kind == 3) {
+        const auto node = r.get<uint32_t>();
+        bucket_entries_[node] = nlohmann::json::parse(r.get_string());
+      } else if (kind == 4) {
+        link_down_in_flight += r.get<uint64_t>();
+      } else {
+        throw std::runtime_error("fabric_emu --mpi: figures from another rank do not read");
+      }
+    }
+  }
+  link_down_in_flight_ = link_down_in_flight;
 }
 
 RunResult Fabric::run(const std::function<void(uint64_t, uint64_t)>& progress) {
@@ -1109,6 +1362,10 @@ RunResult Fabric::run(const std::function<void(uint64_t, uint64_t)>& progress) {
   if (fair_at == 0) {
     snapshot_flows();
     fair_started = true;
+  }
+  host_uplinks_.clear();
+  for (uint32_t h = 0; h < topology_.hosts().size(); ++h) {
+    for (uint16_t u = 0; u < nodes_[h].nic->uplink_count(); ++u) host_uplinks_.emplace_back(h, u);
   }
   next_sample_ns_ = config_.sample_ns;
   // About 500 queue samples over the run, at most one a microsecond, at least one per sample_ns.
@@ -1131,6 +1388,12 @@ RunResult Fabric::run(const std::function<void(uint64_t, uint64_t)>& progress) {
                                         {}});
     }
   }
+  if (ranks_ != nullptr) {
+    // LPs dealt round-robin: racks (the heavy ones) first, then spines, evenly over the ranks.
+    rank_ = ranks_->rank();
+    lp_rank_.resize(lps_.size());
+    for (uint32_t i = 0; i < lps_.size(); ++i) lp_rank_[i] = i % ranks_->size();
+  }
   if (window_at == 0) snapshot_window_start();
   // More threads than LPs would only wait.
   RoundPool pool(std::min<uint32_t>(threads_, static_cast<uint32_t>(lps_.size())));
@@ -1140,14 +1403,34 @@ RunResult Fabric::run(const std::function<void(uint64_t, uint64_t)>& progress) {
            static_cast<uint32_t>(round_ & 1));
   };
   if (between_rounds_) between_rounds_();
-  uint64_t completed = 0;
   for (;;) {
-    if (finite && done_ns_ != 0) break;
+    // The earliest thing due anywhere, and the messages done so far (on every rank).
     uint64_t t_node = mail_min_t_;
-    lp_next_t_.resize(lps_.size());
+    lp_next_t_.assign(lps_.size(), kNever);
+    std::array<uint64_t, 2> mins{};  // the earliest, and the latest completion (as UINT64_MAX - t)
+    std::array<uint64_t, 2> sums{};  // completed, hops
+    uint64_t last = 0;
     for (auto& lp : lps_) {
+      if (!mine(lp->index)) continue;
       lp_next_t_[lp->index] = lp_next(*lp);
       t_node = std::min(t_node, lp_next_t_[lp->index]);
+      sums[0] += lp->completed;
+      sums[1] += lp->hops;
+      last = std::max(last, lp->last_completion_ns);
+    }
+    mins = {t_node, UINT64_MAX - last};
+    if (distributed()) ranks_->reduce(mins, sums);
+    t_node = mins[0];
+    if (finite && done_ns_ == 0 && sums[0] >= plan_.messages_total()) {
+      done_ns_ = UINT64_MAX - mins[1];
+    }
+    if (finite && done_ns_ != 0) break;
+    if (progress && round_ > 0) {
+      const auto now = std::chrono::steady_clock::now();
+      if (now - last_progress > std::chrono::milliseconds(200)) {
+        last_progress = now;
+        progress(round_end - 1, sums[1]);
+      }
     }
     const uint64_t t_event = next_event_ < events_.size() ? events_[next_event_].at_ns : kNever;
     const uint64_t t_window = window_started_ ? kNever : window_at;
@@ -1167,11 +1450,13 @@ RunResult Fabric::run(const std::function<void(uint64_t, uint64_t)>& progress) {
         // A rate change starts frames due under the old rate: those on cut cables go out now.
         const auto pull = static_cast<uint32_t>((round_ + 1) & 1);
         for (auto& lp : lps_) {
+          if (!mine(lp->index)) continue;
           lp->now = std::max(lp->now, now_);
           lp->out_min_t = kNever;
           take_cut_frames(*lp, pull);
           mail_min_t_ = std::min(mail_min_t_, lp->out_min_t);
         }
+        exchange_mail(pull);
       } else if (t == t_window) {
         snapshot_window_start();
       } else if (t == t_fair) {
@@ -1189,7 +1474,8 @@ RunResult Fabric::run(const std::function<void(uint64_t, uint64_t)>& progress) {
     const auto pull = static_cast<uint32_t>((round_ + 1) & 1);
     active_.clear();
     for (auto& lp : lps_) {
-      if (lp_next_t_[lp->index] < round_end || !lp->senders[pull].empty()) {
+      if (lp_next_t_[lp->index] < round_end || !lp->senders[pull].empty() ||
+          !lp->remote_in[pull].empty()) {
         active_.push_back(lp->index);
       }
     }
@@ -1197,31 +1483,30 @@ RunResult Fabric::run(const std::function<void(uint64_t, uint64_t)>& progress) {
       return lps_[a]->work > lps_[b]->work;
     });
     pool.run(active_, run_one);
-    ++round_;
+    // Only the LPs that ran sent anything; the others' out_min_t is from an earlier round whose
+    // mail has been taken.
     mail_min_t_ = kNever;
-    completed = 0;
-    uint64_t last = 0, hops = 0, serves = 0;
-    for (auto& lp : lps_) {
-      // Only the LPs that ran sent anything; the others' out_min_t is from an earlier round
-      // whose mail has been taken.
-      completed += lp->completed;
-      last = std::max(last, lp->last_completion_ns);
-      hops += lp->hops;
-      serves += lp->serves;
-    }
     for (const uint32_t i : active_) mail_min_t_ = std::min(mail_min_t_, lps_[i]->out_min_t);
-    if (finite && done_ns_ == 0 && completed >= plan_.messages_total()) done_ns_ = last;
+    exchange_mail(static_cast<uint32_t>(round_ & 1));
+    ++round_;
     if (between_rounds_) between_rounds_();
-    if (progress) {
-      const auto now = std::chrono::steady_clock::now();
-      if (now - last_progress > std::chrono::milliseconds(200)) {
-        last_progress = now;
-        progress(round_end - 1, hops);
-      }
-    }
   }
   // Where the run stopped: the last event anywhere.
-  for (auto& lp : lps_) now_ = std::max(now_, lp->now);
+  for (auto& lp : lps_) {
+    if (mine(lp->index)) now_ = std::max(now_, lp->now);
+  }
+  if (distributed()) {
+    std::array<uint64_t, 1> latest{UINT64_MAX - now_};
+    ranks_->reduce(latest, {});
+    now_ = UINT64_MAX - latest[0];
+  }
+  for (uint32_t si = 0; si < topology_.switches().size(); ++si) {
+    const uint32_t node = topology_.switch_node(si);
+    if (!node_mine(node)) continue;
+    nlohmann::json entry = bucket_entry(si);
+    if (!entry.is_null()) bucket_entries_[node] = std::move(entry);
+  }
+  gather_lp_figures();
   // The LPs' figures, in LP order.
   completed_ = 0;
   for (auto& lp : lps_) {
@@ -1268,6 +1553,8 @@ RunResult Fabric::collect(double wall_s) {
 
   const double host_bps = config_.link_gbps * 1e9 * config_.planes;
   const double window_s = static_cast<double>(r.window_end_ns - r.window_start_ns) * 1e-9;
+  // Every node's counters, from the rank that ran it: the rest reads figures_, never nodes_.
+  figures_ = gather_node_figures(r.virtual_ns);
 
   RcRequesterCounters req;
   RcResponderCounters resp;
@@ -1276,44 +1563,40 @@ RunResult Fabric::collect(double wall_s) {
   uint64_t nic_no_uplink = 0, nic_parse = 0, host_filter = 0;
   nic_emu::PpcidCounters ppcid;
   uint64_t rx = 0, delivered = 0, pfc_in = 0, mac_control = 0, dup_freed = 0, held = 0;
-  for (const Node& n : nodes_) {
-    if (!n.nic) continue;
-    const nic_emu::PpcidCounters& pc = n.nic->ppcid_counters();
-    ppcid += pc;
-    r.ppcid_mismatch_hosts += pc.layout_mismatch > 0;
-    for (uint16_t u = 0; u < n.nic->uplink_count(); ++u) rx += n.nic->port_counters(u).rx_packets;
-    delivered += n.nic->counters().delivered;
-    pfc_in += n.nic->counters().pfc_received;
-    mac_control += n.nic->drops().mac_control_not_pfc + n.nic->drops().pfc_malformed;
-    host_filter += n.nic->drops().host_checksum_filter;
-    if (const ReorderEngine* re = n.nic->reorder()) {
-      dup_freed += re->counters().duplicates_of_held;
-      held += re->buffered();
+  for (const NodeFigures& f : figures_) {
+    if (f.is_switch) continue;
+    ppcid += f.ppcid;
+    r.ppcid_mismatch_hosts += f.ppcid.layout_mismatch > 0;
+    for (const NodeFigures::Port& u : f.ports) rx += u.rx_packets;
+    delivered += f.nic_counters.delivered;
+    pfc_in += f.nic_counters.pfc_received;
+    mac_control += f.nic_drops.mac_control_not_pfc + f.nic_drops.pfc_malformed;
+    host_filter += f.nic_drops.host_checksum_filter;
+    if (f.has_reorder) {
+      dup_freed += f.reorder.duplicates_of_held;
+      held += f.reorder_held;
     }
-    req += n.nic->rc_engine()->requester_totals();
-    for (uint32_t q = 0; q < n.nic->rc_engine()->qps(); ++q) {
-      // A QP that sent and never had a byte acknowledged: cut off (a filter, a dead path).
-      const RcRequester* rq = n.nic->rc_engine()->requester(q);
-      if (rq != nullptr && rq->counters().packets_sent > 0 && rq->counters().bytes_acked == 0) {
-        ++r.qps_never_acked;
+    req += f.requester_totals;
+    r.qps_never_acked += f.qps_never_acked;
+    resp += f.responder_totals;
+    place += f.placement_totals;
+    if (f.has_reorder) {
+      for (size_t i = 0; i < f.reorder_depth.size() && i < depth.size(); ++i) {
+        depth[i] += f.reorder_depth[i];
       }
+      r.reorder_timeouts += f.reorder.gap_timeouts;
+      r.reorder_held += f.reorder.released_after_hold;
+      r.reorder_resyncs += f.reorder.resyncs;
     }
-    resp += n.nic->rc_engine()->responder_totals();
-    place += n.nic->rc_engine()->placement_totals();
-    if (const ReorderEngine* re = n.nic->reorder()) {
-      const auto& h = re->depth_histogram();
-      for (size_t i = 0; i < h.size(); ++i) depth[i] += h[i];
-      r.reorder_timeouts += re->counters().gap_timeouts;
-      r.reorder_held += re->counters().released_after_hold;
-      r.reorder_resyncs += re->counters().resyncs;
-    }
-    nic_no_uplink += n.nic->drops().no_uplink;
-    for (uint64_t v : n.nic->drops().parse) nic_parse += v;
+    nic_no_uplink += f.nic_drops.no_uplink;
+    for (uint64_t v : f.nic_drops.parse) nic_parse += v;
   }
   r.ppcid.clear();
   ppcid.for_each([&r](std::string_view name, uint64_t v) { r.ppcid[std::string(name)] = v; });
-  for (const auto& sink : nic_log_) {
-    for (std::string line : sink->last_formatted()) {
+  for (uint32_t h = 0; h < nic_log_.size(); ++h) {
+    const auto remote = remote_nic_log_.find(h);
+    for (std::string line : remote != remote_nic_log_.end() ? remote->second
+                                                           : nic_log_[h]->last_formatted()) {
       while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.pop_back();
       r.nic_log.push_back(line);
     }
@@ -1385,7 +1668,7 @@ RunResult Fabric::collect(double wall_s) {
   std::vector<double> up, down;
   for (uint32_t i = 0; i < watched_.size(); ++i) {
     const Watched& w = watched_[i];
-    const uint64_t tx = nodes_[w.node].sw->port_counters(w.port).tx_bytes - w.window_tx_bytes;
+    const uint64_t tx = figures_[w.node].ports[w.port].tx_bytes - w.window_tx_bytes;
     const double u = window_s > 0 ? static_cast<double>(tx) * 8.0 / (window_s * config_.link_gbps * 1e9) : 0;
     if (!w.uplink) {
       down.push_back(u);
@@ -1436,10 +1719,10 @@ RunResult Fabric::collect(double wall_s) {
   // Lossless classes: the switches' PFC priorities (the class is the priority here), which
   // the NICs honour on their uplinks too. A buffer drop there is what PFC exists to prevent.
   const uint8_t lossless = config_.pfc ? control::PfcSettings{}.priorities : 0;
-  const auto add_egress = [&](const EgressPort& e) {
+  const auto add_egress = [&](const NodeFigures::Port& port) {
     bool ever = false;
     for (uint8_t tc = 0; tc < EgressPort::kClasses; ++tc) {
-      const EgressClassCounters c = e.counters(tc, now_);
+      const EgressClassCounters& c = port.classes[tc];
       if ((lossless >> tc) & 1) {
         r.lossless_drops_queue_full += c.drops_queue_full;
         r.lossless_drops_headroom += c.drops_headroom_overflow;
@@ -1461,57 +1744,41 @@ RunResult Fabric::collect(double wall_s) {
     }
     return ever;
   };
-  for (const Node& n : nodes_) {
-    if (n.sw) {
-      const switch_emu::SwitchNode& sw = *n.sw;
+  for (uint32_t id = 0; id < figures_.size(); ++id) {
+    const NodeFigures& f = figures_[id];
+    if (f.is_switch) {
       bool sw_paused = false;
-      for (uint16_t p = 0; p < sw.port_count(); ++p) {
-        const bool ever = add_egress(sw.egress(p));
+      for (const NodeFigures::Port& port : f.ports) {
+        const bool ever = add_egress(port);
         r.pfc_ports_paused += ever;
         sw_paused = sw_paused || ever;
       }
-      const size_t si = static_cast<size_t>(&n - nodes_.data()) - topology_.hosts().size();
+      const size_t si = id - topology_.hosts().size();
       if (sw_paused) ++(topology_.switches()[si].leaf ? r.pfc_leaves_paused : r.pfc_spines_paused);
-      r.pfc_switches_pausing += sw.counters().pfc_frames_sent > 0;
-      r.pfc_pause_frames += sw.counters().pfc_frames_sent;
-      if (const PfcState* pfc = sw.pfc()) {
+      r.pfc_switches_pausing += f.sw_counters.pfc_frames_sent > 0;
+      r.pfc_pause_frames += f.sw_counters.pfc_frames_sent;
+      if (f.has_pfc) {
         // The fullest switch, and the fullest headroom against its size: "never over" at a look.
-        const SharedBuffer& b = pfc->buffer();
-        r.pfc_pool_peak_bytes = std::max(r.pfc_pool_peak_bytes, b.pool_peak_bytes());
-        for (uint16_t p = 0; p < sw.port_count(); ++p) {
-          for (uint8_t pg = 0; pg < kPriorities; ++pg) {
-            if (!pfc->lossless(pg)) continue;
-            const double used = static_cast<double>(b.peak_headroom_used_bytes(p, pg));
-            const double fraction = used / static_cast<double>(b.headroom_bytes(p));
-            if (fraction > r.pfc_headroom_peak_fraction) {
-              r.pfc_headroom_peak_fraction = fraction;
-              r.pfc_headroom_peak_bytes = b.peak_headroom_used_bytes(p, pg);
-            }
-          }
+        r.pfc_pool_peak_bytes = std::max(r.pfc_pool_peak_bytes, f.pfc_pool_peak_bytes);
+        if (f.pfc_headroom_peak_fraction > r.pfc_headroom_peak_fraction) {
+          r.pfc_headroom_peak_fraction = f.pfc_headroom_peak_fraction;
+          r.pfc_headroom_peak_bytes = f.pfc_headroom_peak_bytes;
         }
       }
-      no_route += sw.drops().no_route;
-      no_eligible += sw.drops().no_eligible_port;
-      ttl += sw.drops().ttl_expired;
-      tcam_drop += sw.drops().tcam_drop;
-      watchdog_ingress += sw.drops().pfc_watchdog_ingress;
-      if (const PfcState* pfc = sw.pfc()) {
-        for (uint16_t p = 0; p < sw.port_count(); ++p) {
-          for (const PfcPriorityCounters& k : pfc->counters(p).priority) {
-            r.pfc_watchdog_storms += k.watchdog_storms_detected;
-            r.pfc_watchdog_frames_suppressed += k.watchdog_frames_suppressed;
-          }
-        }
-      }
-      for (uint64_t v : sw.drops().parse) sw_parse += v;
-      if (n.control) r.control_publications += n.control->counters().publications;
-      for (size_t g = 0; g < sw.group_count(); ++g) {
-        r.flowlets_started += sw.group(g).flowlet_table().counters().flowlets_started;
-      }
+      no_route += f.sw_drops.no_route;
+      no_eligible += f.sw_drops.no_eligible_port;
+      ttl += f.sw_drops.ttl_expired;
+      tcam_drop += f.sw_drops.tcam_drop;
+      watchdog_ingress += f.sw_drops.pfc_watchdog_ingress;
+      r.pfc_watchdog_storms += f.pfc_watchdog_storms;
+      r.pfc_watchdog_frames_suppressed += f.pfc_watchdog_frames_suppressed;
+      for (uint64_t v : f.sw_drops.parse) sw_parse += v;
+      r.control_publications += f.control_publications;
+      r.flowlets_started += f.flowlets_started;
     } else {
-      for (uint16_t p = 0; p < n.nic->uplink_count(); ++p) {
+      for (const NodeFigures::Port& port : f.ports) {
         const uint64_t before = paused_ns;
-        const bool ever = add_egress(n.nic->egress(p));
+        const bool ever = add_egress(port);
         nic_paused_ns += paused_ns - before;
         r.pfc_ports_paused += ever;
         r.pfc_nic_uplinks_paused += ever;
@@ -1649,8 +1916,9 @@ RunResult Fabric::collect(double wall_s) {
     fr.src_qpn = f.src_qpn;
     fr.dst_qpn = f.dst_qpn;
     fr.hops = path_hops(f.src, f.dst);
-    if (const RcRequester* rq = nodes_[f.src].nic->rc_engine()->requester(f.src_qp_index)) {
-      const RcRequesterCounters& k = rq->counters();
+    if (const NodeFigures& src = figures_[f.src];
+        f.src_qp_index < src.has_requester.size() && src.has_requester[f.src_qp_index] != 0) {
+      const RcRequesterCounters& k = src.requesters[f.src_qp_index];
       fr.bytes_acked = k.bytes_acked;
       fr.packets_sent = k.packets_sent;
       fr.packets_retransmitted = k.packets_retransmitted;
@@ -1681,12 +1949,13 @@ RunResult Fabric::collect(double wall_s) {
       r.fairness.min_gbps = r.fairness.flows == 1 ? x : std::min(r.fairness.min_gbps, x);
       r.fairness.max_gbps = std::max(r.fairness.max_gbps, x);
     }
-    const nic_emu::NicNode& rx = *nodes_[f.dst].nic;
+    const NodeFigures& rx = figures_[f.dst];
     const uint32_t sip = topology_.hosts()[f.src].ip;
-    fr.packets_by_uplink.assign(rx.uplink_count(), 0);
-    for (const auto& q : rx.heat_map()) {
+    const auto rx_uplinks = static_cast<uint16_t>(rx.ports.size());
+    fr.packets_by_uplink.assign(rx_uplinks, 0);
+    for (const auto& q : rx.heat_map) {
       if (q.src_ip != sip || q.dest_qp != f.dst_qpn) continue;
-      for (uint16_t u = 0; u < rx.uplink_count() && u < q.per_uplink.size(); ++u) {
+      for (uint16_t u = 0; u < rx_uplinks && u < q.per_uplink.size(); ++u) {
         fr.packets_by_uplink[u] = q.per_uplink[u];
       }
     }
@@ -1703,12 +1972,12 @@ RunResult Fabric::collect(double wall_s) {
   {
     std::vector<double> hu;
     for (uint32_t h = 0; h < topology_.hosts().size(); ++h) {
-      const nic_emu::NicNode& nic = *nodes_[h].nic;
-      for (uint16_t u = 0; u < nic.uplink_count(); ++u) {
+      const NodeFigures& nic = figures_[h];
+      for (uint16_t u = 0; u < nic.ports.size(); ++u) {
         const uint64_t before = h < nic_tx_window_.size() && u < nic_tx_window_[h].size()
                                     ? nic_tx_window_[h][u]
                                     : 0;
-        const uint64_t tx = nic.port_counters(u).tx_bytes - before;
+        const uint64_t tx = nic.ports[u].tx_bytes - before;
         hu.push_back(window_s > 0 ? static_cast<double>(tx) * 8.0 / (window_s * config_.link_gbps * 1e9) : 0);
       }
     }
@@ -1727,10 +1996,7 @@ RunResult Fabric::collect(double wall_s) {
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
   r.peak_rss_mb = static_cast<double>(ru.ru_maxrss) / 1024.0;
-  for (const Node& n : nodes_) {
-    if (n.sw) r.memory += n.sw->memory_usage();
-    if (n.nic) r.memory += n.nic->memory_usage();
-  }
+  for (const NodeFigures& f : figures_) r.memory += f.memory;
   collect_cc(r);
   r.warnings = run_warnings(r, config_);
   return r;

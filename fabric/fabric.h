@@ -35,6 +35,7 @@
 #include <cstdint>
 #include <array>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -45,6 +46,8 @@
 #include "fabric/due_queue.h"
 #include "fabric/fabric_config.h"
 #include "fabric/fabric_report.h"
+#include "fabric/node_figures.h"
+#include "fabric/rank_link.h"
 #include "fabric/round_pool.h"
 #include "fabric/topology.h"
 #include "fabric/workload.h"
@@ -81,6 +84,11 @@ class Fabric {
   // Threads that run the logical processes (1: the caller's thread alone). The results do not
   // depend on it. Call before run().
   void set_threads(uint32_t n) { threads_ = n == 0 ? 1 : n; }
+  // Shares the LPs out among the ranks of `link` (fabric_emu --mpi; null: this process runs them
+  // all). Every rank builds the whole fabric and runs its own LPs; frames that cross between
+  // ranks go through RankLink, and every rank ends with the same RunResult, the one a single
+  // process gives. Call before run().
+  void set_ranks(RankLink* link) { ranks_ = link; }
   // Called between rounds, when no thread touches the pools (the driver grows them there).
   void set_between_rounds(std::function<void()> hook) { between_rounds_ = std::move(hook); }
 
@@ -90,6 +98,7 @@ class Fabric {
   const std::vector<std::string>& link_names() const { return link_names_; }
   const Topology& topology() const { return topology_; }
   uint64_t now_ns() const { return now_; }
+  uint64_t rounds() const { return round_; }  // the rounds run() ran
 
  private:
   struct Peer {
@@ -168,6 +177,7 @@ class Fabric {
     std::array<std::vector<std::vector<Msg>>, 2> out;
     std::array<std::vector<uint32_t>, 2> senders;
     std::mutex senders_mutex;
+    std::array<std::vector<Msg>, 2> remote_in;  // by parity: from LPs on other ranks
     uint64_t out_min_t = UINT64_MAX;  // the earliest message sent in the LP's last round
     uint64_t work = 0;                // events of its last round: who is claimed first
     std::vector<uint32_t> touched;    // nodes that received frames while serving
@@ -186,6 +196,19 @@ class Fabric {
     uint64_t checksum_filter_drops = 0;
   };
   void partition();
+  // Ranks (set_ranks): which rank runs each LP, and what crosses between them.
+  bool distributed() const { return ranks_ != nullptr && ranks_->size() > 1; }
+  bool mine(uint32_t lp) const { return lp_rank_.empty() || lp_rank_[lp] == rank_; }
+  bool node_mine(uint32_t id) const { return mine(lp_of_[id]); }
+  // Sends the messages this rank's LPs wrote to other ranks' LPs (mailbox `parity`), and takes
+  // theirs into its own LPs' remote_in[parity].
+  void exchange_mail(uint32_t parity);
+  // Item i's value, read where node_of(i) runs, on every rank (items in order).
+  template <class T, class NodeOf, class Read>
+  std::vector<T> gather(size_t n, NodeOf node_of, Read read);
+  // At the end: the LPs' own figures (completions, hops, log lines) from the ranks that ran them.
+  void gather_lp_figures();
+  std::vector<NodeFigures> gather_node_figures(uint64_t cc_at_ns);
   uint64_t lp_next(Lp& lp);
   // One LP's round: its mail, then its events before end_ns, then its cut cables' frames out.
   void run_lp(Lp& lp, uint64_t end_ns, uint32_t pull, uint32_t push);
@@ -217,9 +240,15 @@ class Fabric {
   void install_spray_rules();
   void snapshot_window_start();
   RunResult collect(double wall_s);
+  std::vector<NodeFigures> figures_;  // collect()'s view of every node
+  std::map<uint32_t, nlohmann::json> bucket_entries_;            // by leaf node (weighted mode)
+  std::map<uint32_t, std::vector<std::string>> remote_nic_log_;  // other ranks' hosts' lines
 
   const FabricConfig& config_;
   uint32_t threads_ = 1;
+  RankLink* ranks_ = nullptr;
+  uint32_t rank_ = 0;
+  std::vector<uint32_t> lp_rank_;  // per LP (empty: every LP is this process's)
   std::function<void()> between_rounds_;
   FabricMode mode_;
   uint64_t seed_;
@@ -276,13 +305,15 @@ class Fabric {
   std::vector<std::vector<Background>> background_;  // per node, per port
   double background_wire_bytes(uint32_t node, uint16_t port, uint64_t now_ns) const;
   // Hosts with more than one uplink: the split of their bytes between them (nic_split).
+  std::vector<std::pair<uint32_t, uint16_t>> host_uplinks_;  // every (host, uplink), in order
   std::vector<std::vector<uint64_t>> nic_tx_last_;    // per host, per uplink: at the last sample
   std::vector<std::vector<uint64_t>> nic_tx_window_;  // at the window start
   std::vector<std::vector<double>> nic_bg_last_;      // background wire bytes at the last sample
   double split_error_sum_ = 0;
   uint64_t split_error_n_ = 0;
   void sample_nic_split(double dt_ns);
-  nlohmann::json bucket_report() const;
+  nlohmann::json bucket_report();
+  nlohmann::json bucket_entry(uint32_t switch_index) const;  // one leaf's, where it runs
   nlohmann::json nic_split_report() const;
   // Per cable: a filter drops RoCEv2 packets with a non-zero UDP checksum crossing it (pitfall
   // 5's security group), counted in checksum_filter_drops_.

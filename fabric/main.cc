@@ -10,6 +10,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -40,6 +41,9 @@
 #include "fabric/flow_size_cdf.h"
 #include "fabric/scenario.h"
 #include "fabric/source_tree.h"
+#ifdef SPRAYNET_HAVE_MPI
+#include "fabric/mpi_rank_link.h"
+#endif
 
 using namespace spraynet;
 using namespace spraynet::fabric;
@@ -588,6 +592,16 @@ int main(int argc, char** argv) {
                "--threads). With --jobs above 1 the runs overlap: each run's wall_s and hops_per_s "
                "count a machine shared with the other runs, and peak_rss_mb is the whole "
                "process's, every run's pools together");
+  bool mpi = false;
+  app.add_flag("--mpi", mpi,
+               "run under mpirun: each run's logical processes are shared out among the ranks "
+               "(one process per rank, on this machine or others), which trade the frames that "
+               "cross between them every round; the results are the same as one process's. "
+               "Rank 0 prints and writes every output; runs go one at a time (--jobs 1)"
+#ifndef SPRAYNET_HAVE_MPI
+               " [this build has no MPI: install libopenmpi-dev and build again]"
+#endif
+  );
   std::string jobs_arg = "0", threads_arg = "0";
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   app.add_option("--jobs", jobs_arg,
@@ -604,6 +618,29 @@ int main(int argc, char** argv) {
                                                     "fabric_emu")) {
     return *code;
   }
+
+  // --mpi: every rank runs this same program; rank 0 speaks for the run.
+#ifdef SPRAYNET_HAVE_MPI
+  std::unique_ptr<MpiRankLink> ranks;
+  if (mpi) {
+    try {
+      ranks = std::make_unique<MpiRankLink>();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "fabric_emu: --mpi: %s\n", e.what());
+      return 1;
+    }
+    if (ranks->rank() != 0) quiet = true;
+  }
+  const bool speaker = ranks == nullptr || ranks->rank() == 0;
+#else
+  if (mpi) {
+    std::fprintf(stderr,
+                 "fabric_emu: --mpi: this fabric_emu was built without MPI (install "
+                 "libopenmpi-dev, or run scripts/setup.sh, and build again)\n");
+    return 2;
+  }
+  const bool speaker = true;
+#endif
 
   // The experiments to run: the one the flags describe, or a scenario's runs with the flags
   // given applied over each (so that a scenario can be re-run on another topology).
@@ -692,17 +729,25 @@ int main(int argc, char** argv) {
       }
     }
   }
-  const size_t jobs = std::max<size_t>(
-      1, std::min<size_t>(jobs_flag == 0 ? cores : jobs_flag, specs.size()));
+  // Under --mpi the runs go one at a time, each on every rank.
+  const size_t jobs = mpi ? 1
+                          : std::max<size_t>(1, std::min<size_t>(jobs_flag == 0 ? cores : jobs_flag,
+                                                                 specs.size()));
   // Auto: the cores the jobs leave, for fabrics big enough to gain from them (below 128 hosts a
   // round is too little work to share: measured slower on 2 threads at 16 hosts, 1.5x faster at
   // 256).
   uint32_t largest = 0;
   for (const ScenarioRun& e : experiments) largest = std::max(largest, e.config.hosts());
+  // Under mpirun, the cores this machine's ranks share.
+  const char* local_ranks = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  const unsigned per_rank_cores =
+      mpi && local_ranks != nullptr && std::atoi(local_ranks) > 0
+          ? std::max(1u, cores / static_cast<unsigned>(std::atoi(local_ranks)))
+          : cores;
   const uint32_t threads =
       threads_flag != 0 ? threads_flag
       : largest < 128   ? 1u
-                        : std::max(1u, static_cast<uint32_t>(cores / jobs));
+                        : std::max(1u, static_cast<uint32_t>(per_rank_cores / jobs));
 
   // Each job's pools are sized for the largest experiment. Copied payloads need a whole frame
   // in one mbuf. Shared ones: the packet's mbuf holds its headers (and payloads under 256
@@ -776,6 +821,12 @@ int main(int argc, char** argv) {
     if (plots_dir.empty()) plots_dir = c.plots_dir;
     if (csv_dir.empty()) csv_dir = c.csv_dir;
   }
+  if (!speaker) {  // only rank 0 writes
+    csv_dir.clear();
+    plots_dir.clear();
+    json_file.clear();
+    timeseries_file.clear();
+  }
   if (!csv_dir.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(csv_dir, ec);
@@ -835,6 +886,12 @@ int main(int argc, char** argv) {
     try {
       std::tie(pool_owner, segments_owner) = make_pools(job, config.payload == "shared");
     } catch (const std::exception& e) {
+#ifdef SPRAYNET_HAVE_MPI
+      if (ranks != nullptr) {
+        std::fprintf(stderr, "fabric_emu: rank %u: %s\n", ranks->rank(), e.what());
+        ranks->abort(3);
+      }
+#endif
       failed_at(i, e.what(), 3);
       progress.finish(job, 0, false);
       return;
@@ -867,26 +924,40 @@ int main(int argc, char** argv) {
                    segments != nullptr ? segments->pool() : nullptr);
           f.record_timeseries(timeseries);
           f.set_threads(threads);
+#ifdef SPRAYNET_HAVE_MPI
+          f.set_ranks(ranks.get());
+#endif
           f.set_between_rounds(grow);
           r = f.run([&](uint64_t vt, uint64_t hops) {
             if (i > first_error.load(std::memory_order_relaxed)) throw Abandoned{};
             progress.update(job, vt, hops);
           });
+          log->debug("{} seed {}: {} rounds", spec.what, spec.seed, f.rounds());
           if (timeseries) {
             write_timeseries(rows, f, r, scenario ? experiments[spec.experiment].name + "," : "",
                              config.link_gbps);
           }
         }
-        if (const uint64_t n = short_below_max() - short_before; n != 0 && attempt == 0) {
+        // Under --mpi every rank has pools of its own: what they came short, the mbufs they
+        // kept and their bytes are the run's, summed over the ranks; its peak RSS, the largest.
+        std::array<uint64_t, 1> rss{UINT64_MAX - static_cast<uint64_t>(r.peak_rss_mb * 1024)};
+        std::array<uint64_t, 3> sums{short_below_max() - short_before,
+                                     pool.in_use() + (segments != nullptr ? segments->in_use() : 0),
+                                     pool.bytes() + (segments != nullptr ? segments->bytes() : 0)};
+#ifdef SPRAYNET_HAVE_MPI
+        if (ranks != nullptr) ranks->reduce(rss, sums);
+#endif
+        r.peak_rss_mb = static_cast<double>(UINT64_MAX - rss[0]) / 1024.0;
+        if (const uint64_t n = sums[0]; n != 0 && attempt == 0) {
           log->debug("{} seed {}: a pool came short {} times below its max; run again with the "
                      "pools at their max",
                      spec.what, spec.seed, n);
           continue;
         }
         // The fabric is gone: whatever is still out of the pool leaked.
-        r.mbufs_in_use_at_end = pool.in_use() + (segments != nullptr ? segments->in_use() : 0);
+        r.mbufs_in_use_at_end = sums[1];
         // The run's pools' anonymous memory.
-        r.pool_bytes = pool.bytes() + (segments != nullptr ? segments->bytes() : 0);
+        r.pool_bytes = sums[2];
         log->debug("{} seed {}: pools: {} + {} mbufs populated (at most {} + {} in use), {:.1f} "
                    "MB mapped",
                    spec.what, spec.seed, pool.populated(),
@@ -901,6 +972,15 @@ int main(int argc, char** argv) {
     } catch (const Abandoned&) {
       progress.finish(job, 0, false);
     } catch (const std::exception& e) {
+#ifdef SPRAYNET_HAVE_MPI
+      if (ranks != nullptr) {
+        // The other ranks wait for this one in a collective call: end them all.
+        std::fprintf(stderr, "fabric_emu: rank %u (%s): %s seed %llu: %s\n", ranks->rank(),
+                     ranks->host().c_str(), spec.what.c_str(),
+                     static_cast<unsigned long long>(spec.seed), e.what());
+        ranks->abort(2);
+      }
+#endif
       failed_at(i, e.what(), 2);
       progress.finish(job, 0, false);
     }
@@ -950,6 +1030,7 @@ int main(int argc, char** argv) {
     results[experiments[spec.experiment].name].push_back(std::move(slots[i]));
   }
 
+  if (!speaker) return status;
   const auto report_of = [&](const FabricConfig& config, const std::vector<RunResult>& runs) {
     nlohmann::json report;
     report["config"] = config_json(config);

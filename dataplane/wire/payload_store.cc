@@ -49,6 +49,20 @@ const PayloadStore::Region* PayloadStore::region_of(const uint8_t* data, size_t 
   return nullptr;
 }
 
+std::optional<PayloadStore::Place> PayloadStore::place_of(const uint8_t* data, size_t len) const {
+  const Region* r = region_of(data, len);
+  if (r == nullptr) return std::nullopt;
+  for (uint32_t i = 0; i < regions_.size(); ++i) {
+    if (regions_[i].get() == r) return Place{i, static_cast<uint32_t>(data - r->bytes)};
+  }
+  return std::nullopt;
+}
+
+const uint8_t* PayloadStore::address(Place p) const {
+  if (p.region >= regions_.size() || p.offset > regions_[p.region]->len) return nullptr;
+  return regions_[p.region]->bytes + p.offset;
+}
+
 bool PayloadStore::attach(rte_mbuf* m, const uint8_t* data, uint16_t len) {
   Region* r = const_cast<Region*>(region_of(data, len));
   if (r == nullptr || len == 0) return false;

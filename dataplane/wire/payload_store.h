@@ -53,6 +53,16 @@ class PayloadStore {
   };
   std::optional<KnownCrc> crc(const uint8_t* data, size_t len) const;
 
+  // Where [data, data + len) lies: (region, offset), regions numbered in the order add() made
+  // them. Stores that saw the same add()s (the ranks of one fabric_emu --mpi run) agree on it, so
+  // a segment can cross between processes as (region, offset) and be attached again there.
+  struct Place {
+    uint32_t region;
+    uint32_t offset;
+  };
+  std::optional<Place> place_of(const uint8_t* data, size_t len) const;
+  // The address of a Place; null when the store has no such region or offset.
+  const uint8_t* address(Place p) const;
   // Every mbuf that attach() gave a segment has been freed (the store may be destroyed).
   bool unreferenced() const;
 
