@@ -13,6 +13,10 @@ PKGS=(
   libibverbs-dev libisal-dev
   # test and tool dependencies
   tshark python3 python3-scapy python3-matplotlib iproute2 ethtool iputils-ping
+  # scripts/spraynet_exporter.py: telemetry counters for Prometheus
+  python3-prometheus-client
+  # fabric_emu --mpi (one run across processes and machines) and its test's mpirun
+  libopenmpi-dev openmpi-bin
   # the deployment scripts (e2e.sh reads the reports with jq; a test runs shellcheck)
   jq shellcheck
   # fuzzing (scripts/fuzz.sh: clang's libFuzzer and sanitizers) and formatting
