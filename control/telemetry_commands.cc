@@ -1,9 +1,11 @@
 #include "control/telemetry_commands.h"
-#include <cstdio>
-#include <cmath>
 
 #include <rte_telemetry.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <stdexcept>
@@ -32,47 +34,106 @@ std::string telemetry_name(std::string name) {
   return name;
 }
 
-rte_tel_data* array_container(const nlohmann::json& a) {
-  rte_tel_data* c = rte_tel_data_alloc();
-  if (c == nullptr) return nullptr;
-  const bool strings = !a.empty() && a.front().is_string();
-  rte_tel_data_start_array(c, strings ? RTE_TEL_STRING_VAL : RTE_TEL_U64_VAL);
-  for (const auto& v : a) {
-    if (strings) {
-      rte_tel_data_add_array_string(c, v.is_string() ? v.get<std::string>().c_str() : v.dump().c_str());
-    } else {
-      rte_tel_data_add_array_u64(c, v.is_number() ? v.get<uint64_t>() : uint64_t{v.is_boolean() && v.get<bool>()});
-    }
-  }
-  return c;
+bool ends_with(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
 
-void add_flat(rte_tel_data* d, const std::string& prefix, const nlohmann::json& obj) {
-  for (const auto& [key, v] : obj.items()) {
-    const std::string name = telemetry_name(prefix.empty() ? key : prefix + "/" + key);
+// A float's name and scale on the socket (the header lists the rules).
+std::pair<std::string, double> float_unit(const std::string& key) {
+  const size_t slash = key.rfind('/');
+  const std::string head = slash == std::string::npos ? "" : key.substr(0, slash + 1);
+  const std::string leaf = key.substr(head.size());
+  // The segment above the leaf: "completion_ns" of "rc/completion_ns/mean".
+  std::string parent = head.empty() ? "" : head.substr(0, head.size() - 1);
+  if (const size_t up = parent.rfind('/'); up != std::string::npos) parent.erase(0, up + 1);
+  if (ends_with(leaf, "_gbps")) return {head + leaf.substr(0, leaf.size() - 5) + "_mbps", 1e3};
+  for (const char* unit : {"_ns", "_us", "_ms", "_bytes", "_pps", "_mbps", "_kbps"}) {
+    if (ends_with(leaf, unit) || ends_with(parent, unit)) return {key, 1.0};
+  }
+  if (leaf == "ber" || leaf == "frame_loss_ratio" || leaf == "loss_rate") {
+    return {key + "_ppq", 1e15};
+  }
+  return {key + "_ppm", 1e6};
+}
+
+// x in a unit `scale` times smaller, as a whole JSON number (saturating); NaN and infinities
+// stay floats (to_telemetry sends them as text: JSON has no number for them).
+nlohmann::json whole(double x, double scale) {
+  const double v = std::nearbyint(x * scale);
+  if (!std::isfinite(v)) return x;
+  if (v >= 18446744073709551615.0) return std::numeric_limits<uint64_t>::max();
+  if (v >= 0) return static_cast<uint64_t>(v);
+  if (v <= -9223372036854775808.0) return std::numeric_limits<int64_t>::min();
+  return static_cast<int64_t>(v);
+}
+
+// An array of numbers: whole in the unit of `key` when any is a float (the key renamed).
+nlohmann::json flat_array(std::string& key, const nlohmann::json& a) {
+  const bool floats =
+      std::any_of(a.begin(), a.end(), [](const auto& v) { return v.is_number_float(); });
+  if (!floats) return a;
+  const auto [name, scale] = float_unit(key);
+  key = name;
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& v : a) out.push_back(v.is_number() ? whole(v.get<double>(), scale) : v);
+  return out;
+}
+
+void flatten_into(nlohmann::json& out, const std::string& prefix, const nlohmann::json& obj) {
+  for (const auto& [k, v] : obj.items()) {
+    std::string name = telemetry_name(prefix.empty() ? k : prefix + "/" + k);
     if (v.is_object()) {
-      add_flat(d, name, v);
+      flatten_into(out, name, v);
     } else if (v.is_array() && !v.empty() && v.front().is_object()) {
       // Arrays of objects (per-class counters, ...) become "name/<index>/field" entries.
-      for (size_t i = 0; i < v.size(); ++i) add_flat(d, name + "/" + std::to_string(i), v[i]);
+      for (size_t i = 0; i < v.size(); ++i) flatten_into(out, name + "/" + std::to_string(i), v[i]);
     } else if (v.is_array()) {
-      if (rte_tel_data* c = array_container(v)) rte_tel_data_add_dict_container(d, name.c_str(), c, 0);
-    } else if (v.is_string()) {
-      rte_tel_data_add_dict_string(d, name.c_str(), v.get<std::string>().c_str());
+      nlohmann::json a = flat_array(name, v);
+      out[name] = std::move(a);
     } else if (v.is_boolean()) {
-      rte_tel_data_add_dict_u64(d, name.c_str(), v.get<bool>() ? 1 : 0);
-    } else if (v.is_number_unsigned()) {
-      rte_tel_data_add_dict_u64(d, name.c_str(), v.get<uint64_t>());
-    } else if (v.is_number_integer()) {
-      rte_tel_data_add_dict_int(d, name.c_str(), static_cast<int>(v.get<int64_t>()));
+      out[name] = uint64_t{v.get<bool>() ? 1u : 0u};
     } else if (v.is_number_float()) {
-      // 22.11 has no float type: floats travel as strings, rounded for people (6 significant
-      // digits; an EWMA decaying to 1.6e-21 reads 0).
-      const double x = v.get<double>();
-      char buf[32];
-      std::snprintf(buf, sizeof buf, "%.6g", std::fabs(x) < 1e-15 ? 0.0 : x);
-      rte_tel_data_add_dict_string(d, name.c_str(), buf);
+      const auto [unit_name, scale] = float_unit(name);
+      out[unit_name] = whole(v.get<double>(), scale);
+    } else if (v.is_number_integer() && !v.is_number_unsigned() && v.get<int64_t>() >= 0) {
+      out[name] = static_cast<uint64_t>(v.get<int64_t>());
+    } else {
+      out[name] = v;  // strings, unsigned and negative integers, null
     }
+  }
+}
+
+// A number rte_tel_data can carry: u64, or a 32-bit int; anything else as text.
+bool fits_int(const nlohmann::json& v) {
+  if (!v.is_number_integer() || v.is_number_unsigned()) return false;
+  const int64_t x = v.get<int64_t>();
+  return x >= std::numeric_limits<int>::min() && x <= std::numeric_limits<int>::max();
+}
+
+std::string text_of(const nlohmann::json& v) {
+  return v.is_string() ? v.get<std::string>() : v.dump();
+}
+
+// An array into `d` (already started or not: `start` says), by the widest type it needs.
+void fill_array(rte_tel_data* d, const nlohmann::json& a) {
+  const bool all_u64 = std::all_of(
+      a.begin(), a.end(), [](const auto& v) { return v.is_number_unsigned() || v.is_boolean(); });
+  const bool all_int = std::all_of(a.begin(), a.end(), [](const auto& v) {
+    return v.is_number_unsigned() ? v.template get<uint64_t>() <= INT32_MAX : fits_int(v);
+  });
+  if (!a.empty() && all_u64) {
+    rte_tel_data_start_array(d, RTE_TEL_U64_VAL);
+    for (const auto& v : a) {
+      rte_tel_data_add_array_u64(d, v.is_boolean() ? uint64_t{v.get<bool>()} : v.get<uint64_t>());
+    }
+  } else if (!a.empty() && all_int) {
+    rte_tel_data_start_array(d, RTE_TEL_INT_VAL);
+    for (const auto& v : a) rte_tel_data_add_array_int(d, static_cast<int>(v.get<int64_t>()));
+  } else if (a.empty()) {
+    rte_tel_data_start_array(d, RTE_TEL_U64_VAL);
+  } else {
+    rte_tel_data_start_array(d, RTE_TEL_STRING_VAL);
+    for (const auto& v : a) rte_tel_data_add_array_string(d, text_of(v).c_str());
   }
 }
 
@@ -88,21 +149,42 @@ int trampoline(const char* cmd, const char* params, rte_tel_data* d) {
 
 }  // namespace
 
-int TelemetryCommands::to_telemetry(const nlohmann::json& reply, rte_tel_data* d) {
+nlohmann::json TelemetryCommands::flatten(const nlohmann::json& reply) {
+  nlohmann::json out = nlohmann::json::object();
+  if (reply.is_array() && !(!reply.empty() && reply.front().is_object())) {
+    std::string key = "value";
+    return flat_array(key, reply);
+  }
   if (reply.is_array()) {
-    const bool strings = !reply.empty() && reply.front().is_string();
-    rte_tel_data_start_array(d, strings ? RTE_TEL_STRING_VAL : RTE_TEL_U64_VAL);
-    for (const auto& v : reply) {
-      if (strings) {
-        rte_tel_data_add_array_string(d, v.is_string() ? v.get<std::string>().c_str() : v.dump().c_str());
-      } else {
-        rte_tel_data_add_array_u64(d, v.is_number() ? v.get<uint64_t>() : 0);
-      }
-    }
+    // An array of objects (nic_emu's ports): "<index>/field" entries.
+    for (size_t i = 0; i < reply.size(); ++i) flatten_into(out, std::to_string(i), reply[i]);
+  } else if (reply.is_object()) {
+    flatten_into(out, "", reply);
+  }
+  return out;
+}
+
+int TelemetryCommands::to_telemetry(const nlohmann::json& reply, rte_tel_data* d) {
+  const nlohmann::json flat = flatten(reply);
+  if (flat.is_array()) {
+    fill_array(d, flat);
     return 0;
   }
   rte_tel_data_start_dict(d);
-  if (reply.is_object()) add_flat(d, "", reply);
+  for (const auto& [name, v] : flat.items()) {
+    if (v.is_array()) {
+      rte_tel_data* c = rte_tel_data_alloc();
+      if (c == nullptr) continue;
+      fill_array(c, v);
+      rte_tel_data_add_dict_container(d, name.c_str(), c, 0);
+    } else if (v.is_number_unsigned()) {
+      rte_tel_data_add_dict_u64(d, name.c_str(), v.get<uint64_t>());
+    } else if (fits_int(v)) {
+      rte_tel_data_add_dict_int(d, name.c_str(), static_cast<int>(v.get<int64_t>()));
+    } else if (!v.is_null()) {
+      rte_tel_data_add_dict_string(d, name.c_str(), text_of(v).c_str());
+    }
+  }
   return 0;
 }
 

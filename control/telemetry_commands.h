@@ -6,6 +6,18 @@
 // JSON; nested objects are flattened into "outer/inner" keys and arrays become telemetry
 // containers, because the 22.11 data model is one level deep. Handlers run on DPDK's telemetry
 // thread, not on an lcore: they may only read what is safe to read concurrently.
+//
+// Every number on the socket is a JSON number. 22.11's rte_tel_data has no float type (only
+// u64, a 32-bit int and strings, which it quotes), so a float travels as a whole number in a
+// unit its key names, rounded to the nearest (the reports, --stats, keep the floats):
+//   *_gbps                            -> *_mbps, x 1e3   (rate_gbps 10 -> rate_mbps 10000)
+//   *_ns, *_us, *_ms, *_bytes, *_pps, *_mbps, *_kbps, or a field of an object so named
+//   (completion_ns/mean)              -> the same key, rounded
+//   ber, frame_loss_ratio, loss_rate  -> *_ppq, x 1e15   (parts per quadrillion: 1e-12 -> 1000)
+//   any other float (utilisation, paused_fraction, alpha, ...) -> *_ppm, x 1e6
+// An array with a float in it is renamed and scaled as a whole. Integers >= 0 go as u64, negative
+// ones as int (as text past 32 bits, as NaN and infinities do); booleans as 0/1. A reply that is
+// an array of objects becomes "<index>/field" entries.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -41,7 +53,9 @@ class TelemetryCommands {
     ClearOnExit& operator=(const ClearOnExit&) = delete;
   };
 
-  // The conversion used for replies, exposed for tests.
+  // The conversion used for replies, exposed for tests: flatten() gives what to_telemetry()
+  // sends, as JSON (an object of flat keys, or an array).
+  static nlohmann::json flatten(const nlohmann::json& reply);
   static int to_telemetry(const nlohmann::json& reply, rte_tel_data* d);
   // Runs a registered handler directly and returns its reply (tests).
   static nlohmann::json call(const std::string& command, std::string_view params);

@@ -151,6 +151,19 @@ int run(int argc, char** argv) {
       std::printf(", %s %lu", k.c_str(), v.get<uint64_t>());
   }
   std::printf("\n");
+  // The same by the port the dropped frames arrived on (ports that dropped nothing: no line).
+  for (const auto& p : report["ports"]) {
+    const auto& d = p["drops"];
+    if (d["total"].get<uint64_t>() == 0) continue;
+    std::printf("  arrived on %s: %lu", p["name"].get<std::string>().c_str(),
+                d["total"].get<uint64_t>());
+    for (const auto& [k, v] : d.items()) {
+      if (k != "total" && v.get<uint64_t>() != 0) {
+        std::printf(", %s %lu", k.c_str(), v.get<uint64_t>());
+      }
+    }
+    std::printf("\n");
+  }
   if (ecn_marked != 0) std::printf("ecn: %lu packets marked CE\n", ecn_marked);
   return prog.finish(report);
 }

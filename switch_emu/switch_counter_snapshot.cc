@@ -60,6 +60,7 @@ void fill_port_snapshot(const SwitchNode& node, uint16_t port, uint64_t now_ns,
                         SwitchPortSnapshot& s) {
   const EgressPort& e = node.egress(port);
   s.counters = node.port_counters(port);
+  s.drops = node.port_drops(port);
   s.egress = e.accounting();
   for (uint8_t tc = 0; tc < EgressPort::kClasses; ++tc) {
     s.classes[tc] = e.counters(tc, now_ns);
@@ -149,6 +150,7 @@ void fill_lane_counter_view(const SwitchNode& node, unsigned lane, uint64_t now_
       s = SwitchPortSnapshot{};
     }
     s.counters = node.lane_port_counters(lane, p);
+    s.drops = node.lane_port_drops(lane, p);
   }
   view.groups.resize(node.group_count());
   for (size_t g = 0; g < node.group_count(); ++g) {

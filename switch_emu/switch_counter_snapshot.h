@@ -28,9 +28,11 @@
 
 namespace spraynet::switch_emu {
 
-// One port: its pipeline counters, its egress accounting and per-class counters, and its link.
+// One port: its pipeline counters, the drops of what arrived on it (by cause), its egress
+// accounting and per-class counters, and its link.
 struct SwitchPortSnapshot {
   SwitchPortCounters counters;
+  SwitchDropCounters drops;  // as ingress port (SwitchNode::port_drops)
   EgressAccounting egress;
   std::array<EgressClassCounters, EgressPort::kClasses> classes;
   std::array<uint64_t, EgressPort::kClasses> class_queued_bytes;

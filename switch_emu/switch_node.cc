@@ -151,6 +151,7 @@ std::unique_ptr<SwitchNode::Lane> SwitchNode::make_lane() const {
   lane->views.assign(view_count_, std::vector<PathLoad>(n));
   lane->ineligible.assign(view_count_, 0);
   lane->ports.resize(n);
+  lane->port_drops.resize(n);
   return lane;  // its rings (Lane::to) are add_lane's
 }
 
@@ -297,6 +298,7 @@ void SwitchNode::receive(unsigned lane, uint16_t port, rte_mbuf** pkts, uint16_t
       const ParseStatus s = parser_.parse(m, parsed[nip]);
       if (s != ParseStatus::kOk) {
         L.drops.parse[static_cast<size_t>(s)]++;
+        L.port_drops[port].parse[static_cast<size_t>(s)]++;
         rte_pktmbuf_free(m);
         continue;
       }
@@ -337,9 +339,9 @@ void SwitchNode::handle_mac_control(Lane& L, uint16_t port, rte_mbuf* m, uint64_
       for (auto& l : lanes_) l->loads_stale = true;
     }
   } else if (s == PfcParseStatus::kNotPfc) {
-    L.drops.mac_control_not_pfc++;
+    count_drop(L, port, &SwitchDropCounters::mac_control_not_pfc);
   } else {
-    L.drops.pfc_malformed++;
+    count_drop(L, port, &SwitchDropCounters::pfc_malformed);
   }
   rte_pktmbuf_free(m);
 }
@@ -348,14 +350,14 @@ void SwitchNode::forward(unsigned lane, Lane& L, uint16_t in_port, rte_mbuf* m,
                          const ParsedPacket& p, const TcamMatch& match, uint32_t group,
                          uint64_t now_ns) {
   if (match.matched && match.action == TcamAction::kDrop) {
-    L.drops.tcam_drop++;
+    count_drop(L, in_port, &SwitchDropCounters::tcam_drop);
     rte_pktmbuf_free(m);
     return;
   }
   const uint8_t tc = classes_.classify(p);
   // Priority follows the traffic class 1:1 (see enqueue): the ingress priority group.
   if (pfc_ && pfc_->watchdog_ingress_drop(in_port, tc)) {
-    L.drops.pfc_watchdog_ingress++;
+    count_drop(L, in_port, &SwitchDropCounters::pfc_watchdog_ingress);
     rte_pktmbuf_free(m);
     return;
   }
@@ -363,7 +365,7 @@ void SwitchNode::forward(unsigned lane, Lane& L, uint16_t in_port, rte_mbuf* m,
     // An ingress mirror: the copy is the packet as it arrived, before any rewrite.
     rte_mbuf* copy = rte_pktmbuf_copy(m, pool_, 0, UINT32_MAX);
     if (copy == nullptr) {
-      L.drops.mirror_no_mbuf++;
+      count_drop(L, in_port, &SwitchDropCounters::mirror_no_mbuf);
     } else {
       L.counters.mirrored++;
       // No ingress port: PFC does not account it (priority 0, as ever for copies).
@@ -382,14 +384,14 @@ void SwitchNode::forward(unsigned lane, Lane& L, uint16_t in_port, rte_mbuf* m,
   const bool pinned = quarantined || (match.matched && match.action == TcamAction::kPinPort &&
                                       match.port < egress_.size());
   if (!pinned && (group == RouteTable::kNoRoute || group >= L.groups.size())) {
-    L.drops.no_route++;
+    count_drop(L, in_port, &SwitchDropCounters::no_route);
     rte_pktmbuf_free(m);
     return;
   }
   // An expiring packet goes no further than its route: it must not pick a path, which would
   // start or refresh a flowlet (DLB), count on a member and load a bucket for nothing.
   if (p.ttl <= 1) {
-    L.drops.ttl_expired++;
+    count_drop(L, in_port, &SwitchDropCounters::ttl_expired);
     rte_pktmbuf_free(m);
     return;
   }
@@ -436,7 +438,7 @@ void SwitchNode::forward(unsigned lane, Lane& L, uint16_t in_port, rte_mbuf* m,
       out_port = choose(L.fallback_view, false);
     }
     if (out_port == PathSelector::kNoPort) {
-      L.drops.no_eligible_port++;
+      count_drop(L, in_port, &SwitchDropCounters::no_eligible_port);
       rte_pktmbuf_free(m);
       return;
     }
@@ -457,6 +459,7 @@ __attribute__((always_inline)) inline void SwitchNode::enqueue_owned(Lane& L, ui
     L.ports[out_port].forwarded_packets++;
   } else {
     L.drops.egress_refused++;
+    if (in_port < L.port_drops.size()) L.port_drops[in_port].egress_refused++;
   }
   // Keep the load views current within a burst, so DLB and DRILL see their own decisions.
   set_queued_bytes(L, out_port, egress_[out_port]->queued_bytes());
@@ -495,6 +498,7 @@ void SwitchNode::enqueue(unsigned lane, Lane& L, uint16_t out_port, uint16_t in_
   *RTE_MBUF_DYNFIELD(m, handoff_ns_offset_, uint64_t*) = now_ns;
   if (rte_ring_sp_enqueue(L.to[owner], m) != 0) {
     L.drops.lane_handoff_full++;
+    if (in_port < L.port_drops.size()) L.port_drops[in_port].lane_handoff_full++;
     rte_pktmbuf_free(m);
     return;
   }
@@ -608,6 +612,12 @@ SwitchDropCounters SwitchNode::drops() const {
   return d;
 }
 
+SwitchDropCounters SwitchNode::port_drops(uint16_t port) const {
+  SwitchDropCounters d = lanes_[0]->port_drops.at(port);
+  for (size_t i = 1; i < lanes_.size(); ++i) d += lanes_[i]->port_drops[port];
+  return d;
+}
+
 SwitchCounters SwitchNode::counters() const {
   SwitchCounters c = lanes_[0]->counters;
   for (size_t i = 1; i < lanes_.size(); ++i) c += lanes_[i]->counters;
@@ -693,7 +703,7 @@ MemoryUsage SwitchNode::memory_usage() const {
     m.routes += capacity_bytes(L.views) + capacity_bytes(L.fallback_view) +
                 capacity_bytes(L.ineligible);
     for (const auto& v : L.views) m.routes += capacity_bytes(v);
-    m.other += capacity_bytes(L.ports) + capacity_bytes(L.to);
+    m.other += capacity_bytes(L.ports) + capacity_bytes(L.port_drops) + capacity_bytes(L.to);
   }
   return m;
 }
@@ -717,6 +727,9 @@ void SwitchNode::free_all() {
       while (rte_ring_sc_dequeue(lanes_[from]->to[to], reinterpret_cast<void**>(&m)) == 0) {
         L.counters.lane_handoffs_taken++;
         L.drops.lane_handoff_unsent++;
+        // The sender's ingress port rides in the mbuf (enqueue()).
+        const uint16_t in_port = static_cast<uint16_t>(m->hash.fdir.lo & 0xFFFF);
+        if (in_port < L.port_drops.size()) L.port_drops[in_port].lane_handoff_unsent++;
         rte_pktmbuf_free(m);
       }
     }

@@ -235,6 +235,14 @@ class SwitchNode {
   const PathSelector& lane_group(unsigned lane, size_t g) const {
     return *lanes_.at(lane)->groups.at(g);
   }
+  // The drops of frames that arrived on `port`, by cause, summed over the lanes: every cause
+  // but bad_port (no port of the node); mirror_no_mbuf on the port of the frame whose copy could
+  // not be made. A mirror copy made and a frame the switch made have no ingress port: their
+  // drops are in drops() only. Counted only on a drop (one more increment).
+  SwitchDropCounters port_drops(uint16_t port) const;
+  const SwitchDropCounters& lane_port_drops(unsigned lane, uint16_t port) const {
+    return lanes_.at(lane)->port_drops.at(port);
+  }
   // Every drop cause summed (drops().total()).
   uint64_t total_drops() const { return drops().total(); }
   // Where every frame is, now; balanced() holds at any moment between calls.
@@ -272,6 +280,7 @@ class SwitchNode {
     uint64_t eligibility_seen = 0;
     std::vector<SwitchPortCounters> ports;
     SwitchDropCounters drops;
+    std::vector<SwitchDropCounters> port_drops;  // by ingress port: a part of `drops`
     SwitchCounters counters;
     std::vector<rte_ring*> to;  // by destination lane (null: none, or this lane)
   };
@@ -283,6 +292,11 @@ class SwitchNode {
     uint64_t owner_time_ns = 0;
   };
 
+  // A drop of a frame that arrived on in_port (a port of the node): switch-wide and by port.
+  static void count_drop(Lane& lane, uint16_t in_port, uint64_t SwitchDropCounters::*cause) {
+    ++(lane.drops.*cause);
+    ++(lane.port_drops[in_port].*cause);
+  }
   void refresh_loads(Lane& lane, uint64_t now_ns);
   void refresh_loads_if_stale(Lane& lane, uint64_t now_ns);
   void set_queued_bytes(Lane& lane, uint16_t port, uint64_t bytes);

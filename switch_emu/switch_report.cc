@@ -29,6 +29,9 @@ json port_json(const std::string& name, const SwitchPortSnapshot& s) {
             {"queued_bytes", s.queued_bytes},
             {"classes", classes}};
   s.counters.for_each([&j](std::string_view n, uint64_t v) { j[std::string(n)] = v; });
+  // What arrived on this port and was dropped (bad_port, a port the node lacks, is never one).
+  j["drops"] = drop_counters_json(s.drops);
+  j["drops"].erase("bad_port");
   return j;
 }
 

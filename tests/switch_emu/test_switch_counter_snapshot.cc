@@ -102,6 +102,11 @@ TEST_CASE("SwitchCounterSnapshot: a copy is the node's counters when it was publ
     CHECK(v->drops.no_route == 1);
     CHECK(v->drops.ttl_expired == 1);
     CHECK(v->drops.bad_port == 1);
+    // By ingress port: what arrived on in0 (bad_port arrived on no port of the node).
+    CHECK(v->ports[0].drops.no_route == 1);
+    CHECK(v->ports[0].drops.ttl_expired == 1);
+    CHECK(v->ports[0].drops.total() == v->drops.total() - v->drops.bad_port);
+    CHECK(v->ports[1].drops.total() == 0);
     CHECK(v->ports[0].counters.rx_packets == 22);
     CHECK(v->ports[2].counters.tx_packets == sent);
     CHECK(v->ports[1].queued_bytes > 0);  // p0's slow link still holds some

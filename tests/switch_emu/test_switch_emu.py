@@ -940,8 +940,9 @@ class RuntimeControl(TempDirTest):
         for link in ls:
             self.assertTrue(link["up"])
             self.assertEqual(link["health"] > 0, True)
-            self.assertIn("utilisation", link)
-            self.assertIn("ber", link)
+            self.assertIn("utilisation_ppm", link)
+            self.assertIn("ber_ppq", link)
+            self.assertEqual(link["rate_mbps"], 100000)  # the default link, a JSON number
         self.assertEqual(len({link["path_id"] for link in ls}), 5, "distinct path ids")
         # Traffic reaches all four uplinks.
         wait_for(lambda: all(v > 100 for v in self.tx(t)), TELEMETRY_READY_S,
@@ -981,10 +982,15 @@ class RuntimeControl(TempDirTest):
         self.assertEqual(after[2], before[2], "nothing leaves a link that is down")
 
         # Other run-time changes, each acknowledged with the new value.
+        # Numbers are JSON numbers: a float as a whole number in the unit its key names.
         r = t.query("/spraynet/link_rate,up1,25")
-        self.assertEqual((r["ok"], float(r["rate_gbps"])), (True, 25.0), r)
+        self.assertEqual((r["ok"], r["rate_mbps"]), (True, 25000), r)
+        self.assertEqual(t.query("/spraynet/port,up1")["rate_mbps"], 25000)
         r = t.query("/spraynet/link_ber,up1,1e-9")
-        self.assertEqual((r["ok"], float(r["ber"])), (True, 1e-9), r)
+        self.assertEqual((r["ok"], r["ber_ppq"]), (True, 1_000_000), r)
+        r = t.query("/spraynet/link_loss,up1,0.25")
+        self.assertEqual((r["ok"], r["loss_rate_ppq"]), (True, 250_000_000_000_000), r)
+        self.assertEqual(t.query("/spraynet/link_loss,up1,0")["loss_rate_ppq"], 0)
         r = t.query("/spraynet/group_mode,g,dlb")
         self.assertEqual((r["ok"], r["mode"]), (True, "dlb"), r)
         self.assertEqual(t.query("/spraynet/group,g")["mode"], "dlb")

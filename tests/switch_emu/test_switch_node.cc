@@ -332,6 +332,45 @@ TEST_CASE("malformed, unroutable and expiring packets are counted and never forw
   CHECK(pool.whole());
 }
 
+TEST_CASE("drops by ingress port: each cause counted on the port the frame arrived on") {
+  TestPool pool(1023);
+  auto yaml = fanout_yaml(2, "ecmp");
+  yaml.replace(yaml.find("prefix: 0.0.0.0/0"), 17, "prefix: 10.0.0.0/8");
+  SwitchNode node(config_of(yaml), pool.get());
+  const Flow good{0x0A000001, 0x0A000002, 1234, 80};
+  auto send = [&](uint16_t port, rte_mbuf* m) { node.receive(port, &m, 1, 0); };
+  for (int i = 0; i < 3; ++i) {  // in0: not IPv4
+    rte_mbuf* arp = udp(pool, good);
+    rte_pktmbuf_mtod(arp, uint8_t*)[12] = 0x08;
+    rte_pktmbuf_mtod(arp, uint8_t*)[13] = 0x06;
+    send(0, arp);
+  }
+  send(1, udp(pool, {0x0A000001, 0xC0A80001, 1, 2}));  // p0: no route, twice
+  send(1, udp(pool, {0x0A000001, 0xC0A80002, 1, 2}));
+  send(2, udp(pool, good, 0, 64, 1));  // p1: TTL 1
+  send(2, udp(pool, good));            // p1: forwarded
+  rte_mbuf* nowhere = udp(pool, good);
+  node.receive(9, &nowhere, 1, 0);  // no such port: switch-wide only
+
+  const auto not_ipv4 = static_cast<size_t>(ParseStatus::kNotIpv4);
+  CHECK(node.port_drops(0).parse[not_ipv4] == 3);
+  CHECK(node.port_drops(0).total() == 3);
+  CHECK(node.port_drops(1).no_route == 2);
+  CHECK(node.port_drops(1).total() == 2);
+  CHECK(node.port_drops(2).ttl_expired == 1);
+  CHECK(node.port_drops(2).total() == 1);
+  // The switch-wide counters are the ports' plus what arrived on no port.
+  const auto d = node.drops();
+  CHECK(d.parse[not_ipv4] == 3);
+  CHECK(d.no_route == 2);
+  CHECK(d.ttl_expired == 1);
+  CHECK(d.bad_port == 1);
+  CHECK(d.total() == node.port_drops(0).total() + node.port_drops(1).total() +
+                         node.port_drops(2).total() + d.bad_port);
+  node.free_all();
+  CHECK(pool.whole());
+}
+
 TEST_CASE("PFC: XOFF is sent upstream when the threshold is crossed; a PAUSE holds the queue") {
   TestPool pool(8191);
   // in0 -> p0 at 1 Gbit/s: lossless priority 3 traffic (DSCP 26 -> class 3) backs up at p0 and
@@ -1229,6 +1268,7 @@ TEST_CASE(
     CHECK(a.balanced());
     CHECK(a.in_lane_handoff == 0);
     CHECK(node.drops().lane_handoff_unsent == flows.size());
+    CHECK(node.port_drops(0).lane_handoff_unsent == flows.size());  // all arrived on in0
     CHECK(node.group_member_packets(0)[3] == flows.size());
   }
   CHECK(pool.whole());

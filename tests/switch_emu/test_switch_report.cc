@@ -131,6 +131,14 @@ TEST_CASE("switch port JSON: every port counter under its name") {
   });
   CHECK(seen == 6);
   CHECK(j.at("rx_packets") == 1);
+  // The drops of what arrived on the port, by cause (bad_port is never a port's).
+  REQUIRE(j.contains("drops"));
+  CHECK(j.at("drops") == [&] {
+    json d = switch_emu::drop_counters_json(node.port_drops(0));
+    d.erase("bad_port");
+    return d;
+  }());
+  CHECK_FALSE(j.at("drops").contains("bad_port"));
   node.free_all();
   CHECK(pool.whole());
 }
