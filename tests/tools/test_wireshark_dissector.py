@@ -1,0 +1,354 @@
+#!/usr/bin/python3
+"""tools/wireshark/spraynet.lua in tshark, checked against what the project's own programs wrote.
+
+roce_pcap writes RDMA WRITEs (UDP checksum 0: no PPCID; some QPs ECN CE), scripts/spray-pcap.sh
+sprays them with the real nic_emu over 4 uplinks in each PPCID layout, and a nic_emu responder
+with congestion control answers CE-marked WRITEs with CNPs. For every packet tshark's
+spraynet.* fields must equal the PPCID decoded here from the bytes (ARCHITECTURE.md's layout),
+the path id of the uplink the NIC sent it on and the layout in nic_emu's report. Captures with
+corrupted check nibbles are read under both layouts; under the other one, a receiving nic_emu
+configured so (scripts/reorder-pcap.sh) counts each verdict (the C++ ppcid_read) as often as the
+dissector gives it. Skips when tshark is missing or runs no Lua scripts (as root, init.lua
+decides).
+
+Run by meson with NIC_EMU and ROCE_PCAP set; Debian's /usr/bin/python3 has scapy."""
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import unittest
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+
+from scapy.all import Ether, raw, rdpcap, wrpcap  # noqa: E402
+
+ROOT = os.environ.get("SPRAYNET_SOURCE_DIR",
+                      os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+NIC_EMU = os.environ.get("NIC_EMU", os.path.join(ROOT, "build", "nic_emu", "nic_emu"))
+ROCE_PCAP = os.environ.get("ROCE_PCAP", os.path.join(ROOT, "build", "nic_emu", "roce_pcap"))
+LUA = os.path.join(ROOT, "tools", "wireshark", "spraynet.lua")
+SCRIPTS = os.path.join(ROOT, "scripts")
+TIMEOUT_S = 120
+UPLINKS = 4  # spray-pcap.sh: uplink k has path id k + 1
+LAYOUTS = ("ts-high", "path-high")
+OTHER = {"ts-high": "path-high", "path-high": "ts-high"}
+CNP = 0x81
+TSHARK_HOME = tempfile.TemporaryDirectory(prefix="wireshark_home_")
+FIELDS = ["ppcid", "layout", "path_id", "timestamp", "check", "check_ok", "layout_swapped",
+          "verdict", "ecn_ce", "cnp", "expert.bad_check", "expert.layout_mismatch",
+          "expert.unknown_path"]
+
+
+def run(cmd, **kw):
+    # An empty HOME keeps the user's Wireshark preferences and plugins (an installed copy of
+    # spraynet.lua would register first and be the one tested) out of tshark; nothing else
+    # run here reads HOME.
+    env = dict(os.environ, NIC_EMU=NIC_EMU, HOME=TSHARK_HOME.name)
+    env.pop("XDG_CONFIG_HOME", None)
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT_S, env=env,
+                          check=True, **kw)
+
+
+def lua_unavailable(tmp):
+    """Why tshark cannot run the dissector here, or None."""
+    if shutil.which("tshark") is None:
+        return "tshark is not installed (scripts/setup.sh installs it)"
+    if "with Lua" not in run(["tshark", "-v"]).stdout:
+        return "this tshark is built without Lua"
+    probe = os.path.join(tmp, "probe.lua")
+    with open(probe, "w") as f:
+        f.write('print("spraynet-lua-probe")\n')
+    try:
+        out = run(["tshark", "-X", f"lua_script:{probe}", "-r", empty_pcap(tmp)])
+    except subprocess.CalledProcessError as e:
+        out = e
+    if "spraynet-lua-probe" not in out.stdout:
+        return ("tshark runs no Lua scripts here (as root: run_user_scripts_when_superuser "
+                "or enable_lua is false in Wireshark's init.lua): " + out.stderr.strip())
+    return None
+
+
+def empty_pcap(tmp):
+    path = os.path.join(tmp, "empty.pcap")
+    with open(path, "wb") as f:
+        f.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1))
+    return path
+
+
+def tshark(path, *prefs):
+    """One dict of spraynet.* values per packet (None where a field is absent)."""
+    cmd = ["tshark", "-X", f"lua_script:{LUA}", "-r", path, "-T", "fields",
+           "-E", "separator=\t", "-e", "frame.number"]
+    for p in prefs:
+        cmd += ["-o", f"spraynet.{p}"]
+    for f in FIELDS:
+        cmd += ["-e", "spraynet." + f]
+    rows = []
+    for line in run(cmd).stdout.splitlines():
+        vals = line.split("\t")[1:]
+        rows.append({f: v or None for f, v in zip(FIELDS, vals)})
+    return rows
+
+
+def flag(v):
+    """tshark prints booleans as 1/0 (Wireshark 4.0) or True/False (4.2 on)."""
+    return {"1": True, "True": True, "0": False, "False": False}[v]
+
+
+def check_nibble(qp, psn):
+    x, n = (qp ^ psn) & 0xFFFFFF, 0
+    for shift in range(0, 24, 4):
+        n ^= x >> shift
+    return n & 0xF
+
+
+def decode(ppcid, layout):
+    """(path id, timestamp hash) of a PPCID under a layout (docs/ARCHITECTURE.md)."""
+    high, mid = ppcid >> 8, (ppcid >> 4) & 0xF
+    return (mid, high) if layout == "ts-high" else (high, mid)
+
+
+def expected(ppcid, qp, psn, configured, known):
+    """(verdict, path id, layout) as a receiving NIC with these path ids classifies it."""
+    if ppcid & 0xF != check_nibble(qp, psn):
+        return "bad_check", decode(ppcid, configured)[0], configured
+    path = decode(ppcid, configured)[0]
+    if path in known:
+        return "ok", path, configured
+    theirs = decode(ppcid, OTHER[configured])[0]
+    if theirs in known:
+        return "layout_mismatch", theirs, OTHER[configured]
+    return "unknown_path", path, configured
+
+
+def wire(frame):
+    """(UDP checksum, ECN, BTH opcode, DestQP, PSN) from the bytes (untagged IPv4)."""
+    udp = 14 + (frame[14] & 0xF) * 4
+    dport, csum = struct.unpack("!H2xH", frame[udp + 2:udp + 8])
+    assert dport == 4791, dport
+    bth = udp + 8
+    return (csum, frame[15] & 3, frame[bth], int.from_bytes(frame[bth + 5:bth + 8], "big"),
+            int.from_bytes(frame[bth + 9:bth + 12], "big"))
+
+
+def frames(path):
+    return [raw(p) for p in rdpcap(path)]
+
+
+def uplinks(out):
+    """The uplink captures of a spray-pcap.sh directory as one file, for one tshark run:
+    (its path, [(uplink, frame)] in its order)."""
+    sent = [(k, f) for k in range(UPLINKS) for f in frames(os.path.join(out, f"uplink{k}.pcap"))]
+    path = os.path.join(out, "uplinks.pcap")
+    wrpcap(path, [Ether(f) for _, f in sent])
+    return path, sent
+
+
+class WiresharkDissector(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls._tmp = tempfile.TemporaryDirectory(prefix="wireshark_dissector_")
+        t = cls.tmp = cls._tmp.name
+
+        def writes(name, *args):
+            path = os.path.join(t, name)
+            run([ROCE_PCAP, "--out", path, "--mtu", "1024", *args])
+            return path
+
+        # 64 unmarked WRITEs of QPs 0x11-0x14 (ECT(0)), then 8 CE-marked ones of QPs 0x21-0x22.
+        ect = writes("ect.pcap", "--qps", "4", "--messages", "4", "--msg-bytes", "4096",
+                     "--first-qpn", "17", "--tos", str(26 << 2 | 2))
+        cls.marked = writes("marked.pcap", "--qps", "2", "--messages", "2", "--msg-bytes",
+                            "2048", "--first-qpn", "33", "--psn-start", "0",
+                            "--tos", str(26 << 2 | 3))
+        cls.host = os.path.join(t, "host.pcap")
+        wrpcap(cls.host, rdpcap(ect) + rdpcap(cls.marked))
+
+        # A nic_emu run is mostly EAL start-up and its idle exit: two at a time.
+        with ThreadPoolExecutor(2) as pool:
+            sprays = {lay: pool.submit(cls.spray, lay) for lay in LAYOUTS}
+            cnp = pool.submit(cls.cnp_responder)
+            cls.spray_out = {lay: s.result() for lay, s in sprays.items()}
+            cls.cnp_pcap = cnp.result()
+            cls.corrupted = set()  # the frames whose check nibble corrupt() changed
+            cls.bad = {lay: cls.corrupt(lay) for lay in LAYOUTS}
+            # A receiving NIC per capture, configured with the other layout: it counts bad
+            # checks and swapped layouts both (one under its own layout would add 6 s and only
+            # ok and bad_check, which spray-stats.json and the bytes already pin down).
+            receivers = {lay: pool.submit(cls.receive, lay, OTHER[lay]) for lay in LAYOUTS}
+            cls.received = {(lay, OTHER[lay]): r.result() for lay, r in receivers.items()}
+
+    @classmethod
+    def tearDownClass(cls):
+        cls._tmp.cleanup()
+
+    @classmethod
+    def spray(cls, layout):
+        out = os.path.join(cls.tmp, layout)
+        run([os.path.join(SCRIPTS, "spray-pcap.sh"), cls.host, out, "--uplinks", str(UPLINKS),
+             "--layout", layout])
+        with open(os.path.join(out, "spray-stats.json")) as f:
+            return out, json.load(f)
+
+    @classmethod
+    def cnp_responder(cls):
+        """A responder NIC with DCQCN: an ACK per message and a CNP per CE-marked WRITE."""
+        cfg, tx = os.path.join(cls.tmp, "cnp.yaml"), os.path.join(cls.tmp, "cnp.pcap")
+        with open(cfg, "w") as f:
+            f.write("nic:\n  name: cnp\n  uplinks:\n"
+                    f"    - {{name: up0, device: \"net_pcap0,rx_pcap={cls.marked},"
+                    f"tx_pcap={tx}\", path_id: 1}}\n"
+                    "  spray: {mode: rr}\n  receive: none\n"
+                    "  rc_engine: {qps: 2, role: responder, first_qp: 33, peer_first_qp: 64, "
+                    "local_ip: 10.0.0.2, peer_ip: 10.0.0.1, mtu: 1024}\n"
+                    "  cc: {mode: dcqcn, min_time_between_cnps_us: 0}\n")
+        prefix = f"wsdissector{os.getpid()}"
+        try:
+            run([NIC_EMU, "--no-huge", "-m", "1024", "--no-pci", "--file-prefix", prefix,
+                 "--log-level", "lib.eal:error", "--", "--config", cfg, "--idle-exit-ms", "300"])
+        finally:
+            shutil.rmtree(f"/var/run/dpdk/{prefix}", ignore_errors=True)
+        return tx
+
+    @classmethod
+    def corrupt(cls, layout):
+        """Copies of the uplink captures with every third packet's check nibble changed (the
+        UDP checksum field is masked by the ICRC, so the packets stay valid RoCEv2)."""
+        src, out = cls.spray_out[layout][0], os.path.join(cls.tmp, layout + "-bad")
+        os.makedirs(out)
+        for k in range(UPLINKS):
+            pkts = []
+            for i, frame in enumerate(frames(os.path.join(src, f"uplink{k}.pcap"))):
+                if i % 3 == 0:
+                    frame = bytearray(frame)
+                    frame[14 + 20 + 7] ^= 1 + i % 15  # low byte of the UDP checksum
+                    frame = bytes(frame)
+                    cls.corrupted.add(frame)
+                pkts.append(Ether(frame))
+            wrpcap(os.path.join(out, f"uplink{k}.pcap"), pkts)
+        return out
+
+    @classmethod
+    def receive(cls, layout, rx_layout):
+        """reorder-pcap.sh's nic_emu over a corrupted capture: its ppcid counters."""
+        out = os.path.join(cls.tmp, f"{layout}-bad-as-{rx_layout}")
+        shutil.copytree(cls.bad[layout], out)  # the script writes its config into the dir
+        run([os.path.join(SCRIPTS, "reorder-pcap.sh"), out, os.path.join(out, "host.pcap"),
+             "--layout", rx_layout, "--no-reorder"])
+        with open(os.path.join(out, "reorder-stats.json")) as f:
+            return json.load(f)["ppcid"]
+
+    def assert_ppcid(self, row, frame, configured, known, what):
+        csum, ecn, opcode, qp, psn = wire(frame)
+        verdict, path, layout = expected(csum, qp, psn, configured, known)
+        self.assertEqual(int(row["ppcid"], 0), csum, what)
+        self.assertEqual(row["verdict"], verdict, what)
+        self.assertEqual(row["layout"], layout, what)
+        self.assertEqual(int(row["path_id"]), path, what)
+        self.assertEqual(int(row["timestamp"], 0), decode(csum, layout)[1], what)
+        self.assertEqual(int(row["check"], 0), csum & 0xF, what)
+        self.assertEqual(flag(row["check_ok"]), verdict != "bad_check", what)
+        self.assertEqual(flag(row["layout_swapped"]), verdict == "layout_mismatch", what)
+        for v in ("bad_check", "layout_mismatch", "unknown_path"):
+            self.assertEqual(row["expert." + v] is not None, verdict == v, what)
+        self.assertEqual(flag(row["ecn_ce"]), ecn == 3, what)
+        self.assertEqual(flag(row["cnp"]), opcode == CNP, what)
+        return verdict, path
+
+    def test_unsprayed_packets_carry_no_ppcid(self):
+        rows, sent = tshark(self.host), frames(self.host)
+        self.assertEqual(len(rows), len(sent))
+        for i, (row, frame) in enumerate(zip(rows, sent)):
+            csum, ecn, opcode, _, _ = wire(frame)
+            self.assertEqual(csum, 0)
+            self.assertEqual((row["ppcid"], row["verdict"], row["path_id"], row["check_ok"]),
+                             ("0x0000", "absent", None, None), f"packet {i + 1}")
+            self.assertEqual(flag(row["ecn_ce"]), ecn == 3)
+            self.assertEqual(flag(row["cnp"]), opcode == CNP)
+        self.assertEqual(sum(flag(r["ecn_ce"]) for r in rows), 8)
+
+    def test_sprayed_packets_decode_as_the_nic_wrote_them(self):
+        for layout in LAYOUTS:
+            out, report = self.spray_out[layout]
+            self.assertEqual(report["spray"]["ppcid_layout"], layout)
+            path, sent = uplinks(out)
+            self.assertEqual(len(sent), report["spray"]["ppcid_written"])
+            self.assertEqual(len(sent), len(frames(self.host)))
+            self.assertEqual(Counter(k for k, _ in sent),
+                             dict(enumerate(report["spray"]["uplink_packets"])))
+            # ts-high is the dissector's default: its run sets no layout preference.
+            rows = tshark(path, *([] if layout == "ts-high" else [f"layout:{layout}"]))
+            self.assertEqual(len(rows), len(sent))
+            for i, (row, (k, frame)) in enumerate(zip(rows, sent)):
+                # Every path id counts as known here: the layout alone decides.
+                verdict, path_id = self.assert_ppcid(row, frame, layout, range(256),
+                                                     f"{layout} uplink {k}, packet {i + 1}")
+                self.assertEqual((verdict, path_id), ("ok", report["ports"][k]["path_id"]))
+                self.assertEqual(path_id, k + 1)
+            self.assertEqual(sum(flag(r["ecn_ce"]) for r in rows), 8)
+
+    def test_corrupted_and_swapped_ppcids_are_flagged_as_the_receiving_nic_counts_them(self):
+        known = set(range(1, UPLINKS + 1))  # reorder-pcap.sh's receiver knows paths 1-4
+        for layout in LAYOUTS:
+            path, sent = uplinks(self.bad[layout])
+            for rx in LAYOUTS:
+                with self.subTest(sent=layout, read_as=rx):
+                    rows = tshark(path, f"layout:{rx}", f"known_paths:1-{UPLINKS}")
+                    self.assertEqual(len(rows), len(sent))
+                    counts, by_path = Counter(), Counter()
+                    for i, (row, (k, frame)) in enumerate(zip(rows, sent)):
+                        verdict, path_id = self.assert_ppcid(
+                            row, frame, rx, known, f"{layout} as {rx}, packet {i + 1}")
+                        self.assertEqual(verdict == "bad_check", frame in self.corrupted)
+                        if verdict == "layout_mismatch":
+                            self.assertEqual(path_id, k + 1)  # the uplink's, unswapped
+                        counts[verdict] += 1
+                        if verdict == "ok":
+                            by_path[str(path_id)] += 1
+                    self.assertGreater(counts["bad_check"], 0)
+                    if rx == layout:
+                        self.assertEqual(counts["ok"] + counts["bad_check"], len(sent))
+                        continue
+                    self.assertGreater(counts["layout_mismatch"], 0)
+                    nic = self.received[(layout, rx)]
+                    verdicts = ("ok", "bad_check", "layout_mismatch", "unknown_path", "absent")
+                    self.assertEqual({v: nic[v] for v in verdicts},
+                                     {v: counts[v] for v in verdicts})
+                    self.assertEqual(nic["by_path_id"], by_path)
+
+    def test_path_unknown_under_both_layouts_is_noted(self):
+        # Paths 8-15 name none of the uplinks (1-4) and hardly a timestamp hash (bits 15-8).
+        path, sent = uplinks(self.spray_out["ts-high"][0])
+        rows = tshark(path, "known_paths:8-15")
+        self.assertEqual(len(rows), len(sent))
+        verdicts = Counter(
+            self.assert_ppcid(row, frame, "ts-high", range(8, 16), f"packet {i + 1}")[0]
+            for i, (row, (_, frame)) in enumerate(zip(rows, sent)))
+        self.assertGreater(verdicts["unknown_path"], 0)
+
+    def test_cnps_and_ce_are_marked(self):
+        rows, sent = tshark(self.cnp_pcap), frames(self.cnp_pcap)
+        self.assertEqual(len(rows), len(sent))
+        cnps = 0
+        for i, (row, frame) in enumerate(zip(rows, sent)):
+            csum, ecn, opcode, _, _ = wire(frame)
+            self.assertEqual(flag(row["cnp"]), opcode == CNP, f"packet {i + 1}")
+            self.assertEqual(flag(row["ecn_ce"]), ecn == 3, f"packet {i + 1}")
+            if csum:
+                self.assert_ppcid(row, frame, "ts-high", range(256), f"packet {i + 1}")
+            else:
+                self.assertEqual(row["verdict"], "absent")
+            cnps += opcode == CNP
+        self.assertEqual(cnps, 8)  # one per CE-marked WRITE with no minimum gap
+
+
+if __name__ == "__main__":
+    with tempfile.TemporaryDirectory(prefix="wireshark_lua_probe_") as probe_dir:
+        reason = lua_unavailable(probe_dir)
+    if reason:
+        print("skipped:", reason)
+        sys.exit(77)  # meson's SKIP
+    unittest.main(verbosity=2)

@@ -1,0 +1,194 @@
+-- spraynet.lua: Wireshark/tshark postdissector that reads a RoCEv2 packet's UDP checksum as
+-- the PPCID spraynet's NIC writes there (dataplane/wire/ppcid.h), and marks ECN CE and CNPs.
+--
+--   tshark -X lua_script:tools/wireshark/spraynet.lua -r uplink0.pcap \
+--          -T fields -e spraynet.path_id -e spraynet.verdict
+--   or copy it to ~/.local/lib/wireshark/plugins/ (Wireshark loads it at start-up).
+--
+-- PPCID layouts (bit 15 first); the check nibble is a fold of DestQP xor PSN in both:
+--   ts-high   (default) 15-8 timestamp hash | 7-4 path id        | 3-0 check
+--   path-high           15-8 path id        | 7-4 timestamp hash | 3-0 check
+-- Verdicts mirror ppcid_read() in dataplane/wire/ppcid.cc, as a receiving NIC counts them:
+--   absent          UDP checksum 0: the sender did not spray this packet (per-flow traffic)
+--   ok              check nibble right, path id known under the configured layout
+--   bad_check       check nibble does not match DestQP ^ PSN
+--   layout_mismatch path id unknown as configured but known under the other layout
+--   unknown_path    path id unknown under both layouts
+-- Since the check nibble sits in bits 3-0 of both layouts it cannot tell them apart; only a
+-- path id that names no known path can, so a swapped layout is flagged only when the
+-- "Known path ids" preference lists the fabric's ids (spray-pcap.sh: uplink k is path k+1).
+-- Left empty, every id the layout can carry counts as known (as fabric_paths auto does).
+-- Like the C++ parser, only RoCEv2 over IPv4 on UDP destination port 4791 is read.
+
+local spraynet = Proto("spraynet", "spraynet PPCID")
+
+local TS_HIGH, PATH_HIGH = 1, 2
+local LAYOUT_NAMES = { [TS_HIGH] = "ts-high", [PATH_HIGH] = "path-high" }
+local CNP_OPCODE = 0x81
+local ROCEV2_PORT = 4791
+
+local pf = {
+  ppcid = ProtoField.uint16("spraynet.ppcid", "PPCID", base.HEX,
+                            nil, nil, "UDP checksum field as written by the sprayer"),
+  layout = ProtoField.string("spraynet.layout", "Layout",
+                             base.ASCII, "Layout the path id is decoded under"),
+  path_id = ProtoField.uint8("spraynet.path_id", "Path id", base.DEC),
+  timestamp = ProtoField.uint8("spraynet.timestamp", "Timestamp hash", base.HEX),
+  check = ProtoField.uint8("spraynet.check", "Check nibble", base.HEX),
+  check_expected = ProtoField.uint8("spraynet.check_expected", "Expected check nibble",
+                                    base.HEX, nil, nil, "XOR fold of DestQP ^ PSN"),
+  check_ok = ProtoField.bool("spraynet.check_ok", "Check OK"),
+  layout_swapped = ProtoField.bool("spraynet.layout_swapped", "Layout swapped", base.NONE,
+                                   nil, nil, "Path id known only under the other layout"),
+  verdict = ProtoField.string("spraynet.verdict", "Verdict"),
+  ecn_ce = ProtoField.bool("spraynet.ecn_ce", "ECN CE", base.NONE, nil, nil,
+                           "IPv4 ECN field is 11 (congestion experienced)"),
+  cnp = ProtoField.bool("spraynet.cnp", "CNP", base.NONE, nil, nil,
+                        "BTH opcode 0x81: congestion notification packet"),
+}
+spraynet.fields = pf
+
+local ex = {
+  bad_check = ProtoExpert.new("spraynet.expert.bad_check", "PPCID check nibble fails",
+                              expert.group.CHECKSUM, expert.severity.WARN),
+  layout_mismatch = ProtoExpert.new("spraynet.expert.layout_mismatch",
+                                    "PPCID layout looks swapped", expert.group.PROTOCOL,
+                                    expert.severity.WARN),
+  unknown_path = ProtoExpert.new("spraynet.expert.unknown_path", "PPCID names no known path",
+                                 expert.group.PROTOCOL, expert.severity.NOTE),
+  ecn_ce = ProtoExpert.new("spraynet.expert.ecn_ce", "ECN congestion experienced",
+                           expert.group.SEQUENCE, expert.severity.CHAT),
+  cnp = ProtoExpert.new("spraynet.expert.cnp", "RoCEv2 CNP", expert.group.SEQUENCE,
+                        expert.severity.CHAT),
+}
+spraynet.experts = ex
+
+spraynet.prefs.layout = Pref.enum("PPCID layout", TS_HIGH,
+  "Layout the sprayer writes (nic_emu's spray.ppcid_layout)",
+  { { 1, "ts-high", TS_HIGH }, { 2, "path-high", PATH_HIGH } }, false)
+spraynet.prefs.known_paths = Pref.string("Known path ids", "",
+  "Path ids of the fabric, e.g. 1-4 or 1,3,8-15; empty: every id the layout can carry")
+
+local known -- set of known path ids, or nil for "all"
+
+local function parse_known(text)
+  local set, any = {}, false
+  for item in string.gmatch(text or "", "[^,%s]+") do
+    local lo, hi = string.match(item, "^(%d+)%-(%d+)$")
+    lo = tonumber(lo or item)
+    hi = tonumber(hi or lo)
+    if lo == nil or hi == nil then error("spraynet: bad known path id '" .. item .. "'") end
+    for id = lo, math.min(hi, 255) do set[id] = true; any = true end
+  end
+  return any and set or nil
+end
+
+function spraynet.prefs_changed()
+  known = parse_known(spraynet.prefs.known_paths)
+end
+known = parse_known(spraynet.prefs.known_paths)
+
+local function is_known(id)
+  return known == nil or known[id] == true
+end
+
+-- XOR of the six nibbles of (DestQP ^ PSN), as ppcid_check_nibble().
+local function check_nibble(qp, psn)
+  local x = bit.band(bit.bxor(qp, psn), 0xFFFFFF)
+  local n = 0
+  for shift = 0, 20, 4 do n = bit.bxor(n, bit.rshift(x, shift)) end
+  return bit.band(n, 0xF)
+end
+
+-- (path id, timestamp) of a PPCID under a layout, as ppcid_decode().
+local function decode(value, layout)
+  local high, mid = bit.rshift(value, 8), bit.band(bit.rshift(value, 4), 0xF)
+  if layout == TS_HIGH then return mid, high end
+  return high, mid
+end
+
+-- (verdict, path id, layout that recognised it) of a non-zero PPCID, as ppcid_read(); the
+-- path id of a bad check is still decoded under the configured layout, since a corrupted check
+-- nibble leaves the path bits as the sender wrote them.
+local function read_ppcid(value, configured, qp, psn)
+  local path = decode(value, configured)
+  if bit.band(value, 0xF) ~= check_nibble(qp, psn) then return "bad_check", path, configured end
+  if is_known(path) then return "ok", path, configured end
+  local other = configured == TS_HIGH and PATH_HIGH or TS_HIGH
+  local theirs = decode(value, other)
+  if is_known(theirs) then return "layout_mismatch", theirs, other end
+  return "unknown_path", path, configured
+end
+
+local f_ecn = Field.new("ip.dsfield.ecn")
+local f_dport = Field.new("udp.dstport")
+local f_csum = Field.new("udp.checksum")
+local f_opcode = Field.new("infiniband.bth.opcode")
+local f_qp = Field.new("infiniband.bth.destqp")
+local f_psn = Field.new("infiniband.bth.psn")
+
+-- The innermost instance: with tunnels the RoCE packet is the last one in the frame.
+local function last(field)
+  local all = { field() }
+  return all[#all]
+end
+
+-- The PPCID's fields and expert info under t, for a packet the sprayer wrote one into.
+local function add_ppcid(t, pinfo, range, value, configured, qp, psn)
+  local verdict, path, layout = read_ppcid(value, configured, qp, psn)
+  local _, ts = decode(value, layout)
+  local check, expected = bit.band(value, 0xF), check_nibble(qp, psn)
+  t:add(pf.layout, range, LAYOUT_NAMES[layout])
+  t:add(pf.path_id, range, path)
+  t:add(pf.timestamp, range, ts)
+  t:add(pf.check, range, check)
+  t:add(pf.check_expected, range, expected):set_generated()
+  t:add(pf.check_ok, range, check == expected)
+  t:add(pf.layout_swapped, range, verdict == "layout_mismatch")
+  t:add(pf.verdict, range, verdict)
+  if verdict == "bad_check" then
+    t:add_proto_expert_info(ex.bad_check, string.format(
+      "PPCID check nibble 0x%x, expected 0x%x from DestQP ^ PSN: corrupted or not a PPCID",
+      check, expected))
+  elseif verdict == "layout_mismatch" then
+    t:add_proto_expert_info(ex.layout_mismatch, string.format(
+      "Path id unknown under %s but %d under %s: the sender likely uses %s",
+      LAYOUT_NAMES[configured], path, LAYOUT_NAMES[layout], LAYOUT_NAMES[layout]))
+  elseif verdict == "unknown_path" then
+    t:add_proto_expert_info(ex.unknown_path)
+  end
+  local summary = string.format("PPCID 0x%04x, path %d (%s), %s", value, path,
+                                LAYOUT_NAMES[layout], verdict)
+  pinfo.cols.info:append(string.format(" [PPCID path %d %s%s]", path, LAYOUT_NAMES[layout],
+                                       verdict == "ok" and "" or " " .. verdict))
+  return summary
+end
+
+function spraynet.dissector(tvb, pinfo, tree)
+  local opcode, qp, psn = last(f_opcode), last(f_qp), last(f_psn)
+  local ecn, dport, csum = last(f_ecn), last(f_dport), last(f_csum)
+  if not (opcode and qp and psn and ecn and dport and csum) then return end
+  if dport.value ~= ROCEV2_PORT then return end
+
+  local t = tree:add(spraynet, csum.range)
+  t:add(pf.ppcid, csum.range, csum.value)
+  local summary
+  if csum.value == 0 then
+    t:add(pf.verdict, csum.range, "absent")
+    summary = "no PPCID (UDP checksum 0: not sprayed)"
+  else
+    summary = add_ppcid(t, pinfo, csum.range, csum.value, spraynet.prefs.layout, qp.value,
+                        psn.value)
+  end
+  t:set_text("spraynet " .. summary)
+  local ce, cnp = ecn.value == 3, opcode.value == CNP_OPCODE
+  t:add(pf.ecn_ce, ecn.range, ce)
+  t:add(pf.cnp, opcode.range, cnp)
+  if ce then
+    t:add_proto_expert_info(ex.ecn_ce)
+    pinfo.cols.info:append(" [CE]")
+  end
+  if cnp then t:add_proto_expert_info(ex.cnp) end
+end
+
+register_postdissector(spraynet)
