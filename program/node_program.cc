@@ -33,7 +33,9 @@ NodeProgram::NodeProgram(std::string name, const std::string& description,
   app_.add_option("--log-level", opt_.log_level, "trace|debug|info|warn|error|critical|off")
       ->capture_default_str();
   app_.add_option("--idle-exit-ms", opt_.idle_exit_ms, idle_exit)->capture_default_str();
-  app_.add_option("--duration-ms", opt_.duration_ms, "stop after this long (0: no limit)")
+  app_.add_option("--duration-ms", opt_.duration_ms,
+                  "stop after this long, counted from when the ports are up and the lcores run "
+                  "(0: no limit)")
       ->capture_default_str();
   app_.add_option("--tx-drain-us", opt_.tx_drain_us,
                   "a partly filled tx burst is sent after at most this long, as DPDK's l3fwd does "

@@ -120,7 +120,7 @@ class NodeProgram {
     shared.node_port_of = node_port_of_;
     shared.stop = &stop_;
     shared.idle_exit_ns = opt_.idle_exit_ms * 1'000'000;
-    shared.stop_at_ns = opt_.duration_ms * 1'000'000;
+    shared.stop_at_ns = 0;  // run_lcores() sets it from --duration-ms as the lcores start
   }
 
   // Runs the lcores until the stop: one NodeLcore and PollLoop per plan (reader i of `rcu`),
@@ -137,6 +137,9 @@ class NodeProgram {
       add_loop(plan, *handlers_.back(), rcu);
       lcores.push_back(plan.lcore);
     }
+    // --duration-ms counts from here, when the lcores start: EAL and port set-up take seconds
+    // on a busy machine, and a short run would otherwise end as it began.
+    if (opt_.duration_ms != 0) shared.stop_at_ns = clock().now_ns() + opt_.duration_ms * 1'000'000;
     run(lcores, loop, control_lock);
   }
 

@@ -92,7 +92,8 @@ class PktgenScript(unittest.TestCase):
         header = next(line for line in out.splitlines() if "built-in probe" in line)
         self.assertIn("Pktgen page", header)
         self.assertIn("Pktgen samples", header)
-        for label in ("probes measured", "p99.9 us", "jitter us (RFC 3550)", "changes > 10 us"):
+        for label in ("probes due (rate x duration)", "probes sent", "probes received, measured",
+                      "p99.9 us", "jitter us (RFC 3550)", "changes > 10 us"):
             self.assertIn(label, out)
 
     def test_nothing_left_behind(self):
@@ -122,6 +123,12 @@ class BuiltinOnly(unittest.TestCase):
             values = [p[k] for k in ("min_us", "p50_us", "p99_us", "p999_us", "max_us")]
             self.assertEqual(values, sorted(values))
             self.assertNotIn("Pktgen page", r.stdout)
+            self.assertNotIn("Pktgen:", r.stdout)  # its footnote only when it ran
+            # What was due, sent and received: received = sent - lost, sent <= due.
+            self.assertEqual(p["count"] + p["lost"], p["sent"], p)
+            self.assertLessEqual(p["sent"], p["due"], p)
+            for label in ("probes due", "probes sent", "probes received, measured"):
+                self.assertIn(label, r.stdout)
             self.assertIn("built-in probe", r.stdout)
             self.assertEqual(j["switch"]["builtin"]["pipeline_drops"], 0)
 
