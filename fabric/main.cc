@@ -791,18 +791,26 @@ int main(int argc, char** argv) {
   // Each run gets pools of its own, created by the worker that runs it and freed when the run
   // is over: a run's mapped bytes are its own (not what earlier runs of the same job grew),
   // and the memory goes back between runs. The names are the job's, unique at any time.
-  const auto make_pools = [&](size_t job, bool with_segments) {
-    std::pair<std::unique_ptr<runtime::GrowingMbufPool>, std::unique_ptr<runtime::GrowingMbufPool>> p;
-    try {
-      p.first = std::make_unique<runtime::GrowingMbufPool>(
-          "fabric_pool_" + std::to_string(job), static_cast<uint32_t>(n_mbufs),
-          static_cast<uint16_t>(room), std::min<uint32_t>(kChunk, static_cast<uint32_t>(n_mbufs)));
-    } catch (const std::exception& e) {
-      throw std::runtime_error("mempool of " + std::to_string(n_mbufs) + " mbufs: " + e.what());
+  // A job keeps its pools from run to run (mapping and initialising fresh mbufs for every run
+  // was a fifth of a small fabric's CPU time); each run begins one (GrowingMbufPool::begin_run),
+  // so that its bytes, growth and shortfalls are those of pools of its own.
+  struct JobPools {
+    std::unique_ptr<runtime::GrowingMbufPool> packets, segments;
+  };
+  const auto make_pools = [&](size_t job, bool with_segments, JobPools& p) {
+    if (!p.packets) {
+      try {
+        p.packets = std::make_unique<runtime::GrowingMbufPool>(
+            "fabric_pool_" + std::to_string(job), static_cast<uint32_t>(n_mbufs),
+            static_cast<uint16_t>(room),
+            std::min<uint32_t>(kChunk, static_cast<uint32_t>(n_mbufs)));
+      } catch (const std::exception& e) {
+        throw std::runtime_error("mempool of " + std::to_string(n_mbufs) + " mbufs: " + e.what());
+      }
     }
-    if (!with_segments) return p;
+    if (!with_segments || p.segments) return;
     try {
-      p.second = std::make_unique<runtime::GrowingMbufPool>(
+      p.segments = std::make_unique<runtime::GrowingMbufPool>(
           "fabric_segments_" + std::to_string(job), static_cast<uint32_t>(n_segments),
           static_cast<uint16_t>(segment_room),
           std::min<uint32_t>(kChunk, static_cast<uint32_t>(n_segments)));
@@ -810,7 +818,6 @@ int main(int argc, char** argv) {
       throw std::runtime_error("mempool of " + std::to_string(n_segments) +
                                " payload segments: " + e.what());
     }
-    return p;
   };
 
   // The file's output keys, where the flags did not say.
@@ -878,13 +885,13 @@ int main(int argc, char** argv) {
     while (i < cur && !first_error.compare_exchange_weak(cur, i)) {
     }
   };
-  const auto run_one = [&](size_t job, size_t i) {
+  const auto run_one = [&](size_t job, size_t i, JobPools& pools) {
     const RunSpec& spec = specs[i];
     const FabricConfig& config = experiments[spec.experiment].config;
     progress.start(job, i, spec.what, spec.seed, config.duration_ns);
-    std::unique_ptr<runtime::GrowingMbufPool> pool_owner, segments_owner;
+    const bool with_segments = config.payload == "shared";
     try {
-      std::tie(pool_owner, segments_owner) = make_pools(job, config.payload == "shared");
+      make_pools(job, with_segments, pools);
     } catch (const std::exception& e) {
 #ifdef SPRAYNET_HAVE_MPI
       if (ranks != nullptr) {
@@ -896,8 +903,8 @@ int main(int argc, char** argv) {
       progress.finish(job, 0, false);
       return;
     }
-    runtime::GrowingMbufPool& pool = *pool_owner;
-    runtime::GrowingMbufPool* segments = segments_owner.get();
+    runtime::GrowingMbufPool& pool = *pools.packets;
+    runtime::GrowingMbufPool* segments = with_segments ? pools.segments.get() : nullptr;
     const uint32_t headroom = round_headroom(config);
     const auto grow = [&] {
       pool.reserve_free(headroom);
@@ -909,6 +916,8 @@ int main(int argc, char** argv) {
     };
     try {
       for (int attempt = 0;; ++attempt) {
+        pool.begin_run();
+        if (segments != nullptr) segments->begin_run();
         if (attempt > 0) {
           // The first attempt came short while a pool was below its max: again, with the
           // pools at their max from the start, as a pool of fixed size would have run it.
@@ -960,11 +969,13 @@ int main(int argc, char** argv) {
         r.pool_bytes = sums[2];
         log->debug("{} seed {}: pools: {} + {} mbufs populated (at most {} + {} in use), {:.1f} "
                    "MB mapped",
-                   spec.what, spec.seed, pool.populated(),
-                   segments != nullptr ? segments->populated() : 0, pool.peak_in_use(),
+                   spec.what, spec.seed, pool.run_populated(),
+                   segments != nullptr ? segments->run_populated() : 0, pool.peak_in_use(),
                    segments != nullptr ? segments->peak_in_use() : 0,
                    static_cast<double>(r.pool_bytes) / (1 << 20));
         ts_rows[i] = rows.str();
+        // A run that kept mbufs leaves its pools behind: the next starts from new ones.
+        if (r.mbufs_in_use_at_end != 0) pools = JobPools{};
         progress.finish(job, r.packet_hops, true);
         slots[i] = std::move(r);
         return;
@@ -995,10 +1006,13 @@ int main(int argc, char** argv) {
       log->debug("job {}: rte_thread_register: {} (its pools work without a per-lcore cache)",
                  job, rte_strerror(rte_errno));
     }
-    for (;;) {
-      const size_t i = next.fetch_add(1);
-      if (i >= total || i > first_error.load()) break;
-      run_one(job, i);
+    {
+      JobPools pools;
+      for (;;) {
+        const size_t i = next.fetch_add(1);
+        if (i >= total || i > first_error.load()) break;
+        run_one(job, i, pools);
+      }
     }
     if (registered) rte_thread_unregister();
   };

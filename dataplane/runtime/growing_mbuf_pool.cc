@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
@@ -23,29 +24,24 @@ void unmap_chunk(rte_mempool_memhdr* memhdr, void* opaque) {
   munmap(memhdr->addr, reinterpret_cast<size_t>(opaque));
 }
 
-struct NewObjects {
-  const char* begin;
-  const char* end;
-};
-
-// rte_mempool_obj_iter walks every object of the pool: only those in the new chunk are
-// initialised (the others may be in use).
-void init_if_new(rte_mempool* mp, void* arg, void* obj, unsigned index) {
-  const auto* range = static_cast<const NewObjects*>(arg);
-  const char* p = static_cast<const char*>(obj);
-  if (p >= range->begin && p < range->end) rte_pktmbuf_init(mp, nullptr, obj, index);
-}
 
 // The counting ops: the best mempool ops' functions, with dequeue wrapped. Registered once per
 // process (DPDK holds at most RTE_MEMPOOL_MAX_OPS_IDX ops).
 const rte_mempool_ops* inner_ops = nullptr;
 
 int counted_dequeue(rte_mempool* mp, void** objs, unsigned n) {
+  auto* c = static_cast<GrowingMbufPool::Counters*>(mp->pool_config);
+  const unsigned run_populated = c->run_populated.load(std::memory_order_relaxed);
+  // The mbufs the pool holds beyond what the run's own pool would: all of them free (the run's
+  // in use and cached are the same in both), so its ring would hold that many fewer.
+  const unsigned extra = mp->populated_size > run_populated ? mp->populated_size - run_populated : 0;
+  const unsigned ring_before = extra > 0 ? inner_ops->get_count(mp) : 0;
   const int rc = inner_ops->dequeue(mp, objs, n);
   if (rc < 0) {
-    auto* c = static_cast<GrowingMbufPool::Counters*>(mp->pool_config);
     c->shortfalls.fetch_add(1, std::memory_order_relaxed);
     if (mp->populated_size < mp->size) c->below_max.fetch_add(1, std::memory_order_relaxed);
+  } else if (extra > 0 && ring_before < n + extra && run_populated < mp->size) {
+    c->below_max.fetch_add(1, std::memory_order_relaxed);  // the run's own pool came short
   }
   return rc;
 }
@@ -122,6 +118,8 @@ GrowingMbufPool::GrowingMbufPool(std::string name, uint32_t max_mbufs, uint16_t 
     priv.mbuf_priv_size = 0;
     rte_pktmbuf_pool_init(pool_, &priv);
     add_chunk(chunk_);
+    first_populated_ = populated();
+    begin_run();
   } catch (...) {
     rte_mempool_free(pool_);
     throw;
@@ -132,18 +130,48 @@ GrowingMbufPool::~GrowingMbufPool() {
   rte_mempool_free(pool_);
 }
 
+void GrowingMbufPool::begin_run() {
+  peak_in_use_ = in_use();
+  // The constructor's first chunk, as it populated it.
+  counters_.run_populated.store(first_populated_, std::memory_order_relaxed);
+  run_bytes_ = chunk_bytes(std::min(chunk_, max_));
+}
+
 void GrowingMbufPool::reserve_free(uint32_t free_mbufs) {
-  peak_in_use_ = std::max(peak_in_use_, in_use());
-  while (rte_mempool_avail_count(pool_) < free_mbufs && populated() < max_) {
-    add_chunk(std::min(chunk_, max_ - populated()));
+  const uint32_t used = in_use();
+  peak_in_use_ = std::max(peak_in_use_, used);
+  // The run's pool grows chunk by chunk as a new one would; the real one follows it.
+  uint32_t run = counters_.run_populated.load(std::memory_order_relaxed);
+  while ((run < used || run - used < free_mbufs) && run < max_) {
+    // What add_chunk() maps for it, and how many objects DPDK packs into that (the page
+    // rounding leaves room for a few more than asked).
+    const uint64_t len = chunk_bytes(std::min(chunk_, max_ - run));
+    const size_t elt = size_t{pool_->header_size} + pool_->elt_size + pool_->trailer_size;
+    run += static_cast<uint32_t>(std::min<uint64_t>(len / elt, max_ - run));
+    run_bytes_ += len;
   }
+  while (populated() < run) add_chunk(std::min(chunk_, max_ - populated()));
+  counters_.run_populated.store(run, std::memory_order_relaxed);
+}
+
+uint64_t GrowingMbufPool::chunk_bytes(uint32_t mbufs) const {
+  const size_t elt = size_t{pool_->header_size} + pool_->elt_size + pool_->trailer_size;
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  return (size_t{mbufs} * elt + page - 1) / page * page;
 }
 
 void GrowingMbufPool::add_chunk(uint32_t mbufs) {
   const std::string what = "growing mbuf pool \"" + name_ + "\": ";
-  const size_t elt = size_t{pool_->header_size} + pool_->elt_size + pool_->trailer_size;
-  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-  const size_t len = (size_t{mbufs} * elt + page - 1) / page * page;
+  const size_t len = chunk_bytes(mbufs);
+  // The pool lists its objects in the order they were added: the new chunk's follow what is
+  // last now. (rte_mempool_obj_iter would walk every object of the pool, in use ones too, to
+  // find them: a cache miss per mbuf, for every chunk added.)
+  // (glibc's sys/queue.h has no STAILQ_LAST: stqh_last points into the last one's link.)
+  rte_mempool_objhdr* const last_before =
+      STAILQ_EMPTY(&pool_->elt_list)
+          ? nullptr
+          : reinterpret_cast<rte_mempool_objhdr*>(reinterpret_cast<char*>(pool_->elt_list.stqh_last) -
+                                                  offsetof(rte_mempool_objhdr, next));
   void* addr = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (addr == MAP_FAILED) {
     throw std::runtime_error(what + "mmap of " + std::to_string(len) + " bytes failed: " +
@@ -163,8 +191,12 @@ void GrowingMbufPool::add_chunk(uint32_t mbufs) {
                                          : std::string(rte_strerror(-added))));
   }
   bytes_ += len;
-  NewObjects range{static_cast<const char*>(addr), static_cast<const char*>(addr) + len};
-  rte_mempool_obj_iter(pool_, init_if_new, &range);
+  unsigned index = pool_->populated_size - static_cast<unsigned>(added);
+  for (rte_mempool_objhdr* h = last_before != nullptr ? STAILQ_NEXT(last_before, next)
+                                                      : STAILQ_FIRST(&pool_->elt_list);
+       h != nullptr; h = STAILQ_NEXT(h, next)) {
+    rte_pktmbuf_init(pool_, nullptr, reinterpret_cast<char*>(h) + sizeof(*h), index++);
+  }
 }
 
 }  // namespace spraynet::runtime

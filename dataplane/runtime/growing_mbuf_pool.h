@@ -41,8 +41,13 @@ class GrowingMbufPool {
   rte_mempool* pool() const { return pool_; }
   const std::string& name() const { return name_; }
 
+  // A run starts: from now on the pool accounts as a new pool would, of one chunk, which grows as
+  // reserve_free() says (bytes(), populated for it, shortfalls of it), while the mbufs already
+  // mapped and initialised serve it: a sweep's runs reuse one pool without touching fresh memory
+  // each time, and each run's figures are those of a pool of its own. Every mbuf must be back.
+  void begin_run();
   // Adds chunks until at least `free_mbufs` are free (in the ring or in per-lcore caches) or
-  // the pool holds max_mbufs. Only while no other thread takes from or returns to the pool:
+  // the pool holds max_mbufs (as the run sees it: see begin_run). Only while no other thread takes from or returns to the pool:
   // the new objects are initialised after they are in the ring. Throws std::runtime_error when
   // memory cannot be mapped or DPDK refuses the chunk (the pool stays usable as it was).
   void reserve_free(uint32_t free_mbufs);
@@ -51,8 +56,12 @@ class GrowingMbufPool {
   uint32_t populated() const { return pool_->populated_size; }
   uint32_t max_mbufs() const { return max_; }
   // Bytes of anonymous memory mapped for the chunks (EAL memory for the mempool header, its
-  // per-lcore caches and its ring is not counted).
-  uint64_t bytes() const { return bytes_; }
+  // per-lcore caches and its ring is not counted): since begin_run(), those a pool of the run's
+  // own would have mapped. mapped_bytes(): all the pool holds.
+  uint64_t bytes() const { return run_bytes_; }
+  uint64_t mapped_bytes() const { return bytes_; }
+  // Mbufs a pool of the run's own would hold (populated() after begin_run()).
+  uint32_t run_populated() const { return counters_.run_populated.load(std::memory_order_relaxed); }
   // The most mbufs in use that reserve_free() found (a high-water mark sampled where the pool
   // grows, between a run's rounds in fabric_emu).
   uint32_t peak_in_use() const { return peak_in_use_; }
@@ -69,16 +78,22 @@ class GrowingMbufPool {
   struct Counters {
     std::atomic<uint64_t> shortfalls{0};
     std::atomic<uint64_t> below_max{0};
+    // The run's pool (begin_run): the mbufs it would hold; a get that it could not have served
+    // while below the max counts in below_max too.
+    std::atomic<uint32_t> run_populated{0};
   };
 
  private:
   void add_chunk(uint32_t mbufs);
+  uint64_t chunk_bytes(uint32_t mbufs) const;
 
   std::string name_;
   uint32_t max_;
   uint32_t chunk_;
   rte_mempool* pool_ = nullptr;
   uint64_t bytes_ = 0;
+  uint64_t run_bytes_ = 0;
+  uint32_t first_populated_ = 0;  // what the first chunk held
   uint32_t peak_in_use_ = 0;
   Counters counters_;
 };

@@ -175,3 +175,55 @@ TEST_CASE("a freed growing pool releases its name", "[growing_mbuf_pool]") {
   GrowingMbufPool b("gmp_reuse", 20, 1024, 20);
   CHECK(b.populated() == 20);
 }
+
+TEST_CASE("a pool kept for the next run accounts as a new pool of that run would",
+          "[growing_mbuf_pool]") {
+  GrowingMbufPool fresh("gmp_fresh", 8000, 512 + RTE_PKTMBUF_HEADROOM, 1000);
+  GrowingMbufPool kept("gmp_kept", 8000, 512 + RTE_PKTMBUF_HEADROOM, 1000);
+  // An earlier run grew `kept` to its max; every mbuf came back.
+  kept.reserve_free(UINT32_MAX);
+  REQUIRE(kept.populated() == 8000);
+  const uint64_t mapped = kept.mapped_bytes();
+  kept.begin_run();
+  CHECK(kept.run_populated() == fresh.populated());  // the first chunk (DPDK packs a few more)
+  CHECK(kept.bytes() == fresh.bytes());
+  CHECK(kept.peak_in_use() == 0);
+
+  // The same run on both: what each holds in use, where it grows, what it reports.
+  std::vector<rte_mbuf*> a, b;
+  for (const uint32_t want : {300u, 1700u, 2500u}) {
+    fresh.reserve_free(want);
+    kept.reserve_free(want);
+    CHECK(kept.run_populated() == fresh.populated());
+    CHECK(kept.bytes() == fresh.bytes());
+    for (uint32_t i = 0; i < want; ++i) {
+      rte_mbuf* x = rte_pktmbuf_alloc(fresh.pool());
+      rte_mbuf* y = rte_pktmbuf_alloc(kept.pool());
+      REQUIRE(x != nullptr);
+      REQUIRE(y != nullptr);
+      a.push_back(x);
+      b.push_back(y);
+    }
+    CHECK(kept.in_use() == fresh.in_use());
+  }
+  CHECK(kept.peak_in_use() == fresh.peak_in_use());
+  CHECK(kept.mapped_bytes() == mapped);  // nothing new mapped: the earlier run's mbufs serve
+  // More than the run's own pool holds free, below its max: a new pool would have come short,
+  // and the kept one says so, though it had mbufs to give.
+  const uint64_t short_fresh = fresh.shortfalls_below_max();
+  const uint64_t short_kept = kept.shortfalls_below_max();
+  const uint32_t free_in_fresh = fresh.populated() - fresh.in_use();
+  std::vector<rte_mbuf*> more = take_all(fresh.pool());
+  CHECK(more.size() == free_in_fresh);
+  CHECK(fresh.shortfalls_below_max() > short_fresh);
+  std::vector<rte_mbuf*> more_kept;
+  for (size_t i = 0; i < more.size() + 1; ++i) more_kept.push_back(rte_pktmbuf_alloc(kept.pool()));
+  CHECK(more_kept.back() != nullptr);
+  CHECK(kept.shortfalls_below_max() > short_kept);
+  give_back(a);
+  give_back(b);
+  give_back(more);
+  give_back(more_kept);
+  CHECK(fresh.in_use() == 0);
+  CHECK(kept.in_use() == 0);
+}
