@@ -13,13 +13,17 @@
 namespace spraynet::control {
 
 ControlThread::ControlThread(ControlLoop& loop, std::mutex& control_lock,
-                             std::function<uint64_t()> now_ns, uint64_t max_wait_ns)
+                             std::function<uint64_t()> now_ns, uint64_t max_wait_ns,
+                             const cpu_set_t* cpus)
     : loop_(loop),
       control_lock_(control_lock),
       now_ns_(std::move(now_ns)),
       max_wait_ns_(std::max<uint64_t>(max_wait_ns, 1'000)) {
   thread_ = std::thread([this] { run(); });
   pthread_setname_np(thread_.native_handle(), "spraynet-ctl");
+  if (cpus != nullptr && pthread_setaffinity_np(thread_.native_handle(), sizeof *cpus, cpus) != 0) {
+    if (auto log = runtime::logger("control")) log->warn("control thread: cannot set its CPUs");
+  }
 }
 
 ControlThread::~ControlThread() {

@@ -9,6 +9,8 @@
 // and need no thread.
 #pragma once
 
+#include <sched.h>
+
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -24,8 +26,9 @@ class ControlThread {
  public:
   // Starts the thread. `loop` and `control_lock` must outlive this object. `max_wait_ns` bounds
   // one wait, so a clock that drifts from the steady clock is re-read often enough.
+  // `cpus` (may be null: where the creating thread may run) pins it, e.g. to EAL's control CPUs.
   ControlThread(ControlLoop& loop, std::mutex& control_lock, std::function<uint64_t()> now_ns,
-                uint64_t max_wait_ns = 10'000'000);
+                uint64_t max_wait_ns = 10'000'000, const cpu_set_t* cpus = nullptr);
   ~ControlThread();  // stop()
   ControlThread(const ControlThread&) = delete;
   ControlThread& operator=(const ControlThread&) = delete;

@@ -190,7 +190,21 @@ void NodeProgram::run(const std::vector<unsigned>& lcores, control::ControlLoop&
         return json{{"lcores", lcores}};
       });
   std::optional<control::ControlThread> control_thread;
-  control_thread.emplace(loop, control_lock, [this] { return clock_->now_ns(); });
+  // On EAL's control CPUs (those no lcore polls), not on the main lcore's CPU that EAL pinned
+  // this thread to: there the control loop would only run when the poll loop is preempted.
+  cpu_set_t control_cpus;
+  const bool have_cpus = runtime::Eal::control_cpus(control_cpus);
+  if (have_cpus) {
+    std::string list;
+    for (int c = 0; c < CPU_SETSIZE; ++c) {
+      if (CPU_ISSET(c, &control_cpus)) list += (list.empty() ? "" : ",") + std::to_string(c);
+    }
+    log_->info("control thread on CPUs {} (EAL's control CPUs: those no lcore polls, else the "
+               "main lcore's)",
+               list);
+  }
+  control_thread.emplace(loop, control_lock, [this] { return clock_->now_ns(); }, 10'000'000,
+                         have_cpus ? &control_cpus : nullptr);
   runtime::LcoreRunner(lcores).run([&](unsigned, unsigned index) { loops_[index]->run(stop_); });
   control::TelemetryCommands::clear();
   control_thread.reset();  // after the lcores: a grace period then waits for nobody

@@ -2,6 +2,8 @@
 
 #include <rte_eal.h>
 #include <rte_errno.h>
+#include <rte_lcore.h>
+#include <pthread.h>
 
 #include <filesystem>
 #include <stdexcept>
@@ -10,6 +12,24 @@
 #include "dataplane/runtime/logging.h"
 
 namespace spraynet::runtime {
+
+bool Eal::control_cpus(cpu_set_t& cpus) {
+  // EAL keeps that set to itself: a control thread it starts reads it back.
+  struct Probe {
+    cpu_set_t cpus;
+    bool ok = false;
+  } probe{};
+  pthread_t t;
+  const auto read = [](void* arg) -> void* {
+    auto* p = static_cast<Probe*>(arg);
+    p->ok = pthread_getaffinity_np(pthread_self(), sizeof p->cpus, &p->cpus) == 0;
+    return nullptr;
+  };
+  if (rte_ctrl_thread_create(&t, "spraynet-cpus", nullptr, read, &probe) != 0) return false;
+  pthread_join(t, nullptr);
+  if (probe.ok) cpus = probe.cpus;
+  return probe.ok;
+}
 
 Eal::Eal(int argc, char** argv) {
   init(argc, argv);

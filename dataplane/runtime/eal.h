@@ -1,6 +1,8 @@
 // DPDK's Environment Abstraction Layer, brought up once per process and torn down at scope end.
 #pragma once
 
+#include <sched.h>
+
 #include <string>
 #include <vector>
 
@@ -22,6 +24,11 @@ class Eal {
   Eal(const Eal&) = delete;
   Eal& operator=(const Eal&) = delete;
 
+  // The CPUs EAL gives its own control threads (rte_ctrl_thread_create): those the process may
+  // run on that no lcore polls, or the main lcore's when the lcores take them all. A program's
+  // control thread belongs there, not on the main lcore's CPU, where its poll loop never yields.
+  // False when it cannot be read.
+  static bool control_cpus(cpu_set_t& cpus);
   // The application's arguments: argv[0], then what followed `--`.
   const std::vector<std::string>& args() const { return app_args_; }
   // The same as a C argument vector (null-terminated), for argument parsers that want one.
