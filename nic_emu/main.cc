@@ -122,8 +122,22 @@ int run(int argc, char** argv) {
   auto log = prog.log();
   const unsigned nports = static_cast<unsigned>(config.uplinks.size() + (config.host ? 1 : 0));
   // Descriptors and bursts, plus what egress and the reorder engine may hold.
-  prog.make_pool(config.mempool_mbufs, config.mbuf_data_room, nports, 1,
-                 8192 + (config.reorder_enabled() ? config.reorder.max_buffered : 0));
+  std::vector<std::string> devices;
+  for (const auto& u : config.uplinks) devices.push_back(u.device);
+  if (config.host) devices.push_back(config.host->device);
+  const unsigned data_room =
+      prog.make_pool(config.mempool_mbufs, config.mbuf_data_room, devices, 1,
+                     8192 + (config.reorder_enabled() ? config.reorder.max_buffered : 0));
+  // A received AF_XDP frame starts after DPDK's headroom and XDP's (256 bytes): RoCE frames
+  // at rc_engine.mtu 4096 (78 bytes of headers on top) are longer than fit.
+  const uint32_t largest_frame = data_room - RTE_PKTMBUF_HEADROOM - 256;
+  if (data_room < config.mbuf_data_room && config.rc_engine &&
+      config.rc_engine->mtu + 78 > largest_frame) {
+    throw control::ConfigError(prog.options().config, "nic.rc_engine.mtu",
+                               std::to_string(config.rc_engine->mtu) +
+                                   " does not fit net_af_xdp's mbufs (frames of at most " +
+                                   std::to_string(largest_frame) + " bytes): use 1024");
+  }
   // Node ports: uplinks in config order, then the host.
   for (size_t i = 0; i < config.uplinks.size(); ++i) {
     const auto& u = config.uplinks[i];

@@ -84,16 +84,34 @@ void NodeProgram::set_telemetry_socket_mode(unsigned mode) {
   log_->info("telemetry socket {} (owner uid {}, mode {:o})", path, st.st_uid, mode);
 }
 
-void NodeProgram::make_pool(unsigned configured_mbufs, unsigned data_room, unsigned ports,
-                            unsigned lcores, unsigned extra) {
+unsigned NodeProgram::make_pool(unsigned configured_mbufs, unsigned data_room,
+                               const std::vector<std::string>& devices, unsigned lcores,
+                               unsigned extra) {
   constexpr unsigned kDescriptors = 1024, kBurst = 32, kCache = 256;
+  const auto ports = static_cast<unsigned>(devices.size());
+  unsigned af_xdp_ports = 0;
+  for (const auto& d : devices) af_xdp_ports += runtime::is_af_xdp_device(d) ? 1 : 0;
+  if (af_xdp_ports != 0) {
+    // net_af_xdp maps every mbuf of the pool as one umem chunk, which the kernel takes only up
+    // to a page: the default data room (4480) would fail as "Failed to create umem".
+    const unsigned fit = runtime::af_xdp_max_data_room();
+    if (data_room > fit) {
+      // A received frame starts after DPDK's headroom and XDP's (XDP_PACKET_HEADROOM, 256).
+      log_->info("mbuf data room {} bytes instead of {}: with net_af_xdp an mbuf must fit one "
+                 "umem chunk (a page); frames of at most {} bytes",
+                 fit, data_room, fit - RTE_PKTMBUF_HEADROOM - 256);
+      data_room = fit;
+    }
+  }
   runtime::PacketPoolConfig pc;
   pc.name = name_;
   pc.data_room = static_cast<uint16_t>(data_room);
+  // A net_af_xdp queue holds 2048 mbufs in its fill ring where pool_size_for counts 1024 rx
+  // descriptors.
   pc.mbufs = configured_mbufs != 0 ? configured_mbufs
                                    : runtime::pool_size_for(ports, 1, 1, kDescriptors, kDescriptors,
                                                             lcores, kBurst, kCache) +
-                                         extra;
+                                         extra + af_xdp_ports * 1024;
   try {
     pool_.emplace(pc);
   } catch (const std::exception& e) {
@@ -105,6 +123,7 @@ void NodeProgram::make_pool(unsigned configured_mbufs, unsigned data_room, unsig
                              "): give the EAL more memory (-m MiB with --no-huge, or hugepages)"
                              " or ask for fewer mbufs");
   }
+  return data_room;
 }
 
 runtime::Port& NodeProgram::add_port(const std::string& name, const std::string& device,
@@ -124,8 +143,11 @@ runtime::Port& NodeProgram::add_port(const std::string& name, const std::string&
   names_.push_back(name);
   try {
     ports_.emplace_back(portcfg, pool_->get());
-  } catch (const std::exception& e) {
+  } catch (const runtime::PortConfigError& e) {
     throw control::ConfigError(opt_.config, key, e.what());
+  } catch (const std::exception& e) {
+    // The device's (or its kernel's) answer, not the config's: exit 1, still naming the key.
+    throw std::runtime_error(std::string(e.what()) + " (" + key + " in " + opt_.config + ")");
   }
   runtime::Port& port = ports_.back();
   if (node_port_of_[port.id()] >= 0) {
@@ -239,8 +261,19 @@ void NodeProgram::close_ports(json& report) {
   lcore_of_loop_.clear();
   if (pdump_) rte_pdump_uninit();
   pdump_ = false;
-  ports_.clear();  // stops ports; net_pcap flushes its files
+  unsigned held = 0;
+  for (const auto& p : ports_) held += p.pmd_held_after_close();
+  ports_.clear();  // stops and closes the ports; net_pcap flushes its files
+  // Closed, net_af_xdp still has not given back the mbufs of its fill rings (DPDK 22.11 never
+  // does); no one can reach them now, so they go back, if they are all that is out.
+  const unsigned reclaimed = pool_->reclaim_unreachable(held);
+  if (reclaimed != 0) {
+    log_->info("{} mbufs that net_af_xdp kept in its fill rings after close returned to the pool",
+               reclaimed);
+  }
+  pmd_held_ = reclaimed == 0 ? held : 0;
   report["mempool_in_use_at_exit"] = pool_->in_use();
+  report["mempool_reclaimed_from_pmd"] = reclaimed;
 }
 
 int NodeProgram::finish(const json& report) {
@@ -251,7 +284,13 @@ int NodeProgram::finish(const json& report) {
   }
   std::printf("mempool: %u mbufs in use at exit\n", pool_->in_use());
   if (!pool_->whole()) {
-    log_->error("{} mbufs were not returned to the pool", pool_->in_use());
+    if (pmd_held_ != 0) {
+      log_->error("{} mbufs were not returned to the pool ({} of them net_af_xdp's fill rings; "
+                  "the rest the program's)",
+                  pool_->in_use(), pmd_held_);
+    } else {
+      log_->error("{} mbufs were not returned to the pool", pool_->in_use());
+    }
     return runtime::kExitLeak;
   }
   return runtime::kExitOk;

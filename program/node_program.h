@@ -94,13 +94,18 @@ class NodeProgram {
   // --no-telemetry): nothing to do.
   void set_telemetry_socket_mode(unsigned mode);
   // The mempool: `mbufs` when the config sets it (non-zero), else what descriptors, caches and
-  // bursts of `ports` ports on `lcores` lcores need (runtime::pool_size_for) plus `extra` (what
-  // egress queues, reorder buffers may hold).
-  void make_pool(unsigned configured_mbufs, unsigned data_room, unsigned ports, unsigned lcores,
-                 unsigned extra);
+  // bursts of the ports (`devices`, in node port order) on `lcores` lcores need
+  // (runtime::pool_size_for) plus `extra` (what egress queues, reorder buffers may hold).
+  // Returns the mbuf data room used: `data_room`, except with a net_af_xdp port, where an mbuf
+  // must fit one umem chunk (a page): then at most runtime::af_xdp_max_data_room(), logged,
+  // and 1024 more mbufs per such port (its fill ring holds 2048, its rx ring none).
+  unsigned make_pool(unsigned configured_mbufs, unsigned data_room,
+                     const std::vector<std::string>& devices, unsigned lcores, unsigned extra);
   // The next node port: a DPDK port on `device` (PCI address, vdev spec or name), logged with
   // `what` after its names. `key` is where the config gave the device (ports[2].device): a
-  // device that cannot be opened is a config error there.
+  // mistake in the spec is a config error there (control::ConfigError, exit 2); a device that
+  // is missing or refuses (an interface not there, a probe or queue the driver or kernel
+  // refuses) a std::runtime_error naming the key (exit 1).
   runtime::Port& add_port(const std::string& name, const std::string& device,
                           const std::string& key, const std::string& what = "");
   // After the last port: rte_pdump for dpdk-dumpcap.
@@ -146,8 +151,10 @@ class NodeProgram {
   // The report's run-wide parts: control counters, summed poll-loop counters, tx drops.
   void add_run_report(nlohmann::json& report, const runtime::RcuDomain& rcu,
                       const control::ControlLoop& loop) const;
-  // After the node is gone (it frees what it held): rte_pdump and the ports stop (net_pcap
-  // flushes its files); the report gets the mbufs still out (`mempool_in_use_at_exit`).
+  // After the node is gone (it frees what it held): rte_pdump and the ports stop and close
+  // (net_pcap flushes its files); what net_af_xdp kept of the pool past close goes back to it;
+  // the report gets the mbufs still out (`mempool_in_use_at_exit`) and those put back
+  // (`mempool_reclaimed_from_pmd`).
   void close_ports(nlohmann::json& report);
   // --stats, the mempool line and check: the exit code.
   int finish(const nlohmann::json& report);
@@ -168,6 +175,7 @@ class NodeProgram {
   std::vector<uint16_t> dpdk_port_;
   std::vector<int> node_port_of_;
   std::vector<std::string> devices_, names_;  // what add_port was given, in node port order
+  unsigned pmd_held_ = 0;  // of the mbufs out after close_ports, those the PMDs kept
   runtime::ProgramArgs args_;
   std::optional<runtime::TscClock> clock_;  // after EAL: it reads the TSC's rate
   runtime::StopSignal stop_;

@@ -8,6 +8,7 @@
 #   scripts/topo.sh start  [--config FILE] [--set KEY=VALUE]...   start what `hold` kept back
 #   scripts/topo.sh check  [--config FILE] [--set KEY=VALUE]...   print the configuration
 # FILE has KEY = VALUE lines (# comments); configs/topo.conf lists every key with its default.
+# --pmd af_packet|af_xdp is --set pmd=...: the DPDK driver of every port.
 # `down` leaves no namespace, veth, process, hugepage or DPDK runtime directory behind, also
 # after a failed or interrupted `up` (which runs it itself).
 #
@@ -16,8 +17,9 @@
 #                                    n0u1 -- s1p0 [switch_emu] s1p1 -- n1u1
 #                                    ...      (one spine per uplink; each name a network namespace)
 #
-# Every DPDK port is net_af_packet with qdisc_bypass on a veth end whose checksum offload is
-# off; every process has its own --file-prefix (PREFIX-spineK, PREFIX-nicI) and one lcore, on
+# Every DPDK port is net_af_packet with qdisc_bypass (or, with pmd = af_xdp, net_af_xdp on
+# queue 0: rc_mtu 1024 then, an AF_XDP mbuf holds at most a page) on a veth end whose checksum
+# offload is off; every process has its own --file-prefix (PREFIX-spineK, PREFIX-nicI) and one lcore, on
 # the cores in turn, with the poll loops' idle back-off (idle_backoff_us) so that they share
 # them. traffic = hosts puts the host namespaces behind the NICs (ping, iperf, Soft-RoCE);
 # traffic = rc lets each nic_emu's RC traffic engine play its host (nic0 requester, nic1
@@ -34,7 +36,7 @@ NIC_EMU=${NIC_EMU:-$ROOT/build/nic_emu/nic_emu}
 
 die() { echo "$ME: $*" >&2; exit 2; }
 usage() {
-  sed -n '3,10p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '3,11p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 
@@ -44,7 +46,7 @@ declare -A CFG=(
   [reorder_hold_us]=5000 [rc_qps]=4 [rc_messages]=50 [rc_message_bytes]=65536 [rc_mtu]=1024
   [link_gbps]=10 [link_delay_ns]=2000 [idle_backoff_us]=100 [capture]=none [cores]=auto
   [hold]=none [dir]='' [spine_extra]='' [cc]=none [ecn_kmin_bytes]=20000
-  [ecn_kmax_bytes]=200000 [ecn_pmax]=0.2 [congest]=none [congest_gbps]=0.05
+  [ecn_kmax_bytes]=200000 [ecn_pmax]=0.2 [congest]=none [congest_gbps]=0.05 [pmd]=af_packet
 )
 # What each key allows, for the error message: KEY -> "regex@@description".
 declare -A RULE=(
@@ -72,6 +74,7 @@ declare -A RULE=(
   [ecn_pmax]='^(0\.[0-9]*[1-9][0-9]*|1|1\.0*)$@@(0, 1], e.g. 0.2'
   [congest]='^(none|spine[0-7])$@@none or spineK (its port p1, towards nic1, runs at congest_gbps)'
   [congest_gbps]='^[0-9]+(\.[0-9]+)?$@@a rate in Gbit/s, e.g. 0.05'
+  [pmd]='^(af_packet|af_xdp)$@@af_packet or af_xdp'
 )
 CONFIG_FILE=
 set_key() {  # where key value
@@ -89,6 +92,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --config) [ $# -ge 2 ] || die "--config needs a file"; CONFIG_FILE=$2; shift 2 ;;
     --set) [ $# -ge 2 ] || die "--set needs KEY=VALUE"; SETS+=("$2"); shift 2 ;;
+    --pmd) [ $# -ge 2 ] || die "--pmd needs af_packet or af_xdp"; SETS+=("pmd=$2"); shift 2 ;;
     -h|--help) usage ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
@@ -118,6 +122,10 @@ for k in capture congest; do
     die "$k: '${CFG[$k]}' is not allowed: there are spine0..spine$((CFG[uplinks] - 1))"
   fi
 done
+# An AF_XDP mbuf is at most a page (the programs size it so): no room for a 4096-byte MTU.
+if [ "${CFG[pmd]}" = af_xdp ] && [ "${CFG[rc_mtu]}" = 4096 ]; then
+  die "rc_mtu: '4096' is not allowed with pmd = af_xdp: an AF_XDP frame fits one page (use 1024)"
+fi
 [ "${CFG[ecn_kmin_bytes]}" -le "${CFG[ecn_kmax_bytes]}" ] ||
   die "ecn_kmin_bytes: '${CFG[ecn_kmin_bytes]}' is not allowed: above ecn_kmax_bytes (${CFG[ecn_kmax_bytes]})"
 
@@ -268,7 +276,7 @@ write_spine_config() {  # k
       # congest: this spine's egress towards nic1 (the responder's downlink) is the bottleneck.
       if [ "${CFG[congest]}" = "spine$k" ] && [ "$i" = 1 ]; then rate=${CFG[congest_gbps]}; fi
       echo "  - name: p$i"
-      echo "    device: \"net_af_packet$i,iface=s${k}p$i,qdisc_bypass=1,framecnt=2048\""
+      echo "    device: \"$(port_device "$i" "s${k}p$i")\""
       echo "    peer_mac: \"$(host_mac "$i")\""
       echo "    link: {rate_gbps: $rate, delay_ns: ${CFG[link_delay_ns]}}"
     done
@@ -285,6 +293,14 @@ write_spine_config() {  # k
   } >"$DIR/spine$k.yaml"
 }
 
+port_device() {  # index iface: the DPDK vdev spec of a port on that veth end
+  if [ "${CFG[pmd]}" = af_xdp ]; then
+    echo "net_af_xdp$1,iface=$2,start_queue=0"
+  else
+    echo "net_af_packet$1,iface=$2,qdisc_bypass=1,framecnt=2048"
+  fi
+}
+
 write_nic_config() {  # i
   local i=$1 k peer=$((1 - $1))
   {
@@ -294,13 +310,13 @@ write_nic_config() {  # i
     echo "  uplinks:"
     for ((k = 0; k < U; k++)); do
       echo "    - name: u$k"
-      echo "      device: \"net_af_packet$k,iface=n${i}u$k,qdisc_bypass=1,framecnt=2048\""
+      echo "      device: \"$(port_device "$k" "n${i}u$k")\""
       echo "      path_id: $((k + 1))"
       echo "      peer_mac: \"$(spine_port_mac "$k" "$i")\""
       echo "      link: {rate_gbps: ${CFG[link_gbps]}, delay_ns: ${CFG[link_delay_ns]}}"
     done
     if [ "${CFG[traffic]}" = hosts ]; then
-      echo "  host: {name: host, device: \"net_af_packet$U,iface=h${i}nic,qdisc_bypass=1,framecnt=2048\"}"
+      echo "  host: {name: host, device: \"$(port_device "$U" "h${i}nic")\"}"
     else
       local role=responder
       [ "$i" = 0 ] && role=requester

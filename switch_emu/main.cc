@@ -48,7 +48,7 @@ int run(int argc, char** argv) {
                       "link_loss, tcam_add, tcam_remove, group_mode), as telemetry.acting_commands "
                       "does; without either they answer a refusal");
   if (const auto code = prog.parse(argc, argv)) return *code;
-  const control::SwitchConfig config = control::load_switch_config(prog.options().config);
+  control::SwitchConfig config = control::load_switch_config(prog.options().config);
   prog.resolve_backoff(config.idle_backoff.max_sleep_us, config.idle_backoff.idle_polls);
 
   prog.start_eal();
@@ -77,9 +77,12 @@ int run(int argc, char** argv) {
   }
 
   // Descriptors, caches and bursts, plus what the egress queues may hold.
-  prog.make_pool(config.mempool_mbufs, config.mbuf_data_room,
-                 static_cast<unsigned>(config.ports.size()), static_cast<unsigned>(plans.size()),
-                 8192);
+  std::vector<std::string> devices;
+  for (const auto& port : config.ports) devices.push_back(port.device);
+  // The node takes the data room the pool has (net_af_xdp may make it smaller): the largest
+  // frame, and PFC headroom, follow from it.
+  config.mbuf_data_room = prog.make_pool(config.mempool_mbufs, config.mbuf_data_room, devices,
+                                         static_cast<unsigned>(plans.size()), 8192);
   for (size_t i = 0; i < config.ports.size(); ++i) {
     const auto& port = config.ports[i];
     prog.add_port(port.name, port.device, "ports[" + std::to_string(i) + "].device",

@@ -35,6 +35,11 @@ class PacketPool {
   // Mbufs allocated and not yet freed (those in per-lcore caches count as free).
   unsigned in_use() const { return rte_mempool_in_use_count(pool_); }
   bool whole() const { return in_use() == 0; }
+  // Puts back the mbufs no one can reach any more, once every port that used the pool is
+  // closed and every lcore has stopped: those a PMD kept past close (net_af_xdp's fill ring,
+  // see Port::pmd_held_after_close). Only when exactly `expected` mbufs are out, so that a
+  // leak of the program's own still shows; returns how many went back (0: none).
+  unsigned reclaim_unreachable(unsigned expected);
 
  private:
   rte_mempool* pool_ = nullptr;

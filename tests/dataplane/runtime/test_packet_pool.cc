@@ -21,6 +21,30 @@ TEST_CASE("a packet pool counts what is out and is whole when all came back", "[
   CHECK(pool.whole());
 }
 
+TEST_CASE("mbufs no one can reach go back only when they are exactly those expected",
+          "[packet_pool]") {
+  // As net_af_xdp's fill ring after close: taken from the pool, never freed, pointers gone.
+  PacketPool pool({.name = "pp_reclaim", .mbufs = 1023, .cache = 32});
+  rte_mbuf* lost[100];
+  REQUIRE(rte_pktmbuf_alloc_bulk(pool.get(), lost, 100) == 0);
+  rte_mbuf* cached[10];  // some in this lcore's cache: free, and must not be taken for lost
+  REQUIRE(rte_pktmbuf_alloc_bulk(pool.get(), cached, 10) == 0);
+  rte_pktmbuf_free_bulk(cached, 10);
+  CHECK(pool.in_use() == 100);
+  CHECK(pool.reclaim_unreachable(99) == 0);  // one more out than a PMD kept: a leak, left
+  CHECK(pool.reclaim_unreachable(101) == 0);
+  CHECK(pool.in_use() == 100);
+  CHECK(pool.reclaim_unreachable(100) == 100);
+  CHECK(pool.whole());
+  // And they come out again as ordinary mbufs.
+  rte_mbuf* all[1023];
+  REQUIRE(rte_pktmbuf_alloc_bulk(pool.get(), all, 1023) == 0);
+  for (rte_mbuf* m : all) CHECK((m->nb_segs == 1 && m->next == nullptr));
+  rte_pktmbuf_free_bulk(all, 1023);
+  CHECK(pool.whole());
+  CHECK(pool.reclaim_unreachable(0) == 0);
+}
+
 TEST_CASE("a packet pool that DPDK refuses names the pool and the reason", "[packet_pool]") {
   PacketPool first({.name = "pp_dup", .mbufs = 511, .cache = 0});
   CHECK_THROWS_WITH(PacketPool({.name = "pp_dup", .mbufs = 511, .cache = 0}),
