@@ -121,13 +121,17 @@ Fabric::Fabric(const FabricConfig& config, FabricMode mode, uint64_t seed, rte_m
     nodes_[cable.a_node].peers.at(cable.a_port) = Peer{cable.b_node, cable.b_port, c};
     nodes_[cable.b_node].peers.at(cable.b_port) = Peer{cable.a_node, cable.a_port, c};
     if (cable.fabric) {
-      const std::string& leaf = topology_.node_name(cable.a_node);
-      const std::string& spine = topology_.node_name(cable.b_node);
+      // Both directions of every switch-switch cable: leaf-spine (tier 1) and spine-super-spine
+      // (tier 2), each at its own rate.
+      const std::string& lower = topology_.node_name(cable.a_node);
+      const std::string& upper = topology_.node_name(cable.b_node);
       const std::string k = cable.name.substr(cable.name.rfind('#'));
-      watched_.push_back(Watched{cable.a_node, cable.a_port, 0, 0, true});
-      link_names_.push_back(leaf + ">" + spine + k);
-      watched_.push_back(Watched{cable.b_node, cable.b_port, 0, 0, false});
-      link_names_.push_back(spine + ">" + leaf + k);
+      const uint8_t tier = cable.upper == Tier::kSuper ? 2 : 1;
+      const double gbps = tier == 2 ? config.spine_super_rate() : config.leaf_spine_rate();
+      watched_.push_back(Watched{cable.a_node, cable.a_port, 0, 0, true, tier, gbps});
+      link_names_.push_back(lower + ">" + upper + k);
+      watched_.push_back(Watched{cable.b_node, cable.b_port, 0, 0, false, tier, gbps});
+      link_names_.push_back(upper + ">" + lower + k);
     }
   }
   down_since_ns_.assign(topology_.cables().size(), kNever);
@@ -183,7 +187,8 @@ Fabric::Fabric(const FabricConfig& config, FabricMode mode, uint64_t seed, rte_m
                                                        : topology_.find_cables(e.target).empty()) {
       throw std::invalid_argument(
           "event '" + e.text + "': no link named '" + e.target +
-          "' (links are LEAF-SPINE[#k] or hN-LEAF, e.g. leaf0-spine3" +
+          "' (links are LEAF-SPINE[#k], SPINE-SUPER[#k] or hN-LEAF, e.g. leaf0-spine3, "
+          "pod0.leaf1-pod0.spine3, pod0.spine3-super3.1" +
           (e.kind == FabricEvent::Kind::kFilter      ? "; a filter may also name a host, e.g. h3)"
            : e.target.find('>') != std::string::npos ? "; one direction: A>B, e.g. spine3>leaf1)"
                                                      : ")"));
@@ -194,12 +199,13 @@ Fabric::Fabric(const FabricConfig& config, FabricMode mode, uint64_t seed, rte_m
 }
 
 void Fabric::partition() {
-  // A rack per leaf index (its leaf in every plane, and its hosts), a spine each; an LP's cut
-  // ports are its switches' ports on leaf-spine cables. The lookahead is the smallest delay of
-  // those cables; with none, or one of 0 ns (nothing to run apart by), the fabric is one LP.
+  // A rack per leaf index (its leaf in every plane, and its hosts), a spine each, a super-spine
+  // each; an LP's cut ports are its switches' ports on leaf-spine and spine-super-spine cables.
+  // The lookahead is the smallest delay of those cables; with none, or one of 0 ns (nothing to
+  // run apart by), the fabric is one LP.
   const uint32_t hosts = static_cast<uint32_t>(topology_.hosts().size());
   lp_of_.assign(nodes_.size(), 0);
-  uint32_t lps = config_.leaves;
+  uint32_t lps = config_.total_leaves();
   for (uint32_t h = 0; h < hosts; ++h) lp_of_[h] = topology_.hosts()[h].leaf;
   for (uint32_t si = 0; si < topology_.switches().size(); ++si) {
     const SwitchSpec& s = topology_.switches()[si];
@@ -493,7 +499,10 @@ void Fabric::settle(Lp& lp) {
 }
 
 uint32_t Fabric::path_hops(uint32_t src, uint32_t dst) const {
-  return topology_.hosts()[src].leaf == topology_.hosts()[dst].leaf ? 2 : 4;
+  const HostSpec& a = topology_.hosts()[src];
+  const HostSpec& b = topology_.hosts()[dst];
+  if (a.leaf == b.leaf) return 2;
+  return a.pod == b.pod ? 4 : 6;  // across pods: up to a super-spine and down again
 }
 
 double Fabric::ideal_fct_ns(uint64_t bytes, uint32_t hops) const {
@@ -529,7 +538,7 @@ void Fabric::take_completions(Lp& lp, uint32_t host) {
     const std::vector<int32_t>& flows = flow_of_qp_[host];
     const int32_t fi = c.qp_index < flows.size() ? flows[c.qp_index] : -1;
     const uint32_t hops = fi >= 0 ? path_hops(host, plan_.flows()[static_cast<size_t>(fi)].dst)
-                                  : (config_.leaves > 1 ? 4 : 2);
+                                  : (config_.total_leaves() > 1 ? 4 : 2);
     const double slowdown = static_cast<double>(fct) / ideal_fct_ns(c.bytes, hops);
     lp.sized_fct.push_back(SizedFct{c.bytes, slowdown});
     if (fi >= 0) {
@@ -579,21 +588,76 @@ void Fabric::set_cable_up(uint32_t c, bool up) {
   down_since_ns_[c] = up ? kNever : std::min(down_since_ns_[c], now_);
 }
 
+namespace {
+
+// Takes the members of `sel` on ports first..first+n-1 out of the group (or back).
+void exclude_ports(PathSelector& sel, uint32_t first, uint32_t n, bool withdrawn) {
+  const auto members = sel.member_ports();
+  for (uint16_t m = 0; m < members.size(); ++m) {
+    if (members[m] >= first && members[m] < first + n) sel.set_member_excluded(m, withdrawn);
+  }
+}
+
+}  // namespace
+
 void Fabric::withdraw(uint32_t plane, uint32_t leaf, uint32_t spine, bool withdrawn) {
-  // Every other leaf of the plane stops (or resumes) using this spine towards `leaf`.
+  // Every other leaf of the pod stops (or resumes) using this spine towards `leaf` (global).
   const uint32_t K = config_.links_per_spine;
   const uint32_t H = config_.hosts_per_leaf;
-  for (uint32_t l = 0; l < config_.leaves; ++l) {
+  const uint32_t first = leaf - leaf % config_.leaves;
+  for (uint32_t l = first; l < first + config_.leaves; ++l) {
     if (l == leaf) continue;
     const uint32_t si = topology_.leaf_index(plane, l);
     const int32_t g = topology_.switches()[si].leaf_group[leaf];
     if (g < 0) continue;
     PathSelector& sel = nodes_[topology_.switch_node(si)].sw->group(static_cast<size_t>(g));
-    for (uint32_t k = 0; k < K; ++k) {
-      const uint16_t port = static_cast<uint16_t>(H + spine * K + k);
-      const auto members = sel.member_ports();
-      for (uint16_t m = 0; m < members.size(); ++m) {
-        if (members[m] == port) sel.set_member_excluded(m, withdrawn);
+    exclude_ports(sel, H + spine * K, K, withdrawn);
+  }
+}
+
+void Fabric::withdraw_across_pods(uint32_t plane) {
+  // Three tiers: a super-spine that has no link left to pod r's spine is withdrawn from the
+  // other pods' spines' routes to r, and a spine that has no super-spine left that reaches r
+  // from the routes to r of its pod's leaves (as BGP withdraws them), at once. A spine that
+  // lost a leaf is withdrawn only within its pod (routes across pods are per pod, /16).
+  const uint32_t K = config_.links_per_spine;
+  const uint32_t K2 = config_.links_per_super;
+  const uint32_t H = config_.hosts_per_leaf;
+  const uint32_t L = config_.leaves;
+  const uint32_t M = config_.super_spines;
+  const auto up = [&](uint32_t switch_index, uint32_t port) {
+    const switch_emu::SwitchNode& sw = *nodes_[topology_.switch_node(switch_index)].sw;
+    return sw.egress(static_cast<uint16_t>(port)).link_up();
+  };
+  for (uint32_t sp = 0; sp < config_.spines; ++sp) {
+    // reaches[m][r]: super-spine sp.m has a link up to pod r's spine sp.
+    std::vector<std::vector<uint8_t>> reaches(M, std::vector<uint8_t>(config_.pods, 0));
+    for (uint32_t m = 0; m < M; ++m) {
+      const uint32_t u = topology_.super_index(plane, sp, m);
+      for (uint32_t r = 0; r < config_.pods; ++r) {
+        for (uint32_t k = 0; k < K2; ++k) reaches[m][r] = reaches[m][r] || up(u, r * K2 + k);
+      }
+    }
+    for (uint32_t q = 0; q < config_.pods; ++q) {
+      const uint32_t si = topology_.spine_index(plane, sp, q);
+      switch_emu::SwitchNode& spine = *nodes_[topology_.switch_node(si)].sw;
+      for (uint32_t r = 0; r < config_.pods; ++r) {
+        const int32_t g = topology_.switches()[si].pod_group[r];
+        if (g < 0) continue;
+        bool spine_reaches = false;
+        for (uint32_t m = 0; m < M; ++m) {
+          exclude_ports(spine.group(static_cast<size_t>(g)), L * K + m * K2, K2, !reaches[m][r]);
+          bool link = false;
+          for (uint32_t k = 0; k < K2; ++k) link = link || up(si, L * K + m * K2 + k);
+          spine_reaches = spine_reaches || (link && reaches[m][r]);
+        }
+        for (uint32_t l = 0; l < L; ++l) {
+          const uint32_t li = topology_.leaf_index(plane, q * L + l);
+          const int32_t lg = topology_.switches()[li].pod_group[r];
+          if (lg < 0) continue;
+          exclude_ports(nodes_[topology_.switch_node(li)].sw->group(static_cast<size_t>(lg)),
+                        H + sp * K, K, !spine_reaches);
+        }
       }
     }
   }
@@ -662,7 +726,8 @@ void Fabric::apply_event(const FabricEvent& e) {
     // routes to it (and comes back with its first link).
     const uint32_t K = config_.links_per_spine;
     for (uint32_t p = 0; p < config_.planes; ++p) {
-      for (uint32_t l = 0; l < config_.leaves; ++l) {
+      if (config_.tiers == 3) withdraw_across_pods(p);
+      for (uint32_t l = 0; l < config_.total_leaves(); ++l) {
         for (uint32_t sp = 0; sp < config_.spines; ++sp) {
           const uint32_t leaf_node = topology_.switch_node(topology_.leaf_index(p, l));
           bool any_up = false;
@@ -696,7 +761,7 @@ void Fabric::sample() {
   for (uint32_t i = 0; i < watched_.size(); ++i) {
     Watched& w = watched_[i];
     const uint64_t tx = links[i].tx;
-    const double rate = config_.link_gbps * 1e9;
+    const double rate = w.gbps * 1e9;
     if (record_timeseries_) {
       LinkSample s;
       s.t_ns = now_;
@@ -1664,20 +1729,7 @@ RunResult Fabric::collect(double wall_s) {
     }
   }
 
-  // Links.
-  std::vector<double> up, down;
-  for (uint32_t i = 0; i < watched_.size(); ++i) {
-    const Watched& w = watched_[i];
-    const uint64_t tx = figures_[w.node].ports[w.port].tx_bytes - w.window_tx_bytes;
-    const double u = window_s > 0 ? static_cast<double>(tx) * 8.0 / (window_s * config_.link_gbps * 1e9) : 0;
-    if (!w.uplink) {
-      down.push_back(u);
-      continue;
-    }
-    up.push_back(u);
-    r.uplink_util.push_back(u);
-    r.uplink_names.push_back(link_names_[i]);
-  }
+  // Links: the leaf-spine tier's in the two-tier fields, and with three tiers each tier's too.
   struct Spread {
     double mean = 0, max = 0, imbalance = 0;
   };
@@ -1694,18 +1746,51 @@ RunResult Fabric::collect(double wall_s) {
     s.imbalance = s.mean > 0 ? (s.max - mn) / s.mean : 0;
     return s;
   };
-  const Spread su = spread(up), sd = spread(down);
-  r.uplink_util_mean = su.mean;
-  r.uplink_util_max = su.max;
-  r.uplink_util_imbalance = su.imbalance;
-  r.downlink_util_mean = sd.mean;
-  r.downlink_util_max = sd.max;
-  r.downlink_util_imbalance = sd.imbalance;
-  r.fabric_links = static_cast<uint32_t>(up.size() + down.size());
-  if ((su.mean + sd.mean) / 2 > 0.2) {
-    for (const std::vector<double>* v : {&up, &down}) {
-      for (double u : *v) r.idle_links += u < 0.05;
+  const uint8_t tier_count = config_.tiers == 3 ? 2 : 1;
+  for (uint8_t tier = 1; tier <= tier_count; ++tier) {
+    std::vector<double> up, down;
+    RunResult::TierUtil t;
+    t.name = tier == 1 ? "leaf-spine" : "spine-super";
+    for (uint32_t i = 0; i < watched_.size(); ++i) {
+      const Watched& w = watched_[i];
+      if (w.tier != tier) continue;
+      const uint64_t tx = figures_[w.node].ports[w.port].tx_bytes - w.window_tx_bytes;
+      const double u = window_s > 0 ? static_cast<double>(tx) * 8.0 / (window_s * w.gbps * 1e9) : 0;
+      if (!w.uplink) {
+        down.push_back(u);
+        continue;
+      }
+      up.push_back(u);
+      if (tier == 1) {
+        r.uplink_util.push_back(u);
+        r.uplink_names.push_back(link_names_[i]);
+      }
+      if (tier_count > 1) t.up_by_link.emplace_back(link_names_[i], u);
     }
+    const Spread su = spread(up), sd = spread(down);
+    t.up_mean = su.mean;
+    t.up_max = su.max;
+    t.up_imbalance = su.imbalance;
+    t.down_mean = sd.mean;
+    t.down_max = sd.max;
+    t.down_imbalance = sd.imbalance;
+    t.links = static_cast<uint32_t>(up.size() + down.size());
+    if ((su.mean + sd.mean) / 2 > 0.2) {
+      for (const std::vector<double>* v : {&up, &down}) {
+        for (double u : *v) t.idle_links += u < 0.05;
+      }
+    }
+    if (tier == 1) {
+      r.uplink_util_mean = su.mean;
+      r.uplink_util_max = su.max;
+      r.uplink_util_imbalance = su.imbalance;
+      r.downlink_util_mean = sd.mean;
+      r.downlink_util_max = sd.max;
+      r.downlink_util_imbalance = sd.imbalance;
+      r.fabric_links = t.links;
+      r.idle_links = t.idle_links;
+    }
+    if (tier_count > 1) r.tiers.push_back(std::move(t));
   }
 
   // PFC and drops.

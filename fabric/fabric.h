@@ -26,7 +26,9 @@
 // and queue every sample_ns, the PFC timeline) run between rounds at their exact times, before
 // the node events of that time. A link going down also withdraws the spine from the other
 // leaves' groups towards the leaf it lost (as BGP would), at once, and frees the frames on their
-// way over it.
+// way over it. Three tiers (topology.h): each super-spine is an LP too (the spine-super-spine
+// cables are cut as well), and a super-spine link going down withdraws what can no longer reach
+// a pod from the routes towards that pod, at the spines and at the leaves.
 #pragma once
 
 #include <rte_mbuf.h>
@@ -124,7 +126,9 @@ class Fabric {
     uint16_t port;
     uint64_t last_tx_bytes = 0;
     uint64_t window_tx_bytes = 0;  // at the window start
-    bool uplink = false;           // leaf -> spine
+    bool uplink = false;           // leaf -> spine, spine -> super-spine
+    uint8_t tier = 1;              // 1: leaf-spine, 2: spine-super-spine
+    double gbps = 0;               // its line rate
   };
 
   // Background load on one port: the share of its line rate taken by traffic outside the
@@ -229,6 +233,7 @@ class Fabric {
   uint16_t filter_frames(Lp& lp, rte_mbuf** frames, uint16_t n);
   void set_cable_up(uint32_t cable, bool up);
   void withdraw(uint32_t plane, uint32_t leaf, uint32_t spine, bool withdrawn);
+  void withdraw_across_pods(uint32_t plane);
   void sample();
   // Congestion control's view, every cc_sample_ns_: each switch port's lossless-class queue
   // depth (the busiest one's percentiles go in the JSON) and a few QPs' DCQCN rates. Reads only,

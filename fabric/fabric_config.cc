@@ -284,8 +284,27 @@ std::string FabricConfig::effective_receive(FabricMode mode) const {
 }
 
 std::string FabricConfig::check() const {
+  if (tiers != 2 && tiers != 3) return "tiers: 2 | 3";
+  if (pods < 1 || pods > 255) return "pods: 1..255";
+  if (tiers == 2 && pods != 1) return "pods: only with --tiers 3 (a two-tier fabric is one pod)";
   if (leaves < 1 || leaves > 255) return "leaves: 1..255";
   if (spines < 1 || spines > 256) return "spines: 1..256";
+  if (super_spines < 1 || super_spines > 256) return "super-spines: 1..256";
+  if (links_per_super < 1 || links_per_super > 16) return "links-per-super: 1..16";
+  if (leaf_spine_gbps != 0 && !(leaf_spine_gbps >= 1 && leaf_spine_gbps <= 1600)) {
+    return "leaf-spine-gbps: 0 (link-gbps) or 1..1600";
+  }
+  if (spine_super_gbps != 0 && !(spine_super_gbps >= 1 && spine_super_gbps <= 1600)) {
+    return "spine-super-gbps: 0 (link-gbps) or 1..1600";
+  }
+  if (tiers == 3 &&
+      uint64_t{leaves} * links_per_spine + uint64_t{super_spines} * links_per_super > 4096) {
+    return "tiers 3: a spine's ports (leaves x links-per-spine + super-spines x links-per-super) "
+           "above 4096";
+  }
+  if (tiers == 3 && uint64_t{pods} * links_per_super > 4096) {
+    return "tiers 3: a super-spine's ports (pods x links-per-super) above 4096";
+  }
   if (hosts_per_leaf < 1 || hosts_per_leaf > 254) return "hosts-per-leaf: 1..254";
   if (links_per_spine < 1 || links_per_spine > 16) return "links-per-spine: 1..16";
   if (planes < 1 || planes > 16) return "planes: 1..16 (one NIC uplink per plane)";
@@ -395,7 +414,7 @@ std::string FabricConfig::check() const {
     return "op read: only with workload permutation (the other workloads chain completions on "
            "data arriving at the destination)";
   }
-  if (workload == Workload::kPermutation && leaves < 2) {
+  if (workload == Workload::kPermutation && total_leaves() < 2) {
     return "workload permutation: at least 2 leaves (each host sends to a host on another leaf)";
   }
   // An event the run never reaches would change nothing, and a planner would read the table
@@ -424,10 +443,16 @@ void apply_yaml(FabricConfig& c, const control::ConfigNode& root) {
            "replaced by receive: reorder-buffer (was auto) | ooo-placement | none "
            "(was off)");
   }
-  n.allow_only({"leaves",
+  n.allow_only({"tiers",
+                "pods",
+                "leaves",
                 "spines",
+                "super_spines",
                 "hosts_per_leaf",
                 "links_per_spine",
+                "links_per_super",
+                "leaf_spine_gbps",
+                "spine_super_gbps",
                 "planes",
                 "link_gbps",
                 "delay_ns",
@@ -510,6 +535,12 @@ void apply_yaml(FabricConfig& c, const control::ConfigNode& root) {
                 "clamp_tgt_rate",
                 "clamp_tgt_rate_after_time_inc"});
   c.source = n.file();
+  c.tiers = static_cast<uint32_t>(n.uint_or("tiers", c.tiers, 2, 3));
+  c.pods = static_cast<uint32_t>(n.uint_or("pods", c.pods, 1, 255));
+  c.super_spines = static_cast<uint32_t>(n.uint_or("super_spines", c.super_spines, 1, 256));
+  c.links_per_super = static_cast<uint32_t>(n.uint_or("links_per_super", c.links_per_super, 1, 16));
+  c.leaf_spine_gbps = n.number_or("leaf_spine_gbps", c.leaf_spine_gbps, 0, 1600);
+  c.spine_super_gbps = n.number_or("spine_super_gbps", c.spine_super_gbps, 0, 1600);
   c.leaves = static_cast<uint32_t>(n.uint_or("leaves", c.leaves, 1, 255));
   c.spines = static_cast<uint32_t>(n.uint_or("spines", c.spines, 1, 256));
   c.hosts_per_leaf = static_cast<uint32_t>(n.uint_or("hosts_per_leaf", c.hosts_per_leaf, 1, 254));

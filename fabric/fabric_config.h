@@ -63,12 +63,21 @@ struct FabricConfig {
   std::string source = "command line";  // the YAML file, for error messages
 
   // Topology.
-  uint32_t leaves = 2;
-  uint32_t spines = 8;
+  // 2: leaf-spine. 3: a folded Clos of `pods` pods, each `leaves` leaves and `spines` spines,
+  // spine s of every pod up to the super_spines super-spines of super-spine plane s
+  // (topology.h names them).
+  uint32_t tiers = 2;
+  uint32_t pods = 1;          // tiers 3 (1 with tiers 2)
+  uint32_t leaves = 2;        // per pod
+  uint32_t spines = 8;        // per pod
+  uint32_t super_spines = 4;  // tiers 3: per super-spine plane (one plane per spine index)
   uint32_t hosts_per_leaf = 8;
   uint32_t links_per_spine = 1;  // parallel leaf-spine links
+  uint32_t links_per_super = 1;  // tiers 3: parallel spine-super-spine links
   uint32_t planes = 1;           // each host has one NIC uplink per plane
-  double link_gbps = 100.0;
+  double link_gbps = 100.0;      // every cable's rate, unless a tier's is given below
+  double leaf_spine_gbps = 0;    // 0: link_gbps
+  double spine_super_gbps = 0;   // tiers 3; 0: link_gbps
   uint64_t delay_ns = 1000;  // propagation delay of every cable
   // Cables of different lengths: each cable's delay is delay_ns + a seeded draw in
   // [0, cable_spread_ns] (1 ns is about 20 cm of fibre: 500 ns, cables that differ by up to
@@ -189,12 +198,18 @@ struct FabricConfig {
   // Not part of the experiment: config_json leaves them out.
   std::string json_file, timeseries_file, plots_dir, csv_dir;
 
-  uint32_t hosts() const { return leaves * hosts_per_leaf; }
+  uint32_t total_leaves() const { return pods * leaves; }  // per plane
+  uint32_t hosts() const { return total_leaves() * hosts_per_leaf; }
+  double leaf_spine_rate() const { return leaf_spine_gbps > 0 ? leaf_spine_gbps : link_gbps; }
+  double spine_super_rate() const { return spine_super_gbps > 0 ? spine_super_gbps : link_gbps; }
   // The layout host `name`'s NIC uses (ppcid_layout_hosts, else the fabric's).
   std::string host_ppcid_layout(const std::string& name) const;
   std::string effective_ppcid_layout() const {
     if (ppcid_layout != "auto") return ppcid_layout;
-    return spines * links_per_spine > 16 ? "path-high" : "ts-high";
+    // Three tiers: a sprayed path is a choice at the leaf and one at the spine.
+    const uint64_t paths = uint64_t{spines} * links_per_spine *
+                           (tiers == 3 ? uint64_t{super_spines} * links_per_super : 1);
+    return paths > 16 ? "path-high" : "ts-high";
   }
   uint64_t warmup() const { return warmup_ns != 0 ? warmup_ns : duration_ns / 5; }
   // The receive model the NICs of a `mode` run use: reorder-buffer | ooo-placement | none.

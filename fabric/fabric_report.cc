@@ -149,6 +149,22 @@ nlohmann::json to_json(const RunResult& r) {
                            {"imbalance", r.host_uplink_util_imbalance}};
   j["idle_links"] = r.idle_links;
   j["fabric_links"] = r.fabric_links;
+  if (!r.tiers.empty()) {
+    // By tier name, so that a scenario's metric can name one (tiers.spine-super.idle_links).
+    nlohmann::json tiers = nlohmann::json::object();
+    for (const RunResult::TierUtil& t : r.tiers) {
+      nlohmann::json by_link = nlohmann::json::object();
+      for (const auto& [name, u] : t.up_by_link) by_link[name] = u;
+      tiers[t.name] = {
+          {"uplink_util", {{"mean", t.up_mean}, {"max", t.up_max}, {"imbalance", t.up_imbalance}}},
+          {"downlink_util",
+           {{"mean", t.down_mean}, {"max", t.down_max}, {"imbalance", t.down_imbalance}}},
+          {"idle_links", t.idle_links},
+          {"links", t.links},
+          {"uplink_util_by_link", by_link}};
+    }
+    j["tiers"] = tiers;
+  }
   nlohmann::json goodput = nlohmann::json::array();
   for (const auto& [t, g] : r.goodput_timeline) goodput.push_back({t, g});
   j["goodput_timeline"] = goodput;
@@ -279,10 +295,22 @@ std::optional<double> ideal_ceiling(const FabricConfig& c) {
     case Workload::kPermutation:
       // Every host sends to a host under another leaf: a leaf's uplinks carry all its hosts'
       // traffic (with one leaf, nothing crosses a spine).
+      if (c.tiers == 3) {
+        // At most every leaf's traffic crosses pods: the spines' up links carry it all too.
+        const double leaf_up = up * c.leaf_spine_rate() / c.link_gbps;
+        const double spine_up =
+            c.pods > 1
+                ? static_cast<double>(c.super_spines) * c.links_per_super * c.spine_super_rate() /
+                      (static_cast<double>(c.leaves) * c.links_per_spine * c.leaf_spine_rate())
+                : 1.0;
+        return share *
+               (c.total_leaves() > 1 ? std::min({1.0, leaf_up / H, leaf_up / H * spine_up}) : 1.0);
+      }
       return share * (c.leaves > 1 ? std::min(1.0, up / H) : 1.0);
     case Workload::kAlltoall: {
       if (c.hosts() < 2) return std::nullopt;
-      const double cross = c.leaves > 1 ? (c.leaves - 1) * H / (c.hosts() - 1.0) : 0.0;
+      const double cross =
+          c.total_leaves() > 1 ? (c.total_leaves() - 1) * H / (c.hosts() - 1.0) : 0.0;
       return share * (cross > 0 ? std::min(1.0, up / (H * cross)) : 1.0);
     }
     case Workload::kIncast:
@@ -296,6 +324,46 @@ std::optional<double> ideal_ceiling(const FabricConfig& c) {
 std::string format_header(const FabricConfig& c) {
   std::string out;
   char line[512];
+  if (c.tiers == 3) {
+    std::snprintf(
+        line, sizeof line,
+        "fabric_emu: 3 tiers, %u pods x (%u leaves x %u spines) x %u super-spines per "
+        "plane, %u hosts per leaf%s (%u hosts), %u link%s per spine, %u per super-spine, "
+        "%g/%g/%g Gbit/s (host/leaf-spine/spine-super), MTU %u, workload %s, seeds %llu-%llu\n",
+        c.pods, c.leaves, c.spines, c.super_spines, c.hosts_per_leaf,
+        c.planes > 1 ? (" x " + std::to_string(c.planes) + " planes").c_str() : "", c.hosts(),
+        c.links_per_spine, c.links_per_spine == 1 ? "" : "s", c.links_per_super, c.link_gbps,
+        c.leaf_spine_rate(), c.spine_super_rate(), c.mtu,
+        std::string(to_string(c.workload)).c_str(), static_cast<unsigned long long>(c.seed_first),
+        static_cast<unsigned long long>(c.seed_last));
+    out += line;
+    const uint32_t up = c.spines * c.links_per_spine;
+    const uint32_t sup = c.super_spines * c.links_per_super;
+    std::snprintf(
+        line, sizeof line,
+        "  oversubscription: leaf %u:%u (host ports : uplinks) = %.2f, spine %u:%u "
+        "(leaf ports : super-spine ports) = %.2f in bandwidth; PFC %s; congestion "
+        "control %s; events: ",
+        c.hosts_per_leaf, up,
+        up > 0 ? c.hosts_per_leaf * c.link_gbps / (up * c.leaf_spine_rate()) : 0.0,
+        c.leaves * c.links_per_spine, sup,
+        sup > 0 ? c.leaves * c.links_per_spine * c.leaf_spine_rate() / (sup * c.spine_super_rate())
+                : 0.0,
+        c.pfc ? "on" : "off",
+        c.cc.enabled() ? std::string(control::to_string(c.cc.mode)).c_str() : "none");
+    out += line;
+    if (c.events.empty()) out += "none";
+    for (size_t i = 0; i < c.events.size(); ++i) out += (i ? ", " : "") + c.events[i].text;
+    out += "\n";
+    if (const auto ceiling = ideal_ceiling(c)) {
+      std::snprintf(line, sizeof line,
+                    "  ideal ceiling: %.3f of the line rate (capacity over offered load, at most "
+                    "1, x the payload share %.3f)\n",
+                    *ceiling, payload_share(c.mtu));
+      out += line;
+    }
+    return out;
+  }
   std::snprintf(line, sizeof line,
                 "fabric_emu: %u leaves x %u spines x %u hosts per leaf%s, %u link%s per spine, "
                 "%g Gbit/s, MTU %u, workload %s, seeds %llu-%llu\n",
@@ -373,58 +441,69 @@ nlohmann::json config_json(const FabricConfig& c) {
     for (const control::DcqcnParameter& p : control::dcqcn_parameters()) rp[p.name] = p.get(d);
     cc["rp"] = rp;
   }
-  return {{"cc", cc},
-          {"leaves", c.leaves},
-          {"spines", c.spines},
-          {"hosts_per_leaf", c.hosts_per_leaf},
-          {"links_per_spine", c.links_per_spine},
-          {"planes", c.planes},
-          {"link_gbps", c.link_gbps},
-          {"delay_ns", c.delay_ns},
-          {"cable_spread_ns", c.cable_spread_ns},
-          {"mtu", c.mtu},
-          {"queue_bytes", c.queue_bytes},
-          {"pfc", c.pfc},
-          {"pfc_pool_bytes", c.pfc_pool_bytes},
-          {"pfc_alpha", c.pfc_alpha},
-          {"pfc_static_threshold_bytes", c.pfc_static_threshold_bytes},
-          {"pfc_headroom_bytes", c.pfc_headroom_bytes},
-          {"pfc_xoff_offset_bytes", c.pfc_xoff_offset_bytes},
-          {"pfc_xon_offset_bytes", c.pfc_xon_offset_bytes},
-          {"fast_feedback", c.fast_feedback},
-          {"pfc_watchdog", c.pfc_watchdog},
-          {"pfc_watchdog_action", c.pfc_watchdog_action},
-          {"workload", std::string(to_string(c.workload))},
-          {"qps_per_host", c.qps_per_host},
-          {"msg_bytes", c.msg_bytes},
-          {"bytes", c.bytes},
-          {"channels", c.channels},
-          {"incast_senders", c.incast_senders},
-          {"cdf", c.cdf},
-          {"load", c.load},
-          {"op", c.op},
-          {"mode", modes},
-          {"spray_policy", c.spray_policy},
-          {"hash_seed", c.same_hash_seed ? "same" : "per-switch"},
-          {"udp_sport", c.udp_sport_fixed ? "fixed" : "per-qp"},
-          {"ppcid_layout", c.ppcid_layout},
-          {"ppcid_layout_host", layout_hosts},
-          {"fabric_paths",
-           c.fabric_paths == 0 ? nlohmann::json("auto") : nlohmann::json(c.fabric_paths)},
-          {"nic_restore_checksum", c.nic_restore_checksum},
-          {"receive", c.receive},
-          {"payload", c.payload},
-          {"control_period_us", static_cast<double>(c.control_period_ns) / 1000.0},
-          {"nic_control_period_us", static_cast<double>(c.nic_control_period_ns) / 1000.0},
-          {"reorder_hold_us", static_cast<double>(c.reorder_hold_ns) / 1000.0},
-          {"reorder_window", c.reorder_window},
-          {"tcam_spray_rules", c.tcam_spray_rules},
-          {"tcam_capacity", c.tcam_capacity},
-          {"tcam_roce_partition", c.tcam_roce_partition},
-          {"events", events},
-          {"duration_us", static_cast<double>(c.duration_ns) / 1000.0},
-          {"warmup_us", static_cast<double>(c.warmup()) / 1000.0},
-          {"seeds", std::to_string(c.seed_first) + "-" + std::to_string(c.seed_last)}};
+  nlohmann::json j = {
+      {"cc", cc},
+      {"leaves", c.leaves},
+      {"spines", c.spines},
+      {"hosts_per_leaf", c.hosts_per_leaf},
+      {"links_per_spine", c.links_per_spine},
+      {"planes", c.planes},
+      {"link_gbps", c.link_gbps},
+      {"delay_ns", c.delay_ns},
+      {"cable_spread_ns", c.cable_spread_ns},
+      {"mtu", c.mtu},
+      {"queue_bytes", c.queue_bytes},
+      {"pfc", c.pfc},
+      {"pfc_pool_bytes", c.pfc_pool_bytes},
+      {"pfc_alpha", c.pfc_alpha},
+      {"pfc_static_threshold_bytes", c.pfc_static_threshold_bytes},
+      {"pfc_headroom_bytes", c.pfc_headroom_bytes},
+      {"pfc_xoff_offset_bytes", c.pfc_xoff_offset_bytes},
+      {"pfc_xon_offset_bytes", c.pfc_xon_offset_bytes},
+      {"fast_feedback", c.fast_feedback},
+      {"pfc_watchdog", c.pfc_watchdog},
+      {"pfc_watchdog_action", c.pfc_watchdog_action},
+      {"workload", std::string(to_string(c.workload))},
+      {"qps_per_host", c.qps_per_host},
+      {"msg_bytes", c.msg_bytes},
+      {"bytes", c.bytes},
+      {"channels", c.channels},
+      {"incast_senders", c.incast_senders},
+      {"cdf", c.cdf},
+      {"load", c.load},
+      {"op", c.op},
+      {"mode", modes},
+      {"spray_policy", c.spray_policy},
+      {"hash_seed", c.same_hash_seed ? "same" : "per-switch"},
+      {"udp_sport", c.udp_sport_fixed ? "fixed" : "per-qp"},
+      {"ppcid_layout", c.ppcid_layout},
+      {"ppcid_layout_host", layout_hosts},
+      {"fabric_paths",
+       c.fabric_paths == 0 ? nlohmann::json("auto") : nlohmann::json(c.fabric_paths)},
+      {"nic_restore_checksum", c.nic_restore_checksum},
+      {"receive", c.receive},
+      {"payload", c.payload},
+      {"control_period_us", static_cast<double>(c.control_period_ns) / 1000.0},
+      {"nic_control_period_us", static_cast<double>(c.nic_control_period_ns) / 1000.0},
+      {"reorder_hold_us", static_cast<double>(c.reorder_hold_ns) / 1000.0},
+      {"reorder_window", c.reorder_window},
+      {"tcam_spray_rules", c.tcam_spray_rules},
+      {"tcam_capacity", c.tcam_capacity},
+      {"tcam_roce_partition", c.tcam_roce_partition},
+      {"events", events},
+      {"duration_us", static_cast<double>(c.duration_ns) / 1000.0},
+      {"warmup_us", static_cast<double>(c.warmup()) / 1000.0},
+      {"seeds", std::to_string(c.seed_first) + "-" + std::to_string(c.seed_last)}};
+  if (c.tiers == 3) {
+    // Only three-tier configs say so: a two-tier report stays as it always was.
+    j["tiers"] = c.tiers;
+    j["pods"] = c.pods;
+    j["super_spines"] = c.super_spines;
+    j["links_per_super"] = c.links_per_super;
+    j["spine_super_gbps"] = c.spine_super_rate();
+  }
+  if (c.leaf_spine_gbps > 0) j["leaf_spine_gbps"] = c.leaf_spine_gbps;
+  return j;
 }
 
 namespace {

@@ -75,6 +75,17 @@ struct RunResult {
   // while the fabric's mean was above 20%: what hash polarization leaves idle.
   uint32_t idle_links = 0;
   uint32_t fabric_links = 0;
+  // Three tiers: the same figures per tier of switch-switch links (leaf-spine, then
+  // spine-super-spine), up (towards the super-spines) and down; the fields above are then the
+  // leaf-spine tier's. Empty for two tiers (the JSON then has no "tiers").
+  struct TierUtil {
+    std::string name;  // "leaf-spine" | "spine-super"
+    double up_mean = 0, up_max = 0, up_imbalance = 0;
+    double down_mean = 0, down_max = 0, down_imbalance = 0;
+    uint32_t links = 0, idle_links = 0;  // both directions
+    std::vector<std::pair<std::string, double>> up_by_link;
+  };
+  std::vector<TierUtil> tiers;
   double fct_p50_us = 0, fct_p99_us = 0, fct_max_us = 0;
   std::vector<double> fct_samples_us;  // at most kMaxFctSamples, evenly thinned
   std::vector<SlowdownBin> slowdown;

@@ -140,6 +140,19 @@ std::vector<Flag> make_flags() {
       "parallel links between each leaf and each spine (1)");
   u32("planes", &FabricConfig::planes,
       "planes: each host has one NIC uplink per plane, each plane its own leaves and spines (1)");
+  u32("tiers", &FabricConfig::tiers,
+      "2: leaf-spine; 3: a folded Clos of --pods pods (--leaves and --spines per pod), spine s of "
+      "every pod up to the --super-spines of super-spine plane s; switches pod1.leaf3, "
+      "pod1.spine2, super2.5 (2)");
+  u32("pods", &FabricConfig::pods, "tiers 3: pods, each a leaf-spine (1)");
+  u32("super-spines", &FabricConfig::super_spines,
+      "tiers 3: super-spines per super-spine plane (one plane per spine index of a pod) (4)");
+  u32("links-per-super", &FabricConfig::links_per_super,
+      "tiers 3: parallel links between each spine and each super-spine (1)");
+  dbl("leaf-spine-gbps", &FabricConfig::leaf_spine_gbps,
+      "rate of the leaf-spine cables, Gbit/s; 0: --link-gbps (0)");
+  dbl("spine-super-gbps", &FabricConfig::spine_super_gbps,
+      "tiers 3: rate of the spine-super-spine cables, Gbit/s; 0: --link-gbps (0)");
   dbl("link-gbps", &FabricConfig::link_gbps,
       "rate of every cable, Gbit/s (100)");
   u64("delay-ns", &FabricConfig::delay_ns,

@@ -12,9 +12,9 @@ std::string plane_prefix(uint32_t plane) {
   return plane == 0 ? "" : "p" + std::to_string(plane) + ".";
 }
 
-control::LinkSettings link_settings(const FabricConfig& c) {
+control::LinkSettings link_settings(const FabricConfig& c, double gbps = 0) {
   control::LinkSettings l;
-  l.rate_gbps = c.link_gbps;
+  l.rate_gbps = gbps > 0 ? gbps : c.link_gbps;
   l.delay_ns = c.delay_ns;
   return l;
 }
@@ -79,31 +79,80 @@ control::SwitchConfig base_switch(const FabricConfig& c, FabricMode mode, const 
   return s;
 }
 
-control::PortSettings port(const FabricConfig& c, const std::string& name) {
+control::PortSettings port(const FabricConfig& c, const std::string& name, double gbps = 0) {
   control::PortSettings p;
   p.name = name;
   p.device = "fabric";
-  p.link = link_settings(c);
+  p.link = link_settings(c, gbps);
   p.queue_bytes = c.queue_bytes;
   return p;
+}
+
+// A group that balances over `ports` in the mode's way (up groups, and the parallel links down).
+control::GroupSettings balanced_group(const FabricConfig& c, FabricMode mode, std::string name,
+                                      std::vector<uint16_t> ports) {
+  control::GroupSettings g;
+  g.name = std::move(name);
+  g.mode = group_mode(mode);
+  g.dlb_gap_ns = c.dlb_gap_ns;
+  g.flowlet_entries = mode == FabricMode::kDlb ? 4096 : 16;  // memory: only DLB uses it
+  g.ports = std::move(ports);
+  return g;
+}
+
+// The catch-all spray rule of spines and super-spines: every RoCEv2 packet with a PPCID takes
+// its member from the path id (the leaf's per-QP rules already decided which QPs spray; a
+// packet without a PPCID, checksum 0, still goes by ECMP).
+control::TcamRuleSettings transit_spray_rule(const FabricConfig& c) {
+  control::TcamRuleSettings rule;
+  rule.id = 0;
+  rule.priority = 10;
+  rule.proto = 17;
+  rule.proto_mask = 0xFF;
+  rule.dst_port = {kRoceV2UdpPort, kRoceV2UdpPort};
+  rule.action = "spray";
+  if (c.tcam_roce_partition > 0) rule.partition = "roce";
+  return rule;
 }
 
 }  // namespace
 
 Topology::Topology(const FabricConfig& c, FabricMode mode, uint64_t seed)
-    : leaves_per_plane_(c.leaves), spines_per_plane_(c.spines) {
+    : tiers_(c.tiers),
+      leaves_per_plane_(c.total_leaves()),
+      spines_per_plane_(c.pods * c.spines),
+      spines_per_pod_(c.spines),
+      supers_per_column_(c.tiers == 3 ? c.super_spines : 0) {
   if (const std::string why = c.check(); !why.empty()) throw std::invalid_argument(why);
+  switches_per_plane_ = leaves_per_plane_ + spines_per_plane_ + c.spines * supers_per_column_;
   const uint32_t H = c.hosts_per_leaf;
   const uint32_t K = c.links_per_spine;
+  const uint32_t K2 = c.links_per_super;
+  const uint32_t L = c.leaves;  // per pod
+  const bool clos = c.tiers == 3;
+  // Two tiers keep their names (leaf0, spine3); three prefix the pod (pod1.leaf0).
+  const auto pod_prefix = [&](uint32_t q) {
+    return clos ? "pod" + std::to_string(q) + "." : std::string();
+  };
+  const auto super_name = [](uint32_t s, uint32_t m) {
+    return "super" + std::to_string(s) + "." + std::to_string(m);
+  };
 
-  for (uint32_t l = 0; l < c.leaves; ++l) {
+  for (uint32_t gl = 0; gl < leaves_per_plane_; ++gl) {
+    const uint32_t q = gl / L, l = gl % L;
     for (uint32_t i = 0; i < H; ++i) {
       HostSpec h;
       h.name = "h" + std::to_string(hosts_.size());
-      h.leaf = l;
+      h.leaf = gl;
+      h.pod = q;
       h.index = i;
-      h.ip = host_ip(l, i);
-      h.mac = {0x02, 0x53, 0x50, 0x00, static_cast<uint8_t>(l), static_cast<uint8_t>(i + 1)};
+      h.ip = host_ip(l, i, q);
+      h.mac = {0x02,
+               0x53,
+               0x50,
+               static_cast<uint8_t>(q),
+               static_cast<uint8_t>(l),
+               static_cast<uint8_t>(i + 1)};
       control::NicConfig& n = h.nic;
       n.file = "fabric";
       n.name = h.name;
@@ -136,25 +185,31 @@ Topology::Topology(const FabricConfig& c, FabricMode mode, uint64_t seed)
     }
   }
 
+  const double leaf_spine_gbps = c.leaf_spine_gbps;
+  const double spine_super_gbps = c.spine_super_gbps;
   uint32_t switch_index = 0;
   for (uint32_t p = 0; p < c.planes; ++p) {
     const std::string pre = plane_prefix(p);
-    for (uint32_t l = 0; l < c.leaves; ++l) {
+    for (uint32_t gl = 0; gl < leaves_per_plane_; ++gl) {
+      const uint32_t q = gl / L, l = gl % L;
+      const std::string pod = pre + pod_prefix(q);
       SwitchSpec s;
-      s.name = pre + "leaf" + std::to_string(l);
+      s.name = pod + "leaf" + std::to_string(l);
       s.plane = p;
       s.leaf = true;
-      s.index = l;
+      s.tier = Tier::kLeaf;
+      s.pod = q;
+      s.index = gl;
       s.config = base_switch(c, mode, s.name, seed, switch_index++);
       for (uint32_t i = 0; i < H; ++i) {
-        s.config.ports.push_back(port(c, "h" + std::to_string(l * H + i)));
+        s.config.ports.push_back(port(c, "h" + std::to_string(gl * H + i)));
         control::GroupSettings g;
-        g.name = "to_h" + std::to_string(l * H + i);
+        g.name = "to_h" + std::to_string(gl * H + i);
         g.ports = {static_cast<uint16_t>(i)};
         g.flowlet_entries = 16;
         s.config.groups.push_back(g);
         control::RouteSettings r;
-        r.prefix = {host_ip(l, i), 32};
+        r.prefix = {host_ip(l, i, q), 32};
         r.group = i;
         s.config.routes.push_back(r);
       }
@@ -164,68 +219,132 @@ Topology::Topology(const FabricConfig& c, FabricMode mode, uint64_t seed)
       for (uint32_t sp = 0; sp < c.spines; ++sp) {
         for (uint32_t k = 0; k < K; ++k) {
           uplinks.push_back(static_cast<uint16_t>(s.config.ports.size()));
-          s.config.ports.push_back(
-              port(c, pre + "spine" + std::to_string(sp) + "#" + std::to_string(k)));
+          s.config.ports.push_back(port(
+              c, pod + "spine" + std::to_string(sp) + "#" + std::to_string(k), leaf_spine_gbps));
         }
       }
-      s.leaf_group.assign(c.leaves, -1);
-      for (uint32_t dl = 0; dl < c.leaves; ++dl) {
+      s.leaf_group.assign(leaves_per_plane_, -1);
+      for (uint32_t dl = 0; dl < L; ++dl) {
         if (dl == l) continue;
-        control::GroupSettings up;
-        up.name = "to_" + pre + "leaf" + std::to_string(dl);
-        up.mode = group_mode(mode);
-        up.dlb_gap_ns = c.dlb_gap_ns;
-        up.flowlet_entries = mode == FabricMode::kDlb ? 4096 : 16;  // memory: only DLB uses it
-        up.ports = uplinks;
-        s.leaf_group[dl] = static_cast<int32_t>(s.config.groups.size());
+        s.leaf_group[q * L + dl] = static_cast<int32_t>(s.config.groups.size());
         control::RouteSettings r;
-        r.prefix = {0x0A000000u | (dl << 8), 24};
+        r.prefix = {0x0A000000u | (q << 16) | (dl << 8), 24};
         r.group = static_cast<uint32_t>(s.config.groups.size());
-        s.config.groups.push_back(up);
+        s.config.groups.push_back(
+            balanced_group(c, mode, "to_" + pod + "leaf" + std::to_string(dl), uplinks));
         s.config.routes.push_back(r);
+      }
+      if (clos) {
+        // Every other pod over every uplink: any spine reaches it through its super-spines.
+        s.pod_group.assign(c.pods, -1);
+        for (uint32_t r = 0; r < c.pods; ++r) {
+          if (r == q) continue;
+          s.pod_group[r] = static_cast<int32_t>(s.config.groups.size());
+          control::RouteSettings route;
+          route.prefix = {0x0A000000u | (r << 16), 16};
+          route.group = static_cast<uint32_t>(s.config.groups.size());
+          s.config.groups.push_back(
+              balanced_group(c, mode, "to_" + pre + "pod" + std::to_string(r), uplinks));
+          s.config.routes.push_back(route);
+        }
       }
       switches_.push_back(std::move(s));
     }
-    for (uint32_t sp = 0; sp < c.spines; ++sp) {
-      SwitchSpec s;
-      s.name = pre + "spine" + std::to_string(sp);
-      s.plane = p;
-      s.leaf = false;
-      s.index = sp;
-      s.config = base_switch(c, mode, s.name, seed, switch_index++);
-      for (uint32_t l = 0; l < c.leaves; ++l) {
-        control::GroupSettings g;
-        g.name = "to_" + pre + "leaf" + std::to_string(l);
-        g.mode = group_mode(mode);
-        g.dlb_gap_ns = c.dlb_gap_ns;
-        g.flowlet_entries = mode == FabricMode::kDlb ? 4096 : 16;
-        for (uint32_t k = 0; k < K; ++k) {
-          g.ports.push_back(static_cast<uint16_t>(s.config.ports.size()));
-          s.config.ports.push_back(
-              port(c, pre + "leaf" + std::to_string(l) + "#" + std::to_string(k)));
+    for (uint32_t q = 0; q < c.pods; ++q) {
+      const std::string pod = pre + pod_prefix(q);
+      for (uint32_t sp = 0; sp < c.spines; ++sp) {
+        SwitchSpec s;
+        s.name = pod + "spine" + std::to_string(sp);
+        s.plane = p;
+        s.leaf = false;
+        s.tier = Tier::kSpine;
+        s.pod = q;
+        s.index = sp;
+        s.config = base_switch(c, mode, s.name, seed, switch_index++);
+        for (uint32_t l = 0; l < L; ++l) {
+          std::vector<uint16_t> down;
+          for (uint32_t k = 0; k < K; ++k) {
+            down.push_back(static_cast<uint16_t>(s.config.ports.size()));
+            s.config.ports.push_back(port(
+                c, pod + "leaf" + std::to_string(l) + "#" + std::to_string(k), leaf_spine_gbps));
+          }
+          s.config.groups.push_back(
+              balanced_group(c, mode, "to_" + pod + "leaf" + std::to_string(l), down));
+          control::RouteSettings r;
+          r.prefix = {0x0A000000u | (q << 16) | (l << 8), 24};
+          r.group = l;
+          s.config.routes.push_back(r);
         }
-        s.config.groups.push_back(g);
-        control::RouteSettings r;
-        r.prefix = {0x0A000000u | (l << 8), 24};
-        r.group = l;
-        s.config.routes.push_back(r);
-      }
-      if (is_spray(mode) && K > 1) {
+        if (clos) {
+          std::vector<uint16_t> up;
+          for (uint32_t m = 0; m < supers_per_column_; ++m) {
+            for (uint32_t k = 0; k < K2; ++k) {
+              up.push_back(static_cast<uint16_t>(s.config.ports.size()));
+              s.config.ports.push_back(
+                  port(c, pre + super_name(sp, m) + "#" + std::to_string(k), spine_super_gbps));
+            }
+          }
+          s.pod_group.assign(c.pods, -1);
+          for (uint32_t r = 0; r < c.pods; ++r) {
+            if (r == q) continue;
+            s.pod_group[r] = static_cast<int32_t>(s.config.groups.size());
+            control::RouteSettings route;
+            route.prefix = {0x0A000000u | (r << 16), 16};
+            route.group = static_cast<uint32_t>(s.config.groups.size());
+            control::GroupSettings g =
+                balanced_group(c, mode, "to_" + pre + "pod" + std::to_string(r), up);
+            // Spray modes: the spine's choice of super-spine is per packet too, but not by the
+            // path id. The switch reads the same path id bits at every tier and maps them
+            // through a bucket table of the same size, so the spine's choice would be a
+            // relabelling of the leaf's: each QP would reach one super-spine per spine (half
+            // the spine-super links idle in a permutation). Until a spine can read its own share
+            // of the path id's bits (issue 30), it takes DRILL's per-packet choice, which the
+            // receiving NIC's reorder engine undoes like the leaf's spraying.
+            if (is_spray(mode)) g.mode = "drill";
+            s.config.groups.push_back(std::move(g));
+            s.config.routes.push_back(route);
+          }
+        }
         // Parallel links to each leaf are a choice too: the spine sprays on them by the PPCID's
-        // path id, as the leaf does on its uplinks (one rule for every RoCEv2 packet: the leaf's
-        // per-QP rules already decided which QPs spray; a packet without a PPCID, checksum 0,
-        // still goes by ECMP). Without it, spray reached the spine and stopped there.
-        control::TcamRuleSettings rule;
-        rule.id = 0;
-        rule.priority = 10;
-        rule.proto = 17;
-        rule.proto_mask = 0xFF;
-        rule.dst_port = {kRoceV2UdpPort, kRoceV2UdpPort};
-        rule.action = "spray";
-        if (c.tcam_roce_partition > 0) rule.partition = "roce";
-        s.config.tcam.rules.push_back(rule);
+        // path id, as the leaf does on its uplinks (three tiers: only towards its own pod's
+        // leaves, so that the way up stays DRILL's). Without it, spray reached the spine and
+        // stopped there.
+        if (is_spray(mode) && K > 1) {
+          control::TcamRuleSettings rule = transit_spray_rule(c);
+          if (clos) rule.dst = {0x0A000000u | (q << 16), 16};
+          s.config.tcam.rules.push_back(rule);
+        }
+        switches_.push_back(std::move(s));
       }
-      switches_.push_back(std::move(s));
+    }
+    for (uint32_t sp = 0; clos && sp < c.spines; ++sp) {
+      for (uint32_t m = 0; m < supers_per_column_; ++m) {
+        SwitchSpec s;
+        s.name = pre + super_name(sp, m);
+        s.plane = p;
+        s.leaf = false;
+        s.tier = Tier::kSuper;
+        s.index = m;
+        s.column = sp;
+        s.config = base_switch(c, mode, s.name, seed, switch_index++);
+        for (uint32_t q = 0; q < c.pods; ++q) {
+          std::vector<uint16_t> down;
+          for (uint32_t k = 0; k < K2; ++k) {
+            down.push_back(static_cast<uint16_t>(s.config.ports.size()));
+            s.config.ports.push_back(port(
+                c, pre + pod_prefix(q) + "spine" + std::to_string(sp) + "#" + std::to_string(k),
+                spine_super_gbps));
+          }
+          s.config.groups.push_back(
+              balanced_group(c, mode, "to_" + pre + "pod" + std::to_string(q), down));
+          control::RouteSettings r;
+          r.prefix = {0x0A000000u | (q << 16), 16};
+          r.group = q;
+          s.config.routes.push_back(r);
+        }
+        if (is_spray(mode) && K2 > 1) s.config.tcam.rules.push_back(transit_spray_rule(c));
+        switches_.push_back(std::move(s));
+      }
     }
   }
 
@@ -241,18 +360,38 @@ Topology::Topology(const FabricConfig& c, FabricMode mode, uint64_t seed)
       cable.name = hosts_[h].name + "-" + switches_[leaf].name;
       cables_.push_back(cable);
     }
-    for (uint32_t l = 0; l < c.leaves; ++l) {
+    for (uint32_t gl = 0; gl < leaves_per_plane_; ++gl) {
+      const uint32_t q = gl / L, l = gl % L;
       for (uint32_t sp = 0; sp < c.spines; ++sp) {
         for (uint32_t k = 0; k < K; ++k) {
           Cable cable;
-          cable.a_node = switch_node(leaf_index(p, l));
+          cable.a_node = switch_node(leaf_index(p, gl));
           cable.a_port = static_cast<uint16_t>(H + sp * K + k);
-          cable.b_node = switch_node(spine_index(p, sp));
+          cable.b_node = switch_node(spine_index(p, sp, q));
           cable.b_port = static_cast<uint16_t>(l * K + k);
-          cable.name = switches_[leaf_index(p, l)].name + "-" + switches_[spine_index(p, sp)].name +
-                       "#" + std::to_string(k);
+          cable.name = switches_[leaf_index(p, gl)].name + "-" +
+                       switches_[spine_index(p, sp, q)].name + "#" + std::to_string(k);
           cable.fabric = true;
+          cable.upper = Tier::kSpine;
           cables_.push_back(cable);
+        }
+      }
+    }
+    for (uint32_t q = 0; clos && q < c.pods; ++q) {
+      for (uint32_t sp = 0; sp < c.spines; ++sp) {
+        for (uint32_t m = 0; m < supers_per_column_; ++m) {
+          for (uint32_t k = 0; k < K2; ++k) {
+            Cable cable;
+            cable.a_node = switch_node(spine_index(p, sp, q));
+            cable.a_port = static_cast<uint16_t>(L * K + m * K2 + k);
+            cable.b_node = switch_node(super_index(p, sp, m));
+            cable.b_port = static_cast<uint16_t>(q * K2 + k);
+            cable.name = switches_[spine_index(p, sp, q)].name + "-" +
+                         switches_[super_index(p, sp, m)].name + "#" + std::to_string(k);
+            cable.fabric = true;
+            cable.upper = Tier::kSuper;
+            cables_.push_back(cable);
+          }
         }
       }
     }
@@ -279,24 +418,45 @@ void Topology::spread_cable_delays(const FabricConfig& c, uint64_t seed) {
 }
 
 uint32_t Topology::leaf_index(uint32_t plane, uint32_t leaf) const {
-  return plane * (leaves_per_plane_ + spines_per_plane_) + leaf;
+  return plane * switches_per_plane_ + leaf;
 }
 
-uint32_t Topology::spine_index(uint32_t plane, uint32_t spine) const {
-  return plane * (leaves_per_plane_ + spines_per_plane_) + leaves_per_plane_ + spine;
+uint32_t Topology::spine_index(uint32_t plane, uint32_t spine, uint32_t pod) const {
+  return plane * switches_per_plane_ + leaves_per_plane_ + pod * spines_per_pod_ + spine;
+}
+
+uint32_t Topology::super_index(uint32_t plane, uint32_t column, uint32_t m) const {
+  return plane * switches_per_plane_ + leaves_per_plane_ + spines_per_plane_ +
+         column * supers_per_column_ + m;
 }
 
 std::vector<uint32_t> Topology::find_cables(const std::string& link) const {
   std::vector<uint32_t> out;
   // "leaf0-spine3" names every parallel link; "p1.leaf0-spine3" is short for
-  // "p1.leaf0-p1.spine3".
+  // "p1.leaf0-p1.spine3", and "pod1.leaf0-spine3" for "pod1.leaf0-pod1.spine3": the far end
+  // takes the plane and pod qualifiers of the near one it leaves out (a super-spine, in no
+  // pod, takes only the plane).
   std::string want = link;
-  if (const size_t dot = want.find('.'); dot != std::string::npos && dot < want.find('-')) {
-    const std::string pre = want.substr(0, dot + 1);
-    const size_t dash = want.find('-');
-    if (dash != std::string::npos && want.compare(dash + 1, pre.size(), pre) != 0) {
-      want = want.substr(0, dash + 1) + pre + want.substr(dash + 1);
+  if (const size_t dash = want.find('-'); dash != std::string::npos) {
+    const auto qualifier = [](const std::string& name, size_t at, const char* word) -> size_t {
+      // The length of "<word><digits>." at `at`, or 0.
+      const size_t w = std::char_traits<char>::length(word);
+      if (name.compare(at, w, word) != 0) return 0;
+      size_t i = at + w;
+      while (i < name.size() && name[i] >= '0' && name[i] <= '9') ++i;
+      return i > at + w && i < name.size() && name[i] == '.' ? i + 1 - at : 0;
+    };
+    const std::string a = want.substr(0, dash);
+    std::string b = want.substr(dash + 1);
+    const size_t a_plane = qualifier(a, 0, "p");
+    const size_t a_pod = qualifier(a, a_plane, "pod");
+    if (a_plane > 0 && qualifier(b, 0, "p") == 0) b = a.substr(0, a_plane) + b;
+    const size_t b_plane = qualifier(b, 0, "p");
+    if (a_pod > 0 && qualifier(b, b_plane, "pod") == 0 &&
+        (b.compare(b_plane, 4, "leaf") == 0 || b.compare(b_plane, 5, "spine") == 0)) {
+      b = b.substr(0, b_plane) + a.substr(a_plane, a_pod) + b.substr(b_plane);
     }
+    want = a + "-" + b;
   }
   const bool one = want.find('#') != std::string::npos;
   for (uint32_t i = 0; i < cables_.size(); ++i) {

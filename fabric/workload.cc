@@ -52,7 +52,7 @@ WorkloadPlan::WorkloadPlan(const FabricConfig& config, const Topology& topology,
       finite_ = false;
       // A derangement of the leaves (a random cyclic shift of a random order), then a random
       // bijection between the hosts of each leaf and of its image.
-      const uint32_t L = config.leaves;
+      const uint32_t L = config.total_leaves();  // every pod's
       const uint32_t H = config.hosts_per_leaf;
       std::vector<uint32_t> order(L);
       for (uint32_t i = 0; i < L; ++i) order[i] = i;

@@ -276,6 +276,77 @@ TEST_CASE("topology: nodes, ports, cables, groups and routes of a leaf-spine fab
   CHECK(Topology(c, FabricMode::kEcmpQp, 1).switches()[0].config.hash.dest_qp);
 }
 
+TEST_CASE("topology: three tiers, pods, super-spines, their names, routes and YAML") {
+  const FabricConfig c = parse_fabric_config_yaml(
+      "fabric:\n  tiers: 3\n  pods: 2\n  leaves: 3\n  spines: 4\n  super_spines: 2\n"
+      "  hosts_per_leaf: 2\n  links_per_spine: 2\n  links_per_super: 2\n  planes: 2\n"
+      "  spine_super_gbps: 400\n",
+      "f.yaml");
+  CHECK(c.tiers == 3);
+  CHECK(c.pods == 2);
+  CHECK(c.total_leaves() == 6);
+  CHECK(c.hosts() == 12);
+  CHECK(c.spine_super_rate() == 400);
+  CHECK(c.leaf_spine_rate() == c.link_gbps);
+  // 4 spines x 2 links at the leaf, 2 super-spines x 2 links at the spine: 32 path choices.
+  CHECK(c.effective_ppcid_layout() == "path-high");
+  const Topology t(c, FabricMode::kEcmp, 1);
+  CHECK(t.hosts().size() == 12);
+  // Per plane: 6 leaves, 2 x 4 spines, 4 super-spine planes of 2.
+  CHECK(t.switches().size() == 2 * (6 + 8 + 8));
+  // Per plane: a cable per host, per (leaf, spine, link), per (pod, spine, super-spine, link).
+  CHECK(t.cables().size() == 2 * (12 + 6 * 4 * 2 + 2 * 4 * 2 * 2));
+  const SwitchSpec& leaf = t.switches()[t.leaf_index(1, 4)];  // pod 1's second leaf
+  CHECK(leaf.name == "p1.pod1.leaf1");
+  CHECK(leaf.pod == 1);
+  CHECK(leaf.leaf_group[3] >= 0);   // pod 1's leaf 0
+  CHECK(leaf.leaf_group[0] == -1);  // pod 0's leaves go by the pod's route
+  REQUIRE(leaf.pod_group.size() == 2);
+  CHECK(leaf.pod_group[1] == -1);
+  REQUIRE(leaf.pod_group[0] >= 0);
+  CHECK(leaf.config.groups[leaf.pod_group[0]].ports.size() == 8);
+  const SwitchSpec& spine = t.switches()[t.spine_index(0, 3, 1)];
+  CHECK(spine.name == "pod1.spine3");
+  CHECK(spine.tier == Tier::kSpine);
+  CHECK(spine.config.ports.size() == 3 * 2 + 2 * 2);
+  CHECK(spine.config.ports[3 * 2].link.rate_gbps == 400);
+  CHECK(spine.config.routes.size() == 3 + 1);  // its pod's leaves, the other pod
+  REQUIRE(spine.pod_group[0] >= 0);
+  CHECK(spine.config.groups[spine.pod_group[0]].ports.size() == 4);
+  const SwitchSpec& super = t.switches()[t.super_index(1, 3, 1)];
+  CHECK(super.name == "p1.super3.1");
+  CHECK(super.tier == Tier::kSuper);
+  CHECK(super.config.ports.size() == 2 * 2);
+  CHECK(super.config.routes.size() == 2);
+  CHECK(t.hosts()[7].ip == Topology::host_ip(0, 1, 1));  // pod 1, leaf 0, host 1: 10.1.0.2
+  CHECK(t.hosts()[7].ip == 0x0A010002u);
+  // Cable names at every tier, with the short forms.
+  CHECK(t.find_cables("pod0.leaf1-pod0.spine3").size() == 2);
+  CHECK(t.find_cables("pod0.leaf1-spine3").size() == 2);       // the pod carries over
+  CHECK(t.find_cables("p1.pod0.leaf1-spine3#1").size() == 1);  // plane and pod
+  CHECK(t.find_cables("pod1.spine3-super3.1").size() == 2);
+  CHECK(t.find_cables("pod1.spine3-super3.1#0").size() == 1);
+  CHECK(t.find_cables("p1.pod1.spine3-super3.1").size() == 2);  // the plane carries over
+  CHECK(t.find_cables("pod1.spine3-super2.1").empty());         // not its super-spine plane
+  CHECK(t.find_link_ends("super3.1>pod1.spine3").size() == 2);  // one direction, both links
+  CHECK(t.find_switch("p1.super0.0").has_value());
+  // Spray: the spine's way up is DRILL's, its parallel links down follow the path id.
+  const Topology spray(c, FabricMode::kSpray, 1);
+  const SwitchSpec& sspine = spray.switches()[spray.spine_index(0, 3, 1)];
+  CHECK(sspine.config.groups[sspine.pod_group[0]].mode == "drill");
+  REQUIRE(sspine.config.tcam.rules.size() == 1);
+  CHECK(sspine.config.tcam.rules[0].dst.length == 16);
+  // Refused: pods on two tiers, a third tier too big.
+  FabricConfig two;
+  two.pods = 2;
+  CHECK(two.check().starts_with("pods:"));
+  FabricConfig four = c;
+  four.tiers = 4;
+  CHECK(four.check() == "tiers: 2 | 3");
+  CHECK_THROWS_WITH(parse_fabric_config_yaml("fabric:\n  tiers: 4\n", "f.yaml"),
+                    Catch::Contains("f.yaml") && Catch::Contains("tiers"));
+}
+
 TEST_CASE("workloads: permutation crosses leaves one-to-one, allreduce rings, alltoall pairs") {
   FabricConfig c;
   c.leaves = 4;

@@ -2,7 +2,8 @@
 """fabric_emu --threads (issue 29): one run split into logical processes (a rack or a spine each)
 in conservative rounds gives the same JSON byte for byte on 1, 2, 3 and 8 threads, for every
 workload (permutation, all-reduce, incast, cdf) in ecmp, dlb, weighted and spray, with a link
-going down and up, a rate change and two planes; every mbuf comes back.
+going down and up, a rate change, two planes and three tiers (a super-spine each an LP too);
+every mbuf comes back.
 
 FABRIC_EMU points at the program."""
 import json
@@ -12,22 +13,29 @@ import tempfile
 import unittest
 
 EMU = os.environ.get("FABRIC_EMU", "build/fabric/fabric_emu")
-# Three racks and two spines: five LPs, so 2 and 3 threads really split them; control loops every
-# 50 us so that weighted mode reweights within the run.
-BASE = ["--leaves", "3", "--spines", "2", "--hosts-per-leaf", "3", "--mode",
-        "ecmp,dlb,weighted,spray", "--seeds", "1", "--control-period-us", "50",
+# Control loops every 50 us so that weighted mode reweights within the run.
+BASE = ["--mode", "ecmp,dlb,weighted,spray", "--seeds", "1", "--control-period-us", "50",
         "--nic-control-period-us", "50"]
+# Three racks and two spines: five LPs, so 2 and 3 threads really split them.
+TWO_TIERS = ["--leaves", "3", "--spines", "2", "--hosts-per-leaf", "3"]
 CASES = {
-    "permutation, a link down and up": [
+    "permutation, a link down and up": TWO_TIERS + [
         "--workload", "permutation", "--duration", "300us",
         "--event", "link-down:leaf0-spine1@100us", "--event", "link-up:leaf0-spine1@200us"],
-    "allreduce": ["--workload", "allreduce", "--bytes", "262144", "--duration", "5ms"],
-    "incast": ["--workload", "incast", "--bytes", "262144", "--incast-senders", "4",
-               "--duration", "5ms"],
-    "cdf": ["--workload", "cdf", "--duration", "100us", "--load", "0.5"],
-    "two planes, a rate change": [
+    "allreduce": TWO_TIERS + ["--workload", "allreduce", "--bytes", "262144", "--duration", "5ms"],
+    "incast": TWO_TIERS + ["--workload", "incast", "--bytes", "262144", "--incast-senders", "4",
+                           "--duration", "5ms"],
+    "cdf": TWO_TIERS + ["--workload", "cdf", "--duration", "100us", "--load", "0.5"],
+    "two planes, a rate change": TWO_TIERS + [
         "--workload", "permutation", "--planes", "2", "--spray-policy", "weighted",
         "--duration", "200us", "--event", "rate:leaf1-spine0=50@50us"],
+    # Issue 30: a three-tier Clos, each super-spine an LP of its own (4 racks, 4 spines and 4
+    # super-spines: 12 LPs), a super-spine link going down and up.
+    "three tiers, a super-spine link down and up": [
+        "--tiers", "3", "--pods", "2", "--leaves", "2", "--spines", "2", "--super-spines", "2",
+        "--hosts-per-leaf", "2", "--workload", "permutation", "--duration", "300us",
+        "--event", "link-down:pod0.spine1-super1.0@100us",
+        "--event", "link-up:pod0.spine1-super1.0@200us"],
 }
 
 
