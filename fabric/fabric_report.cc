@@ -352,40 +352,31 @@ std::string format_header(const FabricConfig& c) {
         c.pfc ? "on" : "off",
         c.cc.enabled() ? std::string(control::to_string(c.cc.mode)).c_str() : "none");
     out += line;
-    if (c.events.empty()) out += "none";
-    for (size_t i = 0; i < c.events.size(); ++i) out += (i ? ", " : "") + c.events[i].text;
-    out += "\n";
-    if (const auto ceiling = ideal_ceiling(c)) {
-      std::snprintf(line, sizeof line,
-                    "  ideal ceiling: %.3f of the line rate (capacity over offered load, at most "
-                    "1, x the payload share %.3f)\n",
-                    *ceiling, payload_share(c.mtu));
-      out += line;
-    }
-    return out;
+  } else {
+    std::snprintf(line, sizeof line,
+                  "fabric_emu: %u leaves x %u spines x %u hosts per leaf%s, %u link%s per spine, "
+                  "%g Gbit/s, MTU %u, workload %s, seeds %llu-%llu\n",
+                  c.leaves, c.spines, c.hosts_per_leaf,
+                  c.planes > 1 ? (" x " + std::to_string(c.planes) + " planes").c_str() : "",
+                  c.links_per_spine, c.links_per_spine == 1 ? "" : "s", c.link_gbps, c.mtu,
+                  std::string(to_string(c.workload)).c_str(),
+                  static_cast<unsigned long long>(c.seed_first),
+                  static_cast<unsigned long long>(c.seed_last));
+    out += line;
+    const uint32_t up = c.spines * c.links_per_spine;
+    std::snprintf(line, sizeof line,
+                  "  oversubscription: leaf %u:%u (host ports : uplinks) = %.2f, spine 1:1 (every "
+                  "port faces a leaf); PFC %s; congestion control %s; events: ",
+                  c.hosts_per_leaf, up, up > 0 ? static_cast<double>(c.hosts_per_leaf) / up : 0.0,
+                  c.pfc ? "on" : "off",
+                  c.cc.enabled() ? (std::string(control::to_string(c.cc.mode)) + " (ECN " +
+                                    (c.ecn_kmin_bytes != 0 ? "kmin/kmax given" : c.ecn_preset) +
+                                    ", marked at " + c.ecn_mark_at + ")")
+                                       .c_str()
+                                 : "none");
+    out += line;
   }
-  std::snprintf(line, sizeof line,
-                "fabric_emu: %u leaves x %u spines x %u hosts per leaf%s, %u link%s per spine, "
-                "%g Gbit/s, MTU %u, workload %s, seeds %llu-%llu\n",
-                c.leaves, c.spines, c.hosts_per_leaf,
-                c.planes > 1 ? (" x " + std::to_string(c.planes) + " planes").c_str() : "",
-                c.links_per_spine, c.links_per_spine == 1 ? "" : "s", c.link_gbps, c.mtu,
-                std::string(to_string(c.workload)).c_str(),
-                static_cast<unsigned long long>(c.seed_first),
-                static_cast<unsigned long long>(c.seed_last));
-  out += line;
-  const uint32_t up = c.spines * c.links_per_spine;
-  std::snprintf(line, sizeof line,
-                "  oversubscription: leaf %u:%u (host ports : uplinks) = %.2f, spine 1:1 (every "
-                "port faces a leaf); PFC %s; congestion control %s; events: ",
-                c.hosts_per_leaf, up, up > 0 ? static_cast<double>(c.hosts_per_leaf) / up : 0.0,
-                c.pfc ? "on" : "off",
-                c.cc.enabled() ? (std::string(control::to_string(c.cc.mode)) + " (ECN " +
-                                  (c.ecn_kmin_bytes != 0 ? "kmin/kmax given" : c.ecn_preset) +
-                                  ", marked at " + c.ecn_mark_at + ")")
-                                     .c_str()
-                               : "none");
-  out += line;
+  // Both: the events, then the ideal ceiling.
   if (c.events.empty()) out += "none";
   for (size_t i = 0; i < c.events.size(); ++i) out += (i ? ", " : "") + c.events[i].text;
   out += "\n";

@@ -146,8 +146,7 @@ void GrowingMbufPool::reserve_free(uint32_t free_mbufs) {
     // What add_chunk() maps for it, and how many objects DPDK packs into that (the page
     // rounding leaves room for a few more than asked).
     const uint64_t len = chunk_bytes(std::min(chunk_, max_ - run));
-    const size_t elt = size_t{pool_->header_size} + pool_->elt_size + pool_->trailer_size;
-    run += static_cast<uint32_t>(std::min<uint64_t>(len / elt, max_ - run));
+    run += static_cast<uint32_t>(std::min<uint64_t>(len / object_bytes(), max_ - run));
     run_bytes_ += len;
   }
   while (populated() < run) add_chunk(std::min(chunk_, max_ - populated()));
@@ -155,9 +154,8 @@ void GrowingMbufPool::reserve_free(uint32_t free_mbufs) {
 }
 
 uint64_t GrowingMbufPool::chunk_bytes(uint32_t mbufs) const {
-  const size_t elt = size_t{pool_->header_size} + pool_->elt_size + pool_->trailer_size;
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-  return (size_t{mbufs} * elt + page - 1) / page * page;
+  return (size_t{mbufs} * object_bytes() + page - 1) / page * page;
 }
 
 void GrowingMbufPool::add_chunk(uint32_t mbufs) {

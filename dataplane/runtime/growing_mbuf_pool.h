@@ -86,6 +86,10 @@ class GrowingMbufPool {
  private:
   void add_chunk(uint32_t mbufs);
   uint64_t chunk_bytes(uint32_t mbufs) const;
+  // One object in a chunk: its header, the mbuf with its data room, its trailer.
+  size_t object_bytes() const {
+    return size_t{pool_->header_size} + pool_->elt_size + pool_->trailer_size;
+  }
 
   std::string name_;
   uint32_t max_;
