@@ -507,6 +507,76 @@ def nic_section(build, reps, quick):
                 b["ns_per_packet"] if b else None, None, reps)
 
 
+def pmd_section(build, reps):
+    """switch_emu on net_af_xdp beside net_af_packet, same veth pair, same lcore (bench/veth_pmd.py).
+    Needs root and network namespaces; says why when it cannot run."""
+    sys.path.insert(0, HERE)
+    import veth_pmd  # noqa: E402
+    exe = os.path.join(build, "switch_emu", "switch_emu")
+    if os.geteuid() != 0:
+        progress("pmd: not root (network namespaces and veth need it): skipped")
+        return
+    res = {"af_packet": [], "af_xdp": []}
+    why = {}
+    for _ in range(reps):
+        for pmd in ("af_packet", "af_xdp"):  # alternating, so that both see the same machine
+            progress("switch_emu on veth, net_%s: 1000 frames looped to TTL 0" % pmd)
+            r = veth_pmd.measure(exe, pmd)
+            if r["mpps"] is not None and r["exit"] == 0:
+                res[pmd].append(r["mpps"])
+            else:
+                why[pmd] = r["error"] or "no rate measured"
+                progress("pmd %s: %s" % (pmd, why[pmd]))
+    note = "one veth pair looped through one lcore (busy polling), 64 B UDP frames"
+    if "af_xdp" in why and not res["af_xdp"]:
+        note += "; net_af_xdp did not run: " + why["af_xdp"]
+    add("switch_emu on veth, net_af_xdp: Mpps", med(res["af_xdp"]), "Mpps",
+        "net_af_packet (qdisc_bypass), same veth", med(res["af_packet"]), None,
+        len(res["af_xdp"]), note)
+
+
+def clos_section(build, quick, work):
+    """The three-tier fabric of issue 30: 8192 hosts (16 pods x 16 leaves x 32 hosts, radix-64
+    leaves and spines, 100G), 1 ms of permutation, spray and ecmp, --threads 2 (quick: 2 pods x
+    4 leaves x 8 hosts, 0.2 ms): wall and CPU time, packet-hops per second, peak RSS."""
+    exe = os.path.join(build, "fabric", "fabric_emu")
+    out = os.path.join(work, "clos.json")
+    if quick:
+        shape = ["--pods", "2", "--leaves", "4", "--hosts-per-leaf", "8", "--spines", "4",
+                 "--links-per-spine", "2", "--super-spines", "4", "--links-per-super", "2"]
+        duration, label = "0.2ms", "3 tiers, 64 hosts (quick)"
+    else:
+        shape = ["--pods", "16", "--leaves", "16", "--hosts-per-leaf", "32", "--spines", "16",
+                 "--links-per-spine", "2", "--super-spines", "16", "--links-per-super", "2"]
+        duration, label = "1ms", "3 tiers, 8192 hosts"
+    for mode in ("spray", "ecmp"):
+        progress("fabric_emu %s, %s, permutation %s, --threads 2 (minutes at 8192 hosts)" % (
+            label, mode, duration))
+        c0 = cpu_children()
+        t0 = time.monotonic()
+        p = subprocess.run([exe, "--quiet", "--seeds", "1", "--jobs", "1", "--threads", "2",
+                            "--json", out, "--tiers", "3", "--link-gbps", "100", "--mode", mode,
+                            "--workload", "permutation", "--duration", duration] + shape,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                           check=False)
+        wall, cpu = time.monotonic() - t0, cpu_children() - c0
+        if p.returncode not in (0, 5):
+            progress("fabric_emu failed: " + p.stderr[-300:])
+            continue
+        with open(out) as f:
+            run = json.load(f)["runs"][0]
+        note = "%s, %s; throughput %.3f of the line rate, %d retransmitted" % (
+            label, mode, run["throughput_fraction"], run["packets_retransmitted"])
+        name = "fabric_emu %s %s" % (label, mode)
+        add(name + ": wall s", wall, "s", None, None, None, 1, note)
+        add(name + ": CPU s", cpu, "s", None, None, None, 1, "user + sys of the process")
+        add(name + ": packet-hops per CPU second", run["packet_hops"] / cpu, "hops/s", None,
+            None, None, 1, "%d packet hops" % run["packet_hops"])
+        add(name + ": peak RSS", run["peak_rss_mb"], "MB", None, None,
+            ("value_max", 20 * 1024, "within 20 GiB") if not quick else None, 1,
+            "the process's VmHWM at the end")
+
+
 def fmt(x):
     if x is None:
         return "-"
@@ -539,10 +609,10 @@ def main():
     ap.add_argument("--json")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--only", help="comma-separated sections (switch,wire,reorder,tcam,latency,"
-                                   "fabric,nic); default all")
+                                   "fabric,nic,pmd,clos); default all")
     a = ap.parse_args()
     a.build = os.path.abspath(a.build)
-    sections = set((a.only or "switch,wire,reorder,tcam,latency,fabric,nic").split(","))
+    sections = set((a.only or "switch,wire,reorder,tcam,latency,fabric,nic,pmd,clos").split(","))
     reps = 3
     min_time = 0.02 if a.quick else 0.05
     work = tempfile.mkdtemp(prefix="spraynet-bench-")
@@ -570,6 +640,10 @@ def main():
             fabric_section(a.build, 1 if a.quick else 3, a.quick, work)
             fabric_threads_section(a.build, 1 if a.quick else 2, a.quick, work)
             fabric_jobs_section(a.build, a.quick, work)
+        if "pmd" in sections:
+            pmd_section(a.build, 1 if a.quick else 3)
+        if "clos" in sections:
+            clos_section(a.build, a.quick, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     elapsed = time.time() - T0

@@ -4,7 +4,9 @@
 # the same ports, the reorder engine beside rte_reorder, the TCAM beside rte_acl, ICRC beside
 # rte_net_crc and zlib, the parser beside rte_net_get_ptype, the switch's latency under load,
 # NicNode spray TX / reorder RX, fabric_emu packet-hops/s, fabric_emu --threads 2 vs 1 at 256 and
-# 1024 hosts (wall, CPU, hops/s per core) and scripts/run.sh --jobs 2 vs 1. Prints a table on stdout and
+# 1024 hosts (wall, CPU, hops/s per core), scripts/run.sh --jobs 2 vs 1, switch_emu on net_af_xdp
+# beside net_af_packet on one veth pair (root) and the 8192-host three-tier fabric, spray and ecmp
+# (wall, CPU, hops per CPU second, peak RSS; about 15 minutes). Prints a table on stdout and
 # progress on stderr; --json FILE writes one entry per figure (value, unit, baseline, ratio,
 # target, met).
 #
@@ -23,7 +25,7 @@ while [[ $# -gt 0 ]]; do
     --quick) args+=(--quick); shift ;;
     --build) build="$(realpath -m "$2")"; shift 2 ;;
     --only) args+=(--only "$2"); shift 2 ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
     *) echo "bench.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
