@@ -3,7 +3,8 @@
 # behind a nic_emu with 4 uplinks, a switch_emu spine per uplink, all on net_af_packet/veth),
 # runs the nic_emu RC traffic engine across it (nic0's requesters RDMA-WRITE to nic1's
 # responders) with flow spraying and then per-packet (rr) spraying, captures spine0 with
-# dpdk-dumpcap during the spray run and checks the capture with tshark, then (unless --cc none)
+# dpdk-dumpcap during the spray run and checks the capture with tshark (nic0 also runs its
+# latency probe through spine1 then), then (unless --cc none)
 # a congestion-control run: rr spraying with spine0's port towards nic1 slowed to the config's
 # congest_gbps, where spine0 marks CE, nic1 sends CNPs and nic0's DCQCN cuts its QPs' rates
 # (counters checked in the reports and over telemetry while the processes run); takes
@@ -27,7 +28,7 @@ CAPTURE=1
 CC=dcqcn
 CONGESTED=spine0  # the cc run's congestion point: this spine's port p1, towards nic1
 usage() {
-  sed -n '12,16p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '13,17p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 while [ $# -gt 0 ]; do
@@ -161,6 +162,15 @@ one_run() {  # phase spray [KEY=VALUE...]: flow and rr, then cc (rr with a conge
     check "$phase: every PPCID read ok, none on the wrong uplink" \
       test "$(jq '.ppcid | .ok > 0 and .bad_check == 0 and .wrong_uplink == 0 and .layout_mismatch == 0 and .unknown_path == 0' "$dir/nic1.json")" = true
   fi
+  if [[ " ${*:3} " == *" probe=nic0 "* ]]; then
+    # The latency probe rode along (nic0 -> spine1 -> nic0, behind the WRITEs): sent and came
+    # back; the ones in flight when the topology went down may count as lost, none as more.
+    local probe
+    probe=$(jq -c '.probe | {sent, count, lost, p50_ns, max_ns}' "$dir/nic0.json" 2>/dev/null ||
+      echo "no report")
+    check "$phase: nic0's latency probe went through spine1 and back ($probe)" \
+      test "$(jq '.probe | .sent > 0 and .count > 0 and .count <= .sent and .min_ns > 0' "$dir/nic0.json" 2>/dev/null)" = true
+  fi
   if [ "$capture" = 1 ]; then check_capture "$dir/spine0.pcapng" "$qps"; fi
   if [ "$phase" = cc ]; then check_cc "$dir" "$tele_rc"; fi
 }
@@ -275,7 +285,7 @@ sys.exit(1 if bad else 0)' "$file.csv"
 START=$(date +%s)
 PHASES=(flow rr)
 one_run flow flow
-one_run rr rr
+one_run rr rr probe=nic0 probe_uplink=1
 if [ "$CC" != none ]; then
   PHASES+=(cc)
   # The congested path queues for milliseconds: the reorder engine holds its gaps that long

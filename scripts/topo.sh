@@ -9,6 +9,7 @@
 #   scripts/topo.sh check  [--config FILE] [--set KEY=VALUE]...   print the configuration
 # FILE has KEY = VALUE lines (# comments); configs/topo.conf lists every key with its default.
 # --pmd af_packet|af_xdp is --set pmd=...: the DPDK driver of every port.
+# --set probe=nic0 runs nic_emu's latency probe there (nic0 -> spine K -> nic0); status shows it.
 # `down` leaves no namespace, veth, process, hugepage or DPDK runtime directory behind, also
 # after a failed or interrupted `up` (which runs it itself).
 #
@@ -36,7 +37,7 @@ NIC_EMU=${NIC_EMU:-$ROOT/build/nic_emu/nic_emu}
 
 die() { echo "$ME: $*" >&2; exit 2; }
 usage() {
-  sed -n '3,11p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '3,12p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 
@@ -47,6 +48,7 @@ declare -A CFG=(
   [link_gbps]=10 [link_delay_ns]=2000 [idle_backoff_us]=100 [capture]=none [cores]=auto
   [hold]=none [dir]='' [spine_extra]='' [cc]=none [ecn_kmin_bytes]=20000
   [ecn_kmax_bytes]=200000 [ecn_pmax]=0.2 [congest]=none [congest_gbps]=0.05 [pmd]=af_packet
+  [probe]=none [probe_uplink]=0 [probe_rate_pps]=1000 [probe_threshold_us]=10
 )
 # What each key allows, for the error message: KEY -> "regex@@description".
 declare -A RULE=(
@@ -75,6 +77,10 @@ declare -A RULE=(
   [congest]='^(none|spine[0-7])$@@none or spineK (its port p1, towards nic1, runs at congest_gbps)'
   [congest_gbps]='^[0-9]+(\.[0-9]+)?$@@a rate in Gbit/s, e.g. 0.05'
   [pmd]='^(af_packet|af_xdp)$@@af_packet or af_xdp'
+  [probe]='^(none|nic[01])$@@none, nic0 or nic1 (that nic_emu runs the latency probe)'
+  [probe_uplink]='^[0-7]$@@0..uplinks-1 (the uplink, so the spine, the probes go through)'
+  [probe_rate_pps]='^[1-9][0-9]{0,6}$@@1..9999999 probes per second'
+  [probe_threshold_us]='^[0-9]{1,7}(\.[0-9]+)?$@@0..9999999 (a latency change over it is counted)'
 )
 CONFIG_FILE=
 set_key() {  # where key value
@@ -117,6 +123,9 @@ for k in reorder_hold_us rc_qps rc_message_bytes; do
   [ "${CFG[$k]}" -ge 1 ] || die "$k: '${CFG[$k]}' is not allowed: ${RULE[$k]#*@@}"
 done
 [ "${CFG[rc_qps]}" -le 256 ] || die "rc_qps: '${CFG[rc_qps]}' is not allowed: 1..256"
+if [ "${CFG[probe_uplink]}" -ge "${CFG[uplinks]}" ]; then
+  die "probe_uplink: '${CFG[probe_uplink]}' is not allowed: there are uplinks 0..$((CFG[uplinks] - 1))"
+fi
 for k in capture congest; do
   if [ "${CFG[$k]}" != none ] && [ "${CFG[$k]#spine}" -ge "${CFG[uplinks]}" ]; then
     die "$k: '${CFG[$k]}' is not allowed: there are spine0..spine$((CFG[uplinks] - 1))"
@@ -249,7 +258,24 @@ do_status() {
       echo "process $name: not running"; ok=1
     fi
   done
+  if [ "${CFG[probe]}" != none ] && alive "${CFG[probe]}"; then probe_status "${CFG[probe]}"; fi
   return $ok
+}
+
+probe_status() {  # nic: its latency probe so far, over telemetry (/spraynet/probe)
+  python3 -c 'import json, socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+s.settimeout(10)
+s.connect(sys.argv[1])
+size = json.loads(s.recv(1024).decode())["max_output_len"]
+s.send(b"/spraynet/probe")
+p = json.loads(s.recv(size).decode())["/spraynet/probe"]
+if "error" in p:
+    sys.exit(print("probe   %s: %s" % (sys.argv[2], p["error"])))
+us = lambda k: "%.1f" % (p[k + "_ns"] / 1e3) if p["count"] else "-"
+print("probe   %s: sent %d, received %d, lost %d; latency us min %s p50 %s p99 %s max %s" % (
+    sys.argv[2], p["sent"], p["count"], p["lost"], us("min"), us("p50"), us("p99"), us("max")))
+' "/var/run/dpdk/$P-$1/dpdk_telemetry.v2" "$1" || echo "probe   $1: telemetry did not answer"
 }
 
 # ---- up --------------------------------------------------------------------------------------
@@ -330,6 +356,12 @@ write_nic_config() {  # i
       echo "    peer_ip: 10.0.$((peer + 1)).1"
       echo "    local_mac: \"$(host_mac "$i")\""
       echo "    peer_mac: \"$(host_mac "$peer")\""
+    fi
+    if [ "${CFG[probe]}" = "nic$i" ]; then
+      # The probe's address is in this NIC's own /24, which every spine routes back to it: a
+      # probe leaves on uplink uK behind the load, crosses spine K and returns on the same cable.
+      echo "  probe: {uplink: u${CFG[probe_uplink]}, rate_pps: ${CFG[probe_rate_pps]}," \
+        "dst_ip: 10.0.$((i + 1)).254, change_threshold_us: ${CFG[probe_threshold_us]}}"
     fi
     echo "  spray: {mode: ${CFG[spray]}}"
     echo "  receive: ${CFG[receive]}"
