@@ -46,6 +46,10 @@ bool PollLoop::poll_rx(uint64_t now_ns) {
   for (const RxQueue& q : rx_) {
     const uint16_t n = q.port->rx_burst(q.queue, pkts, kBurst);
     if (n == 0) continue;
+    // A burst handled before this one took time: this burst's frames may have arrived after
+    // now_ns, and a receive time before the arrival makes a probe's latency, or a delay
+    // line's schedule, shorter than the path's (a few us under load).
+    if (any) now_ns = clock_.now_ns();
     any = true;
     counters_.rx_packets += n;
     handler_.on_rx(q.port->id(), q.queue, pkts, n, now_ns, sink_);
@@ -83,6 +87,8 @@ void PollLoop::run(const StopSignal& stop) {
     }
     const uint64_t sent_before = sink_.sent_ + sink_.unrouted_;
     bool worked = poll_rx(now);
+    // Timers and sends after the bursts' work happen now, not when the iteration began.
+    if (worked) now = clock_.now_ns();
     handler_.on_poll(now, sink_);
     if (reader) reader->quiescent();
     ++counters_.loops;
