@@ -40,16 +40,18 @@ PollLoop::PollLoop(std::vector<RxQueue> rx, std::vector<TxQueue> tx, BurstHandle
   }
 }
 
-bool PollLoop::poll_rx(uint64_t now_ns) {
+bool PollLoop::poll_rx() {
   rte_mbuf* pkts[kBurst];
   bool any = false;
   for (const RxQueue& q : rx_) {
     const uint16_t n = q.port->rx_burst(q.queue, pkts, kBurst);
     if (n == 0) continue;
-    // A burst handled before this one took time: this burst's frames may have arrived after
-    // now_ns, and a receive time before the arrival makes a probe's latency, or a delay
-    // line's schedule, shorter than the path's (a few us under load).
-    if (any) now_ns = clock_.now_ns();
+    // The receive time is read after the burst is in hand, never before: between a time read
+    // at the top of the iteration and rx_burst the lcore may be preempted (milliseconds on
+    // shared cores) or busy with an earlier burst, and frames that arrived meanwhile would be
+    // stamped before their arrival, so that a delay line released them early and a probe
+    // measured less than the path (seen on veth: 96 us through a 200 us link).
+    const uint64_t now_ns = clock_.now_ns();
     any = true;
     counters_.rx_packets += n;
     handler_.on_rx(q.port->id(), q.queue, pkts, n, now_ns, sink_);
@@ -86,7 +88,7 @@ void PollLoop::run(const StopSignal& stop) {
       last_flush = now;
     }
     const uint64_t sent_before = sink_.sent_ + sink_.unrouted_;
-    bool worked = poll_rx(now);
+    bool worked = poll_rx();
     // Timers and sends after the bursts' work happen now, not when the iteration began.
     if (worked) now = clock_.now_ns();
     handler_.on_poll(now, sink_);
@@ -109,8 +111,7 @@ void PollLoop::run(const StopSignal& stop) {
   // What already arrived belongs to the handler too: hand it over before on_stop, so that a
   // stopped program neither leaks those mbufs nor loses packets it could have forwarded.
   for (unsigned round = 0; round < config_.max_drain_rounds; ++round) {
-    now = clock_.now_ns();
-    if (!poll_rx(now)) break;
+    if (!poll_rx()) break;
     if (reader) reader->quiescent();
   }
   handler_.on_stop(clock_.now_ns(), sink_);

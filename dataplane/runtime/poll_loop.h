@@ -44,7 +44,8 @@ class TxSink {
 
 // What a poll loop drives: a switch or NIC node. The handler owns the mbufs it is given: it
 // sends each one through `tx`, frees it, or holds it (and then releases or frees it by
-// on_stop). now_ns is TscClock time, read once per loop iteration.
+// on_stop). now_ns is TscClock time: for on_rx read after the burst arrived (never before a
+// frame's arrival), for on_poll after the iteration's bursts.
 class BurstHandler {
  public:
   virtual ~BurstHandler() = default;
@@ -165,7 +166,8 @@ class PollLoop {
   PollLoopProgress progress() const;
 
  private:
-  bool poll_rx(uint64_t now_ns);
+  // Hands every non-empty rx burst to the handler, stamped with a time read after it came.
+  bool poll_rx();
   void flush_all();
   void sleep_idle(uint64_t ns);
 
