@@ -617,9 +617,10 @@ void Fabric::withdraw(uint32_t plane, uint32_t leaf, uint32_t spine, bool withdr
 
 void Fabric::withdraw_across_pods(uint32_t plane) {
   // Three tiers: a super-spine that has no link left to pod r's spine is withdrawn from the
-  // other pods' spines' routes to r, and a spine that has no super-spine left that reaches r
-  // from the routes to r of its pod's leaves (as BGP withdraws them), at once. A spine that
-  // lost a leaf is withdrawn only within its pod (routes across pods are per pod, /16).
+  // other pods' spines' routes to r, and a spine from its pod's leaves' routes to a leaf d of
+  // pod r when it has no super-spine left that reaches r, or when pod r's spine of its plane has
+  // no link left to d (the only way down to d in that plane), as BGP withdraws them, at once.
+  // Within a pod withdraw() does it.
   const uint32_t K = config_.links_per_spine;
   const uint32_t K2 = config_.links_per_super;
   const uint32_t H = config_.hosts_per_leaf;
@@ -630,6 +631,14 @@ void Fabric::withdraw_across_pods(uint32_t plane) {
     return sw.egress(static_cast<uint16_t>(port)).link_up();
   };
   for (uint32_t sp = 0; sp < config_.spines; ++sp) {
+    // has_leaf[d]: global leaf d has a link up to its pod's spine sp (a cable down is down at
+    // both ends).
+    std::vector<uint8_t> has_leaf(config_.total_leaves(), 0);
+    for (uint32_t d = 0; d < config_.total_leaves(); ++d) {
+      for (uint32_t k = 0; k < K; ++k) {
+        has_leaf[d] = has_leaf[d] || up(topology_.leaf_index(plane, d), H + sp * K + k);
+      }
+    }
     // reaches[m][r]: super-spine sp.m has a link up to pod r's spine sp.
     std::vector<std::vector<uint8_t>> reaches(M, std::vector<uint8_t>(config_.pods, 0));
     for (uint32_t m = 0; m < M; ++m) {
@@ -653,10 +662,13 @@ void Fabric::withdraw_across_pods(uint32_t plane) {
         }
         for (uint32_t l = 0; l < L; ++l) {
           const uint32_t li = topology_.leaf_index(plane, q * L + l);
-          const int32_t lg = topology_.switches()[li].pod_group[r];
-          if (lg < 0) continue;
-          exclude_ports(nodes_[topology_.switch_node(li)].sw->group(static_cast<size_t>(lg)),
-                        H + sp * K, K, !spine_reaches);
+          switch_emu::SwitchNode& leaf = *nodes_[topology_.switch_node(li)].sw;
+          for (uint32_t d = r * L; d < (r + 1) * L; ++d) {
+            const int32_t lg = topology_.switches()[li].leaf_group[d];
+            if (lg < 0) continue;
+            exclude_ports(leaf.group(static_cast<size_t>(lg)), H + sp * K, K,
+                          !(spine_reaches && has_leaf[d]));
+          }
         }
       }
     }

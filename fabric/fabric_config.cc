@@ -3,6 +3,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <stdexcept>
 
 #include "control/config_reader.h"
@@ -265,6 +266,45 @@ uint32_t parse_fabric_paths(std::string_view text) {
   return static_cast<uint32_t>(*v);
 }
 
+std::vector<std::pair<double, double>> parse_oversubscription(std::string_view text) {
+  const auto refuse = [&]() {
+    return std::invalid_argument("oversubscription '" + std::string(text) +
+                                 "': A:B per tier, leaf first, A and B > 0 (1:1, or with three "
+                                 "tiers 1:1,2:1: the leaves' hosts : uplinks, the spines' "
+                                 "leaves : super-spines, in bandwidth)");
+  };
+  std::vector<std::pair<double, double>> out;
+  size_t at = 0;
+  while (at <= text.size()) {
+    const size_t comma = std::min(text.find(',', at), text.size());
+    const std::string_view term = text.substr(at, comma - at);
+    const size_t colon = term.find(':');
+    if (colon == std::string_view::npos) throw refuse();
+    const auto number = [&](std::string_view v) {
+      const std::string s(v);
+      char* end = nullptr;
+      const double d = std::strtod(s.c_str(), &end);
+      if (s.empty() || end != s.c_str() + s.size() || !(d > 0) || !std::isfinite(d)) {
+        throw refuse();
+      }
+      return d;
+    };
+    out.emplace_back(number(term.substr(0, colon)), number(term.substr(colon + 1)));
+    at = comma + 1;
+  }
+  return out;
+}
+
+std::string format_oversubscription(const std::vector<std::pair<double, double>>& ratios) {
+  std::string out;
+  char term[64];
+  for (const auto& [a, b] : ratios) {
+    std::snprintf(term, sizeof term, "%s%g:%g", out.empty() ? "" : ",", a, b);
+    out += term;
+  }
+  return out;
+}
+
 std::string FabricConfig::host_ppcid_layout(const std::string& name) const {
   for (const auto& [host, layout] : ppcid_layout_hosts) {
     if (host == name) return layout;
@@ -296,6 +336,33 @@ std::string FabricConfig::check() const {
   }
   if (spine_super_gbps != 0 && !(spine_super_gbps >= 1 && spine_super_gbps <= 1600)) {
     return "spine-super-gbps: 0 (link-gbps) or 1..1600";
+  }
+  if (oversubscription.size() > tiers - 1) {
+    return "oversubscription: " + format_oversubscription(oversubscription) + " gives " +
+           std::to_string(oversubscription.size()) + " ratios, a " + std::to_string(tiers) +
+           "-tier fabric has " + (tiers == 3 ? "2 (leaf, spine)" : "1 (leaf)");
+  }
+  if (!oversubscription.empty() && leaf_spine_gbps > 0) {
+    return "oversubscription: sets the leaf-spine rate from the counts: give it or "
+           "leaf-spine-gbps, not both";
+  }
+  if (oversubscription.size() > 1 && spine_super_gbps > 0) {
+    return "oversubscription: its second ratio sets the spine-super rate from the counts: give "
+           "it or spine-super-gbps, not both";
+  }
+  for (size_t t = 0; t < oversubscription.size(); ++t) {
+    const double gbps = t == 0 ? leaf_spine_rate() : spine_super_rate();
+    if (!(gbps >= 1 && gbps <= 1600)) {
+      char why[320];
+      std::snprintf(why, sizeof why,
+                    "oversubscription: %s makes the %s links %g Gbit/s (%s); allowed 1..1600",
+                    format_oversubscription(oversubscription).c_str(),
+                    t == 0 ? "leaf-spine" : "spine-super", gbps,
+                    t == 0 ? "hosts-per-leaf x link-gbps x B / (A x spines x links-per-spine)"
+                           : "leaves x links-per-spine x leaf-spine rate x B / (A x super-spines "
+                             "x links-per-super)");
+      return why;
+    }
   }
   if (tiers == 3 &&
       uint64_t{leaves} * links_per_spine + uint64_t{super_spines} * links_per_super > 4096) {
@@ -453,6 +520,7 @@ void apply_yaml(FabricConfig& c, const control::ConfigNode& root) {
                 "links_per_super",
                 "leaf_spine_gbps",
                 "spine_super_gbps",
+                "oversubscription",
                 "planes",
                 "link_gbps",
                 "delay_ns",
@@ -541,6 +609,13 @@ void apply_yaml(FabricConfig& c, const control::ConfigNode& root) {
   c.links_per_super = static_cast<uint32_t>(n.uint_or("links_per_super", c.links_per_super, 1, 16));
   c.leaf_spine_gbps = n.number_or("leaf_spine_gbps", c.leaf_spine_gbps, 0, 1600);
   c.spine_super_gbps = n.number_or("spine_super_gbps", c.spine_super_gbps, 0, 1600);
+  if (n.has("oversubscription")) {
+    try {
+      c.oversubscription = parse_oversubscription(n.string("oversubscription"));
+    } catch (const std::invalid_argument& e) {
+      n.fail("oversubscription", e.what());
+    }
+  }
   c.leaves = static_cast<uint32_t>(n.uint_or("leaves", c.leaves, 1, 255));
   c.spines = static_cast<uint32_t>(n.uint_or("spines", c.spines, 1, 256));
   c.hosts_per_leaf = static_cast<uint32_t>(n.uint_or("hosts_per_leaf", c.hosts_per_leaf, 1, 254));

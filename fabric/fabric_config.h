@@ -4,9 +4,11 @@
 // '-'); every error names the file (or "command line"), the key and what is allowed.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "control/cc_settings.h"
@@ -78,6 +80,11 @@ struct FabricConfig {
   double link_gbps = 100.0;      // every cable's rate, unless a tier's is given below
   double leaf_spine_gbps = 0;    // 0: link_gbps
   double spine_super_gbps = 0;   // tiers 3; 0: link_gbps
+  // Oversubscription per tier, (A, B) for A:B, bandwidth below a switch to bandwidth above it:
+  // the leaf's (its hosts' : its uplinks'), then with three tiers the spine's (its leaves' : its
+  // super-spines'). Each sets its tier's up-link rate from the counts (leaf_spine_rate,
+  // spine_super_rate); empty: the rates given (or link_gbps).
+  std::vector<std::pair<double, double>> oversubscription;
   uint64_t delay_ns = 1000;  // propagation delay of every cable
   // Cables of different lengths: each cable's delay is delay_ns + a seeded draw in
   // [0, cable_spread_ns] (1 ns is about 20 cm of fibre: 500 ns, cables that differ by up to
@@ -200,8 +207,22 @@ struct FabricConfig {
 
   uint32_t total_leaves() const { return pods * leaves; }  // per plane
   uint32_t hosts() const { return total_leaves() * hosts_per_leaf; }
-  double leaf_spine_rate() const { return leaf_spine_gbps > 0 ? leaf_spine_gbps : link_gbps; }
-  double spine_super_rate() const { return spine_super_gbps > 0 ? spine_super_gbps : link_gbps; }
+  // The leaf-spine rate: leaf_spine_gbps, else the leaf tier's oversubscription A:B over the
+  // counts (hosts_per_leaf x link_gbps x B / (A x leaf uplinks)), else link_gbps.
+  double leaf_spine_rate() const {
+    if (leaf_spine_gbps > 0) return leaf_spine_gbps;
+    if (oversubscription.empty()) return link_gbps;
+    const auto [a, b] = oversubscription[0];
+    return hosts_per_leaf * link_gbps * b / (a * leaf_uplinks());
+  }
+  // The spine-super rate: spine_super_gbps, else the spine tier's A:B (leaves x links_per_spine x
+  // leaf_spine_rate() x B / (A x spine uplinks)), else link_gbps.
+  double spine_super_rate() const {
+    if (spine_super_gbps > 0) return spine_super_gbps;
+    if (oversubscription.size() < 2) return link_gbps;
+    const auto [a, b] = oversubscription[1];
+    return leaves * links_per_spine * leaf_spine_rate() * b / (a * spine_uplinks());
+  }
   // The layout host `name`'s NIC uses (ppcid_layout_hosts, else the fabric's).
   std::string host_ppcid_layout(const std::string& name) const;
   std::string effective_ppcid_layout() const {
@@ -210,6 +231,18 @@ struct FabricConfig {
     const uint64_t paths = uint64_t{spines} * links_per_spine *
                            (tiers == 3 ? uint64_t{super_spines} * links_per_super : 1);
     return paths > 16 ? "path-high" : "ts-high";
+  }
+  // Spray choices per plane: a leaf's among its uplinks, a three-tier spine's among its links up.
+  uint32_t leaf_uplinks() const { return spines * links_per_spine; }
+  uint32_t spine_uplinks() const { return super_spines * links_per_super; }
+  // The path ids a NIC rotates through with fabric_paths auto, when its layout holds
+  // `layout_ids`: all of them with two tiers; with three, one per (leaf uplink, spine uplink)
+  // pair, the leaf choosing by the id's low digit (id % leaf_uplinks) and the spine by the next
+  // (id / leaf_uplinks), capped at what the layout holds (docs/fabric_emu.md "Three tiers").
+  uint32_t auto_fabric_paths(uint32_t layout_ids) const {
+    if (tiers != 3) return layout_ids;
+    return static_cast<uint32_t>(
+        std::min<uint64_t>(uint64_t{leaf_uplinks()} * spine_uplinks(), layout_ids));
   }
   uint64_t warmup() const { return warmup_ns != 0 ? warmup_ns : duration_ns / 5; }
   // The receive model the NICs of a `mode` run use: reorder-buffer | ooo-placement | none.
@@ -232,5 +265,10 @@ std::vector<FabricMode> parse_mode_list(std::string_view text);  // "ecmp,spray"
 std::pair<std::string, std::string> parse_ppcid_layout_host(std::string_view text);
 // "auto" -> 0, or a count in [1, 256]. Throws std::invalid_argument.
 uint32_t parse_fabric_paths(std::string_view text);
+// "1:1,2:1" -> {{1, 1}, {2, 1}}: A:B per tier, leaf first, A and B > 0. Throws
+// std::invalid_argument naming the accepted form.
+std::vector<std::pair<double, double>> parse_oversubscription(std::string_view text);
+// The other way: "1:1,2:1" ("" for none).
+std::string format_oversubscription(const std::vector<std::pair<double, double>>& ratios);
 
 }  // namespace spraynet::fabric

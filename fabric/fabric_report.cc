@@ -306,7 +306,8 @@ std::optional<double> ideal_ceiling(const FabricConfig& c) {
         return share *
                (c.total_leaves() > 1 ? std::min({1.0, leaf_up / H, leaf_up / H * spine_up}) : 1.0);
       }
-      return share * (c.leaves > 1 ? std::min(1.0, up / H) : 1.0);
+      return share * (c.leaves > 1 ? std::min(1.0, up * c.leaf_spine_rate() / c.link_gbps / H)
+                                   : 1.0);
     case Workload::kAlltoall: {
       if (c.hosts() < 2) return std::nullopt;
       const double cross =
@@ -367,7 +368,8 @@ std::string format_header(const FabricConfig& c) {
     std::snprintf(line, sizeof line,
                   "  oversubscription: leaf %u:%u (host ports : uplinks) = %.2f, spine 1:1 (every "
                   "port faces a leaf); PFC %s; congestion control %s; events: ",
-                  c.hosts_per_leaf, up, up > 0 ? static_cast<double>(c.hosts_per_leaf) / up : 0.0,
+                  c.hosts_per_leaf, up,
+                  up > 0 ? c.hosts_per_leaf * c.link_gbps / (up * c.leaf_spine_rate()) : 0.0,
                   c.pfc ? "on" : "off",
                   c.cc.enabled() ? (std::string(control::to_string(c.cc.mode)) + " (ECN " +
                                     (c.ecn_kmin_bytes != 0 ? "kmin/kmax given" : c.ecn_preset) +
@@ -387,7 +389,43 @@ std::string format_header(const FabricConfig& c) {
                   *ceiling, payload_share(c.mtu));
     out += line;
   }
+  const bool sprays = std::any_of(c.modes.begin(), c.modes.end(), is_spray);
+  if (c.tiers == 3 && sprays) {
+    // How the path id is split between the tiers, and when it cannot name every pair of
+    // choices, that it falls short and what happens then.
+    const SpraySplit sp = spray_split(c);
+    std::snprintf(line, sizeof line,
+                  "  spray: %u path ids; the leaf takes id %% %u (its uplinks), the spine id / %u "
+                  "(of its %u links up)",
+                  sp.paths, sp.leaf_choices, sp.leaf_choices, sp.spine_choices);
+    out += line;
+    if (sp.paths >= sp.leaf_choices * sp.spine_choices) {
+      out += ": every pair of choices\n";
+    } else {
+      std::snprintf(line, sizeof line,
+                    "; %u x %u pairs do not fit %u ids (%s), so one QP reaches %u of a spine's "
+                    "%u links up (its flow hash spreads the QPs over them all)%s\n",
+                    sp.leaf_choices, sp.spine_choices, sp.paths,
+                    c.fabric_paths != 0 ? "--fabric-paths" : c.effective_ppcid_layout().c_str(),
+                    sp.spine_digits, sp.spine_choices,
+                    c.effective_ppcid_layout() == "ts-high" && c.fabric_paths == 0
+                        ? "; path-high holds 256"
+                        : "");
+      out += line;
+    }
+  }
   return out;
+}
+
+SpraySplit spray_split(const FabricConfig& c) {
+  SpraySplit sp;
+  sp.leaf_choices = c.leaf_uplinks();
+  sp.spine_choices = c.spine_uplinks();
+  const uint32_t layout_ids = c.effective_ppcid_layout() == "ts-high" ? 16 : 256;
+  sp.paths = c.fabric_paths != 0 ? c.fabric_paths : c.auto_fabric_paths(layout_ids);
+  // Distinct values of id / leaf_choices over ids 0..paths-1 (each one spine link per QP).
+  sp.spine_digits = std::min(sp.spine_choices, (sp.paths + sp.leaf_choices - 1) / sp.leaf_choices);
+  return sp;
 }
 
 nlohmann::json summary_json(const std::vector<RunResult>& runs) {
@@ -492,8 +530,20 @@ nlohmann::json config_json(const FabricConfig& c) {
     j["super_spines"] = c.super_spines;
     j["links_per_super"] = c.links_per_super;
     j["spine_super_gbps"] = c.spine_super_rate();
+    const SpraySplit sp = spray_split(c);
+    j["spray_split"] = {{"paths", sp.paths},
+                        {"leaf_choices", sp.leaf_choices},
+                        {"spine_choices", sp.spine_choices},
+                        {"spine_digits", sp.spine_digits},
+                        {"fits", sp.paths >= sp.leaf_choices * sp.spine_choices}};
   }
   if (c.leaf_spine_gbps > 0) j["leaf_spine_gbps"] = c.leaf_spine_gbps;
+  if (!c.oversubscription.empty()) {
+    // Only when given: a report without it stays as it was. The rates it set, beside it.
+    j["oversubscription"] = format_oversubscription(c.oversubscription);
+    j["leaf_spine_gbps"] = c.leaf_spine_rate();
+    if (c.tiers == 3) j["spine_super_gbps"] = c.spine_super_rate();
+  }
   return j;
 }
 

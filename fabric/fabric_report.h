@@ -245,4 +245,16 @@ double payload_share(uint32_t mtu);
 uint32_t roce_frame_bytes(uint32_t payload, bool reth);
 std::optional<double> ideal_ceiling(const FabricConfig& config);
 
+// Three tiers, spray: how the NICs' path ids split between the tiers. The leaf takes id %
+// leaf_choices (through its bucket table: exactly that with a power-of-two uplink count), the
+// spine id / leaf_choices; `spine_digits` of the spine's links are what one QP can reach at
+// one spine (spine_choices when paths >= leaf_choices x spine_choices).
+struct SpraySplit {
+  uint32_t paths = 0;          // the path ids a NIC of the fabric's layout rotates through
+  uint32_t leaf_choices = 0;   // a leaf's uplinks
+  uint32_t spine_choices = 0;  // a spine's links up
+  uint32_t spine_digits = 0;
+};
+SpraySplit spray_split(const FabricConfig& config);
+
 }  // namespace spraynet::fabric

@@ -153,6 +153,14 @@ std::vector<Flag> make_flags() {
       "rate of the leaf-spine cables, Gbit/s; 0: --link-gbps (0)");
   dbl("spine-super-gbps", &FabricConfig::spine_super_gbps,
       "tiers 3: rate of the spine-super-spine cables, Gbit/s; 0: --link-gbps (0)");
+  f.push_back({"oversubscription",
+               "A:B per tier, leaf first: bandwidth below a switch to bandwidth above it (the "
+               "leaf's hosts : uplinks; with --tiers 3 then the spine's leaves : super-spines), "
+               "e.g. 1:1,2:1; sets the leaf-spine (and spine-super) rate from the counts, instead "
+               "of --leaf-spine-gbps (--spine-super-gbps) (none)",
+               "", [](FabricConfig& c, const std::string& v) {
+                 c.oversubscription = parse_oversubscription(v);
+               }});
   dbl("link-gbps", &FabricConfig::link_gbps,
       "rate of every cable, Gbit/s (100)");
   u64("delay-ns", &FabricConfig::delay_ns,
@@ -230,7 +238,8 @@ std::vector<Flag> make_flags() {
   f.push_back(
       {"fabric-paths",
        "spray: path ids the NICs rotate through and recognise on receipt: auto (every id the "
-       "layout holds: 16 in ts-high, 256 in path-high) | 1..256; fewer than the layout holds lets "
+       "layout holds: 16 in ts-high, 256 in path-high; with --tiers 3 one per pair of a leaf "
+       "uplink and a spine link up, at most that) | 1..256; fewer than the layout holds lets "
        "a receiver see a layout mismatch (auto)",
        "", [](FabricConfig& c, const std::string& v) { c.fabric_paths = parse_fabric_paths(v); }});
   boolean("nic-restore-checksum", &FabricConfig::nic_restore_checksum,

@@ -63,7 +63,10 @@ control::SwitchConfig base_switch(const FabricConfig& c, FabricMode mode, const 
   s.tcam.spray_rule_limit = c.tcam_spray_rules;
   s.tcam.capacity = c.tcam_capacity;
   if (c.tcam_roce_partition > 0) s.tcam.partitions.push_back({"roce", c.tcam_roce_partition});
-  s.route_table = RouteTableBackend::kRib;  // hundreds of switches: bytes per route, not 64 MiB
+  // Hundreds of switches: bytes per route, not 64 MiB. Three tiers: no DPDK memzone either
+  // (an rte_rib takes three of RTE_MAX_MEMZONE's 2560: 32 spines per pod of 16 pods make 1280
+  // switches); two tiers keep the rib, and their reports' memory figures.
+  s.route_table = c.tiers == 3 ? RouteTableBackend::kHash : RouteTableBackend::kRib;
   if (c.cc.enabled()) {
     // DCQCN's congestion point: every port marks the lossless class (the RoCE data's, class 3).
     s.ecn.enabled = true;
@@ -171,7 +174,8 @@ Topology::Topology(const FabricConfig& c, FabricMode mode, uint64_t seed)
       if (is_spray(mode)) {
         n.spray.mode = *parse_spray_mode(c.spray_policy);
         n.spray.fabric_paths = static_cast<uint16_t>(
-            c.fabric_paths != 0 ? c.fabric_paths : max_path_id(n.spray.ppcid_layout) + 1);
+            c.fabric_paths != 0 ? c.fabric_paths
+                                : c.auto_fabric_paths(max_path_id(n.spray.ppcid_layout) + 1));
       } else {
         n.spray.mode = SprayMode::kFlow;  // one flow, one plane: the ECMP baseline at the NIC
       }
@@ -185,8 +189,8 @@ Topology::Topology(const FabricConfig& c, FabricMode mode, uint64_t seed)
     }
   }
 
-  const double leaf_spine_gbps = c.leaf_spine_gbps;
-  const double spine_super_gbps = c.spine_super_gbps;
+  const double leaf_spine_gbps = c.leaf_spine_rate();  // --oversubscription's, if given
+  const double spine_super_gbps = c.spine_super_rate();
   uint32_t switch_index = 0;
   for (uint32_t p = 0; p < c.planes; ++p) {
     const std::string pre = plane_prefix(p);
@@ -234,17 +238,21 @@ Topology::Topology(const FabricConfig& c, FabricMode mode, uint64_t seed)
             balanced_group(c, mode, "to_" + pod + "leaf" + std::to_string(dl), uplinks));
         s.config.routes.push_back(r);
       }
-      if (clos) {
-        // Every other pod over every uplink: any spine reaches it through its super-spines.
-        s.pod_group.assign(c.pods, -1);
-        for (uint32_t r = 0; r < c.pods; ++r) {
-          if (r == q) continue;
-          s.pod_group[r] = static_cast<int32_t>(s.config.groups.size());
+      for (uint32_t r = 0; clos && r < c.pods; ++r) {
+        // Every leaf of every other pod over every uplink (any spine reaches it through its
+        // super-spines), a /24 each and not a /16 per pod: a leaf-spine link down in pod r
+        // leaves that spine's whole super-spine plane without a way to that one leaf, and only
+        // a route per leaf can withdraw the spine for it alone (as BGP does in a Clos without
+        // aggregation, RFC 7938).
+        if (r == q) continue;
+        for (uint32_t dl = 0; dl < L; ++dl) {
+          s.leaf_group[r * L + dl] = static_cast<int32_t>(s.config.groups.size());
           control::RouteSettings route;
-          route.prefix = {0x0A000000u | (r << 16), 16};
+          route.prefix = {0x0A000000u | (r << 16) | (dl << 8), 24};
           route.group = static_cast<uint32_t>(s.config.groups.size());
-          s.config.groups.push_back(
-              balanced_group(c, mode, "to_" + pre + "pod" + std::to_string(r), uplinks));
+          s.config.groups.push_back(balanced_group(
+              c, mode, "to_" + pre + "pod" + std::to_string(r) + ".leaf" + std::to_string(dl),
+              uplinks));
           s.config.routes.push_back(route);
         }
       }
@@ -293,27 +301,21 @@ Topology::Topology(const FabricConfig& c, FabricMode mode, uint64_t seed)
             route.group = static_cast<uint32_t>(s.config.groups.size());
             control::GroupSettings g =
                 balanced_group(c, mode, "to_" + pre + "pod" + std::to_string(r), up);
-            // Spray modes: the spine's choice of super-spine is per packet too, but not by the
-            // path id. The switch reads the same path id bits at every tier and maps them
-            // through a bucket table of the same size, so the spine's choice would be a
-            // relabelling of the leaf's: each QP would reach one super-spine per spine (half
-            // the spine-super links idle in a permutation). Until a spine can read its own share
-            // of the path id's bits (issue 30), it takes DRILL's per-packet choice, which the
-            // receiving NIC's reorder engine undoes like the leaf's spraying.
-            if (is_spray(mode)) g.mode = "drill";
+            // Sprayed packets: the spine reads the path id's next digit, id / (the leaf's
+            // uplinks), the leaf having chosen by the id modulo them. Reading the whole id, as
+            // the leaf does, would relabel the leaf's choice: every id that reached this spine
+            // from one leaf uplink would take the same super-spine link (measured: half the
+            // spine-super links idle under spray).
+            g.spray_path_divisor = std::min<uint32_t>(c.leaf_uplinks(), 256);
             s.config.groups.push_back(std::move(g));
             s.config.routes.push_back(route);
           }
         }
         // Parallel links to each leaf are a choice too: the spine sprays on them by the PPCID's
-        // path id, as the leaf does on its uplinks (three tiers: only towards its own pod's
-        // leaves, so that the way up stays DRILL's). Without it, spray reached the spine and
-        // stopped there.
-        if (is_spray(mode) && K > 1) {
-          control::TcamRuleSettings rule = transit_spray_rule(c);
-          if (clos) rule.dst = {0x0A000000u | (q << 16), 16};
-          s.config.tcam.rules.push_back(rule);
-        }
+        // path id, as the leaf does on its uplinks, and with three tiers also on its links up
+        // (by the id's next digit, above). Without it, spray reached the spine and stopped
+        // there.
+        if (is_spray(mode) && (K > 1 || clos)) s.config.tcam.rules.push_back(transit_spray_rule(c));
         switches_.push_back(std::move(s));
       }
     }

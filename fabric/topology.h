@@ -18,8 +18,9 @@
 // global leaf h / hosts_per_leaf), and pod q's hosts have IP 10.q.l.(i+1): one /16 per pod.
 // Spine ports: l*K + k down to leaf l of its pod, then leaves*K + m*K2 + k2 up to super s.m
 // over parallel link k2 (K2 = links_per_super). Super-spine ports: q*K2 + k2 down to pod q's
-// spine s. Leaf groups and routes as above for the leaves of its pod, plus one "up" group per
-// other pod (route 10.q/16); spine groups: one per leaf of its pod (/24), one per other pod
+// spine s. Leaf groups and routes as above for every other leaf, of any pod (10.q.l/24, so
+// that a spine can be withdrawn towards one leaf of another pod); spine groups: one per leaf of
+// its pod (/24), one per other pod
 // (every up link, 10.q/16); super-spine groups: one per pod (its K2 links, 10.q/16). Each
 // destination has its own group so that routing can withdraw a member towards it alone.
 #pragma once
@@ -50,10 +51,10 @@ struct SwitchSpec {
   uint32_t index = 0;
   uint32_t column = 0;  // super-spines: s, the spine index (super-spine plane) they serve
   control::SwitchConfig config;
-  // Leaves: the group that reaches each leaf over the uplinks (-1 for itself and for leaves of
-  // other pods), by global leaf number.
+  // Leaves: the group that reaches each leaf over the uplinks (-1 for itself), by global leaf
+  // number: three tiers too, a /24 per leaf of every pod.
   std::vector<int32_t> leaf_group;
-  // Leaves and spines of a three-tier fabric: the up group towards each pod (-1 for its own).
+  // Spines of a three-tier fabric: the up group towards each pod (-1 for its own).
   std::vector<int32_t> pod_group;
 };
 

@@ -28,6 +28,10 @@ const PathGroupConfig& validated(const PathGroupConfig& config) {
   if (sorted.back() == PathSelector::kNoPort) {
     throw std::invalid_argument("path group: port id 65535 is reserved (kNoPort)");
   }
+  if (config.spray_path_divisor < 1 || config.spray_path_divisor > 256) {
+    throw std::invalid_argument("path group: spray_path_divisor " +
+                                std::to_string(config.spray_path_divisor) + ", allowed 1..256");
+  }
   return config;
 }
 
@@ -79,7 +83,8 @@ PathSelector::PathSelector(const PathGroupConfig& config)
       member_packets_(members_.size(), 0),
       excluded_(members_.size(), false),
       max_member_(*std::max_element(members_.begin(), members_.end())),
-      multiply_shift_(config.ecmp_multiply_shift) {}
+      multiply_shift_(config.ecmp_multiply_shift),
+      path_divisor_(config.spray_path_divisor) {}
 
 std::unique_ptr<const BucketTable> PathSelector::make_table(
     std::span<const uint32_t> weights) const {
@@ -212,8 +217,10 @@ uint16_t PathSelector::select_sprayed(uint32_t flow_hash, uint8_t path_id, uint6
   if (eligible == 0) return to_port(BucketTable::kNoMember);
   // One load of the published table per packet: its size and its buckets belong together.
   const BucketTable& table = bucket_table();
-  const uint32_t index = flow_hash + path_id * spray_stride(table.size());
-  const uint16_t member = from_bucket(table, index, flow_hash + path_id, eligible, all);
+  // This group's digit of the path id (the whole id unless a tier below chose by its low part).
+  const uint32_t p = path_divisor_ == 1 ? path_id : path_id / path_divisor_;
+  const uint32_t index = flow_hash + p * spray_stride(table.size());
+  const uint16_t member = from_bucket(table, index, flow_hash + p, eligible, all);
   ++counters_.sprayed;
   return to_port(member);
 }

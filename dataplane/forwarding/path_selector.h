@@ -51,6 +51,11 @@ struct PathGroupConfig {
   // ecmp reduces the hash onto the members by multiply-shift instead of hash % N (the
   // articles' formula, the default).
   bool ecmp_multiply_shift = false;
+  // Sprayed packets: the group reads path id / spray_path_divisor (1..256), not the path id.
+  // A switch one tier above the sprayer's first choice sets it to the number of choices made
+  // below it (a three-tier spine's up groups: the leaf's uplink count), so that the two tiers
+  // read different digits of the path id instead of the same bits relabelled.
+  uint16_t spray_path_divisor = 1;
 };
 
 struct PathSelectorCounters {
@@ -82,11 +87,12 @@ class PathSelector {
   uint16_t select(uint32_t flow_hash, uint64_t now_ns, std::span<const PathLoad> port_loads,
                   bool all_eligible = false);
 
-  // The port for a sprayed packet: the bucket table at flow_hash + path_id * stride, with
+  // The port for a sprayed packet: the bucket table at flow_hash + p * stride, with
+  // p = path_id / spray_path_divisor (the path id itself by default), and
   // stride the odd number nearest table size / golden ratio, so that one QP's path ids land on
   // well-spread buckets and take members in proportion to their weights (8 equal members and
   // path ids 0..15: exactly two path ids each). When the bucket's member is ineligible,
-  // flow_hash + path_id spread over the eligible members by a Fibonacci multiply, so the path
+  // flow_hash + p spread over the eligible members by a Fibonacci multiply, so the path
   // ids still spread. The same in every mode.
   uint16_t select_sprayed(uint32_t flow_hash, uint8_t path_id, uint64_t now_ns,
                           std::span<const PathLoad> port_loads, bool all_eligible = false);
@@ -166,6 +172,7 @@ class PathSelector {
   size_t excluded_count_ = 0;
   uint16_t max_member_ = 0;  // the largest member port id
   bool multiply_shift_ = false;  // PathGroupConfig::ecmp_multiply_shift
+  uint16_t path_divisor_ = 1;    // PathGroupConfig::spray_path_divisor
   PathSelectorCounters counters_;
 };
 

@@ -34,6 +34,8 @@ std::string_view to_string(RouteTableBackend backend) {
       return "lpm";
     case RouteTableBackend::kRib:
       return "rib";
+    case RouteTableBackend::kHash:
+      return "hash";
   }
   return "?";
 }
@@ -41,6 +43,7 @@ std::string_view to_string(RouteTableBackend backend) {
 std::optional<RouteTableBackend> parse_route_table_backend(std::string_view name) {
   if (name == "lpm") return RouteTableBackend::kLpm;
   if (name == "rib") return RouteTableBackend::kRib;
+  if (name == "hash") return RouteTableBackend::kHash;
   return std::nullopt;
 }
 
@@ -63,8 +66,9 @@ uint32_t lpm_tbl8_groups(uint32_t max_routes) {
 RouteTable::RouteTable(std::string_view name, uint32_t max_routes, int socket_id,
                        RouteTableBackend backend)
     : name_(name), backend_(backend), max_routes_(max_routes) {
+  // kHash has no DPDK name; it takes rte_lpm's limit so that a name fits any backend's swap.
   const size_t max_name =
-      backend_ == RouteTableBackend::kLpm ? kMaxLpmNameLength : kMaxRibNameLength;
+      backend_ == RouteTableBackend::kRib ? kMaxRibNameLength : kMaxLpmNameLength;
   if (name_.empty() || name_.size() > max_name) {
     throw std::invalid_argument("route table name '" + name_ + "' must be 1 to " +
                                 std::to_string(max_name) + " characters (" +
@@ -84,6 +88,7 @@ RouteTable::RouteTable(std::string_view name, uint32_t max_routes, int socket_id
     }
     return;
   }
+  if (backend_ == RouteTableBackend::kHash) return;  // nothing to allocate up front
   if (max_routes > INT_MAX / 2) {
     throw std::invalid_argument("route table '" + name_ + "': max_routes " +
                                 std::to_string(max_routes) + " is above " +
@@ -121,6 +126,13 @@ uint64_t RouteTable::memory_bytes() const {
       b += sizeof(rte_mempool) + mp->private_data_size;
     }
   }
+  // kHash: libstdc++'s unordered_map, a bucket array of pointers and a node per route (the next
+  // pointer, the key and value, the cached hash is not kept for integer keys).
+  b += hash_.capacity() * sizeof(hash_[0]);
+  for (const auto& [depth, routes] : hash_) {
+    b += routes.bucket_count() * sizeof(void*) +
+         routes.size() * (sizeof(void*) + sizeof(std::pair<const uint32_t, uint32_t>));
+  }
   return b;
 }
 
@@ -129,6 +141,7 @@ void RouteTable::release() {
   rte_rib_free(rib_);
   lpm_ = nullptr;
   rib_ = nullptr;
+  hash_.clear();
 }
 
 RouteTable::~RouteTable() {
@@ -140,6 +153,7 @@ RouteTable::RouteTable(RouteTable&& other) noexcept
       backend_(other.backend_),
       lpm_(std::exchange(other.lpm_, nullptr)),
       rib_(std::exchange(other.rib_, nullptr)),
+      hash_(std::move(other.hash_)),
       max_routes_(std::exchange(other.max_routes_, 0)),
       default_group_(std::exchange(other.default_group_, std::nullopt)),
       route_count_(std::exchange(other.route_count_, 0)) {}
@@ -151,6 +165,8 @@ RouteTable& RouteTable::operator=(RouteTable&& other) noexcept {
     backend_ = other.backend_;
     lpm_ = std::exchange(other.lpm_, nullptr);
     rib_ = std::exchange(other.rib_, nullptr);
+    hash_ = std::move(other.hash_);
+    other.hash_.clear();
     max_routes_ = std::exchange(other.max_routes_, 0);
     default_group_ = std::exchange(other.default_group_, std::nullopt);
     route_count_ = std::exchange(other.route_count_, 0);
@@ -193,6 +209,26 @@ void RouteTable::add(uint32_t prefix, uint8_t depth, uint32_t group) {
     if (!replacing) ++route_count_;
     return;
   }
+  if (backend_ == RouteTableBackend::kHash) {
+    // Kept longest first: the first depth at or below this one is where it goes.
+    auto at = std::find_if(hash_.begin(), hash_.end(),
+                           [&](const auto& d) { return d.first <= depth; });
+    if (at == hash_.end() || at->first != depth) {
+      at = hash_.emplace(at, depth, std::unordered_map<uint32_t, uint32_t>{});
+    }
+    if (!at->second.contains(prefix)) {
+      // Same capacity as the other backends: max_routes routes of depth 1..32.
+      if (route_count_ - (default_group_ ? 1 : 0) >= max_routes_) {
+        if (at->second.empty()) hash_.erase(at);
+        throw std::runtime_error("route table '" + name_ + "': cannot add " +
+                                 route_string(prefix, depth) + ": " + rte_strerror(ENOSPC) +
+                                 " (table full)");
+      }
+      ++route_count_;
+    }
+    at->second[prefix] = group;
+    return;
+  }
   rte_rib_node* node = rte_rib_lookup_exact(rib_, prefix, depth);
   if (node == nullptr) {
     // Same capacity as rte_lpm's max_rules: max_routes routes of depth 1..32.
@@ -223,6 +259,11 @@ bool RouteTable::remove(uint32_t prefix, uint8_t depth) {
   }
   if (lpm_ != nullptr) {
     if (rte_lpm_delete(lpm_, prefix, depth) != 0) return false;
+  } else if (backend_ == RouteTableBackend::kHash) {
+    const auto at =
+        std::find_if(hash_.begin(), hash_.end(), [&](const auto& d) { return d.first == depth; });
+    if (at == hash_.end() || at->second.erase(prefix) == 0) return false;
+    if (at->second.empty()) hash_.erase(at);  // one probe less per lookup
   } else {
     if (rte_rib_lookup_exact(rib_, prefix, depth) == nullptr) return false;
     rte_rib_remove(rib_, prefix, depth);
@@ -235,6 +276,14 @@ std::optional<uint32_t> RouteTable::lookup(uint32_t dst_ip) const {
   if (lpm_ != nullptr) {
     uint32_t group;
     if (rte_lpm_lookup(lpm_, dst_ip, &group) == 0) return group;
+    return default_group_;
+  }
+  if (backend_ == RouteTableBackend::kHash) {
+    for (const auto& [depth, routes] : hash_) {
+      if (const auto it = routes.find(dst_ip & depth_mask(depth)); it != routes.end()) {
+        return it->second;
+      }
+    }
     return default_group_;
   }
   if (const rte_rib_node* node = rte_rib_lookup(rib_, dst_ip)) {
@@ -267,6 +316,12 @@ unsigned RouteTable::lookup_burst(std::span<const uint32_t> dst_ips,
         groups[i] = miss;
         if (default_group_) ++hits;
       }
+    }
+  } else if (backend_ == RouteTableBackend::kHash) {
+    for (size_t i = 0; i < n; ++i) {
+      const std::optional<uint32_t> group = lookup(dst_ips[i]);  // the default route included
+      groups[i] = group.value_or(kNoRoute);
+      hits += group.has_value();
     }
   } else {
     // rte_rib has no bulk lookup (rte_fib's RTE_FIB_DUMMY loops over rte_rib_lookup too).

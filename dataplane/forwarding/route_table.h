@@ -7,6 +7,11 @@
 //    branching point on the way to the longest match, so it is slower; memory is a few hundred
 //    bytes per route (a node pool of 2 * max_routes nodes). For fabrics of many switches in one
 //    process (fabric_emu: hundreds of SwitchNodes under EAL --no-huge).
+//  - kHash: no DPDK memory, a hash map per prefix length in use; a lookup probes the lengths
+//    present, longest first (fabric_emu's switches hold 3: /32, /24, /16). rte_rib_create takes
+//    three EAL memzones (its node mempool's), and DPDK 22.11 has RTE_MAX_MEMZONE 2560 fixed at
+//    build time, so a process cannot hold much more than 800 ribs: fabric_emu's three-tier
+//    fabrics of more switches (1280 with 32 spines per pod) take this one.
 //
 // Both give the same answers: depths 1..32 live in the backend, the default route (depth 0) is
 // kept beside it and answers every lookup that the backend misses; host bits are refused, a
@@ -18,6 +23,9 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
 
 struct rte_lpm;
 struct rte_rib;
@@ -26,9 +34,9 @@ namespace spraynet {
 
 class RouteCache;
 
-enum class RouteTableBackend : uint8_t { kLpm, kRib };
+enum class RouteTableBackend : uint8_t { kLpm, kRib, kHash };
 
-std::string_view to_string(RouteTableBackend backend);  // "lpm" | "rib"
+std::string_view to_string(RouteTableBackend backend);  // "lpm" | "rib" | "hash"
 std::optional<RouteTableBackend> parse_route_table_backend(std::string_view name);
 
 class RouteTable {
@@ -94,6 +102,8 @@ class RouteTable {
   RouteTableBackend backend_ = RouteTableBackend::kLpm;
   rte_lpm* lpm_ = nullptr;  // kLpm
   rte_rib* rib_ = nullptr;  // kRib
+  // kHash: (depth, prefix -> group) for each depth 1..32 that has a route, longest first.
+  std::vector<std::pair<uint8_t, std::unordered_map<uint32_t, uint32_t>>> hash_;
   uint32_t max_routes_ = 0;
   std::optional<uint32_t> default_group_;
   uint32_t route_count_ = 0;

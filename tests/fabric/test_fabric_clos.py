@@ -9,7 +9,10 @@ permutation throughput must match the expectation of those choices, which this t
 itself by drawing them (each switch's CRC32C % N over distinct 5-tuples behaves as an
 independent uniform draw) and sharing each link max-min among the flows on it. Spraying reaches
 the payload ceiling with no retransmission, and a super-spine link going down is routed around
-within 1 ms with every message completed.
+within 1 ms with every message completed. The spine sprays by the path id's next digit (id / the
+leaf's uplinks): one QP's packets take every spine-super link evenly, and with only the leaf's
+digit in use each spine sends the QP up one link. A leaf-spine link down in one pod is withdrawn
+from the other pods' routes to that leaf. --oversubscription sets the tiers' rates.
 
 FABRIC_EMU points at the program."""
 import csv
@@ -30,11 +33,18 @@ CLOS = ["--tiers", "3", "--pods", str(PODS), "--leaves", str(LEAVES), "--spines"
 PAYLOAD_SHARE = 4096 / (14 + 20 + 8 + 12 + 4096 + 4 + 8 + 12)
 
 
-def run(*args, csv_dir=None):
+# One QP each way between two pods of one leaf and one host: every data packet's path id names
+# one (leaf uplink, spine link up) pair, so each link's share is known exactly.
+ONE_QP = ["--tiers", "3", "--pods", "2", "--leaves", "1", "--spines", str(SPINES),
+          "--super-spines", str(SUPERS), "--hosts-per-leaf", "1",
+          "--links-per-spine", str(PARALLEL)]
+
+
+def run(*args, csv_dir=None, clos=CLOS):
     with tempfile.TemporaryDirectory() as d:
         out = os.path.join(d, "r.json")
         extra = ["--csv", csv_dir] if csv_dir else []
-        p = subprocess.run([EMU, "--quiet", "--reproducible", "--json", out, *extra, *CLOS, *args],
+        p = subprocess.run([EMU, "--quiet", "--reproducible", "--json", out, *extra, *clos, *args],
                            capture_output=True, text=True, timeout=900)
         if p.returncode not in (0, 5):
             raise AssertionError(f"fabric_emu {' '.join(args)} exited {p.returncode}:\n"
@@ -173,6 +183,91 @@ class FabricClos(unittest.TestCase):
             self.assertEqual(r["drops"]["no_route"], 0)
             self.assertLess(r["drops"]["no_eligible_port"] + r["drops"]["link_down"], 40)
             self.assertEqual(r["dead_link_frames_after_1ms"], 0)
+
+    def test_spine_sprays_by_the_next_digit_of_the_path_id(self):
+        # 8 leaf uplinks x 4 spine links up: the NICs rotate through 32 path ids, the leaf takes
+        # id % 8 and the spine id / 8, so each of pod 0's 16 spine-super links carries 2 of
+        # every 32 packets of h0's QP. Reading the whole id at the spine instead would give the
+        # ids of one leaf uplink one link up (half the links idle); DRILL's choice is not even
+        # link by link.
+        rep = run("--duration", "1ms", "--mode", "spray", clos=ONE_QP)
+        self.check_whole(rep)
+        self.assertEqual(rep["config"]["spray_split"],
+                         {"paths": 32, "leaf_choices": 8, "spine_choices": 4, "spine_digits": 4,
+                          "fits": True})
+        r = rep["runs"][0]
+        self.assertEqual(r["packets_retransmitted"], 0)
+        for tier, prefix, count in (("leaf-spine", "pod0.leaf0>", SPINES * PARALLEL),
+                                    ("spine-super", "pod0.spine", SPINES * SUPERS)):
+            up = {k: u for k, u in r["tiers"][tier]["uplink_util_by_link"].items()
+                  if k.startswith(prefix)}
+            self.assertEqual(len(up), count, sorted(up))
+            mean = sum(up.values()) / len(up)
+            self.assertGreater(mean, 0.04, tier)
+            for link, u in up.items():
+                self.assertLess(abs(u - mean), 0.03 * mean, (tier, link, u, mean))
+        # Path ids 0..7 only: the spine's digit is always 0, so each spine sends h0's QP up one
+        # link of its four (which one: its flow hash), and the leaf still uses all 8 uplinks.
+        rep = run("--duration", "1ms", "--mode", "spray", "--fabric-paths", "8", clos=ONE_QP)
+        self.check_whole(rep)
+        self.assertEqual(rep["config"]["spray_split"]["spine_digits"], 1)
+        self.assertFalse(rep["config"]["spray_split"]["fits"])
+        by_link = rep["runs"][0]["tiers"]["spine-super"]["uplink_util_by_link"]
+        for s in range(SPINES):
+            used = [k for k, u in by_link.items() if k.startswith(f"pod0.spine{s}>") and u > 0.01]
+            self.assertEqual(len(used), 1, (s, by_link))
+        leaf = rep["runs"][0]["tiers"]["leaf-spine"]["uplink_util_by_link"]
+        self.assertEqual(len([k for k, u in leaf.items()
+                              if k.startswith("pod0.leaf0>") and u > 0.01]), SPINES * PARALLEL)
+
+    def test_leaf_spine_link_down_in_another_pod_is_withdrawn_across_pods(self):
+        # pod1.leaf1 loses spine2 (both parallel links): super-spine plane 2 then has no way down
+        # to that leaf, so pod 0's leaves must stop sending its traffic to their spine2 (a /24
+        # per remote leaf, withdrawn), else it dies at pod1.spine2 (no_eligible_port) and an
+        # ECMP QP hashed there never completes.
+        for mode in ("ecmp", "spray"):
+            with self.subTest(mode):
+                rep = run("--workload", "alltoall", "--bytes", "262144", "--duration", "20ms",
+                          "--mode", mode, "--seeds", "1",
+                          "--event", "link-down:pod1.leaf1-spine2@100us")
+                self.check_whole(rep)
+                r = rep["runs"][0]
+                self.assertTrue(r["completed"], r["warnings"])
+                self.assertEqual(r["messages_completed"], r["messages_expected"])
+                self.assertEqual(r["drops"]["no_route"], 0)
+                # Only what was queued on the two dead links at 100 us (link_down) and on its
+                # way down to pod1.leaf1 through pod1.spine2 then (no_eligible_port); without
+                # the withdrawal no_eligible_port is a stream (2260 in ecmp, 3532 in spray)
+                # and messages stay unfinished at 20 ms.
+                self.assertLess(r["drops"]["no_eligible_port"], 40, r["drops"])
+                self.assertLess(r["drops"]["link_down"], 80, r["drops"])
+                self.assertLess(r["virtual_us"], 2000)
+
+    def test_oversubscription_per_tier_sets_the_rates(self):
+        # 1:1 at the leaf (8 hosts, 8 uplinks of 100), 4:1 at the spine (4 x 100 down, 4 links
+        # up of 25): the same fabric as giving --spine-super-gbps 25, run for run.
+        common = ("--duration", "500us", "--mode", "ecmp,spray", "--seeds", "1")
+        over = run(*common, "--oversubscription", "1:1,4:1")
+        given = run(*common, "--spine-super-gbps", "25")
+        self.assertEqual(over["config"]["oversubscription"], "1:1,4:1")
+        self.assertEqual(over["config"]["spine_super_gbps"], 25)
+        self.assertEqual(over["config"]["leaf_spine_gbps"], 100)
+        self.assertEqual(over["runs"], given["runs"])
+        # About half the traffic leaves its pod, through a quarter of the bandwidth it needs.
+        self.assertLess(over["runs"][1]["throughput_fraction"], 0.8)
+        # Refused, naming the flag and what it allows.
+        for bad, says in (("1:1,2:1,1:1", "a 3-tier fabric has 2 (leaf, spine)"),
+                          ("2", "A:B per tier"),
+                          ("1:100", "allowed 1..1600")):
+            p = subprocess.run([EMU, *CLOS, "--duration", "100us", "--oversubscription", bad],
+                               capture_output=True, text=True, timeout=60)
+            self.assertNotEqual(p.returncode, 0, bad)
+            self.assertIn("oversubscription", p.stderr, bad)
+            self.assertIn(says, p.stderr, bad)
+        p = subprocess.run([EMU, *CLOS, "--duration", "100us", "--oversubscription", "1:1",
+                            "--leaf-spine-gbps", "200"], capture_output=True, text=True, timeout=60)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("not both", p.stderr)
 
 
 if __name__ == "__main__":

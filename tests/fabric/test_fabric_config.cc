@@ -300,11 +300,14 @@ TEST_CASE("topology: three tiers, pods, super-spines, their names, routes and YA
   CHECK(leaf.name == "p1.pod1.leaf1");
   CHECK(leaf.pod == 1);
   CHECK(leaf.leaf_group[3] >= 0);   // pod 1's leaf 0
-  CHECK(leaf.leaf_group[0] == -1);  // pod 0's leaves go by the pod's route
-  REQUIRE(leaf.pod_group.size() == 2);
-  CHECK(leaf.pod_group[1] == -1);
-  REQUIRE(leaf.pod_group[0] >= 0);
-  CHECK(leaf.config.groups[leaf.pod_group[0]].ports.size() == 8);
+  CHECK(leaf.leaf_group[4] == -1);  // itself
+  // Pod 0's leaves: a /24 each over every uplink, so that a spine can be withdrawn towards one.
+  for (uint32_t d = 0; d < 3; ++d) {
+    REQUIRE(leaf.leaf_group[d] >= 0);
+    CHECK(leaf.config.groups[leaf.leaf_group[d]].ports.size() == 8);
+  }
+  CHECK(leaf.config.routes.size() == 2 + 5);  // its hosts, every other leaf
+  CHECK(leaf.pod_group.empty());
   const SwitchSpec& spine = t.switches()[t.spine_index(0, 3, 1)];
   CHECK(spine.name == "pod1.spine3");
   CHECK(spine.tier == Tier::kSpine);
@@ -330,12 +333,22 @@ TEST_CASE("topology: three tiers, pods, super-spines, their names, routes and YA
   CHECK(t.find_cables("pod1.spine3-super2.1").empty());         // not its super-spine plane
   CHECK(t.find_link_ends("super3.1>pod1.spine3").size() == 2);  // one direction, both links
   CHECK(t.find_switch("p1.super0.0").has_value());
-  // Spray: the spine's way up is DRILL's, its parallel links down follow the path id.
+  // Spray: the spine sprays up and down by the path id, up by its next digit (id / the leaf's
+  // 8 uplinks); the NICs rotate through 8 x 4 ids, one per (leaf uplink, spine link up).
   const Topology spray(c, FabricMode::kSpray, 1);
   const SwitchSpec& sspine = spray.switches()[spray.spine_index(0, 3, 1)];
-  CHECK(sspine.config.groups[sspine.pod_group[0]].mode == "drill");
+  CHECK(sspine.config.groups[sspine.pod_group[0]].mode == "ecmp");
+  CHECK(sspine.config.groups[sspine.pod_group[0]].spray_path_divisor == 8);
+  CHECK(sspine.config.groups[0].spray_path_divisor == 1);  // down to its pod's leaf 0
   REQUIRE(sspine.config.tcam.rules.size() == 1);
-  CHECK(sspine.config.tcam.rules[0].dst.length == 16);
+  CHECK(sspine.config.tcam.rules[0].action == "spray");
+  CHECK(sspine.config.tcam.rules[0].dst.length == 0);  // every destination
+  CHECK(spray.hosts()[0].nic.spray.fabric_paths == 32);
+  FabricConfig narrow = c;
+  narrow.ppcid_layout = "ts-high";  // 16 ids: fewer than the 32 pairs
+  CHECK(Topology(narrow, FabricMode::kSpray, 1).hosts()[0].nic.spray.fabric_paths == 16);
+  FabricConfig two_tier;
+  CHECK(Topology(two_tier, FabricMode::kSpray, 1).hosts()[0].nic.spray.fabric_paths == 16);
   // Refused: pods on two tiers, a third tier too big.
   FabricConfig two;
   two.pods = 2;
@@ -345,6 +358,53 @@ TEST_CASE("topology: three tiers, pods, super-spines, their names, routes and YA
   CHECK(four.check() == "tiers: 2 | 3");
   CHECK_THROWS_WITH(parse_fabric_config_yaml("fabric:\n  tiers: 4\n", "f.yaml"),
                     Catch::Contains("f.yaml") && Catch::Contains("tiers"));
+}
+
+TEST_CASE("oversubscription per tier sets the link rates from the counts") {
+  using Ratios = std::vector<std::pair<double, double>>;
+  CHECK(parse_oversubscription("1:1,2:1") == Ratios{{1, 1}, {2, 1}});
+  CHECK(parse_oversubscription("3:1.5") == Ratios{{3, 1.5}});
+  CHECK(format_oversubscription({{1, 1}, {2, 1}}) == "1:1,2:1");
+  for (const char* bad : {"", "2", "2:", ":1", "0:1", "1:-1", "1:1,", "1:1,,2:1", "a:b", "1:1:1"}) {
+    INFO(bad);
+    CHECK_THROWS_WITH(parse_oversubscription(bad),
+                      Catch::Contains("A:B per tier, leaf first, A and B > 0"));
+  }
+  // 2 pods x 2 leaves x 8 hosts, 4 spines x 2 links, 4 super-spines: the leaf 1:1 gives 8 hosts'
+  // 800 Gbit/s to 8 uplinks (100 each); the spine 2:1 gives 4 x 100 down to 4 links up, 50 each.
+  const FabricConfig c = parse_fabric_config_yaml(
+      "fabric:\n  tiers: 3\n  pods: 2\n  leaves: 2\n  spines: 4\n  links_per_spine: 2\n"
+      "  super_spines: 4\n  hosts_per_leaf: 8\n  oversubscription: 1:1,2:1\n",
+      "f.yaml");
+  CHECK(c.check().empty());
+  CHECK(c.leaf_spine_rate() == 100);
+  CHECK(c.spine_super_rate() == 50);
+  const Topology t(c, FabricMode::kEcmp, 1);
+  CHECK(t.switches()[t.spine_index(0, 0, 0)].config.ports[4].link.rate_gbps == 50);  // up
+  CHECK(t.switches()[t.spine_index(0, 0, 0)].config.ports[3].link.rate_gbps == 100);  // down
+  FabricConfig leaf_only = c;
+  leaf_only.oversubscription = {{4, 1}};  // 800 Gbit/s of hosts over 8 uplinks of 25
+  CHECK(leaf_only.leaf_spine_rate() == 25);
+  CHECK(leaf_only.spine_super_rate() == c.link_gbps);
+  // Refused, naming the key and what it allows.
+  FabricConfig both = c;
+  both.leaf_spine_gbps = 200;
+  CHECK(both.check().starts_with("oversubscription: sets the leaf-spine rate"));
+  FabricConfig both_spine = c;
+  both_spine.spine_super_gbps = 200;
+  CHECK(both_spine.check().starts_with("oversubscription: its second ratio"));
+  FabricConfig two_tier;
+  two_tier.oversubscription = {{1, 1}, {2, 1}};
+  CHECK(two_tier.check() ==
+        "oversubscription: 1:1,2:1 gives 2 ratios, a 2-tier fabric has 1 (leaf)");
+  two_tier.oversubscription = {{1000, 1}};
+  CHECK(two_tier.check().starts_with(
+      "oversubscription: 1000:1 makes the leaf-spine links 0.1 Gbit/s"));
+  CHECK(two_tier.check().ends_with("allowed 1..1600"));
+  CHECK_THROWS_WITH(
+      parse_fabric_config_yaml("fabric:\n  oversubscription: 1-1\n", "f.yaml"),
+      Catch::Contains("f.yaml") && Catch::Contains("oversubscription") &&
+          Catch::Contains("A:B per tier"));
 }
 
 TEST_CASE("workloads: permutation crosses leaves one-to-one, allreduce rings, alltoall pairs") {

@@ -297,6 +297,47 @@ TEST_CASE("sprayed packets: a QP's path ids take the uplinks in proportion to th
   for (const auto& [port, n] : wide) CHECK(n == 32);
 }
 
+TEST_CASE("sprayed packets: a divisor makes the group read the path id's next digit") {
+  // A three-tier spine's up group: 4 super-spine links, the leaf below chose among 8 uplinks by
+  // path id % 8, so the spine reads path id / 8.
+  PathGroupConfig c = group(LbMode::kEcmp, {1, 2, 3, 4});
+  c.spray_path_divisor = 8;
+  PathSelector spine(c);
+  PathSelector whole(group(LbMode::kEcmp, {1, 2, 3, 4}));
+  const auto loads = port_loads(5);
+  std::mt19937 rng(30);
+  for (int qp = 0; qp < 1000; ++qp) {
+    const uint32_t h = rng();
+    // Ids 0..31, one per (leaf uplink, spine link): the ids of one leaf uplink (p % 8 fixed)
+    // take the four links once each; ids with the same p / 8 take the same one.
+    for (uint8_t low = 0; low < 8; ++low) {
+      std::set<uint16_t> links, whole_links;
+      for (uint8_t high = 0; high < 4; ++high) {
+        const auto p = static_cast<uint8_t>(high * 8 + low);
+        const uint16_t port = spine.select_sprayed(h, p, 0, loads);
+        REQUIRE(port == spine.select_sprayed(h, static_cast<uint8_t>(high * 8), 0, loads));
+        links.insert(port);
+        whole_links.insert(whole.select_sprayed(h, p, 0, loads));
+      }
+      REQUIRE(links.size() == 4);
+      // Without the divisor the group reads the same low bits the leaf chose by: the ids of
+      // one leaf uplink all take one link (a relabelling of the leaf's choice).
+      REQUIRE(whole_links.size() == 1);
+    }
+  }
+  // 1 is the default and reads the whole id: the same choices as a group without it.
+  PathGroupConfig one = group(LbMode::kEcmp, {1, 2, 3, 4});
+  one.spray_path_divisor = 1;
+  PathSelector same(one);
+  for (int p = 0; p < 256; ++p) {
+    REQUIRE(same.select_sprayed(77, uint8_t(p), 0, loads) ==
+            whole.select_sprayed(77, uint8_t(p), 0, loads));
+  }
+  PathGroupConfig zero = group(LbMode::kEcmp, {1, 2});
+  zero.spray_path_divisor = 0;
+  CHECK_THROWS_WITH(PathSelector(zero), "path group: spray_path_divisor 0, allowed 1..256");
+}
+
 TEST_CASE("sprayed packets avoid ineligible uplinks and still spread") {
   PathSelector spray(group(LbMode::kEcmp, kEight));
   auto loads = port_loads(18);
