@@ -2,7 +2,7 @@
 """Inputs for scripts/bench.sh: UDP pcaps (many flows) and switch_emu configs with N TCAM rules.
 
   gen_inputs.py pcap OUT.pcap FRAME_BYTES [FLOWS]
-  gen_inputs.py switch OUT.yaml MODE RULES LCORES IN_PCAP...
+  gen_inputs.py switch OUT.yaml MODE RULES LCORES [--link=wire|emulated] IN_PCAP...
 Frame sizes are on the wire with the FCS: a 64 B frame is 60 bytes in the pcap.
 """
 import random
@@ -42,20 +42,22 @@ def write_pcap(path, frame_bytes, flows):
             f.write(fr)
 
 
-def write_switch(path, mode, rules, lcores, inputs):
+def write_switch(path, mode, rules, lcores, inputs, link="emulated"):
     outs_per_in = 4
+    # wire: the ports send straight to the PMD (no link: key); emulated: a link at 10 Tbit/s
+    # with no delay, which costs its shaper and delay line but never holds a frame back.
+    link_yaml = "" if link == "wire" else ", link: {rate_gbps: 10000, delay_ns: 0}"
     lines = ["name: bench", "seed: 1", "ports:"]
     ins, outs = [], []
     for k, pcap in enumerate(inputs):
         name = "in%d" % k
         ins.append(name)
-        lines.append('  - {name: %s, device: "net_pcap%d,rx_pcap=%s,infinite_rx=1", '
-                     "link: {rate_gbps: 10000, delay_ns: 0}}" % (name, k, pcap))
+        lines.append('  - {name: %s, device: "net_pcap%d,rx_pcap=%s,infinite_rx=1"%s}'
+                     % (name, k, pcap, link_yaml))
     for j in range(outs_per_in * len(inputs)):
         name = "up%d" % j
         outs.append(name)
-        lines.append('  - {name: %s, device: "net_null%d,no-rx=1", '
-                     "link: {rate_gbps: 10000, delay_ns: 0}}" % (name, j))
+        lines.append('  - {name: %s, device: "net_null%d,no-rx=1"%s}' % (name, j, link_yaml))
     # "ecmp-multiply": ecmp reducing the hash by multiply-shift instead of hash % N.
     lines += ["groups:", "  - name: uplinks",
               "    mode: %s" % ("ecmp" if mode == "ecmp-multiply" else mode),
@@ -89,6 +91,12 @@ if __name__ == "__main__":
     if sys.argv[1] == "pcap":
         write_pcap(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]) if len(sys.argv) > 4 else 1024)
     elif sys.argv[1] == "switch":
-        write_switch(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6:])
+        rest = sys.argv[6:]
+        link = "emulated"
+        if rest and rest[0].startswith("--link="):
+            link = rest.pop(0)[len("--link="):]
+            if link not in ("wire", "emulated"):
+                sys.exit("--link: wire or emulated, got %r" % link)
+        write_switch(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), rest, link)
     else:
         sys.exit("usage: see the docstring")

@@ -68,7 +68,7 @@ PortSample sample_port(const EgressPort& egress, uint8_t lossless_classes, uint6
   PortSample s;
   s.up = egress.link_up();
   s.rate_gbps = egress.link().rate_gbps();
-  s.queued_bytes = egress.queued_bytes();
+  s.queued_bytes = egress.load_bytes();  // a wire port's PMD backlog too
   s.watchdog_dropping = egress.any_drop_mode();
   for (uint8_t tc = 0; tc < EgressPort::kClasses; ++tc) {
     if (egress.drop_mode(tc)) s.watchdog_classes |= static_cast<uint8_t>(1u << tc);

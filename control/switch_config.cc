@@ -35,7 +35,18 @@ PortSettings parse_port(const ConfigNode& n) {
     for (int i = 0; i < 6; ++i) m[i] = static_cast<uint8_t>(b[i]);
     p.peer_mac = m;
   }
-  if (auto link = n.optional_child("link")) {
+  // No `link:`, or `link: wire`: the wire is the link (no shaper, no delay line); `link:
+  // emulated` or a map of its properties: an emulated link (rate, delay, BER, loss).
+  p.link.wire = true;
+  if (n.has("link") && n.yaml()["link"].IsScalar()) {
+    const std::string kind = n.string("link");
+    if (kind != "wire" && kind != "emulated") {
+      n.fail("link", "must be wire, emulated or a map of the emulated link's properties "
+                     "(rate_gbps, delay_ns, ber, loss, up), got \"" + kind + "\"");
+    }
+    p.link.wire = kind == "wire";
+  } else if (auto link = n.optional_child("link")) {
+    p.link.wire = false;
     link->allow_only({"rate_gbps", "delay_ns", "ber", "loss", "up"});
     p.link.rate_gbps = link->number_or("rate_gbps", p.link.rate_gbps, LinkLimits::kMinRateGbps,
                                        LinkLimits::kMaxRateGbps);
@@ -82,11 +93,14 @@ uint16_t port_ref(const SwitchConfig& c, const ConfigNode& n, std::string_view k
 
 GroupSettings parse_group(const SwitchConfig& c, const ConfigNode& n) {
   n.allow_only(
-      {"name", "mode", "ports", "weights", "dlb_gap_ns", "flowlet_entries", "ecmp_reduce"});
+      {"name", "mode", "ports", "weights", "dlb_gap_ns", "flowlet_entries", "ecmp_reduce",
+       "spray_path_divisor"});
   GroupSettings g;
   g.name = n.name("name");
   g.mode = n.choice_or("mode", g.mode, {"ecmp", "weighted", "dlb", "drill"});
   g.ecmp_reduce = n.choice_or("ecmp_reduce", g.ecmp_reduce, {"modulo", "multiply"});
+  g.spray_path_divisor =
+      static_cast<uint32_t>(n.uint_or("spray_path_divisor", g.spray_path_divisor, 1, 256));
   const auto names = n.string_list("ports");
   if (names.empty()) n.fail("ports", "required: a list of one or more port names");
   std::set<uint16_t> seen;
@@ -395,8 +409,8 @@ SwitchConfig parse_switch_config(const ConfigNode& root) {
   c.mempool_mbufs = static_cast<uint32_t>(root.uint_or("mempool_mbufs", 0, 0, 16u << 20));
   c.mbuf_data_room =
       static_cast<uint32_t>(root.uint_or("mbuf_data_room", c.mbuf_data_room, 1024, 65535));
-  c.route_table = *parse_route_table_backend(
-      root.choice_or("route_table", std::string(to_string(c.route_table)), {"lpm", "rib"}));
+  c.route_table = *parse_route_table_backend(root.choice_or(
+      "route_table", std::string(to_string(c.route_table)), {"lpm", "rib", "hash"}));
 
   const auto ports = root.list("ports");
   if (ports.empty()) root.fail("ports", "required: a list of one or more ports");
@@ -548,7 +562,8 @@ std::string switch_config_help() {
   h.line("mbuf_data_room: " + std::to_string(d.mbuf_data_room),
          "1024..65535 bytes, headroom included; a frame must fit one mbuf");
   h.line("route_table: " + std::string(to_string(d.route_table)),
-         "lpm (rte_lpm: fastest, 64 MiB) | rib (rte_rib: bytes per route)");
+         "lpm (rte_lpm: fastest, 64 MiB) | rib (rte_rib: bytes per route) | hash (a map per "
+         "prefix length, no DPDK memzone)");
   h.line("ports: (required)", "a list of 1.." + std::to_string(kMaxPorts) + " ports, indexed 0.. in this order:");
   h.line("  - name: (required)", "unique; what groups, routes, TCAM rules and lcores name");
   h.line("    device: (required)", "DPDK port id, ethdev name, or vdev spec (net_pcap0,rx_pcap=in.pcap; "
@@ -561,7 +576,9 @@ std::string switch_config_help() {
          "dropped, counted as drops_delay_line_full");
   h.line("    peer_mac: (none)", "the next hop's MAC (02:00:00:00:00:01): routed packets get it as "
          "destination and the port's MAC as source; without it frames keep their MACs");
-  h.line("    link:", "link emulation:");
+  h.line("    link: wire", "wire (the default): frames go straight to the PMD's tx queue, no "
+         "shaper or delay line (classes and PFC still hold) | emulated (the defaults below) | "
+         "a map: an emulated link with these properties:");
   h.line("      rate_gbps: " + n(port.link.rate_gbps), n(LinkLimits::kMinRateGbps) + ".." + n(LinkLimits::kMaxRateGbps));
   h.line("      delay_ns: " + std::to_string(port.link.delay_ns), "0.." + std::to_string(LinkLimits::kMaxDelayNs));
   h.line("      ber: " + n(port.link.ber), "0..1, bit error rate");
@@ -577,6 +594,9 @@ std::string switch_config_help() {
   h.line("    flowlet_entries: " + std::to_string(group.flowlet_entries), "power of two, 1..2^24");
   h.line("    ecmp_reduce: " + group.ecmp_reduce,
          "modulo (hash % N, the classic ECMP) | multiply ((hash * N) >> 32, no division)");
+  h.line("    spray_path_divisor: " + std::to_string(group.spray_path_divisor),
+         "1..256: sprayed packets choose by PPCID path id / this (a tier above the leaf: the "
+         "choices made below it)");
   h.line("routes:", "longest prefix first:");
   h.line("  - prefix: (required)", "10.0.0.0/8 or 10.0.0.1; each prefix once");
   h.line("    group: (or port)", "a group name; exactly one of group and port");

@@ -36,6 +36,10 @@ struct LinkSettings {
   double ber = 0.0;
   double loss = 0.0;
   bool up = true;
+  // The wire is the link (EgressPortConfig::wire): what a config's port without `link:` (or
+  // with `link: wire`) gets; rate_gbps is then only the rate utilisation is measured against.
+  // False here so that configs made in code (fabric_emu, tests) keep their emulated links.
+  bool wire = false;
 };
 
 struct PortSettings {
@@ -61,6 +65,9 @@ struct GroupSettings {
   uint64_t dlb_gap_ns = 100'000;
   uint32_t flowlet_entries = 4096;
   std::string ecmp_reduce = "modulo";  // modulo (hash % N) | multiply ((hash * N) >> 32)
+  // Sprayed packets choose by PPCID path id / this (PathGroupConfig::spray_path_divisor): a
+  // three-tier spine's up groups skip the digit the leaf chose by.
+  uint32_t spray_path_divisor = 1;
 };
 
 struct RouteSettings {
@@ -192,9 +199,10 @@ struct SwitchConfig {
   // Data room of each mbuf: a frame must fit one segment (the pipeline refuses chained mbufs).
   // The default holds a RoCEv2 packet at MTU 4096 with every header; 9344 fits 9216-byte jumbos.
   uint32_t mbuf_data_room = 4096 + 256 + 128;
-  // The route table's backend (`route_table: lpm | rib`): lpm answers in one or two memory
-  // accesses but costs 64 MiB per switch; rib walks a trie, a few hundred bytes per route, for
-  // fabrics of many switches in one process (see dataplane/forwarding/route_table.h).
+  // The route table's backend (`route_table: lpm | rib | hash`): lpm answers in one or two
+  // memory accesses but costs 64 MiB per switch; rib walks a trie, a few hundred bytes per
+  // route, for fabrics of many switches in one process; hash probes a map per prefix length and
+  // takes no DPDK memzone, for more switches than ribs fit (dataplane/forwarding/route_table.h).
   RouteTableBackend route_table = RouteTableBackend::kLpm;
   std::vector<PortSettings> ports;
   std::vector<GroupSettings> groups;

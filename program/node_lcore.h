@@ -18,6 +18,7 @@
 // before lock, never the reverse; RCU grace periods are waited for without holding `lock`.
 #pragma once
 
+#include <rte_ethdev.h>
 #include <rte_pause.h>
 
 #include <algorithm>
@@ -53,6 +54,9 @@ struct NodeShared {
   runtime::RcuDomain* rcu = nullptr;        // the lcores' RCU domain (null: no concurrent readers)
   std::vector<uint16_t> dpdk_port;          // node port index -> DPDK port id
   std::vector<int> node_port_of;            // DPDK port id -> node port index (-1: not ours)
+  // Node port index -> its tx queue's descriptors when its PMD reports their status
+  // (rte_eth_tx_descriptor_status), for a wire port's depth; 0 or missing: it does not.
+  std::vector<uint16_t> tx_status_descriptors;
   runtime::StopSignal* stop = nullptr;
   std::atomic<uint64_t> last_rx_ns{0};
   uint64_t idle_exit_ns = 0;  // stop once idle this long with empty queues (0: never)
@@ -156,6 +160,13 @@ class NodeLcore : public runtime::BurstHandler {
     stop = stop || (s_.stop_at_ns != 0 && now_ns >= s_.stop_at_ns);
     if (stop && ready_to_stop(now_ns)) s_.stop->request();
     // Another lcore may have stored a later time than this lcore's now_ns: not idle then.
+    if constexpr (requires(Node& n) { n.set_tx_backlog(uint16_t{0}, uint64_t{0}); }) {
+      if (now_ns - last_backlog_ns_ >= kTxBacklogPeriodNs) {
+        last_backlog_ns_ = now_ns;
+        Inside in(*this);
+        read_tx_backlog();
+      }
+    }
     const uint64_t last_rx = s_.last_rx_ns.load(std::memory_order_relaxed);
     if (s_.idle_exit_ns != 0 && idle && now_ns > last_rx && now_ns - last_rx >= s_.idle_exit_ns) {
       s_.stop->request();
@@ -244,11 +255,65 @@ class NodeLcore : public runtime::BurstHandler {
     Inside in(*this);
     return policy_->ready_to_stop(*s_.node, now_ns);
   }
+  // A wire port's frames go straight to its PMD (no tx buffer: what the PMD refuses stays the
+  // port's, first in line, and the port's queues hold the rest, as a NIC's scheduler does when
+  // its tx ring is full); returns how many the PMD took.
+  unsigned release_wire(uint16_t p, uint64_t now_ns, runtime::TxSink& tx) {
+    rte_mbuf* out[EgressPort::kWireBurst];
+    unsigned total = 0;
+    for (;;) {
+      const uint16_t n = s_.node->transmit(p, now_ns, out, EgressPort::kWireBurst);
+      if (n == 0) break;
+      const uint16_t sent = tx.burst(s_.dpdk_port[p], 0, out, n);
+      total += sent;
+      if (sent < n) {
+        if constexpr (requires(Node& node) { node.unsend(p, out, n); }) {
+          s_.node->unsend(p, out + sent, static_cast<uint16_t>(n - sent));
+        } else {
+          rte_pktmbuf_free_bulk(out + sent, n - sent);  // a node without wire ports: none
+        }
+        break;
+      }
+      if (n < EgressPort::kWireBurst) break;
+    }
+    return total;
+  }
+
+  // Each wire port's PMD backlog (tx descriptors in use, by a binary search over
+  // rte_eth_tx_descriptor_status: from the tail, the free descriptors come first, then the
+  // oldest frames not yet sent) times the port's mean frame, into the node's load views.
+  void read_tx_backlog() {
+    for (uint16_t p : ports_) {
+      const uint16_t desc =
+          p < s_.tx_status_descriptors.size() ? s_.tx_status_descriptors[p] : uint16_t{0};
+      if (desc == 0 || !s_.node->egress(p).wire()) continue;
+      const uint16_t port_id = s_.dpdk_port[p];
+      uint16_t lo = 0, hi = desc;  // the first offset in use is in [lo, hi]
+      while (lo < hi) {
+        const uint16_t mid = static_cast<uint16_t>((lo + hi) / 2);
+        if (rte_eth_tx_descriptor_status(port_id, 0, mid) == RTE_ETH_TX_DESC_FULL) {
+          hi = mid;
+        } else {
+          lo = static_cast<uint16_t>(mid + 1);
+        }
+      }
+      const uint64_t in_use = desc - lo;
+      const auto& c = s_.node->lane_port_counters(lane_, p);
+      const uint64_t mean = c.tx_packets != 0 ? c.tx_bytes / c.tx_packets : 0;
+      s_.node->set_tx_backlog(p, in_use * mean);
+    }
+  }
+
   // What this lcore's ports release by now_ns, into the tx buffers; returns how many.
   unsigned release(uint64_t now_ns, runtime::TxSink& tx) {
     rte_mbuf* out[32];
     unsigned total = 0;
     for (uint16_t p : ports_) {
+      if (const EgressPort& e = s_.node->egress(p); e.wire()) {
+        // Most ports have nothing due after a burst: one load rather than a dequeue each.
+        if (e.next_event_ns() <= now_ns) total += release_wire(p, now_ns, tx);
+        continue;
+      }
       uint16_t n;
       do {
         n = s_.node->transmit(p, now_ns, out, 32);
@@ -266,6 +331,8 @@ class NodeLcore : public runtime::BurstHandler {
   unsigned lane_ = 0;
   bool changed_ = true;  // since this lcore last published
   uint64_t last_publish_ns_ = 0;
+  static constexpr uint64_t kTxBacklogPeriodNs = 10'000;  // wire ports' PMD depth, read this often
+  uint64_t last_backlog_ns_ = 0;
 };
 
 }  // namespace spraynet::program

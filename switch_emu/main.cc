@@ -6,9 +6,11 @@
 // polls its ports' rx queues, runs the SwitchNode pipeline and transmits what the node's
 // egress releases on the ports it polls. Counters are on the telemetry socket under /spraynet/
 // (dpdk-telemetry.py) and in the end-of-run report; rte_pdump is initialised for dpdk-dumpcap.
+#include <rte_ethdev.h>
 #include <rte_lcore.h>
 #include <spdlog/spdlog.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -86,7 +88,9 @@ int run(int argc, char** argv) {
   for (size_t i = 0; i < config.ports.size(); ++i) {
     const auto& port = config.ports[i];
     prog.add_port(port.name, port.device, "ports[" + std::to_string(i) + "].device",
-                  fmt::format("{} Gbit/s, delay {} ns", port.link.rate_gbps, port.link.delay_ns));
+                  port.link.wire ? std::string("wire (no link emulation)")
+                                 : fmt::format("emulated link {} Gbit/s, delay {} ns",
+                                               port.link.rate_gbps, port.link.delay_ns));
   }
   prog.ports_ready();
 
@@ -94,6 +98,18 @@ int run(int argc, char** argv) {
   node.emplace(config, prog.pool(), prog.macs(), runtime::logger("switch"));
   switch_emu::SwitchShared shared;
   prog.attach(shared, *node);
+  // A wire port's depth counts its PMD's tx descriptors in use where the PMD says which are.
+  shared.tx_status_descriptors.assign(config.ports.size(), 0);
+  for (size_t i = 0; i < config.ports.size(); ++i) {
+    if (!config.ports[i].link.wire) continue;
+    const runtime::Port& port = prog.ports()[i];
+    if (rte_eth_tx_descriptor_status(port.id(), 0, 0) == -ENOTSUP) {
+      log->info("port {}: its PMD has no tx descriptor status: its depth for path selection is "
+                "its own queues and what the PMD refused", config.ports[i].name);
+    } else {
+      shared.tx_status_descriptors[i] = port.tx_descriptors();
+    }
+  }
   shared.publish_counters(prog.clock().now_ns());
 
   // Control: its own thread (never an lcore) reweights every period and publishes bucket tables

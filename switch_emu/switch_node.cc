@@ -103,6 +103,7 @@ SwitchNode::SwitchNode(const control::SwitchConfig& config, rte_mempool* pool,
     ec.link.loss_rate = ps.link.loss;
     ec.link.up = ps.link.up;
     ec.link.seed = config_.seed * 7919 + i;
+    ec.wire = ps.link.wire;
     ec.class_limit_bytes.fill(ps.queue_bytes);
     ec.delay_line_limit_frames = ps.delay_line_frames;
     if (config_.ecn.enabled) {
@@ -141,6 +142,7 @@ std::unique_ptr<SwitchNode::Lane> SwitchNode::make_lane() const {
     pg.dlb_table_entries = gs.flowlet_entries;
     pg.seed = config_.seed * 1000003 + g;
     pg.ecmp_multiply_shift = gs.ecmp_reduce == "multiply";
+    pg.spray_path_divisor = static_cast<uint16_t>(gs.spray_path_divisor);
     lane->groups.push_back(std::make_unique<PathSelector>(pg));
     if (lanes_.empty()) {
       if (!gs.weights.empty()) lane->groups.back()->set_weights(gs.weights);
@@ -208,7 +210,7 @@ unsigned SwitchNode::add_lane(std::span<const uint16_t> ports) {
     if (!board_) {
       board_ = std::make_unique<PortBoardEntry[]>(egress_.size());
       for (size_t i = 0; i < egress_.size(); ++i) {
-        board_[i].queued_bytes.store(egress_[i]->queued_bytes(), std::memory_order_relaxed);
+        board_[i].queued_bytes.store(egress_[i]->load_bytes(), std::memory_order_relaxed);
       }
     }
   }
@@ -235,7 +237,7 @@ void SwitchNode::refresh_loads_if_stale(Lane& L, uint64_t now_ns) {
     // from the board their owners write; serialised lanes from the ports themselves).
     for (size_t i = 0; i < egress_.size(); ++i) {
       const uint64_t q = parallel_ ? board_[i].queued_bytes.load(std::memory_order_relaxed)
-                                   : egress_[i]->queued_bytes();
+                                   : egress_[i]->load_bytes();
       for (auto& view : L.views) view[i].queued_bytes = q;
     }
   }
@@ -247,7 +249,7 @@ void SwitchNode::refresh_loads(Lane& L, uint64_t now_ns) {
   for (size_t i = 0; i < egress_.size(); ++i) {
     const uint16_t port = static_cast<uint16_t>(i);
     const uint64_t queued = parallel_ ? board_[i].queued_bytes.load(std::memory_order_relaxed)
-                                      : egress_[i]->queued_bytes();
+                                      : egress_[i]->load_bytes();
     // Lossy traffic does not care for PFC: a port is eligible for it while its link is up (which
     // changes only with every lane stopped).
     L.views[0][i] = PathLoad{queued, egress_[i]->link_up()};
@@ -432,7 +434,7 @@ void SwitchNode::forward(unsigned lane, Lane& L, uint16_t in_port, rte_mbuf* m,
       // mode stay out).
       L.fallback_view.resize(egress_.size());
       for (size_t i = 0; i < egress_.size(); ++i) {
-        L.fallback_view[i] = PathLoad{egress_[i]->queued_bytes(),
+        L.fallback_view[i] = PathLoad{egress_[i]->load_bytes(),
                                       egress_[i]->link_up() && !egress_[i]->drop_mode(tc)};
       }
       out_port = choose(L.fallback_view, false);
@@ -462,7 +464,7 @@ __attribute__((always_inline)) inline void SwitchNode::enqueue_owned(Lane& L, ui
     if (in_port < L.port_drops.size()) L.port_drops[in_port].egress_refused++;
   }
   // Keep the load views current within a burst, so DLB and DRILL see their own decisions.
-  set_queued_bytes(L, out_port, egress_[out_port]->queued_bytes());
+  set_queued_bytes(L, out_port, egress_[out_port]->load_bytes());
   if (pfc_ && tc < EgressPort::kClasses && view_of_tc_[tc] != 0) {
     const uint8_t v = view_of_tc_[tc];
     const bool eligible = pfc_->eligible(out_port, tc, now_ns);
@@ -565,9 +567,24 @@ uint16_t SwitchNode::transmit(uint16_t port, uint64_t now_ns, rte_mbuf** out, ui
     b.owner_time_ns = std::max(b.owner_time_ns, now_ns);
   }
   const uint16_t n = egress_[port]->dequeue(now_ns, out, max, &L.ports[port].tx_bytes);
-  set_queued_bytes(L, port, egress_[port]->queued_bytes());
+  set_queued_bytes(L, port, egress_[port]->load_bytes());
   L.ports[port].tx_packets += n;
   return n;
+}
+
+void SwitchNode::unsend(uint16_t port, rte_mbuf* const* pkts, uint16_t n) {
+  if (port >= egress_.size() || n == 0) return;
+  Lane& L = parallel_ ? *lanes_[owner_[port]] : *lanes_.front();
+  egress_[port]->unsend(pkts, n, &L.ports[port].tx_bytes);
+  L.ports[port].tx_packets -= n;
+  set_queued_bytes(L, port, egress_[port]->load_bytes());
+}
+
+void SwitchNode::set_tx_backlog(uint16_t port, uint64_t bytes) {
+  if (port >= egress_.size()) return;
+  egress_[port]->set_tx_backlog(bytes);
+  Lane& L = parallel_ ? *lanes_[owner_[port]] : *lanes_.front();
+  set_queued_bytes(L, port, egress_[port]->load_bytes());
 }
 
 uint16_t SwitchNode::take_in_flight(uint16_t port, rte_mbuf** out, uint64_t* arrival_ns,

@@ -179,6 +179,12 @@ class SwitchNode {
   // Up to max frames that have crossed `port`'s emulated link by now_ns; the caller owns them
   // (sends them with tx_burst, or delivers them to the next node). Called by the port's lane.
   uint16_t transmit(uint16_t port, uint64_t now_ns, rte_mbuf** out, uint16_t max);
+  // A wire port (EgressPort::wire): the last n frames transmit() returned, which the PMD did not
+  // take (pkts: those frames, in order); they go first at the next transmit(). The port's lane.
+  void unsend(uint16_t port, rte_mbuf* const* pkts, uint16_t n);
+  // A wire port: the bytes waiting in its PMD's tx descriptors (EgressPort::set_tx_backlog), part
+  // of the depth path selection reads. The port's lane.
+  void set_tx_backlog(uint16_t port, uint64_t bytes);
   // Up to max frames already started on `port`'s link, whatever their arrival time, with those
   // times (EgressPort::take_in_flight): for a driver whose far end runs apart by at least the
   // cable's delay. Counted as transmit counts. One lane only.

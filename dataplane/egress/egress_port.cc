@@ -58,6 +58,9 @@ EgressEnqueueResult EgressPort::refuse(rte_mbuf* m, int q, uint64_t EgressClassC
 
 EgressEnqueueResult EgressPort::enqueue(rte_mbuf* m, uint8_t tc, uint16_t ingress_port,
                                         uint8_t priority, uint64_t now_ns) {
+  if (config_.wire && m != nullptr && tc < kClasses) {
+    return enqueue_wire(m, tc, ingress_port, priority, now_ns);
+  }
   const NextEventRefresh refresh(*this);
   if (m != nullptr) ++offered_;
   if (m == nullptr || tc >= kClasses) {
@@ -98,6 +101,48 @@ EgressEnqueueResult EgressPort::enqueue(rte_mbuf* m, uint8_t tc, uint16_t ingres
   return EgressEnqueueResult::kQueued;
 }
 
+// A wire port's enqueue, on every forwarded frame: nothing starts here (advance has nothing to
+// do), and the next event moves only when the class was empty (its head is this frame), so it is
+// updated in place rather than recomputed over every queue.
+EgressEnqueueResult EgressPort::enqueue_wire(rte_mbuf* m, uint8_t tc, uint16_t ingress_port,
+                                             uint8_t priority, uint64_t now_ns) {
+  ++offered_;
+  latest_now_ns_ = std::max(latest_now_ns_, now_ns);
+  const uint32_t bytes = rte_pktmbuf_pkt_len(m);
+  if (!link_.up()) [[unlikely]] {
+    return refuse(m, tc, &EgressClassCounters::drops_link_down, EgressEnqueueResult::kLinkDown);
+  }
+  if (drop_mode(tc)) [[unlikely]] {
+    return refuse(m, tc, &EgressClassCounters::drops_watchdog, EgressEnqueueResult::kWatchdogDrop);
+  }
+  if (queued_bytes_[tc] + bytes > config_.class_limit_bytes[tc]) [[unlikely]] {
+    return refuse(m, tc, &EgressClassCounters::drops_queue_full, EgressEnqueueResult::kQueueFull);
+  }
+  if (listener_ != nullptr && ingress_port != kNoIngressPort &&
+      !listener_->admit(ingress_port, priority, bytes, now_ns)) {
+    return refuse(m, tc, &EgressClassCounters::drops_headroom_overflow,
+                  EgressEnqueueResult::kHeadroomOverflow);
+  }
+  if (ecn_ != nullptr && config_.ecn.mark_at == EcnMarkPoint::kEnqueue) [[unlikely]] {
+    ecn_->on_frame(m, tc, queued_bytes_[tc]);
+  }
+  const bool was_empty = queues_[tc].empty();
+  queues_[tc].push_back(Queued{m, now_ns, bytes, ingress_port, priority});
+  queued_bytes_[tc] += bytes;
+  total_queued_bytes_ += bytes;
+  nonempty_ |= 1u << tc;
+  ++class_counters_[tc].enqueued;
+  if (listener_ != nullptr) listener_->on_enqueue(ingress_port, priority, bytes, now_ns);
+  if (was_empty) {
+    const uint64_t ready = head_ready_ns(tc);
+    if (ready < next_event_) {
+      next_event_ = ready;
+      if (next_event_slots_ != nullptr) next_event_slots_->set(next_event_index_, next_event_);
+    }
+  }
+  return EgressEnqueueResult::kQueued;
+}
+
 EgressEnqueueResult EgressPort::enqueue_control(rte_mbuf* m, uint64_t now_ns) {
   const NextEventRefresh refresh(*this);
   if (m != nullptr) ++offered_;
@@ -126,8 +171,82 @@ EgressEnqueueResult EgressPort::enqueue_control(rte_mbuf* m, uint64_t now_ns) {
 
 uint16_t EgressPort::dequeue(uint64_t now_ns, rte_mbuf** out, uint16_t max, uint64_t* bytes) {
   const NextEventRefresh refresh(*this);
+  if (config_.wire) return dequeue_wire(now_ns, out, max, bytes);
   advance(now_ns);
   return pop_in_flight(now_ns, out, nullptr, max, bytes);
+}
+
+uint16_t EgressPort::dequeue_wire(uint64_t now_ns, rte_mbuf** out, uint16_t max, uint64_t* bytes) {
+  latest_now_ns_ = std::max(latest_now_ns_, now_ns);
+  max = std::min(max, kWireBurst);
+  uint16_t n = 0;
+  uint64_t sum = 0;
+  // What the PMD refused last time left its class then: it goes first, in its order.
+  while (n < max && !in_flight_.empty()) {
+    const InFlight& f = in_flight_.front();
+    wire_taken_queue_[n] = f.queue;
+    out[n++] = f.mbuf;
+    sum += f.bytes;
+    unsent_bytes_ -= f.bytes;
+    in_flight_.pop_front();
+  }
+  // Then the control queue and the classes from the top, each drained before the next (strict
+  // priority); a paused class keeps its frames.
+  for (uint32_t mask = nonempty_; n < max && mask != 0;) {
+    const int q = 31 - std::countl_zero(mask);
+    mask &= ~(1u << q);
+    if (head_ready_ns(q) > now_ns) continue;  // paused (or, handed over, not yet arrived)
+    EgressClassCounters& c = counters_of(q);
+    FifoRing<Queued>& queue = queues_[q];
+    uint64_t class_bytes = 0;
+    const uint16_t first = n;
+    while (n < max && !queue.empty()) {
+      const Queued& e = queue.front();
+      if (e.enqueued_ns > now_ns) break;
+      if (ecn_ != nullptr && q != kControl && config_.ecn.mark_at == EcnMarkPoint::kDequeue)
+          [[unlikely]] {
+        ecn_->on_frame(e.mbuf, static_cast<uint8_t>(q), queued_bytes_[q] - class_bytes - e.bytes);
+      }
+      if (q != kControl && listener_ != nullptr) {
+        listener_->on_release(e.ingress_port, e.priority, e.bytes, now_ns);
+      }
+      wire_taken_queue_[n] = static_cast<uint8_t>(q);
+      out[n++] = e.mbuf;
+      class_bytes += e.bytes;
+      queue.pop_front();
+    }
+    const uint16_t taken = n - first;
+    if (taken == 0) continue;
+    c.transmitted_packets += taken;
+    c.transmitted_bytes += class_bytes;
+    queued_bytes_[q] -= class_bytes;
+    total_queued_bytes_ -= class_bytes;
+    sum += class_bytes;
+    if (queue.empty()) nonempty_ &= ~(1u << q);
+    if (q != kControl) last_start_ns_[q] = now_ns;
+  }
+  wire_taken_ = n;
+  if (bytes != nullptr) *bytes += sum;
+  dequeued_ += n;
+  return n;
+}
+
+void EgressPort::unsend(rte_mbuf* const* pkts, uint16_t n, uint64_t* bytes) {
+  if (!config_.wire || n == 0) return;
+  const NextEventRefresh refresh(*this);
+  n = std::min(n, wire_taken_);
+  // Back to the front of the line in their order: the last one first. Never on the wire yet,
+  // so a link going down drops them (arrival kNever).
+  uint64_t sum = 0;
+  for (uint16_t i = n; i-- > 0;) {
+    const uint32_t b = rte_pktmbuf_pkt_len(pkts[i]);
+    in_flight_.push_front(InFlight{pkts[i], kNever, b, wire_taken_queue_[wire_taken_ - n + i]});
+    sum += b;
+  }
+  wire_taken_ -= n;
+  unsent_bytes_ += sum;
+  if (bytes != nullptr) *bytes -= sum;
+  dequeued_ -= n;  // handed to the driver and given back: not dequeued after all
 }
 
 uint16_t EgressPort::take_in_flight(rte_mbuf** out, uint64_t* arrival_ns, uint16_t max,
@@ -147,6 +266,7 @@ uint16_t EgressPort::pop_in_flight(uint64_t until_ns, rte_mbuf** out, uint64_t* 
     in_flight_.pop_front();
   }
   if (bytes != nullptr) *bytes += sum;
+  if (config_.wire) unsent_bytes_ -= sum;
   dequeued_ += n;
   return n;
 }
@@ -159,6 +279,15 @@ uint64_t EgressPort::memory_bytes() const {
 }
 
 uint64_t EgressPort::compute_next_event() const {
+  if (config_.wire) {
+    // Due as soon as anything may go: held frames at once, a queue when its head is ready.
+    if (!link_.up()) return kNever;
+    uint64_t next = in_flight_.empty() ? kNever : latest_now_ns_;
+    for (uint32_t mask = nonempty_; mask != 0; mask &= mask - 1) {
+      next = std::min(next, head_ready_ns(std::countr_zero(mask)));
+    }
+    return next;
+  }
   uint64_t next = in_flight_.empty() ? kNever : in_flight_.front().arrival_ns;
   if (nonempty_ == 0) return next;
   const uint64_t free_ns = link_.next_start_ns();
@@ -181,6 +310,7 @@ uint64_t EgressPort::head_ready_ns(int q) const {
 
 void EgressPort::advance(uint64_t now_ns) {
   latest_now_ns_ = std::max(latest_now_ns_, now_ns);
+  if (config_.wire) return;  // frames start when the driver takes them (dequeue_wire)
   while (nonempty_ != 0) {
     const uint64_t free_ns = link_.next_start_ns();  // kNever while down
     if (free_ns > now_ns) return;
@@ -424,6 +554,7 @@ void EgressPort::flush_in_flight(uint64_t EgressClassCounters::*counter, uint64_
   // Arrival times only grow along the delay line: what is still on the wire is at the back.
   while (!in_flight_.empty() && (counter == nullptr || in_flight_.back().arrival_ns > now_ns)) {
     const InFlight& f = in_flight_.back();
+    if (config_.wire) unsent_bytes_ -= f.bytes;
     rte_pktmbuf_free(f.mbuf);
     if (counter != nullptr) ++(counters_of(f.queue).*counter);
     in_flight_.pop_back();

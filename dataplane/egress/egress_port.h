@@ -13,6 +13,15 @@
 // when it starts on the wire) or at enqueue (the depth it finds). Marking changes two header
 // bytes, never which frames go where: the accounting is the same with it on or off.
 //
+// The wire as the link (EgressPortConfig::wire: switch_emu's ports without `link:`): no shaper
+// and no delay line. Nothing starts by itself: dequeue() takes frames off the class queues when
+// the driver asks, as many as its PMD's tx queue can take, in the same strict priority order
+// skipping paused classes (so a paused class stays queued while the others leave), and what the
+// PMD then refuses comes back with unsend() and goes first next time. The link's rate is only
+// what utilisation is measured against; up/down, PFC, the watchdog and ECN hold as on an
+// emulated link. The port's load (load_bytes(), what path selection and the link-state table
+// read) is its own queues plus what waits in the PMD's tx descriptors (set_tx_backlog).
+//
 // Ownership: enqueue and enqueue_control take the mbuf in every case. It is then forwarded
 // (returned by dequeue once its last bit has reached the far end) or freed and counted under
 // exactly one drop cause. The destructor frees whatever is still held.
@@ -150,6 +159,9 @@ struct EgressPortConfig {
   uint32_t delay_line_limit_frames = kDefaultDelayLineLimitFrames;
   // CE marking per class; every class off by default (no marker is made, nothing is read).
   EcnMarkerConfig ecn;
+  // The wire is the link (see the header): no shaper, no delay line; link.rate_gbps stays the
+  // rate utilisation is measured against, link.up its state; delay, BER and loss are not used.
+  bool wire = false;
 
   // Empty when valid, else "key: reason".
   std::string check() const;
@@ -177,10 +189,23 @@ class EgressPort {
   // A control frame (PFC): ahead of every class, never paused, never in watchdog drop mode.
   EgressEnqueueResult enqueue_control(rte_mbuf* m, uint64_t now_ns);
   // Up to max frames whose last bit has reached the far end by now_ns, in arrival order. The
-  // caller owns them. Frames the link lost are freed and counted, never returned.
+  // caller owns them. Frames the link lost are freed and counted, never returned. On a wire
+  // port: up to max (at most kWireBurst) frames to hand to the PMD now, those it refused last
+  // time first, then the queues' heads in strict priority order, paused classes skipped.
   // `bytes` (may be null) gets the frames' bytes added, so that a caller counting them need
   // not touch each mbuf again.
   uint16_t dequeue(uint64_t now_ns, rte_mbuf** out, uint16_t max, uint64_t* bytes = nullptr);
+  // Wire port: the last n frames the latest dequeue() returned (pkts: those frames, in order),
+  // which the PMD did not take. They go first at the next dequeue and count as in flight (they
+  // have left their classes, as on a NIC's tx ring) until then; the caller no longer owns them.
+  // `bytes` (may be null) gets their bytes taken off again. Ignored on an emulated link.
+  void unsend(rte_mbuf* const* pkts, uint16_t n, uint64_t* bytes = nullptr);
+  // Wire port: what the PMD's tx queue holds, sent by the driver and not yet on the wire (its
+  // descriptors in use): part of load_bytes(), never of queued_bytes() (the port does not hold
+  // them, and a stopped peer must not keep the node from being idle).
+  void set_tx_backlog(uint64_t bytes) { tx_backlog_bytes_ = bytes; }
+  bool wire() const { return config_.wire; }
+  static constexpr uint16_t kWireBurst = 64;  // a wire dequeue returns at most this many
   // Up to max frames already started on the wire, whatever their arrival time, in arrival order,
   // with their arrival times in arrival_ns[]: for a driver that hands a frame to the far end as
   // soon as it has started (fabric_emu's logical processes, where the far end runs elsewhere and
@@ -202,6 +227,10 @@ class EgressPort {
 
   // All classes and the control queue; not in flight.
   uint64_t queued_bytes() const { return total_queued_bytes_; }
+  // The port's backlog as path selection and the link-state table see it: queued_bytes(), and
+  // on a wire port also the frames the PMD refused (held for the next dequeue) and those in
+  // its tx descriptors (set_tx_backlog).
+  uint64_t load_bytes() const { return total_queued_bytes_ + unsent_bytes_ + tx_backlog_bytes_; }
   uint64_t queued_bytes(uint8_t tc) const;
   size_t queued_packets(uint8_t tc) const;
   size_t in_flight() const { return in_flight_.size(); }
@@ -305,8 +334,12 @@ class EgressPort {
   };
   uint64_t compute_next_event() const;
 
-  // Starts, in order, every frame that could have started by now_ns.
+  // Starts, in order, every frame that could have started by now_ns (nothing on a wire port:
+  // its frames start when the driver takes them).
   void advance(uint64_t now_ns);
+  uint16_t dequeue_wire(uint64_t now_ns, rte_mbuf** out, uint16_t max, uint64_t* bytes);
+  EgressEnqueueResult enqueue_wire(rte_mbuf* m, uint8_t tc, uint16_t ingress_port,
+                                   uint8_t priority, uint64_t now_ns);
   // dequeue() and take_in_flight(): up to max frames off the front of the delay line whose last
   // bit arrives by until_ns, their arrival times in arrival_ns[] (when not null), counted.
   uint16_t pop_in_flight(uint64_t until_ns, rte_mbuf** out, uint64_t* arrival_ns, uint16_t max,
@@ -365,6 +398,12 @@ class EgressPort {
   uint64_t dequeued_ = 0;
   uint64_t freed_at_shutdown_ = 0;
   uint64_t invalid_requests_with_mbuf_ = 0;
+  // Wire port: the classes of the latest dequeue's frames (what unsend() gives back needs its
+  // class again), the bytes of the frames held after unsend (in in_flight_), and the PMD's.
+  std::array<uint8_t, kWireBurst> wire_taken_queue_{};
+  uint16_t wire_taken_ = 0;
+  uint64_t unsent_bytes_ = 0;
+  uint64_t tx_backlog_bytes_ = 0;
 };
 
 }  // namespace spraynet

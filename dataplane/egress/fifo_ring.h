@@ -37,6 +37,12 @@ class FifoRing {
     if (size() == buf_.size()) grow();
     buf_[tail_++ & mask_] = v;
   }
+  // At the front (what a wire port's driver hands back, unsent, goes first again): positions
+  // wrap below 0 as unsigned numbers do, and size() and the index stay right.
+  void push_front(const T& v) {
+    if (size() == buf_.size()) grow();
+    buf_[--head_ & mask_] = v;
+  }
   void pop_front() { ++head_; }
   void pop_back() { --tail_; }
   void clear() { head_ = tail_ = 0; }

@@ -28,6 +28,22 @@ class TxSink {
     }
     sent_ += buf->send(m);
   }
+  // Straight to the PMD, for a wire port whose egress keeps what the PMD refuses: what the
+  // (port, queue)'s buffer holds goes first, so frames leave in the order they were given.
+  // Returns how many of pkts the PMD took; pkts[taken..n) still belong to the caller. To a
+  // (port, queue) this loop does not own, as send(): every one freed, counted, and "taken".
+  uint16_t burst(uint16_t port_id, uint16_t queue, rte_mbuf** pkts, uint16_t n) {
+    TxBuffer* buf = find(port_id, queue);
+    if (buf == nullptr) {
+      rte_pktmbuf_free_bulk(pkts, n);
+      unrouted_ += n;
+      return n;
+    }
+    if (buf->pending() != 0) sent_ += buf->flush();
+    const uint16_t taken = rte_eth_tx_burst(port_id, queue, pkts, n);
+    sent_ += taken;
+    return taken;
+  }
 
  private:
   friend class PollLoop;

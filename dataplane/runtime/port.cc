@@ -269,6 +269,24 @@ void Port::configure(rte_mempool* rx_pool) {
     }
   }
   rte_eth_conf conf{};
+  if (config_.rx_queues > 1) {
+    // Several rx queues share the traffic by RSS over the 5-tuple (the PMD's own key and RETA),
+    // as far as the PMD hashes those fields; without RSS each queue gets what the device puts
+    // there (net_ring: its own ring).
+    rte_eth_dev_info info{};
+    const int r = rte_eth_dev_info_get(id_, &info);
+    if (r != 0) fail("rte_eth_dev_info_get", -r);
+    const uint64_t hf =
+        (RTE_ETH_RSS_IP | RTE_ETH_RSS_UDP | RTE_ETH_RSS_TCP) & info.flow_type_rss_offloads;
+    if (hf != 0) {
+      conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
+      conf.rx_adv_conf.rss_conf.rss_hf = hf;
+    } else {
+      logger("port")->info("port \"{}\": its PMD has no RSS over the 5-tuple: each of its {} rx "
+                           "queues gets what the device puts there",
+                           config_.device, config_.rx_queues);
+    }
+  }
   int ret = rte_eth_dev_configure(id_, config_.rx_queues, config_.tx_queues, &conf);
   if (ret < 0) fail("rte_eth_dev_configure", -ret);
 

@@ -116,6 +116,12 @@ TEST_CASE("errors name the file, the key and what is allowed") {
             .groups[0]
             .ecmp_reduce == "multiply");
   CHECK(parse(kPorts + "groups: [{name: g, ports: [a]}]").groups[0].ecmp_reduce == "modulo");
+  CHECK(parse(kPorts + "groups: [{name: g, ports: [a]}]").groups[0].spray_path_divisor == 1);
+  CHECK(parse(kPorts + "groups: [{name: g, ports: [a], spray_path_divisor: 8}]")
+            .groups[0]
+            .spray_path_divisor == 8);
+  CHECK(error_of(kPorts + "groups: [{name: g, ports: [a], spray_path_divisor: 0}]").starts_with(
+      "test.yaml: groups[0].spray_path_divisor: "));
   CHECK(error_of(kPorts + "groups: [{name: g, ports: [a, z]}]") ==
         "test.yaml: groups[0].ports: unknown port \"z\" (ports: a|b|c)");
   CHECK(error_of("ports: [{name: a, device: x, link: {rate_gbps: fast}}]") ==
@@ -216,8 +222,9 @@ TEST_CASE("route_table picks the route table's backend") {
   CHECK(parse(kPorts).route_table == spraynet::RouteTableBackend::kLpm);  // the default
   CHECK(parse(kPorts + "route_table: lpm").route_table == spraynet::RouteTableBackend::kLpm);
   CHECK(parse(kPorts + "route_table: rib").route_table == spraynet::RouteTableBackend::kRib);
+  CHECK(parse(kPorts + "route_table: hash").route_table == spraynet::RouteTableBackend::kHash);
   CHECK(error_of(kPorts + "route_table: trie") ==
-        "test.yaml: route_table: must be one of lpm|rib, got \"trie\"");
+        "test.yaml: route_table: must be one of lpm|rib|hash, got \"trie\"");
   CHECK(error_of(kPorts + "route_table: [lpm]").find("test.yaml: route_table: ") == 0);
 }
 
@@ -534,4 +541,36 @@ TEST_CASE("ecn: the help lists every key with its default and range") {
     INFO(text);
     CHECK(h.find(text) != std::string::npos);
   }
+}
+
+TEST_CASE("a port without link: is a wire port; link: emulated or a map is an emulated link") {
+  const SwitchConfig c = parse(R"(
+ports:
+  - {name: a, device: x}
+  - {name: b, device: x, link: wire}
+  - {name: c, device: x, link: emulated}
+  - {name: d, device: x, link: {rate_gbps: 25, delay_ns: 0}}
+routes:
+  - {prefix: 0.0.0.0/0, port: a}
+)");
+  CHECK(c.ports[0].link.wire);
+  CHECK(c.ports[1].link.wire);
+  CHECK_FALSE(c.ports[2].link.wire);
+  CHECK(c.ports[2].link.rate_gbps == 100.0);
+  CHECK(c.ports[2].link.delay_ns == 1000);
+  CHECK_FALSE(c.ports[3].link.wire);
+  CHECK(c.ports[3].link.rate_gbps == 25.0);
+  CHECK(c.ports[3].link.delay_ns == 0);
+  // Configs made in code keep an emulated link (fabric_emu's).
+  CHECK_FALSE(PortSettings{}.link.wire);
+  const std::string e = error_of(R"(
+ports:
+  - {name: a, device: x, link: fibre}
+routes:
+  - {prefix: 0.0.0.0/0, port: a}
+)");
+  CHECK(e.find("test.yaml") != std::string::npos);
+  CHECK(e.find("ports[0].link") != std::string::npos);
+  CHECK(e.find("wire, emulated or a map") != std::string::npos);
+  CHECK(switch_config_help().find("link: wire") != std::string::npos);
 }

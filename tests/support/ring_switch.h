@@ -25,13 +25,15 @@ struct RingPort {
   std::string name;
 };
 
-inline RingPort make_ring_port(const std::string& name) {
+// `tx_ring`: the tx ring's size (a power of two; it holds one less), e.g. small enough for a
+// test to fill.
+inline RingPort make_ring_port(const std::string& name, unsigned tx_ring = 16384) {
   RingPort p;
   p.name = name;
   p.rx =
       rte_ring_create((name + "_rx").c_str(), 16384, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
   p.tx =
-      rte_ring_create((name + "_tx").c_str(), 16384, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
+      rte_ring_create((name + "_tx").c_str(), tx_ring, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
   REQUIRE(p.rx != nullptr);
   REQUIRE(p.tx != nullptr);
   REQUIRE(rte_eth_from_rings(name.c_str(), &p.rx, 1, &p.tx, 1, SOCKET_ID_ANY) >= 0);
@@ -41,16 +43,19 @@ inline RingPort make_ring_port(const std::string& name) {
 // A switch whose ports are net_ring ethdevs over rte_rings the test reads and writes: port 0
 // ("<prefix>_in") and n outputs in one ECMP group routed 0.0.0.0/0.
 struct RingSwitch {
-  // `extra_yaml`: more top-level config keys (e.g. "pfc: {priorities: [3]}\n").
+  // `extra_yaml`: more top-level config keys (e.g. "pfc: {priorities: [3]}\n"); `link`: each
+  // port's link: key ("" none: a wire port); `output_tx_ring`: the outputs' tx ring size.
   RingSwitch(const std::string& prefix, int outputs, rte_mempool* pool, uint64_t idle_exit_ns,
-             const std::string& group_mode = "ecmp", const std::string& extra_yaml = "") {
+             const std::string& group_mode = "ecmp", const std::string& extra_yaml = "",
+             const std::string& link = "", unsigned output_tx_ring = 16384) {
     rings.push_back(make_ring_port(prefix + "_in"));
     for (int i = 0; i < outputs; ++i)
-      rings.push_back(make_ring_port(prefix + "_out" + std::to_string(i)));
+      rings.push_back(make_ring_port(prefix + "_out" + std::to_string(i), output_tx_ring));
     // rte_eth_from_rings names the ethdev "net_ring_<name>".
     std::string yaml = "ports:\n";
     for (const auto& r : rings)
-      yaml += "  - {name: " + r.name + ", device: net_ring_" + r.name + "}\n";
+      yaml += "  - {name: " + r.name + ", device: net_ring_" + r.name +
+              (link.empty() ? "" : ", link: " + link) + "}\n";
     yaml += "groups:\n  - {name: g, mode: " + group_mode + ", ports: [";
     for (int i = 1; i <= outputs; ++i) yaml += (i > 1 ? ", " : "") + rings[i].name;
     yaml += "]}\nroutes:\n  - {prefix: 0.0.0.0/0, group: g}\n" + extra_yaml;

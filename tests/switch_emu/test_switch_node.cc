@@ -31,9 +31,11 @@ control::SwitchConfig config_of(const std::string& yaml) {
   return control::parse_switch_config(control::ConfigNode::load_string(yaml, "test.yaml"));
 }
 
-// Ports in0, p0..p(n-1); every destination routes to group g over p0..p(n-1).
+// Ports in0, p0..p(n-1); every destination routes to group g over p0..p(n-1). The ports'
+// links are emulated (these tests time frames on them) unless port_extra says otherwise.
 std::string fanout_yaml(int n, const std::string& mode, const std::string& extra = "",
-                        const std::string& port_extra = "") {
+                        std::string port_extra = "") {
+  if (port_extra.find("link:") == std::string::npos) port_extra += ", link: emulated";
   std::string y = "ports:\n  - {name: in0, device: x" + port_extra + "}\n";
   for (int i = 0; i < n; ++i) {
     y += "  - {name: p" + std::to_string(i) + ", device: x, queue_bytes: 67108864" + port_extra + "}\n";
@@ -720,8 +722,11 @@ IncastResult run_incast(SwitchNode& node, const TestPool& pool, int senders, uin
 
 std::string incast_yaml(int senders, const std::string& pfc) {
   std::string y = "ports:\n";
-  for (int i = 0; i < senders; ++i) y += "  - {name: in" + std::to_string(i) + ", device: x}\n";
-  y += "  - {name: out, device: x, queue_bytes: 262144}\n";
+  // Emulated links: the incast is the 8 senders' line rate into one port's.
+  for (int i = 0; i < senders; ++i) {
+    y += "  - {name: in" + std::to_string(i) + ", device: x, link: emulated}\n";
+  }
+  y += "  - {name: out, device: x, queue_bytes: 262144, link: emulated}\n";
   y += "routes:\n  - {prefix: 0.0.0.0/0, port: out}\n";
   return y + pfc;
 }

@@ -167,3 +167,30 @@ TEST_CASE("a moved port is released once, by its new owner", "[port]") {
   CHECK_FALSE(port_exists("net_ring_moved0"));
   CHECK(pool.whole());
 }
+
+TEST_CASE("a port with several queues on a PMD without RSS: each queue its own traffic",
+          "[port]") {
+  // net_ring hashes nothing (no flow_type_rss_offloads): the port is configured without RSS
+  // (and says so in the log) rather than refused, and tx queue q loops back to rx queue q.
+  PacketPool pool({.name = "port_mq"});
+  {
+    PortConfig c{.device = "net_ring_mq0"};
+    c.rx_queues = c.tx_queues = 2;
+    Port port(c, pool.get());
+    std::vector<rte_mbuf*> out(8);
+    for (auto& m : out) {
+      m = rte_pktmbuf_alloc(pool.get());
+      REQUIRE(m != nullptr);
+      REQUIRE(rte_pktmbuf_append(m, 64) != nullptr);
+    }
+    const uint16_t sent = port.tx_burst(1, out.data(), 8);
+    rte_pktmbuf_free_bulk(out.data() + sent, 8 - sent);
+    CHECK(sent == 8);
+    std::vector<rte_mbuf*> in(8);
+    CHECK(port.rx_burst(0, in.data(), 8) == 0);
+    const uint16_t got = port.rx_burst(1, in.data(), 8);
+    rte_pktmbuf_free_bulk(in.data(), got);
+    CHECK(got == 8);
+  }
+  CHECK(rte_mempool_in_use_count(pool.get()) == 0);
+}
