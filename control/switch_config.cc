@@ -41,8 +41,10 @@ PortSettings parse_port(const ConfigNode& n) {
   if (n.has("link") && n.yaml()["link"].IsScalar()) {
     const std::string kind = n.string("link");
     if (kind != "wire" && kind != "emulated") {
-      n.fail("link", "must be wire, emulated or a map of the emulated link's properties "
-                     "(rate_gbps, delay_ns, ber, loss, up), got \"" + kind + "\"");
+      n.fail("link",
+             "must be wire, emulated or a map of the emulated link's properties "
+             "(rate_gbps, delay_ns, ber, loss, up), got \"" +
+                 kind + "\"");
     }
     p.link.wire = kind == "wire";
   } else if (auto link = n.optional_child("link")) {
@@ -92,9 +94,8 @@ uint16_t port_ref(const SwitchConfig& c, const ConfigNode& n, std::string_view k
 }
 
 GroupSettings parse_group(const SwitchConfig& c, const ConfigNode& n) {
-  n.allow_only(
-      {"name", "mode", "ports", "weights", "dlb_gap_ns", "flowlet_entries", "ecmp_reduce",
-       "spray_path_divisor"});
+  n.allow_only({"name", "mode", "ports", "weights", "dlb_gap_ns", "flowlet_entries", "ecmp_reduce",
+                "spray_path_divisor"});
   GroupSettings g;
   g.name = n.name("name");
   g.mode = n.choice_or("mode", g.mode, {"ecmp", "weighted", "dlb", "drill"});
@@ -409,8 +410,8 @@ SwitchConfig parse_switch_config(const ConfigNode& root) {
   c.mempool_mbufs = static_cast<uint32_t>(root.uint_or("mempool_mbufs", 0, 0, 16u << 20));
   c.mbuf_data_room =
       static_cast<uint32_t>(root.uint_or("mbuf_data_room", c.mbuf_data_room, 1024, 65535));
-  c.route_table = *parse_route_table_backend(root.choice_or(
-      "route_table", std::string(to_string(c.route_table)), {"lpm", "rib", "hash"}));
+  c.route_table = *parse_route_table_backend(
+      root.choice_or("route_table", std::string(to_string(c.route_table)), {"lpm", "rib", "hash"}));
 
   const auto ports = root.list("ports");
   if (ports.empty()) root.fail("ports", "required: a list of one or more ports");
@@ -576,7 +577,8 @@ std::string switch_config_help() {
          "dropped, counted as drops_delay_line_full");
   h.line("    peer_mac: (none)", "the next hop's MAC (02:00:00:00:00:01): routed packets get it as "
          "destination and the port's MAC as source; without it frames keep their MACs");
-  h.line("    link: wire", "wire (the default): frames go straight to the PMD's tx queue, no "
+  h.line("    link: wire",
+         "wire (the default): frames go straight to the PMD's tx queue, no "
          "shaper or delay line (classes and PFC still hold) | emulated (the defaults below) | "
          "a map: an emulated link with these properties:");
   h.line("      rate_gbps: " + n(port.link.rate_gbps), n(LinkLimits::kMinRateGbps) + ".." + n(LinkLimits::kMaxRateGbps));

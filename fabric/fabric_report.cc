@@ -306,8 +306,8 @@ std::optional<double> ideal_ceiling(const FabricConfig& c) {
         return share *
                (c.total_leaves() > 1 ? std::min({1.0, leaf_up / H, leaf_up / H * spine_up}) : 1.0);
       }
-      return share * (c.leaves > 1 ? std::min(1.0, up * c.leaf_spine_rate() / c.link_gbps / H)
-                                   : 1.0);
+      return share *
+             (c.leaves > 1 ? std::min(1.0, up * c.leaf_spine_rate() / c.link_gbps / H) : 1.0);
     case Workload::kAlltoall: {
       if (c.hosts() < 2) return std::nullopt;
       const double cross =

@@ -160,7 +160,7 @@ class NodeLcore : public runtime::BurstHandler {
     stop = stop || (s_.stop_at_ns != 0 && now_ns >= s_.stop_at_ns);
     if (stop && ready_to_stop(now_ns)) s_.stop->request();
     // Another lcore may have stored a later time than this lcore's now_ns: not idle then.
-    if constexpr (requires(Node& n) { n.set_tx_backlog(uint16_t{0}, uint64_t{0}); }) {
+    if constexpr (requires(Node & n) { n.set_tx_backlog(uint16_t{0}, uint64_t{0}); }) {
       if (now_ns - last_backlog_ns_ >= kTxBacklogPeriodNs) {
         last_backlog_ns_ = now_ns;
         Inside in(*this);
@@ -267,7 +267,7 @@ class NodeLcore : public runtime::BurstHandler {
       const uint16_t sent = tx.burst(s_.dpdk_port[p], 0, out, n);
       total += sent;
       if (sent < n) {
-        if constexpr (requires(Node& node) { node.unsend(p, out, n); }) {
+        if constexpr (requires(Node & node) { node.unsend(p, out, n); }) {
           s_.node->unsend(p, out + sent, static_cast<uint16_t>(n - sent));
         } else {
           rte_pktmbuf_free_bulk(out + sent, n - sent);  // a node without wire ports: none

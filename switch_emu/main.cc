@@ -104,8 +104,10 @@ int run(int argc, char** argv) {
     if (!config.ports[i].link.wire) continue;
     const runtime::Port& port = prog.ports()[i];
     if (rte_eth_tx_descriptor_status(port.id(), 0, 0) == -ENOTSUP) {
-      log->info("port {}: its PMD has no tx descriptor status: its depth for path selection is "
-                "its own queues and what the PMD refused", config.ports[i].name);
+      log->info(
+          "port {}: its PMD has no tx descriptor status: its depth for path selection is "
+          "its own queues and what the PMD refused",
+          config.ports[i].name);
     } else {
       shared.tx_status_descriptors[i] = port.tx_descriptors();
     }

@@ -434,8 +434,8 @@ void SwitchNode::forward(unsigned lane, Lane& L, uint16_t in_port, rte_mbuf* m,
       // mode stay out).
       L.fallback_view.resize(egress_.size());
       for (size_t i = 0; i < egress_.size(); ++i) {
-        L.fallback_view[i] = PathLoad{egress_[i]->load_bytes(),
-                                      egress_[i]->link_up() && !egress_[i]->drop_mode(tc)};
+        L.fallback_view[i] =
+            PathLoad{egress_[i]->load_bytes(), egress_[i]->link_up() && !egress_[i]->drop_mode(tc)};
       }
       out_port = choose(L.fallback_view, false);
     }

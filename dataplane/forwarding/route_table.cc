@@ -211,8 +211,8 @@ void RouteTable::add(uint32_t prefix, uint8_t depth, uint32_t group) {
   }
   if (backend_ == RouteTableBackend::kHash) {
     // Kept longest first: the first depth at or below this one is where it goes.
-    auto at = std::find_if(hash_.begin(), hash_.end(),
-                           [&](const auto& d) { return d.first <= depth; });
+    auto at =
+        std::find_if(hash_.begin(), hash_.end(), [&](const auto& d) { return d.first <= depth; });
     if (at == hash_.end() || at->first != depth) {
       at = hash_.emplace(at, depth, std::unordered_map<uint32_t, uint32_t>{});
     }

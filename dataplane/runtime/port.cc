@@ -282,9 +282,10 @@ void Port::configure(rte_mempool* rx_pool) {
       conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
       conf.rx_adv_conf.rss_conf.rss_hf = hf;
     } else {
-      logger("port")->info("port \"{}\": its PMD has no RSS over the 5-tuple: each of its {} rx "
-                           "queues gets what the device puts there",
-                           config_.device, config_.rx_queues);
+      logger("port")->info(
+          "port \"{}\": its PMD has no RSS over the 5-tuple: each of its {} rx "
+          "queues gets what the device puts there",
+          config_.device, config_.rx_queues);
     }
   }
   int ret = rte_eth_dev_configure(id_, config_.rx_queues, config_.tx_queues, &conf);

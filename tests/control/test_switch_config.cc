@@ -120,8 +120,8 @@ TEST_CASE("errors name the file, the key and what is allowed") {
   CHECK(parse(kPorts + "groups: [{name: g, ports: [a], spray_path_divisor: 8}]")
             .groups[0]
             .spray_path_divisor == 8);
-  CHECK(error_of(kPorts + "groups: [{name: g, ports: [a], spray_path_divisor: 0}]").starts_with(
-      "test.yaml: groups[0].spray_path_divisor: "));
+  CHECK(error_of(kPorts + "groups: [{name: g, ports: [a], spray_path_divisor: 0}]")
+            .starts_with("test.yaml: groups[0].spray_path_divisor: "));
   CHECK(error_of(kPorts + "groups: [{name: g, ports: [a, z]}]") ==
         "test.yaml: groups[0].ports: unknown port \"z\" (ports: a|b|c)");
   CHECK(error_of("ports: [{name: a, device: x, link: {rate_gbps: fast}}]") ==

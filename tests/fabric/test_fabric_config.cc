@@ -380,7 +380,7 @@ TEST_CASE("oversubscription per tier sets the link rates from the counts") {
   CHECK(c.leaf_spine_rate() == 100);
   CHECK(c.spine_super_rate() == 50);
   const Topology t(c, FabricMode::kEcmp, 1);
-  CHECK(t.switches()[t.spine_index(0, 0, 0)].config.ports[4].link.rate_gbps == 50);  // up
+  CHECK(t.switches()[t.spine_index(0, 0, 0)].config.ports[4].link.rate_gbps == 50);   // up
   CHECK(t.switches()[t.spine_index(0, 0, 0)].config.ports[3].link.rate_gbps == 100);  // down
   FabricConfig leaf_only = c;
   leaf_only.oversubscription = {{4, 1}};  // 800 Gbit/s of hosts over 8 uplinks of 25
@@ -401,10 +401,9 @@ TEST_CASE("oversubscription per tier sets the link rates from the counts") {
   CHECK(two_tier.check().starts_with(
       "oversubscription: 1000:1 makes the leaf-spine links 0.1 Gbit/s"));
   CHECK(two_tier.check().ends_with("allowed 1..1600"));
-  CHECK_THROWS_WITH(
-      parse_fabric_config_yaml("fabric:\n  oversubscription: 1-1\n", "f.yaml"),
-      Catch::Contains("f.yaml") && Catch::Contains("oversubscription") &&
-          Catch::Contains("A:B per tier"));
+  CHECK_THROWS_WITH(parse_fabric_config_yaml("fabric:\n  oversubscription: 1-1\n", "f.yaml"),
+                    Catch::Contains("f.yaml") && Catch::Contains("oversubscription") &&
+                        Catch::Contains("A:B per tier"));
 }
 
 TEST_CASE("workloads: permutation crosses leaves one-to-one, allreduce rings, alltoall pairs") {

@@ -32,8 +32,8 @@ inline RingPort make_ring_port(const std::string& name, unsigned tx_ring = 16384
   p.name = name;
   p.rx =
       rte_ring_create((name + "_rx").c_str(), 16384, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
-  p.tx =
-      rte_ring_create((name + "_tx").c_str(), tx_ring, SOCKET_ID_ANY, RING_F_SP_ENQ | RING_F_SC_DEQ);
+  p.tx = rte_ring_create((name + "_tx").c_str(), tx_ring, SOCKET_ID_ANY,
+                         RING_F_SP_ENQ | RING_F_SC_DEQ);
   REQUIRE(p.rx != nullptr);
   REQUIRE(p.tx != nullptr);
   REQUIRE(rte_eth_from_rings(name.c_str(), &p.rx, 1, &p.tx, 1, SOCKET_ID_ANY) >= 0);

@@ -46,7 +46,6 @@ std::string fanout_yaml(int n, const std::string& mode, const std::string& extra
   return y + extra;
 }
 
-
 struct Flow {
   uint32_t src, dst;
   uint16_t sport, dport;

@@ -168,8 +168,7 @@ TEST_CASE("a moved port is released once, by its new owner", "[port]") {
   CHECK(pool.whole());
 }
 
-TEST_CASE("a port with several queues on a PMD without RSS: each queue its own traffic",
-          "[port]") {
+TEST_CASE("a port with several queues on a PMD without RSS: each queue its own traffic", "[port]") {
   // net_ring hashes nothing (no flow_type_rss_offloads): the port is configured without RSS
   // (and says so in the log) rather than refused, and tx queue q loops back to rx queue q.
   PacketPool pool({.name = "port_mq"});
