@@ -73,41 +73,15 @@ EgressEnqueueResult EgressPort::enqueue(rte_mbuf* m, uint8_t tc, uint16_t ingres
     return EgressEnqueueResult::kInvalid;
   }
   advance(now_ns);
-  const uint32_t bytes = rte_pktmbuf_pkt_len(m);
-  if (!link_.up()) {
-    return refuse(m, tc, &EgressClassCounters::drops_link_down, EgressEnqueueResult::kLinkDown);
-  }
-  if (drop_mode(tc)) {
-    return refuse(m, tc, &EgressClassCounters::drops_watchdog, EgressEnqueueResult::kWatchdogDrop);
-  }
-  if (queued_bytes_[tc] + bytes > config_.class_limit_bytes[tc]) {
-    return refuse(m, tc, &EgressClassCounters::drops_queue_full, EgressEnqueueResult::kQueueFull);
-  }
-  if (listener_ != nullptr && ingress_port != kNoIngressPort &&
-      !listener_->admit(ingress_port, priority, bytes, now_ns)) {
-    return refuse(m, tc, &EgressClassCounters::drops_headroom_overflow,
-                  EgressEnqueueResult::kHeadroomOverflow);
-  }
-  if (ecn_ != nullptr && config_.ecn.mark_at == EcnMarkPoint::kEnqueue) [[unlikely]] {
-    ecn_->on_frame(m, tc, queued_bytes_[tc]);  // the depth it finds, itself not included
-  }
-  queues_[tc].push_back(Queued{m, now_ns, bytes, ingress_port, priority});
-  queued_bytes_[tc] += bytes;
-  total_queued_bytes_ += bytes;
-  nonempty_ |= 1u << tc;
-  ++class_counters_[tc].enqueued;
-  if (listener_ != nullptr) listener_->on_enqueue(ingress_port, priority, bytes, now_ns);
-  advance(now_ns);  // an idle link starts it at once
-  return EgressEnqueueResult::kQueued;
+  const EgressEnqueueResult r = admit_and_queue(m, tc, ingress_port, priority, now_ns);
+  if (r == EgressEnqueueResult::kQueued) advance(now_ns);  // an idle link starts it at once
+  return r;
 }
 
-// A wire port's enqueue, on every forwarded frame: nothing starts here (advance has nothing to
-// do), and the next event moves only when the class was empty (its head is this frame), so it is
-// updated in place rather than recomputed over every queue.
-EgressEnqueueResult EgressPort::enqueue_wire(rte_mbuf* m, uint8_t tc, uint16_t ingress_port,
-                                             uint8_t priority, uint64_t now_ns) {
-  ++offered_;
-  latest_now_ns_ = std::max(latest_now_ns_, now_ns);
+// Both enqueues' admission (link, watchdog, class limit, the shared buffer's headroom, ECN at
+// enqueue) and the push onto the class queue.
+__attribute__((always_inline)) inline EgressEnqueueResult EgressPort::admit_and_queue(
+    rte_mbuf* m, uint8_t tc, uint16_t ingress_port, uint8_t priority, uint64_t now_ns) {
   const uint32_t bytes = rte_pktmbuf_pkt_len(m);
   if (!link_.up()) [[unlikely]] {
     return refuse(m, tc, &EgressClassCounters::drops_link_down, EgressEnqueueResult::kLinkDown);
@@ -124,15 +98,27 @@ EgressEnqueueResult EgressPort::enqueue_wire(rte_mbuf* m, uint8_t tc, uint16_t i
                   EgressEnqueueResult::kHeadroomOverflow);
   }
   if (ecn_ != nullptr && config_.ecn.mark_at == EcnMarkPoint::kEnqueue) [[unlikely]] {
-    ecn_->on_frame(m, tc, queued_bytes_[tc]);
+    ecn_->on_frame(m, tc, queued_bytes_[tc]);  // the depth it finds, itself not included
   }
-  const bool was_empty = queues_[tc].empty();
   queues_[tc].push_back(Queued{m, now_ns, bytes, ingress_port, priority});
   queued_bytes_[tc] += bytes;
   total_queued_bytes_ += bytes;
   nonempty_ |= 1u << tc;
   ++class_counters_[tc].enqueued;
   if (listener_ != nullptr) listener_->on_enqueue(ingress_port, priority, bytes, now_ns);
+  return EgressEnqueueResult::kQueued;
+}
+
+// A wire port's enqueue, on every forwarded frame: nothing starts here (advance has nothing to
+// do), and the next event moves only when the class was empty (its head is this frame), so it is
+// updated in place rather than recomputed over every queue.
+EgressEnqueueResult EgressPort::enqueue_wire(rte_mbuf* m, uint8_t tc, uint16_t ingress_port,
+                                             uint8_t priority, uint64_t now_ns) {
+  ++offered_;
+  latest_now_ns_ = std::max(latest_now_ns_, now_ns);
+  const bool was_empty = queues_[tc].empty();
+  const EgressEnqueueResult r = admit_and_queue(m, tc, ingress_port, priority, now_ns);
+  if (r != EgressEnqueueResult::kQueued) return r;
   if (was_empty) {
     const uint64_t ready = head_ready_ns(tc);
     if (ready < next_event_) {

@@ -338,6 +338,8 @@ class EgressPort {
   // its frames start when the driver takes them).
   void advance(uint64_t now_ns);
   uint16_t dequeue_wire(uint64_t now_ns, rte_mbuf** out, uint16_t max, uint64_t* bytes);
+  EgressEnqueueResult admit_and_queue(rte_mbuf* m, uint8_t tc, uint16_t ingress_port,
+                                      uint8_t priority, uint64_t now_ns);
   EgressEnqueueResult enqueue_wire(rte_mbuf* m, uint8_t tc, uint16_t ingress_port, uint8_t priority,
                                    uint64_t now_ns);
   // dequeue() and take_in_flight(): up to max frames off the front of the delay line whose last
