@@ -266,6 +266,18 @@ def switch_section(build, work, quick, reps):
     add("switch ecmp 1024 rules 64 B 2 lcores: cycles/packet", two[2][1], "cycles/packet",
         "same ports, 1 lcore", two[1][1], None, reps)
 
+    # The same two lcores with a tx queue per lcore on every output: each lane sends what it
+    # forwards on its own queue, none handed to the lane owning the port (lane_handoffs 0).
+    progress("switch_emu ecmp, 1024 rules, 64 B, two lcores, a tx queue per lcore")
+    cfg = os.path.join(work, "sw2-queues.yaml")
+    gen("switch", cfg, "ecmp", 1024, 2, "--link=wire", "--tx-queues=2", pcaps[64], pcaps[64])
+    queued = measure_switch(exe, cfg, 2, reps, duration_ms, "two2q", work)
+    add("switch ecmp 1024 rules 64 B 2 lcores, tx queue per lcore: Mpps", queued[0], "Mpps",
+        "same ports, 2 lcores handing over", two[2][0], None, reps)
+    add("switch ecmp 1024 rules 64 B 2 lcores, tx queue per lcore: cycles/packet", queued[1],
+        "cycles/packet", "same ports, 2 lcores handing over", two[2][1],
+        ("ratio_max", 1.0, "no more than with the handoff"), reps)
+
 
 # --- Google Benchmark programs -------------------------------------------------------------------
 

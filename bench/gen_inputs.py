@@ -2,7 +2,7 @@
 """Inputs for scripts/bench.sh: UDP pcaps (many flows) and switch_emu configs with N TCAM rules.
 
   gen_inputs.py pcap OUT.pcap FRAME_BYTES [FLOWS]
-  gen_inputs.py switch OUT.yaml MODE RULES LCORES [--link=wire|emulated] IN_PCAP...
+  gen_inputs.py switch OUT.yaml MODE RULES LCORES [--link=wire|emulated] [--tx-queues=N] IN_PCAP...
 Frame sizes are on the wire with the FCS: a 64 B frame is 60 bytes in the pcap.
 """
 import random
@@ -42,7 +42,7 @@ def write_pcap(path, frame_bytes, flows):
             f.write(fr)
 
 
-def write_switch(path, mode, rules, lcores, inputs, link="emulated"):
+def write_switch(path, mode, rules, lcores, inputs, link="emulated", tx_queues=1):
     outs_per_in = 4
     # wire: the ports send straight to the PMD (no link: key); emulated: a link at 10 Tbit/s
     # with no delay, which costs its shaper and delay line but never holds a frame back.
@@ -57,7 +57,9 @@ def write_switch(path, mode, rules, lcores, inputs, link="emulated"):
     for j in range(outs_per_in * len(inputs)):
         name = "up%d" % j
         outs.append(name)
-        lines.append('  - {name: %s, device: "net_null%d,no-rx=1"%s}' % (name, j, link_yaml))
+        # tx_queues > 1 on a wire port: each lcore sends on its own queue (no lane handoff).
+        queues = ", tx_queues: %d" % tx_queues if tx_queues > 1 else ""
+        lines.append('  - {name: %s, device: "net_null%d,no-rx=1"%s%s}' % (name, j, link_yaml, queues))
     # "ecmp-multiply": ecmp reducing the hash by multiply-shift instead of hash % N.
     lines += ["groups:", "  - name: uplinks",
               "    mode: %s" % ("ecmp" if mode == "ecmp-multiply" else mode),
@@ -93,10 +95,18 @@ if __name__ == "__main__":
     elif sys.argv[1] == "switch":
         rest = sys.argv[6:]
         link = "emulated"
-        if rest and rest[0].startswith("--link="):
-            link = rest.pop(0)[len("--link="):]
-            if link not in ("wire", "emulated"):
-                sys.exit("--link: wire or emulated, got %r" % link)
-        write_switch(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), rest, link)
+        tx_queues = 1
+        while rest and rest[0].startswith("--"):
+            opt = rest.pop(0)
+            if opt.startswith("--link="):
+                link = opt[len("--link="):]
+                if link not in ("wire", "emulated"):
+                    sys.exit("--link: wire or emulated, got %r" % link)
+            elif opt.startswith("--tx-queues="):
+                tx_queues = int(opt[len("--tx-queues="):])
+            else:
+                sys.exit("unknown option %r (--link=wire|emulated, --tx-queues=N)" % opt)
+        write_switch(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), rest, link,
+                     tx_queues)
     else:
         sys.exit("usage: see the docstring")

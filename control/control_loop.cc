@@ -6,6 +6,7 @@
 
 #include <stdexcept>
 
+#include "dataplane/egress/pfc_state.h"
 #include "dataplane/forwarding/path_selector.h"
 #include "dataplane/runtime/node_gate.h"
 
@@ -125,6 +126,18 @@ void ControlLoop::sample(uint64_t now_ns) {
   std::unique_lock<runtime::NodeGate> lock;
   if (target_.node_lock != nullptr) lock = std::unique_lock<runtime::NodeGate>(*target_.node_lock);
   sample_ports(target_.ports, target_.pfc, now_ns, samples_);
+  const uint8_t lossless = target_.pfc != nullptr ? target_.pfc->config().enabled_priorities : 0;
+  for (size_t p = 0; target_.more_queues && p < samples_.size(); ++p) {
+    for (const EgressPort* q : target_.more_queues(static_cast<uint16_t>(p))) {
+      const PortSample more = sample_port(*q, lossless, now_ns);
+      PortSample& s = samples_[p];
+      s.tx_bytes += more.tx_bytes;
+      s.tx_packets += more.tx_packets;
+      s.bit_error_frames += more.bit_error_frames;
+      s.lost_frames += more.lost_frames;
+      s.queued_bytes += more.queued_bytes;
+    }
+  }
   if (target_.adjust_sample) {
     for (size_t p = 0; p < samples_.size(); ++p) {
       target_.adjust_sample(static_cast<uint16_t>(p), now_ns, samples_[p]);

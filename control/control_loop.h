@@ -59,6 +59,10 @@ struct ControlSnapshot;
 struct ControlTarget {
   std::vector<LinkIdentity> links;       // one per port, in port order
   std::vector<const EgressPort*> ports;  // the same order
+  // A port's further egress queues (a switch_emu wire port with a tx queue per lcore), asked
+  // at every sample (lanes are added after the target is made): their traffic and depth add to
+  // the port's sample. Empty: none.
+  std::function<std::vector<const EgressPort*>(uint16_t port)> more_queues;
   const PfcState* pfc = nullptr;         // null: no PFC, nothing lossless
   std::vector<PathSelector*> groups;     // member ports index `ports`
   // The operator's weights per group, in member order (empty: equal). They stay in force: the
@@ -88,6 +92,12 @@ ControlTarget control_target_of(Node& node) {
   t.links = link_identities(node.config());
   t.path_id_bits = path_id_bits(node.config());
   for (uint16_t p = 0; p < node.port_count(); ++p) t.ports.push_back(&node.egress(p));
+  if constexpr (requires { node.egress_queues(uint16_t{0}); }) {
+    t.more_queues = [&node](uint16_t p) {
+      const auto q = node.egress_queues(p);
+      return std::vector<const EgressPort*>(q.begin() + 1, q.end());  // [0] is node.egress(p)
+    };
+  }
   t.pfc = node.pfc();
   for (size_t g = 0; g < node.group_count(); ++g) {
     t.groups.push_back(&node.group(g));

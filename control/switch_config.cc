@@ -14,12 +14,20 @@ namespace spraynet::control {
 namespace {
 
 constexpr uint64_t kMaxPorts = 64;
+constexpr uint64_t kMaxPortQueues = 64;
 
 PortSettings parse_port(const ConfigNode& n) {
-  n.allow_only({"name", "device", "link", "queue_bytes", "delay_line_frames", "peer_mac"});
+  n.allow_only({"name", "device", "link", "queue_bytes", "delay_line_frames", "peer_mac",
+                "rx_queues", "tx_queues", "rx_descriptors", "tx_descriptors"});
   PortSettings p;
   p.name = n.name("name");
   p.device = n.string("device");
+  p.rx_queues = static_cast<uint16_t>(n.uint_or("rx_queues", p.rx_queues, 1, kMaxPortQueues));
+  p.tx_queues = static_cast<uint16_t>(n.uint_or("tx_queues", p.tx_queues, 1, kMaxPortQueues));
+  p.rx_descriptors =
+      static_cast<uint16_t>(n.uint_or("rx_descriptors", p.rx_descriptors, 32, 32768));
+  p.tx_descriptors =
+      static_cast<uint16_t>(n.uint_or("tx_descriptors", p.tx_descriptors, 32, 32768));
   p.queue_bytes = n.uint_or("queue_bytes", p.queue_bytes, 2048, uint64_t{1} << 32);
   p.delay_line_frames =
       static_cast<uint32_t>(n.uint_or("delay_line_frames", p.delay_line_frames, 1, 1u << 24));
@@ -508,27 +516,67 @@ SwitchConfig parse_switch_config(const ConfigNode& root) {
     }
   }
 
-  std::vector<int> polled(c.ports.size(), -1);
+  // Every port's egress is owned by one lcore (`ports`), every (port, rx queue) polled by one.
+  std::vector<int> owner(c.ports.size(), -1);
+  std::vector<std::vector<int>> polled(c.ports.size());
+  for (size_t i = 0; i < c.ports.size(); ++i) polled[i].assign(c.ports[i].rx_queues, -1);
   std::set<unsigned> lcore_ids;
   for (const auto& l : root.list("lcores")) {
-    l.allow_only({"lcore", "ports"});
+    l.allow_only({"lcore", "ports", "rx"});
     LcoreSettings s;
     s.lcore = static_cast<unsigned>(l.uint("lcore", 0, 1023));
     if (!lcore_ids.insert(s.lcore).second) l.fail("lcore", "lcore " + std::to_string(s.lcore) + " listed twice");
-    for (const auto& name : l.string_list("ports")) {
+    if (!l.has("ports") && !l.has("rx")) l.fail_here("needs ports:, rx: or both");
+    for (const auto& name : l.has("ports") ? l.string_list("ports") : std::vector<std::string>{}) {
       const uint16_t idx = port_ref(c, l, "ports", name);
-      if (polled[idx] >= 0) {
-        l.fail("ports", "port \"" + name + "\" is already polled by lcore " +
-                            std::to_string(polled[idx]));
+      if (owner[idx] >= 0) {
+        l.fail("ports",
+               "port \"" + name + "\" is already owned by lcore " + std::to_string(owner[idx]));
       }
-      polled[idx] = static_cast<int>(s.lcore);
+      owner[idx] = static_cast<int>(s.lcore);
       s.ports.push_back(idx);
+    }
+    if (l.has("rx")) {
+      for (const auto& pair : l.string_list("rx")) {
+        // "PORT:QUEUE", the port by name.
+        const size_t colon = pair.rfind(':');
+        const auto q = colon == std::string::npos
+                           ? std::nullopt
+                           : parse_uint(std::string_view(pair).substr(colon + 1));
+        if (!q) l.fail("rx", "each entry is PORT:QUEUE (e.g. p0:1), got \"" + pair + "\"");
+        const uint16_t idx = port_ref(c, l, "rx", pair.substr(0, colon));
+        if (*q >= c.ports[idx].rx_queues) {
+          l.fail("rx", "\"" + pair + "\": port \"" + c.ports[idx].name + "\" has rx queues 0.." +
+                           std::to_string(c.ports[idx].rx_queues - 1) +
+                           " (rx_queues: " + std::to_string(c.ports[idx].rx_queues) + ")");
+        }
+        s.rx.push_back({idx, static_cast<uint16_t>(*q)});
+      }
+    } else {
+      for (const uint16_t idx : s.ports) s.rx.push_back({idx, 0});
+    }
+    for (const auto& [idx, q] : s.rx) {
+      if (polled[idx][q] >= 0) {
+        l.fail(l.has("rx") ? "rx" : "ports",
+               "rx queue " + std::to_string(q) + " of port \"" + c.ports[idx].name +
+                   "\" is already polled by lcore " + std::to_string(polled[idx][q]));
+      }
+      polled[idx][q] = static_cast<int>(s.lcore);
     }
     c.lcores.push_back(s);
   }
   if (!c.lcores.empty()) {
     for (size_t i = 0; i < c.ports.size(); ++i) {
-      if (polled[i] < 0) root.fail("lcores", "port \"" + c.ports[i].name + "\" is polled by no lcore");
+      if (owner[i] < 0)
+        root.fail("lcores", "port \"" + c.ports[i].name +
+                                "\" is owned by no lcore (list it in one lcore's ports:)");
+      for (size_t q = 0; q < polled[i].size(); ++q) {
+        if (polled[i][q] < 0) {
+          root.fail("lcores", "rx queue " + std::to_string(q) + " of port \"" + c.ports[i].name +
+                                  "\" is polled by no lcore (rx: [" + c.ports[i].name + ":" +
+                                  std::to_string(q) + "] in one lcore)");
+        }
+      }
     }
   }
   return c;
@@ -577,6 +625,16 @@ std::string switch_config_help() {
          "dropped, counted as drops_delay_line_full");
   h.line("    peer_mac: (none)", "the next hop's MAC (02:00:00:00:00:01): routed packets get it as "
          "destination and the port's MAC as source; without it frames keep their MACs");
+  h.line("    rx_queues: 1",
+         "1.." + std::to_string(kMaxPortQueues) +
+             ": more than one turns on RSS over the 5-tuple (where the PMD has it); lcores: rx: "
+             "names the pairs");
+  h.line("    tx_queues: 1",
+         "1.." + std::to_string(kMaxPortQueues) +
+             ": a wire port with a queue per lcore (no PFC) is sent to by every lcore on its own "
+             "queue, without handing frames to the port's owner");
+  h.line("    rx_descriptors: 1024", "32..32768 per rx queue (the PMD may round it)");
+  h.line("    tx_descriptors: 1024", "32..32768 per tx queue (the PMD may round it)");
   h.line("    link: wire",
          "wire (the default): frames go straight to the PMD's tx queue, no "
          "shaper or delay line (classes and PFC still hold) | emulated (the defaults below) | "
@@ -703,9 +761,14 @@ std::string switch_config_help() {
          "group_mode (--telemetry-acting also allows them)");
   h.line("  socket_mode: 600", "octal, 600..777 with owner read-write: the socket file's mode (its "
                                  "owner is the user that ran the program)");
-  h.line("lcores:", "absent: the main lcore polls every port; else every port exactly once:");
+  h.line("lcores:", "absent: the main lcore polls every rx queue of every port; else:");
   h.line("  - lcore: (required)", "0..1023, enabled by EAL's -l");
-  h.line("    ports: (required)", "port names");
+  h.line("    ports: []",
+         "port names whose egress this lcore owns (each port in exactly one "
+         "lcore); without rx: it also polls their rx queue 0");
+  h.line("    rx: (ports' queue 0)",
+         "PORT:QUEUE pairs this lcore polls (p0:1); every rx queue "
+         "of every port in exactly one lcore");
   return h.str();
 }
 

@@ -55,6 +55,12 @@ struct PortSettings {
   // The next hop's MAC: when set, routed packets leaving this port get it as destination and
   // the port's own MAC as source, as a router with a static neighbour does.
   std::optional<std::array<uint8_t, 6>> peer_mac;
+  // The DPDK port's queues and descriptors per queue. Several rx queues: RSS over the 5-tuple
+  // spreads flows over them (where the PMD has RSS); lcores poll (port, queue) pairs. Several tx
+  // queues on a wire port of a switch without PFC: each lcore that forwards to the port sends on
+  // its own queue (its lane's index) instead of handing frames to the port's owner.
+  uint16_t rx_queues = 1, tx_queues = 1;
+  uint16_t rx_descriptors = 1024, tx_descriptors = 1024;
 };
 
 struct GroupSettings {
@@ -187,7 +193,12 @@ struct TelemetrySettings {
 
 struct LcoreSettings {
   unsigned lcore = 0;
-  std::vector<uint16_t> ports;  // indices into SwitchConfig::ports polled by this lcore
+  // Indices into SwitchConfig::ports whose egress this lcore owns (its lane transmits them on tx
+  // queue 0; other lanes hand it their frames, unless the port has a tx queue per lane).
+  std::vector<uint16_t> ports;
+  // The (port index, rx queue) pairs this lcore polls: `rx:` in the config, else queue 0 of each
+  // of `ports`.
+  std::vector<std::pair<uint16_t, uint16_t>> rx;
 };
 
 struct SwitchConfig {

@@ -204,7 +204,7 @@ int run(int argc, char** argv) {
   register_telemetry(shared, control_loop, pusher.get());
   if (pusher) pusher->start();
 
-  program::LcorePlan plan{rte_get_main_lcore(), {}};
+  program::LcorePlan plan{rte_get_main_lcore(), {}, {}};
   for (uint16_t p = 0; p < nports; ++p) plan.ports.push_back(p);
   log->info("running{}: {} uplinks, {}, spray {}, receive {}; stop with SIGINT/SIGTERM",
             config.name == control::NicConfig{}.name ? "" : " as \"" + config.name + "\"",

@@ -105,9 +105,9 @@ concept LanedNode = requires(Node& n, std::span<const uint16_t> ports, rte_mbuf*
 template <class Node>
 class NodeLcore : public runtime::BurstHandler {
  public:
-  // `ports`: node port indices this lcore transmits on (tx queue 0 of each); it receives on
-  // whatever rx queues its PollLoop polls. `policy` may be null. Make every NodeLcore of a node
-  // before any of them runs (a laned node gets a lane per NodeLcore after the first).
+  // `ports`: node port indices whose egress this lcore owns; it transmits on tx_queues() and
+  // receives on whatever rx queues its PollLoop polls. `policy` may be null. Make every NodeLcore
+  // of a node before any of them runs (a laned node gets a lane per NodeLcore after the first).
   NodeLcore(NodeShared<Node>& shared, std::vector<uint16_t> ports,
             StopPolicy<Node>* policy = nullptr)
       : s_(shared), ports_(std::move(ports)), policy_(policy) {
@@ -120,6 +120,22 @@ class NodeLcore : public runtime::BurstHandler {
         throw std::invalid_argument("this node runs on one lcore");
       }
     }
+  }
+
+  // The (node port, tx queue) pairs this lcore transmits on: its ports' queue 0, and on a laned
+  // node's ports with a tx queue per lane, its lane's (SwitchNode::lane_tx_queues). Known once
+  // every NodeLcore of the node is made (lanes change which ports have a queue each).
+  const std::vector<std::pair<uint16_t, uint16_t>>& tx_queues() {
+    if (!tx_known_) {
+      tx_.clear();
+      if constexpr (requires(const Node& n) { n.lane_tx_queues(0u); }) {
+        tx_ = s_.node->lane_tx_queues(lane_);
+      } else {
+        for (uint16_t p : ports_) tx_.push_back({p, 0});
+      }
+      tx_known_ = true;
+    }
+    return tx_;
   }
 
   void on_rx(uint16_t port_id, uint16_t, rte_mbuf** pkts, uint16_t n, uint64_t now_ns,
@@ -198,7 +214,7 @@ class NodeLcore : public runtime::BurstHandler {
         release(t, tx);
         if (node_idle()) break;
         uint64_t next = EgressPort::kNever;
-        for (uint16_t p : ports_) next = std::min(next, s_.node->egress(p).next_event_ns());
+        for (const auto& [p, q] : tx_queues()) next = std::min(next, egress_of(p).next_event_ns());
         if (next == EgressPort::kNever) break;
         t = std::max(next, t + 1);
       }
@@ -255,22 +271,41 @@ class NodeLcore : public runtime::BurstHandler {
     Inside in(*this);
     return policy_->ready_to_stop(*s_.node, now_ns);
   }
+  // The egress this lcore transmits for port p (its lane's own on a port with one per lane).
+  const EgressPort& egress_of(uint16_t p) const {
+    if constexpr (LanedNode<Node>) {
+      return s_.node->egress(lane_, p);
+    } else {
+      return s_.node->egress(p);
+    }
+  }
+  uint16_t node_transmit(uint16_t p, uint64_t now_ns, rte_mbuf** out, uint16_t max) {
+    if constexpr (LanedNode<Node>) {
+      return s_.node->transmit(lane_, p, now_ns, out, max);
+    } else {
+      return s_.node->transmit(p, now_ns, out, max);
+    }
+  }
+
   // A wire port's frames go straight to its PMD (no tx buffer: what the PMD refuses stays the
   // port's, first in line, and the port's queues hold the rest, as a NIC's scheduler does when
   // its tx ring is full); returns how many the PMD took.
-  unsigned release_wire(uint16_t p, uint64_t now_ns, runtime::TxSink& tx) {
+  unsigned release_wire(uint16_t p, uint16_t queue, uint64_t now_ns, runtime::TxSink& tx) {
     rte_mbuf* out[EgressPort::kWireBurst];
     unsigned total = 0;
     for (;;) {
-      const uint16_t n = s_.node->transmit(p, now_ns, out, EgressPort::kWireBurst);
+      const uint16_t n = node_transmit(p, now_ns, out, EgressPort::kWireBurst);
       if (n == 0) break;
-      const uint16_t sent = tx.burst(s_.dpdk_port[p], 0, out, n);
+      const uint16_t sent = tx.burst(s_.dpdk_port[p], queue, out, n);
       total += sent;
       if (sent < n) {
-        if constexpr (requires(Node & node) { node.unsend(p, out, n); }) {
-          s_.node->unsend(p, out + sent, static_cast<uint16_t>(n - sent));
+        const auto left = static_cast<uint16_t>(n - sent);
+        if constexpr (LanedNode<Node>) {
+          s_.node->unsend(lane_, p, out + sent, left);
+        } else if constexpr (requires(Node & node) { node.unsend(p, out, n); }) {
+          s_.node->unsend(p, out + sent, left);
         } else {
-          rte_pktmbuf_free_bulk(out + sent, n - sent);  // a node without wire ports: none
+          rte_pktmbuf_free_bulk(out + sent, left);  // a node without wire ports: none
         }
         break;
       }
@@ -283,15 +318,15 @@ class NodeLcore : public runtime::BurstHandler {
   // rte_eth_tx_descriptor_status: from the tail, the free descriptors come first, then the
   // oldest frames not yet sent) times the port's mean frame, into the node's load views.
   void read_tx_backlog() {
-    for (uint16_t p : ports_) {
+    for (const auto& [p, queue] : tx_queues()) {
       const uint16_t desc =
           p < s_.tx_status_descriptors.size() ? s_.tx_status_descriptors[p] : uint16_t{0};
-      if (desc == 0 || !s_.node->egress(p).wire()) continue;
+      if (desc == 0 || !egress_of(p).wire()) continue;
       const uint16_t port_id = s_.dpdk_port[p];
       uint16_t lo = 0, hi = desc;  // the first offset in use is in [lo, hi]
       while (lo < hi) {
         const uint16_t mid = static_cast<uint16_t>((lo + hi) / 2);
-        if (rte_eth_tx_descriptor_status(port_id, 0, mid) == RTE_ETH_TX_DESC_FULL) {
+        if (rte_eth_tx_descriptor_status(port_id, queue, mid) == RTE_ETH_TX_DESC_FULL) {
           hi = mid;
         } else {
           lo = static_cast<uint16_t>(mid + 1);
@@ -300,24 +335,28 @@ class NodeLcore : public runtime::BurstHandler {
       const uint64_t in_use = desc - lo;
       const auto& c = s_.node->lane_port_counters(lane_, p);
       const uint64_t mean = c.tx_packets != 0 ? c.tx_bytes / c.tx_packets : 0;
-      s_.node->set_tx_backlog(p, in_use * mean);
+      if constexpr (LanedNode<Node>) {
+        s_.node->set_tx_backlog(lane_, p, in_use * mean);
+      } else {
+        s_.node->set_tx_backlog(p, in_use * mean);
+      }
     }
   }
 
-  // What this lcore's ports release by now_ns, into the tx buffers; returns how many.
+  // What this lcore's tx queues release by now_ns, into the tx buffers; returns how many.
   unsigned release(uint64_t now_ns, runtime::TxSink& tx) {
     rte_mbuf* out[32];
     unsigned total = 0;
-    for (uint16_t p : ports_) {
-      if (const EgressPort& e = s_.node->egress(p); e.wire()) {
+    for (const auto& [p, queue] : tx_queues()) {
+      if (const EgressPort& e = egress_of(p); e.wire()) {
         // Most ports have nothing due after a burst: one load rather than a dequeue each.
-        if (e.next_event_ns() <= now_ns) total += release_wire(p, now_ns, tx);
+        if (e.next_event_ns() <= now_ns) total += release_wire(p, queue, now_ns, tx);
         continue;
       }
       uint16_t n;
       do {
-        n = s_.node->transmit(p, now_ns, out, 32);
-        for (uint16_t i = 0; i < n; ++i) tx.send(s_.dpdk_port[p], 0, out[i]);
+        n = node_transmit(p, now_ns, out, 32);
+        for (uint16_t i = 0; i < n; ++i) tx.send(s_.dpdk_port[p], queue, out[i]);
         total += n;
       } while (n == 32);
     }
@@ -333,6 +372,8 @@ class NodeLcore : public runtime::BurstHandler {
   uint64_t last_publish_ns_ = 0;
   static constexpr uint64_t kTxBacklogPeriodNs = 10'000;  // wire ports' PMD depth, read this often
   uint64_t last_backlog_ns_ = 0;
+  std::vector<std::pair<uint16_t, uint16_t>> tx_;  // tx_queues()
+  bool tx_known_ = false;
 };
 
 }  // namespace spraynet::program

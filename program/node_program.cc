@@ -85,8 +85,8 @@ void NodeProgram::set_telemetry_socket_mode(unsigned mode) {
 }
 
 unsigned NodeProgram::make_pool(unsigned configured_mbufs, unsigned data_room,
-                               const std::vector<std::string>& devices, unsigned lcores,
-                               unsigned extra) {
+                                const std::vector<std::string>& devices, unsigned lcores,
+                                unsigned extra, const std::vector<PortQueues>& queues) {
   constexpr unsigned kDescriptors = 1024, kBurst = 32, kCache = 256;
   const auto ports = static_cast<unsigned>(devices.size());
   unsigned af_xdp_ports = 0;
@@ -112,6 +112,14 @@ unsigned NodeProgram::make_pool(unsigned configured_mbufs, unsigned data_room,
                                    : runtime::pool_size_for(ports, 1, 1, kDescriptors, kDescriptors,
                                                             lcores, kBurst, kCache) +
                                          extra + af_xdp_ports * 1024;
+  if (configured_mbufs == 0) {
+    // Descriptors beyond one queue of each, 1024 deep.
+    for (const auto& q : queues) {
+      const unsigned more = unsigned{q.rx_queues} * q.rx_descriptors +
+                            unsigned{q.tx_queues} * q.tx_descriptors + kBurst * (q.rx_queues - 1u);
+      pc.mbufs += more > 2 * kDescriptors ? more - 2 * kDescriptors : 0;
+    }
+  }
   try {
     pool_.emplace(pc);
   } catch (const std::exception& e) {
@@ -127,10 +135,14 @@ unsigned NodeProgram::make_pool(unsigned configured_mbufs, unsigned data_room,
 }
 
 runtime::Port& NodeProgram::add_port(const std::string& name, const std::string& device,
-                                     const std::string& key, const std::string& what) {
+                                     const std::string& key, const std::string& what,
+                                     const PortQueues& queues) {
   runtime::PortConfig portcfg;
   portcfg.device = device;
-  portcfg.rx_descriptors = portcfg.tx_descriptors = 1024;
+  portcfg.rx_queues = queues.rx_queues;
+  portcfg.tx_queues = queues.tx_queues;
+  portcfg.rx_descriptors = queues.rx_descriptors;
+  portcfg.tx_descriptors = queues.tx_descriptors;
   // Two node ports on one DPDK port would share its queues; said here, at the config's key,
   // rather than as "busy" from rte_eth_dev_configure.
   for (size_t i = 0; i < devices_.size(); ++i) {
@@ -170,8 +182,9 @@ void NodeProgram::ports_ready() {
   if (!pdump_) log_->warn("rte_pdump_init failed: dpdk-dumpcap cannot attach");
 }
 
-void NodeProgram::add_loop(const LcorePlan& plan, runtime::BurstHandler& handler,
-                           runtime::RcuDomain& rcu) {
+void NodeProgram::add_loop(const LcorePlan& plan,
+                           const std::vector<std::pair<uint16_t, uint16_t>>& tx_queues,
+                           runtime::BurstHandler& handler, runtime::RcuDomain& rcu) {
   if (!rte_lcore_is_enabled(plan.lcore)) {
     throw control::ConfigError(opt_.config, "lcores",
                                "lcore " + std::to_string(plan.lcore) +
@@ -179,9 +192,17 @@ void NodeProgram::add_loop(const LcorePlan& plan, runtime::BurstHandler& handler
   }
   std::vector<runtime::RxQueue> rx;
   std::vector<runtime::TxQueue> tx;
-  for (uint16_t p : plan.ports) {
-    rx.push_back({&ports_.at(p), 0});
-    tx.push_back({&ports_.at(p), 0});
+  if (plan.rx.empty()) {
+    for (uint16_t p : plan.ports) rx.push_back({&ports_.at(p), 0});
+  } else {
+    for (const auto& [p, q] : plan.rx) rx.push_back({&ports_.at(p), q});
+  }
+  for (const auto& [p, q] : tx_queues) {
+    runtime::Port& port = ports_.at(p);
+    if (q >= port.config().tx_queues) {
+      throw std::runtime_error("port " + names_.at(p) + " has no tx queue " + std::to_string(q));
+    }
+    tx.push_back({&port, q});
   }
   runtime::PollLoopConfig cfg;
   cfg.rcu = &rcu;

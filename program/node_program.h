@@ -62,11 +62,18 @@ struct NodeOptions {
   runtime::IdleBackoffOptions backoff;
 };
 
-// One lcore of the run: the EAL lcore, and the node ports it polls (rx queue 0) and transmits
-// on (tx queue 0).
+// One lcore of the run: the EAL lcore, the node ports whose egress it owns, and the (node port,
+// rx queue) pairs it polls (empty: queue 0 of each of `ports`). It transmits on what its
+// NodeLcore says (NodeLcore::tx_queues).
 struct LcorePlan {
   unsigned lcore = 0;
   std::vector<uint16_t> ports;
+  std::vector<std::pair<uint16_t, uint16_t>> rx;
+};
+
+// A port's queues and descriptors (runtime::PortConfig's, without the device).
+struct PortQueues {
+  uint16_t rx_queues = 1, tx_queues = 1, rx_descriptors = 1024, tx_descriptors = 1024;
 };
 
 class NodeProgram {
@@ -99,15 +106,18 @@ class NodeProgram {
   // Returns the mbuf data room used: `data_room`, except with a net_af_xdp port, where an mbuf
   // must fit one umem chunk (a page): then at most runtime::af_xdp_max_data_room(), logged,
   // and 1024 more mbufs per such port (its fill ring holds 2048, its rx ring none).
+  // `queues`: each port's queues and descriptors (empty: one of each, 1024 descriptors).
   unsigned make_pool(unsigned configured_mbufs, unsigned data_room,
-                     const std::vector<std::string>& devices, unsigned lcores, unsigned extra);
+                     const std::vector<std::string>& devices, unsigned lcores, unsigned extra,
+                     const std::vector<PortQueues>& queues = {});
   // The next node port: a DPDK port on `device` (PCI address, vdev spec or name), logged with
   // `what` after its names. `key` is where the config gave the device (ports[2].device): a
   // mistake in the spec is a config error there (control::ConfigError, exit 2); a device that
   // is missing or refuses (an interface not there, a probe or queue the driver or kernel
   // refuses) a std::runtime_error naming the key (exit 1).
   runtime::Port& add_port(const std::string& name, const std::string& device,
-                          const std::string& key, const std::string& what = "");
+                          const std::string& key, const std::string& what = "",
+                          const PortQueues& queues = {});
   // After the last port: rte_pdump for dpdk-dumpcap.
   void ports_ready();
 
@@ -137,10 +147,16 @@ class NodeProgram {
                   StopPolicy<Node>* policy = nullptr) {
     std::vector<unsigned> lcores;
     shared.lcores = static_cast<unsigned>(plans.size());
+    // Every lcore's lane first: which tx queues a lane sends on depends on how many there are.
+    std::vector<NodeLcore<Node>*> made;
     for (const auto& plan : plans) {
-      handlers_.push_back(std::make_unique<NodeLcore<Node>>(shared, plan.ports, policy));
-      add_loop(plan, *handlers_.back(), rcu);
-      lcores.push_back(plan.lcore);
+      auto h = std::make_unique<NodeLcore<Node>>(shared, plan.ports, policy);
+      made.push_back(h.get());
+      handlers_.push_back(std::move(h));
+    }
+    for (size_t i = 0; i < plans.size(); ++i) {
+      add_loop(plans[i], made[i]->tx_queues(), *made[i], rcu);
+      lcores.push_back(plans[i].lcore);
     }
     // --duration-ms counts from here, when the lcores start: EAL and port set-up take seconds
     // on a busy machine, and a short run would otherwise end as it began.
@@ -160,7 +176,8 @@ class NodeProgram {
   int finish(const nlohmann::json& report);
 
  private:
-  void add_loop(const LcorePlan& plan, runtime::BurstHandler& handler, runtime::RcuDomain& rcu);
+  void add_loop(const LcorePlan& plan, const std::vector<std::pair<uint16_t, uint16_t>>& tx,
+                runtime::BurstHandler& handler, runtime::RcuDomain& rcu);
   void run(const std::vector<unsigned>& lcores, control::ControlLoop& loop,
            std::mutex& control_lock);
 

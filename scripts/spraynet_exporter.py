@@ -306,6 +306,12 @@ def collect_switch(t, f, name):
                     f.counter("switch_ingress_drops", "Frames that arrived on the port and were "
                               "dropped, by cause (/spraynet/port drops/<cause>)",
                               {**lab, "cause": parts[1]}, v)
+            elif parts[0] == "dpdk" and len(parts) == 4 and parts[1] in ("rx_queues", "tx_queues"):
+                # Per queue, as the PMD counts them: dpdk/rx_queues/<i>/{queue,packets,bytes,errors}.
+                if parts[3] in ("packets", "bytes", "errors"):
+                    f.counter("switch_ethdev_queue_" + parts[3],
+                              "The PMD's per-queue %s (/spraynet/port dpdk/%s)" % (parts[3], parts[1]),
+                              {**lab, "direction": parts[1][:2], "queue": parts[2]}, v)
             elif parts[0] == "dpdk" and len(parts) == 2:
                 f.field("switch_ethdev", parts[1], v, lab, set(),
                         "/spraynet/port dpdk (rte_eth_stats)")

@@ -71,11 +71,18 @@ int run(int argc, char** argv) {
 
   // Lcore layout: as configured, or the main lcore polling every port.
   std::vector<program::LcorePlan> plans;
-  for (const auto& l : config.lcores) plans.push_back({l.lcore, l.ports});
+  for (const auto& l : config.lcores) plans.push_back({l.lcore, l.ports, l.rx});
   if (plans.empty()) {
-    program::LcorePlan all{rte_get_main_lcore(), {}};
-    for (uint16_t p = 0; p < config.ports.size(); ++p) all.ports.push_back(p);
+    program::LcorePlan all{rte_get_main_lcore(), {}, {}};
+    for (uint16_t p = 0; p < config.ports.size(); ++p) {
+      all.ports.push_back(p);
+      for (uint16_t q = 0; q < config.ports[p].rx_queues; ++q) all.rx.push_back({p, q});
+    }
     plans.push_back(all);
+  }
+  std::vector<program::PortQueues> queues;
+  for (const auto& port : config.ports) {
+    queues.push_back({port.rx_queues, port.tx_queues, port.rx_descriptors, port.tx_descriptors});
   }
 
   // Descriptors, caches and bursts, plus what the egress queues may hold.
@@ -84,13 +91,17 @@ int run(int argc, char** argv) {
   // The node takes the data room the pool has (net_af_xdp may make it smaller): the largest
   // frame, and PFC headroom, follow from it.
   config.mbuf_data_room = prog.make_pool(config.mempool_mbufs, config.mbuf_data_room, devices,
-                                         static_cast<unsigned>(plans.size()), 8192);
+                                         static_cast<unsigned>(plans.size()), 8192, queues);
   for (size_t i = 0; i < config.ports.size(); ++i) {
     const auto& port = config.ports[i];
     prog.add_port(port.name, port.device, "ports[" + std::to_string(i) + "].device",
-                  port.link.wire ? std::string("wire (no link emulation)")
-                                 : fmt::format("emulated link {} Gbit/s, delay {} ns",
-                                               port.link.rate_gbps, port.link.delay_ns));
+                  (port.link.wire ? std::string("wire (no link emulation)")
+                                  : fmt::format("emulated link {} Gbit/s, delay {} ns",
+                                                port.link.rate_gbps, port.link.delay_ns)) +
+                      (port.rx_queues > 1 || port.tx_queues > 1
+                           ? fmt::format(", {} rx / {} tx queues", port.rx_queues, port.tx_queues)
+                           : std::string()),
+                  queues[i]);
   }
   prog.ports_ready();
 

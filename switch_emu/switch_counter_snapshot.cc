@@ -61,15 +61,39 @@ void fill_port_snapshot(const SwitchNode& node, uint16_t port, uint64_t now_ns,
   const EgressPort& e = node.egress(port);
   s.counters = node.port_counters(port);
   s.drops = node.port_drops(port);
-  s.egress = e.accounting();
+  s.egress = node.port_egress_accounting(port);
   for (uint8_t tc = 0; tc < EgressPort::kClasses; ++tc) {
-    s.classes[tc] = e.counters(tc, now_ns);
-    s.class_queued_bytes[tc] = e.queued_bytes(tc);
+    s.classes[tc] = node.port_class_counters(port, tc, now_ns);
+    s.class_queued_bytes[tc] = node.port_queued_bytes(port, tc);
   }
-  s.queued_bytes = e.queued_bytes();
+  s.queued_bytes = node.port_queued_bytes(port);
   s.link_up = e.link_up() ? 1 : 0;
   s.rate_gbps = e.link().rate_gbps();
 }
+
+namespace {
+
+// A lane's own queue of a port with one per lane: its egress only. The link's state and the
+// pause times (which do not add up) are the owner's to publish; the others leave them 0.
+void fill_lane_queue_snapshot(const SwitchNode& node, unsigned lane, uint16_t port, uint64_t now_ns,
+                              SwitchPortSnapshot& s) {
+  const EgressPort& e = node.egress(lane, port);
+  const bool owner = node.lane_of_port(port) == lane;
+  s.egress = e.accounting();
+  for (uint8_t tc = 0; tc < EgressPort::kClasses; ++tc) {
+    s.classes[tc] = e.counters(tc, now_ns);
+    if (!owner) {
+      s.classes[tc].first_pause_ns = s.classes[tc].last_pause_end_ns = 0;
+      s.classes[tc].longest_pause_ns = 0;
+    }
+    s.class_queued_bytes[tc] = e.queued_bytes(tc);
+  }
+  s.queued_bytes = e.queued_bytes();
+  s.link_up = owner && e.link_up() ? 1 : 0;
+  s.rate_gbps = owner ? e.link().rate_gbps() : 0.0;
+}
+
+}  // namespace
 
 SwitchGroupSnapshot group_snapshot(const SwitchNode& node, size_t group) {
   return {node.group_counters(group), node.group_member_packets(group)};
@@ -144,7 +168,10 @@ void fill_lane_counter_view(const SwitchNode& node, unsigned lane, uint64_t now_
   view.ports.resize(node.port_count());
   for (uint16_t p = 0; p < node.port_count(); ++p) {
     SwitchPortSnapshot& s = view.ports[p];
-    if (node.lane_of_port(p) == lane) {
+    if (node.port_per_lane(p)) {
+      s = SwitchPortSnapshot{};
+      fill_lane_queue_snapshot(node, lane, p, now_ns, s);
+    } else if (node.lane_of_port(p) == lane) {
       fill_port_snapshot(node, p, now_ns, s);
     } else {
       s = SwitchPortSnapshot{};

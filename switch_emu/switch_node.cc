@@ -113,6 +113,8 @@ SwitchNode::SwitchNode(const control::SwitchConfig& config, rte_mempool* pool,
       if (pfc_->lossless(tc)) ec.class_limit_bytes[tc] = lossless_limit;
     }
     egress_.push_back(std::make_unique<EgressPort>(ec));
+    egress_config_.push_back(ec);
+    queues_.push_back({egress_.back().get()});
     if (pfc_) pfc_->attach_port(static_cast<uint16_t>(i), *egress_.back());
   }
   view_count_ = 1;  // lossy (every port eligible until refresh_loads reads them)
@@ -132,6 +134,7 @@ SwitchNode::SwitchNode(const control::SwitchConfig& config, rte_mempool* pool,
 
 std::unique_ptr<SwitchNode::Lane> SwitchNode::make_lane() const {
   auto lane = std::make_unique<Lane>();
+  lane->index = static_cast<unsigned>(lanes_.size());
   const size_t n = egress_.size();
   for (size_t g = 0; g < config_.groups.size(); ++g) {
     const auto& gs = config_.groups[g];
@@ -214,8 +217,53 @@ unsigned SwitchNode::add_lane(std::span<const uint16_t> ports) {
       }
     }
   }
+  assign_port_queues();
   for (auto& l : lanes_) l->loads_stale = true;
   return index;
+}
+
+void SwitchNode::assign_port_queues() {
+  const size_t lanes = lanes_.size();
+  // Before any lcore runs: the egresses made for fewer lanes hold nothing yet.
+  for (auto& e : lane_egress_) e->free_all();
+  lane_egress_.clear();
+  for (size_t p = 0; p < egress_.size(); ++p) {
+    queues_[p].assign(1, egress_[p].get());
+    const auto& ps = config_.ports[p];
+    if (!parallel_ || !ps.link.wire || ps.tx_queues < lanes) continue;
+    for (size_t l = 1; l < lanes; ++l) {
+      lane_egress_.push_back(std::make_unique<EgressPort>(egress_config_[p]));
+      queues_[p].push_back(lane_egress_.back().get());
+    }
+  }
+  if (!parallel_) return;
+  queue_board_ = std::make_unique<std::atomic<uint64_t>[]>(egress_.size() * lanes);
+  for (size_t p = 0; p < egress_.size(); ++p) {
+    for (size_t l = 0; l < queues_[p].size(); ++l) {
+      queue_board_[p * lanes + l].store(queues_[p][l]->load_bytes(), std::memory_order_relaxed);
+    }
+  }
+}
+
+std::vector<std::pair<uint16_t, uint16_t>> SwitchNode::lane_tx_queues(unsigned lane) const {
+  std::vector<std::pair<uint16_t, uint16_t>> out;
+  for (uint16_t p = 0; p < egress_.size(); ++p) {
+    if (queues_[p].size() > 1) {
+      out.push_back({p, static_cast<uint16_t>(lane)});
+    } else if (owner_[p] == lane) {
+      out.push_back({p, 0});
+    }
+  }
+  return out;
+}
+
+uint64_t SwitchNode::board_bytes(size_t port) const {
+  const size_t q = queues_[port].size();
+  if (q == 1) return board_[port].queued_bytes.load(std::memory_order_relaxed);
+  uint64_t sum = 0;
+  const size_t base = port * lanes_.size();
+  for (size_t l = 0; l < q; ++l) sum += queue_board_[base + l].load(std::memory_order_relaxed);
+  return sum;
 }
 
 SwitchNode::~SwitchNode() {
@@ -236,8 +284,7 @@ void SwitchNode::refresh_loads_if_stale(Lane& L, uint64_t now_ns) {
     // Other lanes move their ports' queues: read their depths once per burst (parallel lanes
     // from the board their owners write; serialised lanes from the ports themselves).
     for (size_t i = 0; i < egress_.size(); ++i) {
-      const uint64_t q = parallel_ ? board_[i].queued_bytes.load(std::memory_order_relaxed)
-                                   : egress_[i]->load_bytes();
+      const uint64_t q = parallel_ ? board_bytes(i) : egress_[i]->load_bytes();
       for (auto& view : L.views) view[i].queued_bytes = q;
     }
   }
@@ -248,8 +295,7 @@ void SwitchNode::refresh_loads(Lane& L, uint64_t now_ns) {
   if (pfc_) L.eligibility_seen = pfc_->eligibility_changes();
   for (size_t i = 0; i < egress_.size(); ++i) {
     const uint16_t port = static_cast<uint16_t>(i);
-    const uint64_t queued = parallel_ ? board_[i].queued_bytes.load(std::memory_order_relaxed)
-                                      : egress_[i]->load_bytes();
+    const uint64_t queued = parallel_ ? board_bytes(i) : egress_[i]->load_bytes();
     // Lossy traffic does not care for PFC: a port is eligible for it while its link is up (which
     // changes only with every lane stopped).
     L.views[0][i] = PathLoad{queued, egress_[i]->link_up()};
@@ -264,8 +310,16 @@ void SwitchNode::refresh_loads(Lane& L, uint64_t now_ns) {
 }
 
 void SwitchNode::set_queued_bytes(Lane& L, uint16_t port, uint64_t bytes) {
+  if (parallel_) {
+    if (queues_[port].size() > 1) {
+      // This lane's share; the port's depth is every lane's.
+      queue_board_[port * lanes_.size() + L.index].store(bytes, std::memory_order_relaxed);
+      bytes = board_bytes(port);
+    } else {
+      board_[port].queued_bytes.store(bytes, std::memory_order_relaxed);
+    }
+  }
   for (auto& view : L.views) view[port].queued_bytes = bytes;
-  if (parallel_) board_[port].queued_bytes.store(bytes, std::memory_order_relaxed);
 }
 
 void SwitchNode::receive(unsigned lane, uint16_t port, rte_mbuf** pkts, uint16_t n,
@@ -456,7 +510,8 @@ void SwitchNode::forward(unsigned lane, Lane& L, uint16_t in_port, rte_mbuf* m,
 __attribute__((always_inline)) inline void SwitchNode::enqueue_owned(Lane& L, uint16_t out_port,
                                                                      uint16_t in_port, rte_mbuf* m,
                                uint8_t tc, uint8_t priority, uint64_t now_ns) {
-  const EgressEnqueueResult r = egress_[out_port]->enqueue(m, tc, in_port, priority, now_ns);
+  EgressPort& e = lane_egress(L, out_port);
+  const EgressEnqueueResult r = e.enqueue(m, tc, in_port, priority, now_ns);
   if (r == EgressEnqueueResult::kQueued) {
     L.ports[out_port].forwarded_packets++;
   } else {
@@ -464,7 +519,7 @@ __attribute__((always_inline)) inline void SwitchNode::enqueue_owned(Lane& L, ui
     if (in_port < L.port_drops.size()) L.port_drops[in_port].egress_refused++;
   }
   // Keep the load views current within a burst, so DLB and DRILL see their own decisions.
-  set_queued_bytes(L, out_port, egress_[out_port]->load_bytes());
+  set_queued_bytes(L, out_port, e.load_bytes());
   if (pfc_ && tc < EgressPort::kClasses && view_of_tc_[tc] != 0) {
     const uint8_t v = view_of_tc_[tc];
     const bool eligible = pfc_->eligible(out_port, tc, now_ns);
@@ -484,6 +539,11 @@ void SwitchNode::enqueue(unsigned lane, Lane& L, uint16_t out_port, uint16_t in_
   }
   const unsigned owner = owner_[out_port];
   if (!parallel_) {
+    enqueue_owned(L, out_port, in_port, m, tc, priority, now_ns);
+    return;
+  }
+  if (queues_[out_port].size() > 1) {
+    // A port with a tx queue per lane: this lane's own, never handed over.
     enqueue_owned(L, out_port, in_port, m, tc, priority, now_ns);
     return;
   }
@@ -572,19 +632,35 @@ uint16_t SwitchNode::transmit(uint16_t port, uint64_t now_ns, rte_mbuf** out, ui
   return n;
 }
 
-void SwitchNode::unsend(uint16_t port, rte_mbuf* const* pkts, uint16_t n) {
-  if (port >= egress_.size() || n == 0) return;
-  Lane& L = parallel_ ? *lanes_[owner_[port]] : *lanes_.front();
-  egress_[port]->unsend(pkts, n, &L.ports[port].tx_bytes);
-  L.ports[port].tx_packets -= n;
-  set_queued_bytes(L, port, egress_[port]->load_bytes());
+uint16_t SwitchNode::transmit(unsigned lane, uint16_t port, uint64_t now_ns, rte_mbuf** out,
+                              uint16_t max) {
+  if (port >= egress_.size()) return 0;
+  if (queues_[port].size() <= 1) return transmit(port, now_ns, out, max);
+  Lane& L = *lanes_.at(lane);
+  EgressPort& e = *queues_[port][lane];
+  const uint16_t n = e.dequeue(now_ns, out, max, &L.ports[port].tx_bytes);
+  set_queued_bytes(L, port, e.load_bytes());
+  L.ports[port].tx_packets += n;
+  return n;
 }
 
-void SwitchNode::set_tx_backlog(uint16_t port, uint64_t bytes) {
+void SwitchNode::unsend(unsigned lane, uint16_t port, rte_mbuf* const* pkts, uint16_t n) {
+  if (port >= egress_.size() || n == 0) return;
+  const bool own = queues_[port].size() > 1;
+  Lane& L = own ? *lanes_.at(lane) : parallel_ ? *lanes_[owner_[port]] : *lanes_.front();
+  EgressPort& e = own ? *queues_[port][lane] : *egress_[port];
+  e.unsend(pkts, n, &L.ports[port].tx_bytes);
+  L.ports[port].tx_packets -= n;
+  set_queued_bytes(L, port, e.load_bytes());
+}
+
+void SwitchNode::set_tx_backlog(unsigned lane, uint16_t port, uint64_t bytes) {
   if (port >= egress_.size()) return;
-  egress_[port]->set_tx_backlog(bytes);
-  Lane& L = parallel_ ? *lanes_[owner_[port]] : *lanes_.front();
-  set_queued_bytes(L, port, egress_[port]->load_bytes());
+  const bool own = queues_[port].size() > 1;
+  Lane& L = own ? *lanes_.at(lane) : parallel_ ? *lanes_[owner_[port]] : *lanes_.front();
+  EgressPort& e = own ? *queues_[port][lane] : *egress_[port];
+  e.set_tx_backlog(bytes);
+  set_queued_bytes(L, port, e.load_bytes());
 }
 
 uint16_t SwitchNode::take_in_flight(uint16_t port, rte_mbuf** out, uint64_t* arrival_ns,
@@ -606,6 +682,9 @@ bool SwitchNode::idle() const {
   for (const auto& e : egress_) {
     if (e->queued_bytes() != 0 || e->in_flight() != 0) return false;
   }
+  for (const auto& e : lane_egress_) {
+    if (e->queued_bytes() != 0 || e->in_flight() != 0) return false;
+  }
   for (const rte_ring* r : rings_) {
     if (rte_ring_count(r) != 0) return false;
   }
@@ -614,8 +693,10 @@ bool SwitchNode::idle() const {
 
 bool SwitchNode::idle(unsigned lane) const {
   for (size_t i = 0; i < egress_.size(); ++i) {
-    if (owner_[i] != lane) continue;
-    if (egress_[i]->queued_bytes() != 0 || egress_[i]->in_flight() != 0) return false;
+    const EgressPort* e = queues_[i].size() > 1 ? queues_[i][lane]
+                          : owner_[i] == lane   ? egress_[i].get()
+                                                : nullptr;
+    if (e != nullptr && (e->queued_bytes() != 0 || e->in_flight() != 0)) return false;
   }
   for (unsigned from = 0; from < lanes_.size(); ++from) {
     if (from != lane && rte_ring_count(lanes_[from]->to[lane]) != 0) return false;
@@ -698,7 +779,9 @@ MemoryUsage SwitchNode::memory_usage() const {
   m.tcam = tcam_->memory_bytes();
   m.routes = routes_->memory_bytes();
   for (const auto& port : egress_) m.queues += egress_port_bytes(*port);
-  m.queues += capacity_bytes(egress_);
+  for (const auto& port : lane_egress_) m.queues += egress_port_bytes(*port);
+  m.queues += capacity_bytes(egress_) + capacity_bytes(lane_egress_) + capacity_bytes(queues_) +
+              capacity_bytes(egress_config_);
   if (pfc_) m.queues += pfc_->memory_bytes();
   for (rte_ring* r : rings_) m.queues += static_cast<uint64_t>(rte_ring_get_memsize(r->size));
   m.other = sizeof(*this) + capacity_bytes(macs_) + capacity_bytes(lanes_) +
@@ -728,6 +811,7 @@ MemoryUsage SwitchNode::memory_usage() const {
 SwitchAccounting SwitchNode::accounting() const {
   EgressAccounting egress;
   for (const auto& e : egress_) egress += e->accounting();
+  for (const auto& e : lane_egress_) egress += e->accounting();
   std::vector<SwitchPortCounters> ports(egress_.size());
   for (uint16_t p = 0; p < egress_.size(); ++p) ports[p] = port_counters(p);
   return SwitchAccounting::of(drops(), counters(), ports, egress);
@@ -752,26 +836,70 @@ void SwitchNode::free_all() {
     }
   }
   for (auto& e : egress_) e->free_all();
+  for (auto& e : lane_egress_) e->free_all();
+}
+
+EgressAccounting SwitchNode::port_egress_accounting(uint16_t port) const {
+  EgressAccounting a;
+  for (const EgressPort* e : queues_.at(port)) a += e->accounting();
+  return a;
+}
+
+EgressClassCounters SwitchNode::port_class_counters(uint16_t port, uint8_t tc,
+                                                    uint64_t now_ns) const {
+  const auto& q = queues_.at(port);
+  EgressClassCounters c = q[0]->counters(tc, now_ns);
+  for (size_t i = 1; i < q.size(); ++i) {
+    const EgressClassCounters o = q[i]->counters(tc, now_ns);
+    c.enqueued += o.enqueued;
+    c.transmitted_packets += o.transmitted_packets;
+    c.transmitted_bytes += o.transmitted_bytes;
+    c.drops_queue_full += o.drops_queue_full;
+    c.drops_link_down += o.drops_link_down;
+    c.drops_watchdog += o.drops_watchdog;
+    c.drops_headroom_overflow += o.drops_headroom_overflow;
+    c.drops_bit_error += o.drops_bit_error;
+    c.drops_loss += o.drops_loss;
+    c.drops_delay_line_full += o.drops_delay_line_full;
+    c.ecn_marked += o.ecn_marked;
+    c.ecn_not_ect += o.ecn_not_ect;
+    // Pauses are PFC's, and a port with queues per lane has none: its first queue's stand.
+  }
+  static_assert(sizeof(EgressClassCounters) == 17 * sizeof(uint64_t),
+                "every EgressClassCounters field is summed here, or said why not");
+  return c;
+}
+
+uint64_t SwitchNode::port_queued_bytes(uint16_t port) const {
+  uint64_t b = 0;
+  for (const EgressPort* e : queues_.at(port)) b += e->queued_bytes();
+  return b;
+}
+
+uint64_t SwitchNode::port_queued_bytes(uint16_t port, uint8_t tc) const {
+  uint64_t b = 0;
+  for (const EgressPort* e : queues_.at(port)) b += e->queued_bytes(tc);
+  return b;
 }
 
 void SwitchNode::set_link_up(uint16_t port, bool up, uint64_t now_ns) {
-  egress_.at(port)->set_link_up(up, now_ns);
+  for (EgressPort* e : queues_.at(port)) e->set_link_up(up, now_ns);
   refresh_loads(*lanes_[0], now_ns);
   for (size_t i = 1; i < lanes_.size(); ++i) lanes_[i]->loads_stale = true;
 }
 
 void SwitchNode::set_link_rate_gbps(uint16_t port, double rate_gbps, uint64_t now_ns) {
-  egress_.at(port)->set_link_rate_gbps(rate_gbps, now_ns);
+  for (EgressPort* e : queues_.at(port)) e->set_link_rate_gbps(rate_gbps, now_ns);
   for (auto& l : lanes_) l->loads_stale = true;  // frames due were started under the old settings
 }
 
 void SwitchNode::set_link_ber(uint16_t port, double ber, uint64_t now_ns) {
-  egress_.at(port)->set_bit_error_rate(ber, now_ns);
+  for (EgressPort* e : queues_.at(port)) e->set_bit_error_rate(ber, now_ns);
   for (auto& l : lanes_) l->loads_stale = true;  // frames due were started under the old settings
 }
 
 void SwitchNode::set_link_loss(uint16_t port, double loss_rate, uint64_t now_ns) {
-  egress_.at(port)->set_loss_rate(loss_rate, now_ns);
+  for (EgressPort* e : queues_.at(port)) e->set_loss_rate(loss_rate, now_ns);
   for (auto& l : lanes_) l->loads_stale = true;  // frames due were started under the old settings
 }
 

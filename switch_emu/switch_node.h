@@ -19,6 +19,10 @@
 // With PFC on, the shared lossless buffer and the PFC state are switch-wide (one MMU), so the
 // lanes of a PFC switch must not run at once: lanes_run_in_parallel() is false and the driver
 // serialises their calls (program/node_lcore.h); they then touch every port directly.
+// A wire port with a tx queue per lane (PortSettings::tx_queues >= lanes, no PFC) is not handed
+// over: every lane has its own EgressPort for it and sends on its own tx queue (the lane's
+// index), as a NIC's queues are each one core's; its depth for path selection is the sum of the
+// lanes' queues, each lane writing its own share to the board.
 // Whatever is not a lane's call (control, reports, summed counters) needs every lane stopped.
 #pragma once
 
@@ -165,6 +169,12 @@ class SwitchNode {
   // Whether the lanes may run at once: several lanes and no PFC (see the header). False with one
   // lane, or with lanes that must take turns (their calls are then serialised).
   bool lanes_run_in_parallel() const { return parallel_; }
+  // Whether `port` has an egress and a tx queue per lane (see the header): every lane transmits
+  // it, on tx queue `lane`, and nothing bound for it is handed over.
+  bool port_per_lane(uint16_t port) const { return queues_.at(port).size() > 1; }
+  // The (node port, tx queue) pairs `lane` transmits on: the ports it owns (queue 0) that have
+  // one egress, and every port with one per lane (queue `lane`).
+  std::vector<std::pair<uint16_t, uint16_t>> lane_tx_queues(unsigned lane) const;
 
   // Takes ownership of every mbuf: each is enqueued on an egress port (or handed to the lane
   // that owns it) or freed and counted. Lane 0 without a lane argument.
@@ -179,12 +189,17 @@ class SwitchNode {
   // Up to max frames that have crossed `port`'s emulated link by now_ns; the caller owns them
   // (sends them with tx_burst, or delivers them to the next node). Called by the port's lane.
   uint16_t transmit(uint16_t port, uint64_t now_ns, rte_mbuf** out, uint16_t max);
+  // The same for `lane`'s own queue of a port with one per lane (port_per_lane); for any other
+  // port, transmit(port, ...) (the lane must own it).
+  uint16_t transmit(unsigned lane, uint16_t port, uint64_t now_ns, rte_mbuf** out, uint16_t max);
   // A wire port (EgressPort::wire): the last n frames transmit() returned, which the PMD did not
   // take (pkts: those frames, in order); they go first at the next transmit(). The port's lane.
-  void unsend(uint16_t port, rte_mbuf* const* pkts, uint16_t n);
+  void unsend(uint16_t port, rte_mbuf* const* pkts, uint16_t n) { unsend(0, port, pkts, n); }
+  void unsend(unsigned lane, uint16_t port, rte_mbuf* const* pkts, uint16_t n);
   // A wire port: the bytes waiting in its PMD's tx descriptors (EgressPort::set_tx_backlog), part
   // of the depth path selection reads. The port's lane.
-  void set_tx_backlog(uint16_t port, uint64_t bytes);
+  void set_tx_backlog(uint16_t port, uint64_t bytes) { set_tx_backlog(0, port, bytes); }
+  void set_tx_backlog(unsigned lane, uint16_t port, uint64_t bytes);
   // Up to max frames already started on `port`'s link, whatever their arrival time, with those
   // times (EgressPort::take_in_flight): for a driver whose far end runs apart by at least the
   // cable's delay. Counted as transmit counts. One lane only.
@@ -229,7 +244,20 @@ class SwitchNode {
   SwitchDropCounters drops() const;
   SwitchCounters counters() const;
   SwitchPortCounters port_counters(uint16_t port) const;
+  // The port's egress (its first, for a port with one per lane: it carries the link's state).
   const EgressPort& egress(uint16_t port) const { return *egress_[port]; }
+  // The egress `lane` enqueues to and transmits for `port`: its own on a port with one per lane.
+  const EgressPort& egress(unsigned lane, uint16_t port) const {
+    const auto& q = queues_.at(port);
+    return q.size() > 1 ? *q.at(lane) : *egress_[port];
+  }
+  // Every egress of `port`, by tx queue (one, or one per lane).
+  std::span<EgressPort* const> egress_queues(uint16_t port) const { return queues_.at(port); }
+  // The port's egress summed over its queues.
+  EgressAccounting port_egress_accounting(uint16_t port) const;
+  EgressClassCounters port_class_counters(uint16_t port, uint8_t tc, uint64_t now_ns) const;
+  uint64_t port_queued_bytes(uint16_t port) const;
+  uint64_t port_queued_bytes(uint16_t port, uint8_t tc) const;
   const PfcState* pfc() const { return pfc_.get(); }
   const control::SwitchConfig& config() const { return config_; }
   // One lane's own counters (what it alone writes), for per-lane publication.
@@ -269,6 +297,7 @@ class SwitchNode {
   };
   // What one lane (one lcore) writes; see the header.
   struct Lane {
+    unsigned index = 0;
     BurstScratch scratch;
     TcamDecisionCache tcam_cache;
     RouteCache route_cache;
@@ -306,6 +335,15 @@ class SwitchNode {
   void refresh_loads(Lane& lane, uint64_t now_ns);
   void refresh_loads_if_stale(Lane& lane, uint64_t now_ns);
   void set_queued_bytes(Lane& lane, uint16_t port, uint64_t bytes);
+  // A port's depth as path selection reads it from another lane (parallel lanes only).
+  uint64_t board_bytes(size_t port) const;
+  // The egress `lane` enqueues to for `port` (its own on a port with one per lane).
+  EgressPort& lane_egress(const Lane& lane, uint16_t port) {
+    auto& q = queues_[port];
+    return q.size() > 1 ? *q[lane.index] : *egress_[port];
+  }
+  // After a lane is added: which wire ports get an egress per lane.
+  void assign_port_queues();
   void handle_mac_control(Lane& lane, uint16_t port, rte_mbuf* m, uint64_t now_ns);
   void forward(unsigned lane_index, Lane& lane, uint16_t in_port, rte_mbuf* m,
                const ParsedPacket& p, const TcamMatch& match, uint32_t group, uint64_t now_ns);
@@ -331,6 +369,13 @@ class SwitchNode {
   // PfcState before the egress ports: it is their listener and must outlive them.
   std::unique_ptr<PfcState> pfc_;
   std::vector<std::unique_ptr<EgressPort>> egress_;
+  std::vector<EgressPortConfig> egress_config_;  // what each port's egress was made with
+  // By port: its egress by tx queue: {egress_[p]}, or one per lane (the first egress_[p], the
+  // others in lane_egress_).
+  std::vector<std::vector<EgressPort*>> queues_;
+  std::vector<std::unique_ptr<EgressPort>> lane_egress_;
+  // Ports with one per lane: each lane's share of the depth, [port * lanes + lane].
+  std::unique_ptr<std::atomic<uint64_t>[]> queue_board_;
   std::array<uint8_t, 8> view_of_tc_{};  // a class's view (Lane::views)
   std::array<uint8_t, 8> lossless_tc_{};
   size_t view_count_ = 1;

@@ -208,7 +208,26 @@ json accounting_json(const SwitchNode& node) {
 json report_json(SwitchNode& node, uint64_t now_ns) {
   json ports = json::array(), groups = json::array(), pfc = json::array();
   for (uint16_t p = 0; p < node.port_count(); ++p) {
-    ports.push_back(port_json(node, p, now_ns));
+    json pj = port_json(node, p, now_ns);
+    // Which lane sends on which of the port's tx queues, and what each sent: one queue owned by
+    // a lane (the others hand it their frames), or one per lane.
+    json tx = json::array();
+    if (node.port_per_lane(p)) {
+      for (unsigned l = 0; l < node.lane_count(); ++l) {
+        tx.push_back({{"queue", l},
+                      {"lane", l},
+                      {"tx_packets", node.lane_port_counters(l, p).tx_packets},
+                      {"forwarded_packets", node.lane_port_counters(l, p).forwarded_packets}});
+      }
+    } else {
+      tx.push_back({{"queue", 0},
+                    {"lane", node.lane_of_port(p)},
+                    {"tx_packets", node.port_counters(p).tx_packets},
+                    {"forwarded_packets", node.port_counters(p).forwarded_packets}});
+    }
+    pj["tx_queue_per_lane"] = node.port_per_lane(p);
+    pj["node_tx_queues"] = std::move(tx);
+    ports.push_back(std::move(pj));
     if (node.pfc()) pfc.push_back(pfc_json(node, p));
   }
   for (size_t g = 0; g < node.group_count(); ++g) groups.push_back(group_json(node, g));

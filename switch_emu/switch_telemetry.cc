@@ -428,9 +428,27 @@ void register_acting(SwitchShared& s, const runtime::TscClock& clock, bool enabl
 json ethdev_json(uint16_t port_id) {
   rte_eth_stats st{};
   if (rte_eth_stats_get(port_id, &st) != 0) return {{"error", "rte_eth_stats_get failed"}};
-  return {{"ipackets", st.ipackets}, {"opackets", st.opackets},  {"ibytes", st.ibytes},
-          {"obytes", st.obytes},     {"imissed", st.imissed},    {"ierrors", st.ierrors},
-          {"oerrors", st.oerrors},   {"rx_nombuf", st.rx_nombuf}};
+  json j = {{"ipackets", st.ipackets}, {"opackets", st.opackets},  {"ibytes", st.ibytes},
+            {"obytes", st.obytes},     {"imissed", st.imissed},    {"ierrors", st.ierrors},
+            {"oerrors", st.oerrors},   {"rx_nombuf", st.rx_nombuf}};
+  // Per queue, as the PMD counts them (ethdev keeps RTE_ETHDEV_QUEUE_STAT_CNTRS of each; a PMD
+  // that counts none reports zeros).
+  rte_eth_dev_info info{};
+  if (rte_eth_dev_info_get(port_id, &info) == 0) {
+    json rx = json::array(), tx = json::array();
+    for (uint16_t q = 0; q < info.nb_rx_queues && q < RTE_ETHDEV_QUEUE_STAT_CNTRS; ++q) {
+      rx.push_back({{"queue", q},
+                    {"packets", st.q_ipackets[q]},
+                    {"bytes", st.q_ibytes[q]},
+                    {"errors", st.q_errors[q]}});
+    }
+    for (uint16_t q = 0; q < info.nb_tx_queues && q < RTE_ETHDEV_QUEUE_STAT_CNTRS; ++q) {
+      tx.push_back({{"queue", q}, {"packets", st.q_opackets[q]}, {"bytes", st.q_obytes[q]}});
+    }
+    j["rx_queues"] = std::move(rx);
+    j["tx_queues"] = std::move(tx);
+  }
+  return j;
 }
 
 void register_switch_telemetry(SwitchShared& s, const runtime::TscClock& clock,

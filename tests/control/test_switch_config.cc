@@ -128,7 +128,7 @@ TEST_CASE("errors name the file, the key and what is allowed") {
         "test.yaml: ports[0].link.rate_gbps: must be a number in [0.001, 10000], got \"fast\"");
   CHECK(error_of("ports: [{name: a, device: x, lnik: {}}]") ==
         "test.yaml: ports[0].lnik: unknown key (allowed here: name|device|link|queue_bytes|"
-        "delay_line_frames|peer_mac)");
+        "delay_line_frames|peer_mac|rx_queues|tx_queues|rx_descriptors|tx_descriptors)");
   CHECK(error_of("ports: [{name: a, device: x, peer_mac: 02:00:00:00:00}]") ==
         "test.yaml: ports[0].peer_mac: must be a MAC address such as 02:00:00:00:00:01, got "
         "\"02:00:00:00:00\"");
@@ -153,7 +153,7 @@ TEST_CASE("errors name the file, the key and what is allowed") {
   CHECK(error_of(kPorts + "pfc: {buffer_bytes: 262144}").find("pfc.buffer_bytes") !=
         std::string::npos);  // the old per-port buffer key is gone
   CHECK(error_of(kPorts + "lcores: [{lcore: 0, ports: [a, b]}]") ==
-        "test.yaml: lcores: port \"c\" is polled by no lcore");
+        "test.yaml: lcores: port \"c\" is owned by no lcore (list it in one lcore's ports:)");
   CHECK(error_of(kPorts + "pfc: {watchdog: {action: alert}}") ==
         "test.yaml: pfc.watchdog.action: must be one of drop|forward, got \"alert\"");
   CHECK(error_of(kPorts + "hash: {algorithm: md5}") ==
@@ -573,4 +573,53 @@ routes:
   CHECK(e.find("ports[0].link") != std::string::npos);
   CHECK(e.find("wire, emulated or a map") != std::string::npos);
   CHECK(switch_config_help().find("link: wire") != std::string::npos);
+}
+
+TEST_CASE("ports' queues and descriptors; lcores own ports and poll (port, rx queue) pairs") {
+  const std::string ports = R"(
+ports:
+  - {name: a, device: x, rx_queues: 2, tx_queues: 2, rx_descriptors: 512, tx_descriptors: 2048}
+  - {name: b, device: y, rx_queues: 2, tx_queues: 2}
+)";
+  SwitchConfig c = parse(ports);
+  CHECK(c.ports[0].rx_queues == 2);
+  CHECK(c.ports[0].tx_queues == 2);
+  CHECK(c.ports[0].rx_descriptors == 512);
+  CHECK(c.ports[0].tx_descriptors == 2048);
+  CHECK(c.ports[1].rx_descriptors == 1024);
+  CHECK(parse("ports: [{name: a, device: x}]").ports[0].rx_queues == 1);
+
+  using Pairs = std::vector<std::pair<uint16_t, uint16_t>>;
+  c = parse(ports +
+            "lcores: [{lcore: 0, ports: [a, b], rx: [a:0, b:0]}, {lcore: 1, rx: [a:1, b:1]}]");
+  REQUIRE(c.lcores.size() == 2);
+  CHECK(c.lcores[0].ports == std::vector<uint16_t>{0, 1});
+  CHECK(c.lcores[0].rx == Pairs{{0, 0}, {1, 0}});
+  CHECK(c.lcores[1].ports.empty());
+  CHECK(c.lcores[1].rx == Pairs{{0, 1}, {1, 1}});
+  // Without rx: queue 0 of the ports it owns.
+  c = parse("ports: [{name: a, device: x}]\nlcores: [{lcore: 0, ports: [a]}]");
+  CHECK(c.lcores[0].rx == Pairs{{0, 0}});
+
+  CHECK(error_of(ports + "lcores: [{lcore: 0, ports: [a, b]}]") ==
+        "test.yaml: lcores: rx queue 1 of port \"a\" is polled by no lcore (rx: [a:1] in one "
+        "lcore)");
+  CHECK(error_of(ports + "lcores: [{lcore: 0, ports: [a, b], rx: [a:0, b:0, a:2, b:1]}]") ==
+        "test.yaml: lcores[0].rx: \"a:2\": port \"a\" has rx queues 0..1 (rx_queues: 2)");
+  CHECK(error_of(ports + "lcores: [{lcore: 0, ports: [a, b], rx: [a0]}]") ==
+        "test.yaml: lcores[0].rx: each entry is PORT:QUEUE (e.g. p0:1), got \"a0\"");
+  CHECK(error_of(ports + "lcores: [{lcore: 0, ports: [a, b], rx: [a:0, b:0, a:1, b:1]}, "
+                         "{lcore: 1, rx: [a:1]}]") ==
+        "test.yaml: lcores[1].rx: rx queue 1 of port \"a\" is already polled by lcore 0");
+  CHECK(error_of(ports + "lcores: [{lcore: 0, ports: [a, b], rx: [a:0, b:0, a:1, b:1]}, "
+                         "{lcore: 1, ports: [a]}]") ==
+        "test.yaml: lcores[1].ports: port \"a\" is already owned by lcore 0");
+  CHECK(error_of(ports + "lcores: [{lcore: 0}]") ==
+        "test.yaml: lcores[0]: needs ports:, rx: or both");
+  CHECK(error_of("ports: [{name: a, device: x, rx_queues: 0}]")
+            .starts_with("test.yaml: ports[0].rx_queues: "));
+  CHECK(error_of("ports: [{name: a, device: x, tx_queues: 65}]")
+            .starts_with("test.yaml: ports[0].tx_queues: "));
+  CHECK(error_of("ports: [{name: a, device: x, tx_descriptors: 8}]")
+            .starts_with("test.yaml: ports[0].tx_descriptors: "));
 }

@@ -187,6 +187,109 @@ TEST_CASE("two lcores: one polls the input, the other the outputs; nothing lost 
 }
 
 TEST_CASE(
+    "two lcores on ports with two queues each: each polls one rx queue and sends on its own tx "
+    "queue of every output, nothing handed over, every packet exactly once") {
+  const auto lcores = runtime::LcoreRunner::all_lcores();
+  if (lcores.size() < 2) {
+    WARN("only one lcore enabled: the two-lcore layout cannot run here");
+    return;
+  }
+  test::TestPool pool(16383);
+  {
+    RingSwitch sw("mq", 2, pool.get(), 50'000'000, "ecmp", "", "", 16384, 2);
+    auto& rings = sw.rings;
+    auto& ports = sw.ports;
+    auto& node = *sw.node;
+    // As RSS would spread them: the input's two rx queues get half the packets each.
+    constexpr int kPackets = 8000;
+    std::vector<uint8_t> payload(200, 0x33);
+    for (int i = 0; i < kPackets; ++i) {
+      REQUIRE(rte_ring_enqueue(rings[0].rxq[i % 2], numbered_udp(pool.get(), i, 700, 0, payload)) ==
+              0);
+    }
+    // Lane 0 owns the input and output 0, lane 1 output 1; with a tx queue per lane on every
+    // wire port, each lane sends on its own queue of both outputs.
+    switch_emu::SwitchLcore a(sw.shared, {0, 1}), b(sw.shared, {2});
+    REQUIRE(node.lanes_run_in_parallel());
+    for (uint16_t p = 0; p < 3; ++p) CHECK(node.port_per_lane(p));
+    using Pairs = std::vector<std::pair<uint16_t, uint16_t>>;
+    CHECK(a.tx_queues() == Pairs{{0, 0}, {1, 0}, {2, 0}});
+    CHECK(b.tx_queues() == Pairs{{0, 1}, {1, 1}, {2, 1}});
+    runtime::TscClock clock;
+    std::vector<runtime::TxQueue> tx_a, tx_b;
+    for (const auto& [p, q] : a.tx_queues()) tx_a.push_back({&ports[p], q});
+    for (const auto& [p, q] : b.tx_queues()) tx_b.push_back({&ports[p], q});
+    runtime::PollLoop loop_a({{&ports[0], 0}, {&ports[1], 0}, {&ports[2], 0}}, tx_a, a, clock);
+    runtime::PollLoop loop_b({{&ports[0], 1}, {&ports[1], 1}, {&ports[2], 1}}, tx_b, b, clock);
+    sw.shared.lcores = 2;
+    runtime::LcoreRunner({lcores[0], lcores[1]}).run([&](unsigned, unsigned index) {
+      (index == 0 ? loop_a : loop_b).run(sw.stop);
+    });
+
+    std::vector<int> seen(kPackets, 0);
+    uint64_t total = 0;
+    std::array<std::array<uint64_t, 2>, 3> by_queue{};
+    for (int o = 1; o <= 2; ++o) {
+      for (int q = 0; q < 2; ++q) {
+        rte_mbuf* m;
+        while (rte_ring_dequeue(rings[o].txq[q], reinterpret_cast<void**>(&m)) == 0) {
+          const uint16_t id =
+              rte_be_to_cpu_16(rte_pktmbuf_mtod_offset(m, const rte_be16_t*, 14 + 4)[0]);
+          REQUIRE(id < kPackets);
+          ++seen[id];
+          ++by_queue[o][q];
+          rte_pktmbuf_free(m);
+          ++total;
+        }
+      }
+    }
+    INFO("out0 q0/q1 " << by_queue[1][0] << "/" << by_queue[1][1] << ", out1 q0/q1 "
+                       << by_queue[2][0] << "/" << by_queue[2][1]);
+    CHECK(total == kPackets);
+    CHECK(std::count(seen.begin(), seen.end(), 1) == kPackets);
+    CHECK(node.total_drops() == 0);
+    CHECK(node.counters().lane_handoffs == 0);
+    // Each lane sent what it received, on its own queues: queue q of the outputs carries exactly
+    // the packets that arrived on rx queue q.
+    CHECK(by_queue[1][0] + by_queue[2][0] == kPackets / 2);
+    CHECK(by_queue[1][1] + by_queue[2][1] == kPackets / 2);
+    CHECK(node.lane_port_counters(1, 1).tx_packets + node.lane_port_counters(1, 2).tx_packets ==
+          kPackets / 2);
+    // The ethdev's own per-queue counters say the same.
+    const nlohmann::json e = switch_emu::ethdev_json(ports[1].id());
+    REQUIRE(e["tx_queues"].size() == 2);
+    CHECK(e["tx_queues"][1]["packets"].get<uint64_t>() == by_queue[1][1]);
+    const nlohmann::json r = switch_emu::report_json(node, clock.now_ns());
+    CHECK(r["ports"][1]["tx_queue_per_lane"].get<bool>());
+    CHECK(r["ports"][1]["node_tx_queues"][1]["tx_packets"].get<uint64_t>() == by_queue[1][1]);
+    CHECK(node.accounting().balanced());
+  }
+  CHECK(pool.whole());
+}
+
+TEST_CASE("a port with fewer tx queues than lanes, or PFC on, keeps one egress and the handoff") {
+  test::TestPool pool(4095);
+  {
+    RingSwitch sw("mqa", 2, pool.get(), 0, "ecmp", "", "", 16384, 2);
+    switch_emu::SwitchLcore a(sw.shared, {0, 1}), b(sw.shared, {2}), c(sw.shared, {});
+    for (uint16_t p = 0; p < 3; ++p) CHECK_FALSE(sw.node->port_per_lane(p));  // 2 queues, 3 lanes
+    CHECK(c.tx_queues().empty());
+  }
+  {
+    RingSwitch sw("mqp", 2, pool.get(), 0, "ecmp", "pfc: {priorities: [3]}\n", "", 16384, 2);
+    switch_emu::SwitchLcore a(sw.shared, {0, 1}), b(sw.shared, {2});
+    CHECK_FALSE(sw.node->lanes_run_in_parallel());
+    for (uint16_t p = 0; p < 3; ++p) CHECK_FALSE(sw.node->port_per_lane(p));
+  }
+  {
+    RingSwitch sw("mqe", 2, pool.get(), 0, "ecmp", "", "emulated", 16384, 2);
+    switch_emu::SwitchLcore a(sw.shared, {0, 1}), b(sw.shared, {2});
+    for (uint16_t p = 0; p < 3; ++p) CHECK_FALSE(sw.node->port_per_lane(p));  // emulated links
+  }
+  CHECK(pool.whole());
+}
+
+TEST_CASE(
     "two lcores under telemetry queried in a loop and the control thread: every packet "
     "comes out exactly once") {
   const auto lcores = runtime::LcoreRunner::all_lcores();
