@@ -9,7 +9,12 @@ is accounted for: sent = switch rx on a = switch tx on b = captured. The run mus
 0 and no mbuf out (net_af_xdp's fill ring is not a leak). Where the kernel refuses AF_XDP (no
 XDP sockets, not root) the test is skipped with the reason, and the script exits 77 (meson's
 SKIP) though the other tests passed. Also: a missing interface exits 1 (a device error), an unknown
-driver 2 (a config error). Nothing waits by sleeping: every wait is on a condition, with a bound."""
+driver 2 (a config error). Nothing waits by sleeping: every wait is on a condition, with a bound.
+
+The same kind of namespace also runs switch_emu on net_af_packet ports with two queue pairs each
+(the kernel's PACKET_FANOUT hash spreads flows over the rx queues, as RSS does) and two lcores,
+each polling one rx queue of both ports and sending on its own tx queue: every frame comes out
+exactly once and none is handed from one lcore to the other."""
 import json
 import os
 import shutil
@@ -93,9 +98,20 @@ def af_xdp_refused():
     return None
 
 
-class AfXdpVeth(unittest.TestCase):
+def veth_refused():
+    if os.geteuid() != 0:
+        return "network namespaces need root"
+    if shutil.which("ip") is None:
+        return "iproute2 (ip) is not installed"
+    return None
+
+
+class VethNamespace(unittest.TestCase):
+    """A namespace with host-a <-> sw-a and host-b <-> sw-b, removed after the test."""
+    refused = staticmethod(veth_refused)
+
     def setUp(self):
-        why = af_xdp_refused()
+        why = self.refused()
         if why:
             self.skipTest(why)
         self.tmp = tempfile.mkdtemp(prefix="spraynet-afxdp-")
@@ -123,6 +139,105 @@ class AfXdpVeth(unittest.TestCase):
 
     def nsexec(self, *args, check=True):
         return sh("ip", "netns", "exec", self.netns, *args, check=check)
+
+    def roce_frames(self, qps):
+        pcap = os.path.join(self.tmp, "roce.pcap")
+        r = sh(ROCE_PCAP, "--out", pcap, "--qps", str(qps), "--messages", "8", "--msg-bytes",
+               "3000", "--mtu", "1024", "--seed", "7")
+        frames = P.read_pcap(pcap)
+        self.assertEqual(len(frames), qps * 8 * 3, r.stdout)
+        return pcap, frames
+
+    def run_switch(self, config, prefix, lcores, frames, pcap):
+        """switch_emu in the namespace on `config`; writes the pcap into host-a and captures
+        host-b. Returns (exit status, stdout, log, report, captured frames as hex)."""
+        stats = os.path.join(self.tmp, "stats.json")
+        log = open(os.path.join(self.tmp, "switch.log"), "w+")
+        self.addCleanup(log.close)
+        sw = subprocess.Popen(
+            ["ip", "netns", "exec", self.netns, SWITCH_EMU, "-l", lcores, "--no-huge", "-m",
+             "1024", "--no-pci", "--file-prefix", prefix, "--log-level", "lib.eal:error", "--",
+             "--config", config, "--stats", stats],
+            stdout=subprocess.PIPE, stderr=log, text=True)
+        self.addCleanup(shutil.rmtree, os.path.join(DPDK_RUN_DIR, prefix), True)
+
+        def switch_log():
+            log.seek(0)
+            return log.read()
+
+        try:
+            try:
+                wait_for(lambda: "running" in switch_log(), READY_S, "switch_emu up", proc=sw)
+            except AssertionError:
+                out = sw.communicate(timeout=EXIT_S)[0] if sw.poll() is not None else ""
+                self.fail(f"switch_emu did not come up (exit {sw.returncode}):\n{out}\n"
+                          f"{switch_log()}")
+            sniffer = subprocess.Popen(
+                ["ip", "netns", "exec", self.netns, PYTHON, "-c", SNIFFER, "host-b",
+                 str(len(frames)), "3"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                text=True)
+            try:
+                self.assertEqual(sniffer.stdout.readline().strip(), "ready", "sniffer up")
+                sent = self.nsexec(PYTHON, "-c", SENDER, "host-a", pcap)
+                self.assertEqual(int(sent.stdout), len(frames), sent.stderr)
+                out, _ = sniffer.communicate(timeout=CAPTURE_S + 10)
+            finally:
+                if sniffer.poll() is None:
+                    sniffer.kill()
+                    sniffer.communicate()
+            sw.send_signal(signal.SIGINT)
+            stdout, _ = sw.communicate(timeout=EXIT_S)
+        except BaseException:
+            if sw.poll() is None:
+                sw.kill()
+                sw.communicate()
+            raise
+        report = None
+        if os.path.exists(stats):
+            with open(stats) as f:
+                report = json.load(f)
+        return sw.returncode, stdout, switch_log(), report, json.loads(out)
+
+
+class AfPacketQueues(VethNamespace):
+    def test_two_lcores_two_queue_pairs_no_handoff(self):
+        if len(os.sched_getaffinity(0)) < 2:
+            self.skipTest("two lcores need two CPUs")
+        pcap, frames = self.roce_frames(32)  # 32 QPs: 32 UDP flows for the fanout hash
+        config = os.path.join(self.tmp, "queues.yaml")
+        with open(config, "w") as f:
+            f.write("name: queues-test\nports:\n")
+            for side, k in (("a", 0), ("b", 1)):
+                f.write(f"  - {{name: {side}, device: \"net_af_packet{k},iface=sw-{side},"
+                        f"qpairs=2,qdisc_bypass=1\", rx_queues: 2, tx_queues: 2}}\n")
+            f.write("routes:\n  - {prefix: 0.0.0.0/0, port: b}\n"
+                    "lcores:\n  - {lcore: 0, ports: [a, b], rx: [a:0, b:0]}\n"
+                    "  - {lcore: 1, rx: [a:1, b:1]}\n")
+        code, stdout, text, report, got = self.run_switch(
+            config, f"afpq-{os.getpid()}", "0-1", frames, pcap)
+        self.assertEqual(code, 0, f"{stdout}\n{text}")
+        self.assertIn("mempool: 0 mbufs in use at exit", stdout)
+        ports = {p["name"]: p for p in report["ports"]}
+        rxq = [q["packets"] for q in ports["a"]["dpdk"]["rx_queues"]]
+        txq = [q["tx_packets"] for q in ports["b"]["node_tx_queues"]]
+        summary = (f"sent {len(frames)}, a's rx queues {rxq}, b's tx queues {txq}, captured "
+                   f"{len(got)}, handoffs {report['counters']['lane_handoffs']}, drops "
+                   f"{report['drops']}\n{stdout}")
+        self.assertTrue(ports["b"]["tx_queue_per_lane"], summary)
+        self.assertEqual(report["counters"]["lane_handoffs"], 0, summary)
+        self.assertEqual(report["drops"]["total"], 0, summary)
+        self.assertEqual(sum(rxq), len(frames), summary)
+        self.assertTrue(all(n > 0 for n in rxq), "the fanout hash used both rx queues: " + summary)
+        # Each lcore sent what its rx queue took in, on its own tx queue.
+        self.assertEqual(txq, rxq, summary)
+        # Every frame exactly once, routed (TTL one less, IP checksum redone).
+        expected = sorted(P.routed(f)[14:] for f in frames)
+        self.assertEqual(sorted(bytes.fromhex(h)[14:] for h in got), expected, summary)
+        print(f"\n{summary}", file=sys.stderr)
+
+
+class AfXdpVeth(VethNamespace):
+    refused = staticmethod(af_xdp_refused)
 
     def test_roce_capture_through_switch_on_af_xdp_ports(self):
         pcap = os.path.join(self.tmp, "roce.pcap")
