@@ -114,10 +114,15 @@ unsigned NodeProgram::make_pool(unsigned configured_mbufs, unsigned data_room,
                                          extra + af_xdp_ports * 1024;
   if (configured_mbufs == 0) {
     // Descriptors beyond one queue of each, 1024 deep.
-    for (const auto& q : queues) {
+    for (size_t i = 0; i < queues.size(); ++i) {
+      const PortQueues& q = queues[i];
       const unsigned more = unsigned{q.rx_queues} * q.rx_descriptors +
                             unsigned{q.tx_queues} * q.tx_descriptors + kBurst * (q.rx_queues - 1u);
       pc.mbufs += more > 2 * kDescriptors ? more - 2 * kDescriptors : 0;
+      // net_af_xdp's further queues: each fill ring holds 2048 whatever the descriptors.
+      if (i < devices.size() && runtime::is_af_xdp_device(devices[i])) {
+        pc.mbufs += 2048u * (q.rx_queues - 1u);
+      }
     }
   }
   try {
@@ -211,6 +216,11 @@ void NodeProgram::add_loop(const LcorePlan& plan,
   cfg.drain_interval_ns = opt_.tx_drain_us * 1000;
   loops_.push_back(std::make_unique<runtime::PollLoop>(rx, tx, handler, *clock_, cfg));
   lcore_of_loop_.push_back(plan.lcore);
+  auto& [rx_names, tx_names] = queues_of_loop_.emplace_back();
+  for (const auto& q : rx) {
+    rx_names.push_back(names_.at(node_port_of_[q.port->id()]) + ":" + std::to_string(q.queue));
+  }
+  for (const auto& [p, q] : tx_queues) tx_names.push_back(names_.at(p) + ":" + std::to_string(q));
 }
 
 void NodeProgram::run(const std::vector<unsigned>& lcores, control::ControlLoop& loop,
@@ -228,7 +238,9 @@ void NodeProgram::run(const std::vector<unsigned>& lcores, control::ControlLoop&
           lcores.push_back({{"lcore", lcore_of_loop_[i]},
                             {"loops", p.loops},
                             {"rx_packets", p.rx_packets},
-                            {"tx_packets", p.tx_packets}});
+                            {"tx_packets", p.tx_packets},
+                            {"rx_queues", queues_of_loop_[i].first},
+                            {"tx_queues", queues_of_loop_[i].second}});
         }
         return json{{"lcores", lcores}};
       });
@@ -270,6 +282,14 @@ void NodeProgram::add_run_report(json& report, const runtime::RcuDomain& rcu,
   }
   report["tx_dropped"] = tx_dropped;
   // Summed over the lcores.
+  // Which lcore polls which (port, rx queue) and sends on which tx queue.
+  json map = json::array();
+  for (size_t i = 0; i < loops_.size(); ++i) {
+    map.push_back({{"lcore", lcore_of_loop_[i]},
+                   {"rx_queues", queues_of_loop_[i].first},
+                   {"tx_queues", queues_of_loop_[i].second}});
+  }
+  report["lcore_queues"] = std::move(map);
   report["poll_loop"] = {{"lcores", loops_.size()},
                          {"loops", loop_count},
                          {"idle_backoff_max_us", opt_.backoff.max_sleep_us},
@@ -280,6 +300,7 @@ void NodeProgram::add_run_report(json& report, const runtime::RcuDomain& rcu,
 void NodeProgram::close_ports(json& report) {
   loops_.clear();
   lcore_of_loop_.clear();
+  queues_of_loop_.clear();
   if (pdump_) rte_pdump_uninit();
   pdump_ = false;
   unsigned held = 0;

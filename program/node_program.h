@@ -199,6 +199,8 @@ class NodeProgram {
   std::vector<std::unique_ptr<runtime::BurstHandler>> handlers_;  // one per lcore
   std::vector<std::unique_ptr<runtime::PollLoop>> loops_;         // the same order
   std::vector<unsigned> lcore_of_loop_;                           // the same order
+  // The same order: the (port, queue) pairs each loop polls and sends on, as "name:queue".
+  std::vector<std::pair<std::vector<std::string>, std::vector<std::string>>> queues_of_loop_;
   bool pdump_ = false;
 };
 

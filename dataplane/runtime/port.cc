@@ -269,13 +269,22 @@ void Port::configure(rte_mempool* rx_pool) {
     }
   }
   rte_eth_conf conf{};
+  rte_eth_dev_info info{};
+  if (const int r = rte_eth_dev_info_get(id_, &info); r != 0) fail("rte_eth_dev_info_get", -r);
+  // More queues than the device has is the config's mistake: said as such, not as EINVAL from
+  // rte_eth_dev_configure.
+  if (config_.rx_queues > info.max_rx_queues || config_.tx_queues > info.max_tx_queues) {
+    throw PortConfigError(
+        "port \"" + config_.device + "\": " + std::to_string(config_.rx_queues) + " rx / " +
+        std::to_string(config_.tx_queues) + " tx queues asked, the device has at most " +
+        std::to_string(info.max_rx_queues) + " rx / " + std::to_string(info.max_tx_queues) +
+        " tx (net_pcap: one rx queue per rx_pcap=, net_af_packet: qpairs=N, "
+        "net_af_xdp: queue_count=N)");
+  }
   if (config_.rx_queues > 1) {
     // Several rx queues share the traffic by RSS over the 5-tuple (the PMD's own key and RETA),
     // as far as the PMD hashes those fields; without RSS each queue gets what the device puts
     // there (net_ring: its own ring).
-    rte_eth_dev_info info{};
-    const int r = rte_eth_dev_info_get(id_, &info);
-    if (r != 0) fail("rte_eth_dev_info_get", -r);
     const uint64_t hf =
         (RTE_ETH_RSS_IP | RTE_ETH_RSS_UDP | RTE_ETH_RSS_TCP) & info.flow_type_rss_offloads;
     if (hf != 0) {

@@ -127,12 +127,15 @@ TEST_CASE("an unknown port id is an error naming the ports that exist", "[port]"
   CHECK(pool.whole());
 }
 
-TEST_CASE("a configuration the PMD refuses names the call and leaves no device behind", "[port]") {
+TEST_CASE("more queues than the device has is a config error naming both counts, no device left",
+          "[port]") {
   PacketPool pool({.name = "port_refused"});
   // net_ring has 16 ring pairs: 17 rx queues are more than it has.
-  CHECK_THROWS_WITH(
-      Port({.device = "net_ring_refused0", .rx_queues = 17}, pool.get()),
-      Catch::StartsWith("port \"net_ring_refused0\": rte_eth_dev_configure failed: "));
+  CHECK_THROWS_AS(Port({.device = "net_ring_refused0", .rx_queues = 17}, pool.get()),
+                  spraynet::runtime::PortConfigError);
+  CHECK_THROWS_WITH(Port({.device = "net_ring_refused0", .rx_queues = 17}, pool.get()),
+                    Catch::StartsWith("port \"net_ring_refused0\": 17 rx / 1 tx queues asked, "
+                                      "the device has at most 16 rx / 16 tx"));
   CHECK_FALSE(port_exists("net_ring_refused0"));
   CHECK(pool.whole());
 }
