@@ -263,6 +263,25 @@ TEST_CASE(
     CHECK(r["ports"][1]["tx_queue_per_lane"].get<bool>());
     CHECK(r["ports"][1]["node_tx_queues"][1]["tx_packets"].get<uint64_t>() == by_queue[1][1]);
     CHECK(node.accounting().balanced());
+    // What telemetry reads: the lanes' published copies add up to the port's counters, its
+    // link's state and rate once (not once per lane).
+    sw.shared.counters->publish(node, clock.now_ns());
+    const auto view = sw.shared.counters->read();
+    REQUIRE(view);
+    CHECK(view->ports[1].counters.tx_packets == by_queue[1][0] + by_queue[1][1]);
+    CHECK(view->ports[1].egress.dequeued == by_queue[1][0] + by_queue[1][1]);
+    CHECK(view->ports[1].link_up == 1);
+    CHECK(view->ports[1].rate_gbps == node.egress(1).link().rate_gbps());
+    CHECK(view->accounting().balanced());
+    // The control loop samples every queue of the port (its utilisation is the lanes' sum).
+    const control::ControlTarget target = control::control_target_of(node);
+    REQUIRE(target.more_queues);
+    const auto more = target.more_queues(1);
+    REQUIRE(more.size() == 1);
+    CHECK(more[0] == &node.egress(1u, uint16_t{1}));
+    CHECK(control::sample_port(*target.ports[1], 0, clock.now_ns()).tx_packets +
+              control::sample_port(*more[0], 0, clock.now_ns()).tx_packets ==
+          by_queue[1][0] + by_queue[1][1]);
   }
   CHECK(pool.whole());
 }
