@@ -3,6 +3,8 @@
 #include <rte_hash_crc.h>
 #include <zlib.h>
 
+#include <bit>
+
 #include "dataplane/wire/byte_order.h"
 
 namespace spraynet {
@@ -29,12 +31,27 @@ size_t FlowHasher::key_bytes(const FlowKey& key, uint8_t* out) const {
 }
 
 uint32_t FlowHasher::hash(const FlowKey& key) const {
-  // rte_hash_crc reads 8/4/2-byte words straight from the buffer: keep it aligned.
+  if (config_.algorithm == HashAlgorithm::kCrc32c) {
+    // rte_hash_crc over key_bytes' bytes (8-byte words, then 4, then 1, as it reads them), with
+    // the words made in registers: the bytes never go through memory. Little-endian words of the
+    // big-endian key bytes.
+    static_assert(std::endian::native == std::endian::little);
+    const uint64_t addresses =
+        uint64_t{__builtin_bswap32(key.src_ip)} | uint64_t{__builtin_bswap32(key.dst_ip)} << 32;
+    const uint32_t ports =
+        uint32_t{__builtin_bswap16(key.src_port)} | uint32_t{__builtin_bswap16(key.dst_port)} << 16;
+    const uint32_t h = rte_hash_crc_8byte(addresses, config_.seed);
+    if (!config_.dest_qp_in_key)
+      return rte_hash_crc_1byte(key.proto(), rte_hash_crc_4byte(ports, h));
+    // Bytes 8-15: the ports, the protocol, DestQP big-endian in three bytes.
+    const uint32_t qp = key.dest_qp();
+    const uint64_t rest = uint64_t{ports} | uint64_t{key.proto()} << 32 |
+                          uint64_t{(qp >> 16) & 0xFF} << 40 | uint64_t{(qp >> 8) & 0xFF} << 48 |
+                          uint64_t{qp & 0xFF} << 56;
+    return rte_hash_crc_8byte(rest, h);
+  }
   alignas(8) uint8_t bytes[kKeyBytesWithQp];
   const size_t len = key_bytes(key, bytes);
-  if (config_.algorithm == HashAlgorithm::kCrc32c) {
-    return rte_hash_crc(bytes, static_cast<uint32_t>(len), config_.seed);
-  }
   return static_cast<uint32_t>(crc32(config_.seed, bytes, static_cast<uInt>(len)));
 }
 

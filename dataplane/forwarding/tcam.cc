@@ -142,11 +142,14 @@ static_assert(std::endian::native == std::endian::little, "make_acl_key swaps to
   return key;
 }
 
-TcamDecisionCache::Key cache_key(const AclKey& key) {
-  static_assert(sizeof(TcamDecisionCache::Key) == sizeof(AclKey));
-  TcamDecisionCache::Key k;
-  std::memcpy(k.data(), &key, sizeof key);  // the pad bytes are zero: make_acl_key writes them
-  return k;
+// The decision cache's key: the flow key make_acl_key reads, whole (16 bytes, no padding), so
+// that two packets with one cache key have one rte_acl key.
+[[gnu::always_inline]] inline TcamDecisionCache::Key decision_key(const ParsedPacket& p) {
+  const FlowKey k = make_flow_key(p, /*with_dest_qp=*/true);
+  static_assert(sizeof(FlowKey) == sizeof(TcamDecisionCache::Key));
+  TcamDecisionCache::Key key;
+  std::memcpy(&key, &k, sizeof k);
+  return key;
 }
 
 TcamConfig validated(TcamConfig config) {
@@ -484,6 +487,20 @@ namespace {
 constexpr uint32_t kUnanswered = UINT32_MAX;
 static_assert(RTE_ACL_MAX_PRIORITY < kUnanswered);
 
+// What the decision cache holds for a key: the admitted rule's rank when one matched (what
+// classify applies), else the refused rule's rank | kShadowDecision when one matched (ECMP
+// fallback), else 0 (no rule). kUnansweredDecision: the lookup failed (no match, not cached).
+constexpr uint32_t kShadowDecision = 1u << 30;
+static_assert(RTE_ACL_MAX_PRIORITY < kShadowDecision &&
+              (kShadowDecision | RTE_ACL_MAX_PRIORITY) <= TcamDecisionCache::kMaxValue);
+constexpr uint32_t kUnansweredDecision = TcamDecisionCache::kMiss;
+uint32_t encode_decision(uint32_t admitted, uint32_t shadow, size_t admitted_size,
+                         size_t shadow_size) {
+  if (admitted - 1 < admitted_size) return admitted;  // 0 is no rule; out of range no rule either
+  if (shadow - 1 < shadow_size) return shadow | kShadowDecision;
+  return 0;
+}
+
 // Rule hit counts for one classify() call, added to the rules' shared atomics when the rule
 // changes and once at the end: a burst's packets mostly hit the same rule (one flow, one
 // catch-all), and an atomic add per packet (a locked instruction, the counter's cache line
@@ -527,7 +544,8 @@ void Tcam::classify(const TcamSnapshot& snapshot, const ParsedPacket* const* pkt
   const size_t shadow_size = snapshot.shadow_.entries.size();
   // Before the first commit, or with no rules, nothing is looked up and nothing is cached.
   if (snapshot.admitted_.acl == nullptr && snapshot.shadow_.acl == nullptr) cache = nullptr;
-  if (cache != nullptr && cache->owner() != this) cache->reset(this);
+  // Decisions cached for another TCAM or under another snapshot are forgotten first.
+  if (cache != nullptr) cache->bind(this, snapshot.generation_);
   HitRun hits;
 
   constexpr TcamMatch kNoMatch{};
@@ -603,101 +621,107 @@ void Tcam::classify(const TcamSnapshot& snapshot, const ParsedPacket* const* pkt
       continue;
     }
 
-    // With a cache: keys it holds skip rte_acl.
-    AclKey keys[kClassifyChunk];
+    // With a cache: keys it holds skip rte_acl. Every key is made and its line prefetched
+    // before the first is looked at: the lookups then find their lines on the way.
+    TcamDecisionCache::Probe probes[kClassifyChunk];
     uint16_t slot[kClassifyChunk];  // out index of each looked-up key
-    // rte_acl's results per looked-up key (0: no rule): the admitted rules' (kUnanswered when
-    // the lookup failed) and the refused ones', asked only when no admitted rule matched.
-    uint32_t adm[kClassifyChunk];
-    uint32_t shd[kClassifyChunk];
-    bool fresh[kClassifyChunk];           // asked of rte_acl, not found in the cache
-    const uint8_t* data[kClassifyChunk];  // the keys rte_acl is asked about
-    uint16_t asked[kClassifyChunk];       // their indexes into keys
-    uint32_t results[kClassifyChunk];
     uint32_t looked_up = 0;
-    uint32_t to_ask = 0;
     for (uint16_t i = 0; i < count; ++i) {
-      out[base + i] = kNoMatch;
       const ParsedPacket* p = pkts[base + i];
       if (!has_ipv4_header(p)) {
+        out[base + i] = kNoMatch;
         ++not_ipv4;
         continue;
       }
-      const uint32_t j = looked_up++;
-      keys[j] = make_acl_key(*p);
-      slot[j] = static_cast<uint16_t>(base + i);
-      shd[j] = 0;
-      if (const auto* d = cache->find(snapshot.generation_, cache_key(keys[j]))) {
-        adm[j] = d->admitted;
-        shd[j] = d->shadow;
-        fresh[j] = false;
-        continue;
-      }
-      fresh[j] = true;
-      adm[j] = 0;
-      data[to_ask] = reinterpret_cast<const uint8_t*>(&keys[j]);
-      asked[to_ask++] = static_cast<uint16_t>(j);
+      probes[looked_up] = cache->probe(decision_key(*p));
+      cache->prefetch(probes[looked_up]);
+      slot[looked_up++] = static_cast<uint16_t>(base + i);
     }
     classified += looked_up;
     if (looked_up == 0) continue;
 
-    // Admitted rules (what the hardware would apply), then the refused ones for the keys no
-    // admitted rule took: the traffic a refused rule would have taken goes by ECMP, and is
-    // counted as such.
-    uint32_t misses = to_ask;
-    if (to_ask != 0 && snapshot.admitted_.acl != nullptr) {
-      if (rte_acl_classify(snapshot.admitted_.acl, data, results, to_ask, 1) != 0) {
-        errors += to_ask;
-        for (uint32_t k = 0; k < to_ask; ++k) adm[asked[k]] = kUnanswered;
+    // The decision per looked-up key (see encode_decision), kUnansweredDecision when the
+    // lookup failed; the keys the cache does not hold are asked of rte_acl.
+    uint32_t decision[kClassifyChunk];
+    AclKey keys[kClassifyChunk];
+    const uint8_t* data[kClassifyChunk];  // the keys rte_acl is asked about
+    uint16_t asked[kClassifyChunk];       // their indexes into probes
+    uint32_t adm[kClassifyChunk];         // the admitted rules' answer, by index into asked
+    uint32_t results[kClassifyChunk];
+    uint32_t to_ask = 0;
+    for (uint32_t j = 0; j < looked_up; ++j) {
+      decision[j] = cache->find(probes[j]);
+      if (decision[j] != TcamDecisionCache::kMiss) continue;
+      keys[to_ask] = make_acl_key(*pkts[slot[j]]);
+      data[to_ask] = reinterpret_cast<const uint8_t*>(&keys[to_ask]);
+      adm[to_ask] = 0;
+      asked[to_ask++] = static_cast<uint16_t>(j);
+    }
+
+    if (to_ask != 0) {
+      // Admitted rules (what the hardware would apply), then the refused ones for the keys no
+      // admitted rule took: the traffic a refused rule would have taken goes by ECMP, and is
+      // counted as such.
+      uint16_t miss[kClassifyChunk];  // indexes into asked of the keys for the shadow
+      uint32_t misses = to_ask;
+      bool answered = true;
+      if (snapshot.admitted_.acl != nullptr) {
         misses = 0;
-      } else {
-        misses = 0;
-        for (uint32_t k = 0; k < to_ask; ++k) {
-          const uint32_t r = results[k];
-          adm[asked[k]] = r;
-          if (r - 1 >= admitted_size) {  // 0 (no rule) or out of range: not an admitted match
-            data[misses] = data[k];      // compacts the misses in place: misses <= k
-            asked[misses] = asked[k];
-            ++misses;
+        if (rte_acl_classify(snapshot.admitted_.acl, data, results, to_ask, 1) != 0) {
+          errors += to_ask;
+          answered = false;
+        } else {
+          for (uint32_t k = 0; k < to_ask; ++k) {
+            adm[k] = results[k];
+            if (results[k] - 1 >= admitted_size) {  // 0 (no rule) or out of range: no match
+              data[misses] = data[k];               // compacts the misses in place: misses <= k
+              miss[misses++] = static_cast<uint16_t>(k);
+            }
           }
         }
-      }
-    }
-    if (misses != 0 && snapshot.shadow_.acl != nullptr) {
-      if (rte_acl_classify(snapshot.shadow_.acl, data, results, misses, 1) != 0) {
-        errors += misses;
-        // Their admitted answer was a miss: unanswered, they stay no match and uncached.
-        for (uint32_t k = 0; k < misses; ++k) adm[asked[k]] = kUnanswered;
       } else {
-        for (uint32_t k = 0; k < misses; ++k) shd[asked[k]] = results[k];
+        for (uint32_t k = 0; k < to_ask; ++k) miss[k] = static_cast<uint16_t>(k);
+      }
+      uint32_t shd[kClassifyChunk];  // the refused rules' answer, by index into asked
+      for (uint32_t k = 0; k < to_ask; ++k) shd[k] = 0;
+      if (answered && misses != 0 && snapshot.shadow_.acl != nullptr) {
+        if (rte_acl_classify(snapshot.shadow_.acl, data, results, misses, 1) != 0) {
+          errors += misses;
+          // Their admitted answer was a miss: unanswered, they stay no match and uncached.
+          for (uint32_t k = 0; k < misses; ++k) adm[miss[k]] = kUnanswered;
+        } else {
+          for (uint32_t k = 0; k < misses; ++k) shd[miss[k]] = results[k];
+        }
+      }
+      for (uint32_t k = 0; k < to_ask; ++k) {
+        uint32_t& d = decision[asked[k]];
+        if (!answered || adm[k] == kUnanswered) {
+          d = kUnansweredDecision;
+          continue;
+        }
+        d = encode_decision(adm[k], shd[k], admitted_size, shadow_size);
+        cache->store(probes[asked[k]], d);
       }
     }
 
     for (uint32_t j = 0; j < looked_up; ++j) {
-      const uint32_t a = adm[j];
-      if (a - 1 < admitted_size) {
-        const TcamSnapshot::Entry& e = admitted[a - 1];
+      const uint32_t d = decision[j];
+      TcamMatch& m = out[slot[j]];
+      if (d == 0 || d == kUnansweredDecision) {
+        m = kNoMatch;
+      } else if ((d & kShadowDecision) == 0) {
+        const TcamSnapshot::Entry& e = admitted[d - 1];
         hits.hit(e.hits.get());
-        out[slot[j]] = e.match;
+        m = e.match;
         ++matched;
-        continue;
-      }
-      if (a == kUnanswered) continue;
-      const uint32_t s = shd[j];
-      if (s - 1 < shadow_size) {
-        const TcamSnapshot::Entry& e = shadow[s - 1];
+      } else {
+        const TcamSnapshot::Entry& e = shadow[(d & ~kShadowDecision) - 1];
         hits.hit(e.hits.get());
-        TcamMatch& m = out[slot[j]];
+        m = kNoMatch;
         m.fallback = true;
         m.rule_id = e.rule_id;
         ++fallback;
         ++fallback_by_cause[static_cast<size_t>(e.refusal)];
-      }
-    }
-    // What rte_acl answered just now (a decision found in the cache is there already).
-    for (uint32_t j = 0; j < looked_up; ++j) {
-      if (fresh[j] && adm[j] != kUnanswered) {
-        cache->store(snapshot.generation_, cache_key(keys[j]), {adm[j], shd[j]});
       }
     }
   }

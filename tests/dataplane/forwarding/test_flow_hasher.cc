@@ -1,5 +1,7 @@
 #include "dataplane/forwarding/flow_hasher.h"
 
+#include <rte_hash_crc.h>
+
 #include <catch2/catch.hpp>
 
 #include "tests/support/reference_crc.h"
@@ -105,6 +107,11 @@ TEST_CASE("hash equals the bitwise CRC of the canonical bytes, both algorithms, 
         const auto bytes =
             canonical(sip, dip, sport, dport, proto, with_qp ? std::optional(qp) : std::nullopt);
         REQUIRE(c.hash(k) == bitwise_crc32c_dpdk(bytes, seed));
+        // and DPDK's own rte_hash_crc over the key bytes (what hash() called before it made the
+        // words in registers).
+        alignas(8) uint8_t kb[FlowHasher::kKeyBytesWithQp];
+        const auto len = static_cast<uint32_t>(c.key_bytes(k, kb));
+        REQUIRE(c.hash(k) == rte_hash_crc(kb, len, seed));
         REQUIRE(z.hash(k) == bitwise_crc32_zlib(bytes, seed));
       }
     }

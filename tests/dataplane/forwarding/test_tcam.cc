@@ -1145,3 +1145,59 @@ TEST_CASE("a decision cache filled by one TCAM is reset by another") {
   CHECK(m.port == 3);
   CHECK(cache.owner() == &other);
 }
+
+TEST_CASE("a cached decision is never another key's: keys one field apart share one line") {
+  // Admitted spray rules for QPs 1-4, a refused one for QP 6, a pin for TCP to 10.9/16: packets
+  // that differ only in DestQP, in protocol or in one port, through a one-line cache (three
+  // ways, every key in the same line) in bursts and one by one, twice over (the second time
+  // from the cache where it holds them), against the same TCAM without a cache.
+  TcamConfig cfg;
+  cfg.capacity = 5;
+  Tcam tcam(cfg);
+  for (uint32_t qp = 1; qp <= 4; ++qp) REQUIRE(tcam.add(spray_rule(qp, qp)) == TcamRefusal::kNone);
+  TcamRule pin = pin_rule(5, 50, ipv4(10, 9, 0, 0), 16, 3);
+  pin.ip_proto = 6;
+  pin.ip_proto_mask = 0xFF;
+  REQUIRE(tcam.add(pin) == TcamRefusal::kNone);
+  REQUIRE(tcam.add(spray_rule(6, 6)) == TcamRefusal::kCapacity);
+  REQUIRE(tcam.commit());
+  const uint32_t a = ipv4(10, 0, 0, 1), b = ipv4(10, 9, 0, 2);
+  std::vector<ParsedPacket> pool;
+  for (uint32_t qp : {4u, 3u, 6u, 77u, 0u, 4u, 6u}) pool.push_back(roce_packet(a, b, 50000, qp));
+  pool.push_back(ip_packet(a, b, 6, 1000, 2000));    // TCP: pinned
+  pool.push_back(ip_packet(a, b, 17, 1000, 2000));   // UDP, same ports: not
+  pool.push_back(ip_packet(a, b, 6, 1000, 2001));    // TCP, another port: pinned
+  pool.push_back(ip_packet(a, b, 132, 1000, 2000));  // SCTP: no ports, not pinned
+  std::vector<const ParsedPacket*> pkts;
+  for (int round = 0; round < 2; ++round) {
+    for (const ParsedPacket& p : pool) pkts.push_back(&p);
+  }
+  std::vector<TcamMatch> plain(pkts.size());
+  tcam.classify(pkts.data(), static_cast<uint16_t>(pkts.size()), plain.data());
+  const bool burst = GENERATE(false, true);
+  INFO("in one burst: " << burst);
+  TcamDecisionCache cache(1);
+  std::vector<TcamMatch> cached(pkts.size());
+  if (burst) {
+    tcam.classify(pkts.data(), static_cast<uint16_t>(pkts.size()), cached.data(), &cache);
+  } else {
+    for (size_t i = 0; i < pkts.size(); ++i) tcam.classify(&pkts[i], 1, &cached[i], &cache);
+  }
+  for (size_t i = 0; i < pkts.size(); ++i) {
+    INFO("packet " << i);
+    CHECK(cached[i].matched == plain[i].matched);
+    CHECK(cached[i].fallback == plain[i].fallback);
+    CHECK(cached[i].rule_id == plain[i].rule_id);
+    CHECK(cached[i].action == plain[i].action);
+    CHECK(cached[i].port == plain[i].port);
+  }
+  // The answers themselves: QP 4 sprayed, QP 6 falls back, TCP pinned, UDP and SCTP not.
+  CHECK(plain[0].rule_id == 4);
+  CHECK(plain[2].fallback);
+  CHECK(plain[2].rule_id == 6);
+  CHECK_FALSE(plain[3].matched);
+  CHECK(plain[7].action == TcamAction::kPinPort);
+  CHECK_FALSE(plain[8].matched);
+  CHECK(plain[9].action == TcamAction::kPinPort);
+  CHECK_FALSE(plain[10].matched);
+}
