@@ -237,10 +237,12 @@ void SwitchNode::assign_port_queues() {
     }
   }
   if (!parallel_) return;
-  queue_board_ = std::make_unique<std::atomic<uint64_t>[]>(egress_.size() * lanes);
+  queue_board_ = std::make_unique<QueueBoardEntry[]>(egress_.size() * lanes);
+  for (auto& l : lanes_) l->other_lanes_bytes.assign(egress_.size(), 0);
   for (size_t p = 0; p < egress_.size(); ++p) {
     for (size_t l = 0; l < queues_[p].size(); ++l) {
-      queue_board_[p * lanes + l].store(queues_[p][l]->load_bytes(), std::memory_order_relaxed);
+      queue_board_[p * lanes + l].bytes.store(queues_[p][l]->load_bytes(),
+                                              std::memory_order_relaxed);
     }
   }
 }
@@ -257,13 +259,16 @@ std::vector<std::pair<uint16_t, uint16_t>> SwitchNode::lane_tx_queues(unsigned l
   return out;
 }
 
-uint64_t SwitchNode::board_bytes(size_t port) const {
+uint64_t SwitchNode::board_bytes(size_t port, Lane& L) const {
   const size_t q = queues_[port].size();
   if (q == 1) return board_[port].queued_bytes.load(std::memory_order_relaxed);
-  uint64_t sum = 0;
+  uint64_t others = 0;
   const size_t base = port * lanes_.size();
-  for (size_t l = 0; l < q; ++l) sum += queue_board_[base + l].load(std::memory_order_relaxed);
-  return sum;
+  for (size_t l = 0; l < q; ++l) {
+    if (l != L.index) others += queue_board_[base + l].bytes.load(std::memory_order_relaxed);
+  }
+  L.other_lanes_bytes[port] = others;
+  return others + queue_board_[base + L.index].bytes.load(std::memory_order_relaxed);
 }
 
 SwitchNode::~SwitchNode() {
@@ -284,7 +289,7 @@ void SwitchNode::refresh_loads_if_stale(Lane& L, uint64_t now_ns) {
     // Other lanes move their ports' queues: read their depths once per burst (parallel lanes
     // from the board their owners write; serialised lanes from the ports themselves).
     for (size_t i = 0; i < egress_.size(); ++i) {
-      const uint64_t q = parallel_ ? board_bytes(i) : egress_[i]->load_bytes();
+      const uint64_t q = parallel_ ? board_bytes(i, L) : egress_[i]->load_bytes();
       for (auto& view : L.views) view[i].queued_bytes = q;
     }
   }
@@ -295,7 +300,7 @@ void SwitchNode::refresh_loads(Lane& L, uint64_t now_ns) {
   if (pfc_) L.eligibility_seen = pfc_->eligibility_changes();
   for (size_t i = 0; i < egress_.size(); ++i) {
     const uint16_t port = static_cast<uint16_t>(i);
-    const uint64_t queued = parallel_ ? board_bytes(i) : egress_[i]->load_bytes();
+    const uint64_t queued = parallel_ ? board_bytes(i, L) : egress_[i]->load_bytes();
     // Lossy traffic does not care for PFC: a port is eligible for it while its link is up (which
     // changes only with every lane stopped).
     L.views[0][i] = PathLoad{queued, egress_[i]->link_up()};
@@ -313,8 +318,10 @@ void SwitchNode::set_queued_bytes(Lane& L, uint16_t port, uint64_t bytes) {
   if (parallel_) {
     if (queues_[port].size() > 1) {
       // This lane's share; the port's depth is every lane's.
-      queue_board_[port * lanes_.size() + L.index].store(bytes, std::memory_order_relaxed);
-      bytes = board_bytes(port);
+      // This lane's share, on its own line; the others' as this lane last read them (once a
+      // burst): reading their lines on every packet would cost a cache miss each.
+      queue_board_[port * lanes_.size() + L.index].bytes.store(bytes, std::memory_order_relaxed);
+      bytes += L.other_lanes_bytes[port];
     } else {
       board_[port].queued_bytes.store(bytes, std::memory_order_relaxed);
     }

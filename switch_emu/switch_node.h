@@ -313,6 +313,8 @@ class SwitchNode {
     std::vector<uint32_t> ineligible;
     bool loads_stale = true;
     uint64_t eligibility_seen = 0;
+    // By port with an egress per lane: the other lanes' queued bytes as last read (per burst).
+    std::vector<uint64_t> other_lanes_bytes;
     std::vector<SwitchPortCounters> ports;
     SwitchDropCounters drops;
     std::vector<SwitchDropCounters> port_drops;  // by ingress port: a part of `drops`
@@ -336,7 +338,9 @@ class SwitchNode {
   void refresh_loads_if_stale(Lane& lane, uint64_t now_ns);
   void set_queued_bytes(Lane& lane, uint16_t port, uint64_t bytes);
   // A port's depth as path selection reads it from another lane (parallel lanes only).
-  uint64_t board_bytes(size_t port) const;
+  // `lane`: the reader, whose view keeps the other lanes' share of a port with one egress per
+  // lane (Lane::other_lanes_bytes) for set_queued_bytes, which then reads no other core's line.
+  uint64_t board_bytes(size_t port, Lane& lane) const;
   // The egress `lane` enqueues to for `port` (its own on a port with one per lane).
   EgressPort& lane_egress(const Lane& lane, uint16_t port) {
     auto& q = queues_[port];
@@ -375,7 +379,10 @@ class SwitchNode {
   std::vector<std::vector<EgressPort*>> queues_;
   std::vector<std::unique_ptr<EgressPort>> lane_egress_;
   // Ports with one per lane: each lane's share of the depth, [port * lanes + lane].
-  std::unique_ptr<std::atomic<uint64_t>[]> queue_board_;
+  struct alignas(64) QueueBoardEntry {  // a line each: lanes write theirs every packet
+    std::atomic<uint64_t> bytes{0};
+  };
+  std::unique_ptr<QueueBoardEntry[]> queue_board_;
   std::array<uint8_t, 8> view_of_tc_{};  // a class's view (Lane::views)
   std::array<uint8_t, 8> lossless_tc_{};
   size_t view_count_ = 1;
