@@ -148,16 +148,18 @@ class VethNamespace(unittest.TestCase):
         self.assertEqual(len(frames), qps * 8 * 3, r.stdout)
         return pcap, frames
 
-    def run_switch(self, config, prefix, lcores, frames, pcap):
-        """switch_emu in the namespace on `config`; writes the pcap into host-a and captures
-        host-b. Returns (exit status, stdout, log, report, captured frames as hex)."""
+    def run_switch(self, config, prefix, lcores, frames, pcap, on_start_failure=None):
+        """switch_emu in the namespace on `config` (`lcores`: EAL's -l, or None); writes the pcap
+        into host-a and captures host-b. `on_start_failure(exit status, log)` may skip the test
+        when the program did not come up. Returns (exit status, stdout, log, report, captured
+        frames as hex)."""
         stats = os.path.join(self.tmp, "stats.json")
         log = open(os.path.join(self.tmp, "switch.log"), "w+")
         self.addCleanup(log.close)
         sw = subprocess.Popen(
-            ["ip", "netns", "exec", self.netns, SWITCH_EMU, "-l", lcores, "--no-huge", "-m",
-             "1024", "--no-pci", "--file-prefix", prefix, "--log-level", "lib.eal:error", "--",
-             "--config", config, "--stats", stats],
+            ["ip", "netns", "exec", self.netns, SWITCH_EMU] + (["-l", lcores] if lcores else []) +
+            ["--no-huge", "-m", "1024", "--no-pci", "--file-prefix", prefix, "--log-level",
+             "lib.eal:error", "--", "--config", config, "--stats", stats],
             stdout=subprocess.PIPE, stderr=log, text=True)
         self.addCleanup(shutil.rmtree, os.path.join(DPDK_RUN_DIR, prefix), True)
 
@@ -170,6 +172,8 @@ class VethNamespace(unittest.TestCase):
                 wait_for(lambda: "running" in switch_log(), READY_S, "switch_emu up", proc=sw)
             except AssertionError:
                 out = sw.communicate(timeout=EXIT_S)[0] if sw.poll() is not None else ""
+                if on_start_failure:
+                    on_start_failure(sw.returncode, switch_log())
                 self.fail(f"switch_emu did not come up (exit {sw.returncode}):\n{out}\n"
                           f"{switch_log()}")
             sniffer = subprocess.Popen(
@@ -240,11 +244,7 @@ class AfXdpVeth(VethNamespace):
     refused = staticmethod(af_xdp_refused)
 
     def test_roce_capture_through_switch_on_af_xdp_ports(self):
-        pcap = os.path.join(self.tmp, "roce.pcap")
-        r = sh(ROCE_PCAP, "--out", pcap, "--qps", "8", "--messages", "8", "--msg-bytes", "3000",
-               "--mtu", "1024", "--seed", "7")
-        frames = P.read_pcap(pcap)
-        self.assertEqual(len(frames), 8 * 8 * 3, r.stdout)
+        pcap, frames = self.roce_frames(8)
         config = os.path.join(self.tmp, "af_xdp.yaml")
         with open(config, "w") as f:
             # The default config otherwise: mbuf_data_room is not given.
@@ -252,59 +252,18 @@ class AfXdpVeth(VethNamespace):
                     "  - {name: a, device: \"net_af_xdp0,iface=sw-a,start_queue=0\"}\n"
                     "  - {name: b, device: \"net_af_xdp1,iface=sw-b,start_queue=0\"}\n"
                     "routes:\n  - {prefix: 0.0.0.0/0, port: b}\n")
-        prefix = f"afxdp-{os.getpid()}"
-        stats = os.path.join(self.tmp, "stats.json")
-        log = open(os.path.join(self.tmp, "switch.log"), "w+")
-        self.addCleanup(log.close)
-        sw = subprocess.Popen(
-            ["ip", "netns", "exec", self.netns, SWITCH_EMU, "--no-huge", "-m", "1024",
-             "--no-pci", "--file-prefix", prefix, "--log-level", "lib.eal:error", "--",
-             "--config", config, "--stats", stats],
-            stdout=subprocess.PIPE, stderr=log, text=True)
-        self.addCleanup(shutil.rmtree, os.path.join(DPDK_RUN_DIR, prefix), True)
 
-        def switch_log():
-            log.seek(0)
-            return log.read()
+        def refused(code, text):
+            if code == 1 and ("refuse" in text or "no AF_XDP" in text):
+                self.skipTest("the kernel refuses AF_XDP on veth: " +
+                              text.strip().splitlines()[-1])
 
-        try:
-            try:
-                wait_for(lambda: "running" in switch_log(), READY_S, "switch_emu up", proc=sw)
-            except AssertionError:
-                out = sw.communicate(timeout=EXIT_S)[0] if sw.poll() is not None else ""
-                text = switch_log()
-                if sw.returncode == 1 and ("refuse" in text or "no AF_XDP" in text):
-                    self.skipTest("the kernel refuses AF_XDP on veth: " +
-                                  text.strip().splitlines()[-1])
-                self.fail(f"switch_emu did not come up (exit {sw.returncode}):\n{out}\n{text}")
-            self.assertIn("mbuf data room", switch_log(), "the pool was sized for AF_XDP")
-            sniffer = subprocess.Popen(
-                ["ip", "netns", "exec", self.netns, PYTHON, "-c", SNIFFER, "host-b",
-                 str(len(frames)), "3"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                text=True)
-            try:
-                self.assertEqual(sniffer.stdout.readline().strip(), "ready", "sniffer up")
-                sent = self.nsexec(PYTHON, "-c", SENDER, "host-a", pcap)
-                self.assertEqual(int(sent.stdout), len(frames), sent.stderr)
-                out, err = sniffer.communicate(timeout=CAPTURE_S + 10)
-            finally:
-                if sniffer.poll() is None:
-                    sniffer.kill()
-                    sniffer.communicate()
-            got = json.loads(out)
-            sw.send_signal(signal.SIGINT)
-            stdout, _ = sw.communicate(timeout=EXIT_S)
-        except BaseException:
-            if sw.poll() is None:
-                sw.kill()
-                sw.communicate()
-            raise
-        text = switch_log()
-        self.assertEqual(sw.returncode, 0, f"{stdout}\n{text}")
+        code, stdout, text, report, got = self.run_switch(
+            config, f"afxdp-{os.getpid()}", None, frames, pcap, refused)
+        self.assertIn("mbuf data room", text, "the pool was sized for AF_XDP")
+        self.assertEqual(code, 0, f"{stdout}\n{text}")
         self.assertIn("mempool: 0 mbufs in use at exit", stdout)
         self.assertNotIn("not returned", text)
-        with open(stats) as f:
-            report = json.load(f)
         self.assertEqual(report["mempool_in_use_at_exit"], 0)
         # 2 queues' fill rings of 2048 each: returned to the pool after close.
         self.assertGreater(report["mempool_reclaimed_from_pmd"], 0)
