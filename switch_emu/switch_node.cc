@@ -793,7 +793,9 @@ MemoryUsage SwitchNode::memory_usage() const {
   for (rte_ring* r : rings_) m.queues += static_cast<uint64_t>(rte_ring_get_memsize(r->size));
   m.other = sizeof(*this) + capacity_bytes(macs_) + capacity_bytes(lanes_) +
             capacity_bytes(owner_) + capacity_bytes(rings_) + port_next_.heap_bytes() +
-            (board_ != nullptr ? egress_.size() * sizeof(PortBoardEntry) : 0);
+            (board_ != nullptr ? egress_.size() * sizeof(PortBoardEntry) : 0) +
+            (queue_board_ != nullptr ? egress_.size() * lanes_.size() * sizeof(QueueBoardEntry)
+                                     : 0);
   // The config copy: its vectors (rules' and routes' entries, ports, groups with their members).
   const control::SwitchConfig& c = config_;
   m.other += capacity_bytes(c.ports) + capacity_bytes(c.groups) + capacity_bytes(c.routes) +
@@ -810,7 +812,8 @@ MemoryUsage SwitchNode::memory_usage() const {
     m.routes += capacity_bytes(L.views) + capacity_bytes(L.fallback_view) +
                 capacity_bytes(L.ineligible);
     for (const auto& v : L.views) m.routes += capacity_bytes(v);
-    m.other += capacity_bytes(L.ports) + capacity_bytes(L.port_drops) + capacity_bytes(L.to);
+    m.other += capacity_bytes(L.ports) + capacity_bytes(L.port_drops) + capacity_bytes(L.to) +
+               capacity_bytes(L.other_lanes_bytes);
   }
   return m;
 }
