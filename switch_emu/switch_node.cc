@@ -791,11 +791,11 @@ MemoryUsage SwitchNode::memory_usage() const {
               capacity_bytes(egress_config_);
   if (pfc_) m.queues += pfc_->memory_bytes();
   for (rte_ring* r : rings_) m.queues += static_cast<uint64_t>(rte_ring_get_memsize(r->size));
-  m.other = sizeof(*this) + capacity_bytes(macs_) + capacity_bytes(lanes_) +
-            capacity_bytes(owner_) + capacity_bytes(rings_) + port_next_.heap_bytes() +
-            (board_ != nullptr ? egress_.size() * sizeof(PortBoardEntry) : 0) +
-            (queue_board_ != nullptr ? egress_.size() * lanes_.size() * sizeof(QueueBoardEntry)
-                                     : 0);
+  m.other =
+      sizeof(*this) + capacity_bytes(macs_) + capacity_bytes(lanes_) + capacity_bytes(owner_) +
+      capacity_bytes(rings_) + port_next_.heap_bytes() +
+      (board_ != nullptr ? egress_.size() * sizeof(PortBoardEntry) : 0) +
+      (queue_board_ != nullptr ? egress_.size() * lanes_.size() * sizeof(QueueBoardEntry) : 0);
   // The config copy: its vectors (rules' and routes' entries, ports, groups with their members).
   const control::SwitchConfig& c = config_;
   m.other += capacity_bytes(c.ports) + capacity_bytes(c.groups) + capacity_bytes(c.routes) +
