@@ -4,7 +4,9 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <mutex>
 #include <new>
 
 namespace spraynet {
@@ -77,22 +79,43 @@ bool PayloadStore::attach(rte_mbuf* m, const uint8_t* data, uint16_t len) {
   return true;
 }
 
+namespace {
+
+std::atomic<uint64_t> next_store_id{1};
+
+// The calling thread's last crc() answer, and which store gave it.
+struct LastCrc {
+  uint64_t store = 0;
+  const uint8_t* data = nullptr;
+  size_t len = 0;
+  PayloadStore::KnownCrc crc{};
+};
+thread_local LastCrc last_crc;
+
+}  // namespace
+
+PayloadStore::PayloadStore(rte_mempool* segment_pool)
+    : segment_pool_(segment_pool), id_(next_store_id.fetch_add(1, std::memory_order_relaxed)) {}
+
 std::optional<PayloadStore::KnownCrc> PayloadStore::crc(const uint8_t* data, size_t len) const {
+  LastCrc& last = last_crc;
+  if (last.store == id_ && last.data == data && last.len == len) return last.crc;
   const Key key{data, len};
-  if (key == last_key_) return last_crc_;
-  if (auto it = crcs_.find(key); it != crcs_.end()) {
-    last_key_ = key;
-    last_crc_ = it->second;
-    return it->second;
+  std::optional<KnownCrc> known;
+  {
+    const std::shared_lock lock(crcs_mutex_);
+    if (auto it = crcs_.find(key); it != crcs_.end()) known = it->second;
   }
-  if (region_of(data, len) == nullptr) return std::nullopt;
-  KnownCrc k;
-  k.crc = static_cast<uint32_t>(::crc32(0, data, static_cast<uInt>(len)));
-  k.combine_op = static_cast<uint32_t>(crc32_combine_gen(static_cast<z_off_t>(len)));
-  crcs_.emplace(key, k);
-  last_key_ = key;
-  last_crc_ = k;
-  return k;
+  if (!known) {
+    if (region_of(data, len) == nullptr) return std::nullopt;
+    KnownCrc k;
+    k.crc = static_cast<uint32_t>(::crc32(0, data, static_cast<uInt>(len)));
+    k.combine_op = static_cast<uint32_t>(crc32_combine_gen(static_cast<z_off_t>(len)));
+    const std::unique_lock lock(crcs_mutex_);
+    known = crcs_.emplace(key, k).first->second;  // another thread's, if it came first: equal
+  }
+  last = LastCrc{id_, data, len, *known};
+  return known;
 }
 
 bool PayloadStore::unreferenced() const {

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <shared_mutex>
 #include <span>
 #include <unordered_map>
 #include <vector>
@@ -30,7 +31,7 @@ class PayloadStore {
   // `segment_pool` (not owned; may be null: the packet's own pool) gives the two small
   // segments of a chained packet, the attached payload and the pad + ICRC. A pool of its own
   // keeps the packets' pool as full, mbuf for mbuf, as when payloads are copied.
-  explicit PayloadStore(rte_mempool* segment_pool = nullptr) : segment_pool_(segment_pool) {}
+  explicit PayloadStore(rte_mempool* segment_pool = nullptr);
   rte_mempool* segment_pool() const { return segment_pool_; }
   ~PayloadStore();
   PayloadStore(const PayloadStore&) = delete;
@@ -46,7 +47,10 @@ class PayloadStore {
   bool attach(rte_mbuf* m, const uint8_t* data, uint16_t len);
 
   // The zlib CRC-32 of [data, data + len) and zlib's combine operator for its length, when the
-  // bytes lie in the store; nullopt otherwise.
+  // bytes lie in the store; nullopt otherwise. Safe from several threads at once (fabric_emu's
+  // logical processes share one store): the known CRCs are behind a reader-writer lock, and each
+  // thread remembers its last answer, so a thread that builds packets of one length takes no
+  // lock at all.
   struct KnownCrc {
     uint32_t crc;
     uint32_t combine_op;
@@ -87,9 +91,11 @@ class PayloadStore {
       return std::hash<const void*>()(k.data) ^ (k.len * 0x9E3779B97F4A7C15ull);
     }
   };
-  mutable std::unordered_map<Key, KnownCrc, KeyHash> crcs_;
-  mutable Key last_key_{nullptr, 0};
-  mutable KnownCrc last_crc_{};
+  // Unique in the process: a thread's last answer names its store by it (an address could be
+  // a later store's).
+  const uint64_t id_;
+  mutable std::shared_mutex crcs_mutex_;
+  mutable std::unordered_map<Key, KnownCrc, KeyHash> crcs_;  // under crcs_mutex_
 };
 
 }  // namespace spraynet

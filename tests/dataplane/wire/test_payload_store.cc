@@ -4,6 +4,8 @@
 #include <zlib.h>
 
 #include <catch2/catch.hpp>
+#include <atomic>
+#include <thread>
 #include <vector>
 
 #include "dataplane/rc_endpoint/rc_requester.h"
@@ -168,4 +170,41 @@ TEST_CASE("payload store: a WRITE exchange with attached payloads is the copied 
   CHECK(store.unreferenced());
   CHECK(small.whole());
   CHECK(big.whole());
+}
+
+TEST_CASE("payload store: crc() from several threads at once answers each its own segment") {
+  // fabric_emu's logical processes share one store and ask for CRCs concurrently, each for the
+  // lengths its packets have: every answer must be the CRC of the bytes asked about (a shared
+  // last-answer cache once returned another segment's CRC, and the packet failed its ICRC).
+  PayloadStore store;
+  std::vector<uint8_t> bytes(4096);
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(i * 13 + 5);
+  const auto region = store.add(bytes);
+  const std::vector<size_t> lens = {4096, 1024, 333, 2048, 17, 4000};
+  std::vector<uint32_t> want;
+  for (size_t len : lens) {
+    want.push_back(static_cast<uint32_t>(::crc32(0, region.data(), static_cast<uInt>(len))));
+  }
+  std::atomic<uint64_t> wrong{0}, asked{0};
+  std::vector<std::thread> threads;
+  for (unsigned t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (unsigned i = 0; i < 200000; ++i) {
+        // Neighbouring keys in turn, one thread a step behind the next: what one asks, another
+        // has often just asked (the old cache's torn answers needed that).
+        const size_t k = (i / 2 + t) % lens.size();
+        const auto c = store.crc(region.data(), lens[k]);
+        if (!c || c->crc != want[k]) wrong.fetch_add(1);
+        asked.fetch_add(1);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  CHECK(asked.load() == 4u * 200000u);
+  CHECK(wrong.load() == 0);
+  // Outside the store: nothing, from any thread.
+  std::vector<uint8_t> other(64, 1);
+  bool outside_known = true;
+  std::thread([&] { outside_known = store.crc(other.data(), other.size()).has_value(); }).join();
+  CHECK_FALSE(outside_known);
 }
