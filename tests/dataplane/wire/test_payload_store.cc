@@ -3,8 +3,8 @@
 #include <rte_mbuf.h>
 #include <zlib.h>
 
-#include <catch2/catch.hpp>
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <thread>
 #include <vector>
 
