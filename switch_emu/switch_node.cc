@@ -317,7 +317,6 @@ void SwitchNode::refresh_loads(Lane& L, uint64_t now_ns) {
 void SwitchNode::set_queued_bytes(Lane& L, uint16_t port, uint64_t bytes) {
   if (parallel_) {
     if (queues_[port].size() > 1) {
-      // This lane's share; the port's depth is every lane's.
       // This lane's share, on its own line; the others' as this lane last read them (once a
       // burst): reading their lines on every packet would cost a cache miss each.
       queue_board_[port * lanes_.size() + L.index].bytes.store(bytes, std::memory_order_relaxed);
@@ -653,9 +652,8 @@ uint16_t SwitchNode::transmit(unsigned lane, uint16_t port, uint64_t now_ns, rte
 
 void SwitchNode::unsend(unsigned lane, uint16_t port, rte_mbuf* const* pkts, uint16_t n) {
   if (port >= egress_.size() || n == 0) return;
-  const bool own = queues_[port].size() > 1;
-  Lane& L = own ? *lanes_.at(lane) : parallel_ ? *lanes_[owner_[port]] : *lanes_.front();
-  EgressPort& e = own ? *queues_[port][lane] : *egress_[port];
+  Lane& L = tx_lane(lane, port);
+  EgressPort& e = lane_egress(L, port);
   e.unsend(pkts, n, &L.ports[port].tx_bytes);
   L.ports[port].tx_packets -= n;
   set_queued_bytes(L, port, e.load_bytes());
@@ -663,9 +661,8 @@ void SwitchNode::unsend(unsigned lane, uint16_t port, rte_mbuf* const* pkts, uin
 
 void SwitchNode::set_tx_backlog(unsigned lane, uint16_t port, uint64_t bytes) {
   if (port >= egress_.size()) return;
-  const bool own = queues_[port].size() > 1;
-  Lane& L = own ? *lanes_.at(lane) : parallel_ ? *lanes_[owner_[port]] : *lanes_.front();
-  EgressPort& e = own ? *queues_[port][lane] : *egress_[port];
+  Lane& L = tx_lane(lane, port);
+  EgressPort& e = lane_egress(L, port);
   e.set_tx_backlog(bytes);
   set_queued_bytes(L, port, e.load_bytes());
 }

@@ -346,6 +346,12 @@ class SwitchNode {
     auto& q = queues_[port];
     return q.size() > 1 ? *q[lane.index] : *egress_[port];
   }
+  // The lane whose counters a port's transmit side counts in, for a call made by `lane`: that
+  // lane on a port with an egress per lane; else the port's owner (parallel lanes) or lane 0.
+  Lane& tx_lane(unsigned lane, uint16_t port) {
+    if (queues_[port].size() > 1) return *lanes_.at(lane);
+    return parallel_ ? *lanes_[owner_[port]] : *lanes_.front();
+  }
   // After a lane is added: which wire ports get an egress per lane.
   void assign_port_queues();
   void handle_mac_control(Lane& lane, uint16_t port, rte_mbuf* m, uint64_t now_ns);
