@@ -176,7 +176,7 @@ class NodeLcore : public runtime::BurstHandler {
     stop = stop || (s_.stop_at_ns != 0 && now_ns >= s_.stop_at_ns);
     if (stop && ready_to_stop(now_ns)) s_.stop->request();
     // Another lcore may have stored a later time than this lcore's now_ns: not idle then.
-    if constexpr (requires(Node & n) { n.set_tx_backlog(uint16_t{0}, uint64_t{0}); }) {
+    if constexpr (requires(Node & n) { n.set_tx_backlog(0u, uint16_t{0}, uint64_t{0}); }) {
       if (now_ns - last_backlog_ns_ >= kTxBacklogPeriodNs) {
         last_backlog_ns_ = now_ns;
         Inside in(*this);
@@ -335,11 +335,7 @@ class NodeLcore : public runtime::BurstHandler {
       const uint64_t in_use = desc - lo;
       const auto& c = s_.node->lane_port_counters(lane_, p);
       const uint64_t mean = c.tx_packets != 0 ? c.tx_bytes / c.tx_packets : 0;
-      if constexpr (LanedNode<Node>) {
-        s_.node->set_tx_backlog(lane_, p, in_use * mean);
-      } else {
-        s_.node->set_tx_backlog(p, in_use * mean);
-      }
+      s_.node->set_tx_backlog(lane_, p, in_use * mean);  // only a laned node has wire ports
     }
   }
 
