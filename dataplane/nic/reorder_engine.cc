@@ -435,6 +435,13 @@ void ReorderEngine::place(uint32_t ci, rte_mbuf* m, uint32_t psn, uint32_t span,
   // At most three rounds: a slide or a forced skip moves `expected` so that the packet is then in
   // order or fits the window with a hold record free.
   for (;;) {
+    if (!c.fixed && c.buffered == 0 && has_first_psn_) {
+      // A fresh context of a QP that starts where every QP does (set_first_psn).
+      c.expected = first_psn_;
+      c.head = 0;
+      c.fixed = true;
+      continue;
+    }
     if (!c.fixed && c.buffered == 0) {
       // A fresh context: its first packet is the tentative start.
       c.expected = psn;

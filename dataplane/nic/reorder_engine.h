@@ -195,6 +195,13 @@ class ReorderEngine {
   // initial PSN, so its first packet need not be held to learn it. False (and nothing changed)
   // when the QP table is full or the QP is already under way.
   bool expect(uint32_t src_ip, uint32_t dest_qp, uint32_t first_psn);
+  // Every QP it is not told of by expect() starts at first_psn too: for a NIC whose peers all
+  // start their QPs there (fabric_emu's hosts, whose flows come and go by the thousand: no
+  // context is made before a flow's first packet, and an idle one is reused).
+  void set_first_psn(uint32_t first_psn) {
+    first_psn_ = first_psn & 0xFFFFFF;
+    has_first_psn_ = true;
+  }
   // This NIC sent a READ request with PSN first_psn for `psns` response packets on its QP
   // dest_qp to the peer src_ip: sequence READ responses from src_ip to dest_qp with PSNs
   // first_psn .. first_psn + psns - 1. False (nothing changed) when the QP table is full.
@@ -363,6 +370,8 @@ class ReorderEngine {
   std::vector<Held> held_;         // every record made so far (free ones on the free list)
   std::vector<Bucket> table_;
   uint32_t table_mask_ = 0;
+  uint32_t first_psn_ = 0;
+  bool has_first_psn_ = false;
   uint32_t contexts_used_ = 0;  // contexts_[0, contexts_used_) have been handed out at least once
   uint32_t qps_in_use_ = 0;
   uint32_t idle_head_ = kNone;  // least recently used idle context

@@ -131,8 +131,18 @@ DcqcnRateControl::DcqcnRateControl(const DcqcnConfig& c) : cfg_(c) {
 }
 
 void DcqcnRateControl::integrate_to(uint64_t t_ns) {
-  rate_integral_gbit_ += rc_ * static_cast<double>(t_ns - last_advance_ns_) / 1e9;
+  // The rate is constant since segment_start_ns_: its integral is added when the rate changes
+  // (commit_rate), so it does not depend on how often the caller advanced the QP.
   last_advance_ns_ = t_ns;
+}
+
+void DcqcnRateControl::commit_rate() {
+  committed_gbit_ += rc_ * static_cast<double>(last_advance_ns_ - segment_start_ns_) / 1e9;
+  segment_start_ns_ = last_advance_ns_;
+}
+
+double DcqcnRateControl::rate_integral_gbit() const {
+  return committed_gbit_ + rc_ * static_cast<double>(last_advance_ns_ - segment_start_ns_) / 1e9;
 }
 
 // The alpha timer fires at alpha_next_ns_ (<= limit_ns); then every period up to limit_ns (the
@@ -161,6 +171,7 @@ void DcqcnRateControl::cut(uint64_t t_ns) {
   const bool raised = byte_stage_ > 0 || (cfg_.clamp_tgt_rate_after_time_inc != 0 && time_stage_ > 0);
   if (cfg_.clamp_tgt_rate != 0 || raised) rt_ = rc_;
   const double factor = std::max(1.0 - alpha_ / 2.0, cfg_.rpg_min_dec_fac / 100.0);
+  commit_rate();
   rc_ = std::max(min_rate_, rc_ * factor);
   has_cut_ = true;
   last_cut_ns_ = t_ns;
@@ -207,6 +218,7 @@ void DcqcnRateControl::increase_event() {
       ++counters_.hyper_increase;
       break;
   }
+  commit_rate();
   rc_ = std::clamp((rc_ + rt_) / 2.0, min_rate_, max_rate_);
   if (rt_ - rc_ <= rt_ * kSnapRelative) rc_ = rt_;
   if (!recovering()) {
@@ -252,8 +264,10 @@ void DcqcnRateControl::on_cnp(uint64_t now_ns) {
     alpha_ = cfg_.initial_alpha_value / 1024.0;
     cnp_in_period_ = false;
     alpha_next_ns_ = sat_add(t, cfg_.dce_tcp_rtt_ns);
-    if (cfg_.rate_to_set_on_first_cnp_mbps > 0)
+    if (cfg_.rate_to_set_on_first_cnp_mbps > 0) {
+      commit_rate();
       rc_ = rt_ = std::min(cfg_.rate_to_set_on_first_cnp_mbps / 1000.0, max_rate_);
+    }
   }
   const uint64_t period_end = sat_add(last_cut_ns_, cfg_.rate_reduce_monitor_period_ns);
   if (!has_cut_ || t >= period_end) {

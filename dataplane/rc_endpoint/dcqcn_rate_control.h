@@ -120,7 +120,7 @@ class DcqcnRateControl {
   bool at_min_rate() const { return rc_ <= min_rate_; }
   // The integral of Rc over time from construction to last_advance_ns(), in Gbit (Gbit/s * ns /
   // 1e9): a caller divides by the elapsed seconds for the mean rate.
-  double rate_integral_gbit() const { return rate_integral_gbit_; }
+  double rate_integral_gbit() const;
   uint64_t last_advance_ns() const { return last_advance_ns_; }
   const DcqcnCounters& counters() const { return counters_; }
   const DcqcnConfig& config() const { return cfg_; }
@@ -159,7 +159,11 @@ class DcqcnRateControl {
   uint32_t last_wire_bytes_ = 0;
 
   uint64_t last_advance_ns_ = 0;
-  double rate_integral_gbit_ = 0;
+  // The rate integral: whole segments of constant rate, and the one under way since
+  // segment_start_ns_ (so the sum is the same however often advance() is called).
+  double committed_gbit_ = 0;
+  uint64_t segment_start_ns_ = 0;
+  void commit_rate();  // before rc_ changes (at last_advance_ns_)
   DcqcnCounters counters_;
 };
 
