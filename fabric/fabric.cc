@@ -48,6 +48,12 @@ Fabric::Fabric(const FabricConfig& config, FabricMode mode, uint64_t seed, rte_m
   // (4 MB a NIC, gigabytes for a thousand hosts): the QPs that send to it, and a window each.
   std::vector<uint32_t> incoming(hosts, 0);
   for (const QpFlow& f : plan_.flows()) ++incoming[f.dst];
+  if (plan_.posts_arrive()) {
+    // cdf: flows come and go; a context is made at a flow's first packet and an idle one reused
+    // (ReorderEngine::set_first_psn), so what a NIC holds is for the flows in flight: at most
+    // two from every other host at once before the least recently used idle one is taken.
+    for (uint32_t& n : incoming) n = std::min(n, 2 * hosts);
+  }
   for (uint32_t h = 0; h < hosts; ++h) {
     control::NicReorderSettings& r = topology_.hosts()[h].nic.reorder;
     r.max_qps = std::clamp<uint32_t>(2 * incoming[h] + 8, 16, 4096);
@@ -147,12 +153,27 @@ Fabric::Fabric(const FabricConfig& config, FabricMode mode, uint64_t seed, rte_m
   cable_filter_.assign(topology_.cables().size(), 0);
 
   // The receiving NICs own their QPs' contexts: their reorder engines know the first PSNs.
-  for (const QpFlow& f : plan_.flows()) {
-    if (ReorderEngine* r = nodes_[f.dst].nic->reorder()) {
-      r->expect(topology_.hosts()[f.src].ip, f.dst_qpn, plan_.first_psn());
+  if (plan_.posts_arrive()) {
+    for (uint32_t h = 0; h < hosts; ++h) {
+      if (ReorderEngine* r = nodes_[h].nic->reorder()) r->set_first_psn(plan_.first_psn());
+    }
+  } else {
+    for (const QpFlow& f : plan_.flows()) {
+      if (ReorderEngine* r = nodes_[f.dst].nic->reorder()) {
+        r->expect(topology_.hosts()[f.src].ip, f.dst_qpn, plan_.first_psn());
+      }
     }
   }
-  for (const Post& p : plan_.initial_posts()) post(p);
+  if (plan_.posts_arrive()) {
+    // Each host's posts (in time order) wait for their time: a flow's QP is made when it starts.
+    const std::vector<Post>& posts = plan_.initial_posts();
+    post_next_.assign(topology_.hosts().size(), 0);
+    post_end_.assign(topology_.hosts().size(), 0);
+    for (size_t i = posts.size(); i-- > 0;) post_next_[posts[i].host] = i;
+    for (size_t i = 0; i < posts.size(); ++i) post_end_[posts[i].host] = i + 1;
+  } else {
+    for (const Post& p : plan_.initial_posts()) post(p);
+  }
 
   // A toggling background is its square wave written out: on at at_ns, off toggle_ns later,
   // on again, ... up to the end of the run.
@@ -356,8 +377,18 @@ uint64_t Fabric::node_next(uint32_t id, uint64_t now_ns) const {
     if (n.control) t = std::min(t, n.control->next_event_ns());
     return t;
   }
-  const uint64_t t = n.nic->next_event_ns(now_ns);
+  uint64_t t = n.nic->next_event_ns(now_ns);
+  if (id < post_next_.size() && post_next_[id] < post_end_[id]) {
+    t = std::min(t, plan_.initial_posts()[post_next_[id]].at_ns);
+  }
   return n.control ? std::min(t, n.control->next_event_ns()) : t;
+}
+
+void Fabric::post_arrived(uint32_t host, uint64_t now_ns) {
+  if (host >= post_next_.size()) return;
+  const std::vector<Post>& posts = plan_.initial_posts();
+  size_t& i = post_next_[host];
+  for (; i < post_end_[host] && posts[i].at_ns <= now_ns; ++i) post(posts[i]);
 }
 
 void Fabric::schedule(Lp& lp, uint32_t id, bool served) {
@@ -481,6 +512,7 @@ void Fabric::serve(Lp& lp, uint32_t id) {
         if (k != 0) deliver(lp, n.peers[p], buf, k);
       } while (k == kBurst);
     }
+    post_arrived(id, now);
     nic.poll(now);
     take_completions(lp, id);
   }
@@ -552,6 +584,7 @@ void Fabric::take_completions(Lp& lp, uint32_t host) {
     }
     ++lp.completed;
     lp.last_completion_ns = lp.now;
+    if (fi >= 0 && plan_.posts_arrive()) retire_receiver(lp, plan_.flows()[static_cast<size_t>(fi)]);
     lp.due_posts.clear();
     plan_.on_completion(host, c.qp_index, lp.now, lp.due_posts);
     for (const Post& p : lp.due_posts) {
@@ -572,6 +605,21 @@ void Fabric::take_completions(Lp& lp, uint32_t host) {
       send(lp, lp_of_[p.host], m, static_cast<uint32_t>(round_ & 1));
     }
   }
+}
+
+void Fabric::retire_receiver(Lp& lp, const QpFlow& f) {
+  // Its one message is acknowledged: the receiving QP has nothing more to answer. Told as an
+  // all-reduce step is (one lookahead later), so another LP is never reached into.
+  if (lookahead_ns_ == kNever) {
+    nodes_[f.dst].nic->rc_engine()->retire_responder(f.dst_qp_index);
+    return;
+  }
+  Msg m;
+  m.t = lp.now + lookahead_ns_;
+  m.node = f.dst;
+  m.cable_or_qp = f.dst_qp_index;
+  m.bytes = 0;
+  send(lp, lp_of_[f.dst], m, static_cast<uint32_t>(round_ & 1));
 }
 
 void Fabric::set_cable_up(uint32_t c, bool up) {
@@ -1059,8 +1107,7 @@ void Fabric::snapshot_flows() {
       plan_.flows().size(), [&](size_t i) { return plan_.flows()[i].src; },
       [&](size_t i) -> uint64_t {
         const QpFlow& f = plan_.flows()[i];
-        const RcRequester* rq = nodes_[f.src].nic->rc_engine()->requester(f.src_qp_index);
-        return rq != nullptr ? rq->counters().bytes_acked : 0;
+        return nodes_[f.src].nic->rc_engine()->flow_counters(f.src_qp_index).bytes_acked;
       });
 }
 
@@ -1152,7 +1199,11 @@ void Fabric::deliver_mail(Lp& lp) {
     const Msg m = lp.mail.back();
     lp.mail.pop_back();
     if (m.frame == nullptr) {
-      post(Post{m.node, m.cable_or_qp, m.bytes, t});
+      if (m.bytes == 0) {  // a one-shot flow's end, from its sender: the receiver's QP goes
+        nodes_[m.node].nic->rc_engine()->retire_responder(m.cable_or_qp);
+      } else {
+        post(Post{m.node, m.cable_or_qp, m.bytes, t});
+      }
       schedule(lp, m.node, false);
       continue;
     }
@@ -2014,8 +2065,8 @@ RunResult Fabric::collect(double wall_s) {
     fr.dst_qpn = f.dst_qpn;
     fr.hops = path_hops(f.src, f.dst);
     if (const NodeFigures& src = figures_[f.src];
-        f.src_qp_index < src.has_requester.size() && src.has_requester[f.src_qp_index] != 0) {
-      const RcRequesterCounters& k = src.requesters[f.src_qp_index];
+        f.src_qp_index < src.requesters.size() && src.requesters[f.src_qp_index].has_requester) {
+      const RcQpFlowCounters& k = src.requesters[f.src_qp_index];
       fr.bytes_acked = k.bytes_acked;
       fr.packets_sent = k.packets_sent;
       fr.packets_retransmitted = k.packets_retransmitted;

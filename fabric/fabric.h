@@ -242,6 +242,11 @@ class Fabric {
   void collect_cc(RunResult& r);
   void take_completions(Lp& lp, uint32_t host);
   void post(const Post& p);
+  // Posts whose time has come at `host` (cdf: a flow starts, its QP is made).
+  void post_arrived(uint32_t host, uint64_t now_ns);
+  void retire_receiver(Lp& lp, const QpFlow& f);
+  // cdf: per host, its next post and the end of its posts in plan_.initial_posts().
+  std::vector<size_t> post_next_, post_end_;
   void install_spray_rules();
   void snapshot_window_start();
   RunResult collect(double wall_s);

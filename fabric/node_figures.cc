@@ -70,15 +70,12 @@ NodeFigures NodeFigures::of(nic_emu::NicNode& nic, uint64_t now_ns, uint64_t cc_
   f.responder_totals = rc->responder_totals();
   f.placement_totals = rc->placement_totals();
   f.cc = rc->cc_summary(cc_at_ns);
-  f.has_requester.assign(rc->qps(), 0);
   f.requesters.resize(rc->qps());
   for (uint32_t q = 0; q < rc->qps(); ++q) {
-    const RcRequester* rq = rc->requester(q);
-    if (rq == nullptr) continue;
-    f.has_requester[q] = 1;
-    f.requesters[q] = rq->counters();
+    const RcQpFlowCounters k = rc->flow_counters(q);
+    f.requesters[q] = k;
     // A QP that sent and never had a byte acknowledged: cut off (a filter, a dead path).
-    f.qps_never_acked += rq->counters().packets_sent > 0 && rq->counters().bytes_acked == 0;
+    f.qps_never_acked += k.has_requester && k.packets_sent > 0 && k.bytes_acked == 0;
   }
   f.heat_map = nic.heat_map();
   return f;
@@ -113,7 +110,6 @@ void NodeFigures::write(ByteWriter& w) const {
   w.put(placement_totals);
   w.put(cc);
   w.put(qps_never_acked);
-  w.put_vector(has_requester);
   w.put_vector(requesters);
   w.put_vector(heat_map);
 }
@@ -148,8 +144,7 @@ NodeFigures NodeFigures::read(ByteReader& r) {
   f.placement_totals = r.get<RcPlacementResponderCounters>();
   f.cc = r.get<RcCcSummary>();
   f.qps_never_acked = r.get<uint64_t>();
-  f.has_requester = r.get_vector<uint8_t>();
-  f.requesters = r.get_vector<RcRequesterCounters>();
+  f.requesters = r.get_vector<RcQpFlowCounters>();
   f.heat_map = r.get_vector<nic_emu::QpArrivals>();
   return f;
 }

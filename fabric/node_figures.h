@@ -54,8 +54,7 @@ struct NodeFigures {
   RcPlacementResponderCounters placement_totals{};
   RcCcSummary cc{};
   uint64_t qps_never_acked = 0;
-  std::vector<uint8_t> has_requester;           // per QP index
-  std::vector<RcRequesterCounters> requesters;  // per QP index
+  std::vector<RcQpFlowCounters> requesters;  // per QP index: its flow's (has_requester set)
   std::vector<nic_emu::QpArrivals> heat_map;
 
   // `now_ns`: the egress counters' moment; `cc_at_ns`: the congestion control summary's.

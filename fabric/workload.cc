@@ -141,7 +141,7 @@ WorkloadPlan::WorkloadPlan(const FabricConfig& config, const Topology& topology,
           uint32_t d = static_cast<uint32_t>(below(rng, n - 1));
           if (d >= s) ++d;
           const uint64_t size = std::min<uint64_t>(cdf->sample(uniform(rng)), 1ull << 31);
-          const uint32_t qp = add_flow(s, d, true, 0, 0, 0);
+          const uint32_t qp = add_flow(s, d, true, 0, 0, 0, true);
           posts_.push_back(Post{s, qp,
                                 static_cast<uint32_t>(size), static_cast<uint64_t>(t)});
           ++messages_total_;
@@ -172,7 +172,7 @@ WorkloadPlan::WorkloadPlan(const FabricConfig& config, const Topology& topology,
 }
 
 uint32_t WorkloadPlan::add_flow(uint32_t src, uint32_t dst, bool posted, uint64_t messages,
-                                uint32_t message_bytes, uint64_t gap_ns) {
+                                uint32_t message_bytes, uint64_t gap_ns, bool one_shot) {
   const HostSpec& s = topology_.hosts()[src];
   const HostSpec& d = topology_.hosts()[dst];
   RcTrafficEngineConfig& se = engines_[src];
@@ -198,6 +198,7 @@ uint32_t WorkloadPlan::add_flow(uint32_t src, uint32_t dst, bool posted, uint64_
   req.message_bytes = message_bytes;
   req.message_gap_ns = gap_ns;
   req.op = config_.op == "read" ? RcOp::kRead : RcOp::kWrite;
+  req.one_shot = one_shot;
   se.qp_specs.push_back(req);
   ++se.qps;
 
@@ -207,6 +208,7 @@ uint32_t WorkloadPlan::add_flow(uint32_t src, uint32_t dst, bool posted, uint64_
   resp.peer_mac = s.mac;
   resp.peer_qp = f.src_qpn;
   resp.udp_src_port = config_.udp_sport_fixed ? rxe_udp_source_port(de.first_local_qp) : 0;
+  resp.one_shot = one_shot;
   de.qp_specs.push_back(resp);
   ++de.qps;
 

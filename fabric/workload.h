@@ -15,8 +15,8 @@
 //   alltoall     every host one message of `bytes` to every other host, all posted at 0;
 //   incast       incast_senders random hosts one message of `bytes` each to one random host;
 //   cdf          per host, Poisson arrivals over [0, duration) at `load` of its line rate, sizes
-//                from the flow-size CDF, destinations uniform over the other hosts; one QP per
-//                (source, destination) pair, messages posted at their arrival times.
+//                from the flow-size CDF, destinations uniform over the other hosts; every flow
+//                its own one-shot QP pair (RcQpSpec::one_shot), posted at its arrival time.
 #pragma once
 
 #include <cstdint>
@@ -56,7 +56,10 @@ class WorkloadPlan {
 
   const std::vector<RcTrafficEngineConfig>& engines() const { return engines_; }  // per host
   const std::vector<QpFlow>& flows() const { return flows_; }
+  // Every post known at the start, by host and then time for cdf (whose flows are posted as
+  // they arrive, their QPs made then: posts_arrive()); at 0 for the others.
   const std::vector<Post>& initial_posts() const { return posts_; }
+  bool posts_arrive() const { return config_.workload == Workload::kCdf; }
   // Posts that the completion of (host, qp_index) makes due (allreduce steps); appends to out.
   void on_completion(uint32_t host, uint32_t qp_index, uint64_t now_ns, std::vector<Post>& out);
 
@@ -78,8 +81,9 @@ class WorkloadPlan {
     uint32_t qp_index = 0;
     uint32_t steps_done = 0;
   };
+  // one_shot: a flow of one message, whose QPs exist only while it does (cdf).
   uint32_t add_flow(uint32_t src, uint32_t dst, bool posted, uint64_t messages,
-                    uint32_t message_bytes, uint64_t gap_ns);
+                    uint32_t message_bytes, uint64_t gap_ns, bool one_shot = false);
 
   const FabricConfig& config_;
   const Topology& topology_;

@@ -334,6 +334,7 @@ class RcRequester {
   // Appends the completions recorded since the last call to `out` (oldest first) and forgets
   // them; returns how many. Nothing is recorded unless config().record_completions.
   size_t take_completions(std::vector<MessageCompletion>& out);
+  bool has_completions() const { return !completions_.empty(); }
 
   const RcRequesterCounters& counters() const { return counters_; }
   const CompletionTimeStats& completion_times() const { return *stats_; }

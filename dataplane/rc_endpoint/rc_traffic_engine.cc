@@ -147,6 +147,12 @@ std::string RcTrafficEngineConfig::check() const {
     const auto r = static_cast<uint8_t>(s.role);
     if (r < 1 || r > 3) return at + "role: unknown role";
     if (s.peer_qp > kPsnMask) return at + "peer_qp: must fit 24 bits";
+    if (s.one_shot && s.role == RcQpRole::kBoth) {
+      return at + "one_shot: a requester or a responder, not both";
+    }
+    if (s.one_shot && s.role == RcQpRole::kRequester && !s.posted) {
+      return at + "one_shot: a requester in posted mode";
+    }
     if (has(s.role, RcQpRole::kRequester)) {
       if (std::string why = requester_config(i).check(); !why.empty()) return at + why;
     } else if (s.posted) {
@@ -157,78 +163,108 @@ std::string RcTrafficEngineConfig::check() const {
 }
 
 RcTrafficEngine::RcTrafficEngine(const RcTrafficEngineConfig& config, rte_mempool* pool)
-    : config_(validated(config)) {
+    : config_(validated(config)),
+      pool_(pool),
+      ack_due_(config_.qps),
+      read_due_(config_.qps),
+      req_due_(config_.qps) {
   if (pool == nullptr) throw std::invalid_argument("pool: must not be null");
-  const RcResponderConfig sc = responder_config(config_);
   qp_.resize(config_.qps);
   for (uint32_t i = 0; i < config_.qps; ++i) {
     const RcQpAddress a = config_.address(i);
-    const RcQpRole role = config_.role_of(i);
     by_peer_.emplace((uint64_t{a.peer_ip} << 24) | a.peer_qp, a.local_qp);
-    if (config_.dcqcn) qp_[i].rate = std::make_unique<DcqcnRateControl>(*config_.dcqcn);
-    if (has(role, RcQpRole::kRequester)) {
-      qp_[i].requester =
-          std::make_unique<RcRequester>(config_.requester_config(i), a, pool, &completion_);
-      requesters_.push_back(i);
+    Qp& q = qp_[i];
+    q.one_shot = i < config_.qp_specs.size() && config_.qp_specs[i].one_shot;
+    if (q.one_shot) {
+      q.life = Life::kNotStarted;  // made at its post (requester) or first packet (responder)
+      continue;
     }
-    if (has(role, RcQpRole::kResponder)) {
-      if (config_.ooo_placement) {
-        qp_[i].placement =
-            std::make_unique<RcPlacementResponder>(config_.placement_config(), a, pool);
-      } else {
-        qp_[i].responder = std::make_unique<RcResponder>(sc, a, pool);
-      }
-      responders_.push_back(i);
-    }
+    ++live_qps_;
+    const RcQpRole role = config_.role_of(i);
+    if (config_.dcqcn) q.rate = std::make_unique<DcqcnRateControl>(*config_.dcqcn);
+    if (has(role, RcQpRole::kRequester)) make_requester(i, 0);
+    if (has(role, RcQpRole::kResponder)) make_responder(i, 0);
+    reschedule(i);
   }
 }
 
-size_t RcTrafficEngine::poll(uint64_t now_ns, std::vector<rte_mbuf*>& out, size_t max_packets,
-                             RcTxRoom* room) {
-  size_t sent = 0;
-  for (const uint32_t i : responders_) {
-    if (RcPlacementResponder* pr = qp_[i].placement.get()) {
-      if (pr->next_event_ns() <= now_ns) sent += pr->poll(now_ns, out);
-      continue;
-    }
-    RcResponder& r = *qp_[i].responder;
-    // ACK/NAKs only here; READ responses share the TX budget below.
-    if (!r.read_responses_pending() && r.next_event_ns() <= now_ns) sent += r.poll(now_ns, out);
-  }
-  size_t budget = std::min<size_t>(max_packets, config_.max_burst);
-  // READ responses: one packet per responder per round, as the requesters below.
-  for (size_t idle = 0; budget > 0 && idle < responders_.size();) {
-    const uint32_t qi = responders_[next_responder_];
-    RcResponder* r = qp_[qi].responder.get();
-    if (++next_responder_ == responders_.size()) next_responder_ = 0;
-    // A placement responder answers no READs (the configs refuse op read with ooo-placement).
-    const bool reading = r && r->read_responses_pending() && r->next_event_ns() <= now_ns &&
-                         (room == nullptr || room->admits(qi)) && paced_ok(qp_[qi], now_ns);
-    const size_t n = reading ? r->poll(now_ns, out, 1) : 0;
-    if (n > 0) {
-      paced_sent(qp_[qi], out.back(), now_ns);
-      if (room != nullptr) room->take(qi);
-      sent += n;
-      --budget;
-      idle = 0;
-    } else {
-      ++idle;
-    }
-  }
-  if (requesters_.empty()) return sent;
+void RcTrafficEngine::make_rate(Qp& q, uint64_t now_ns) {
+  if (!config_.dcqcn || q.rate) return;
+  q.rate = std::make_unique<DcqcnRateControl>(*config_.dcqcn);
+  // A reaction point is at line rate until its first CNP and runs no timer before it: made now,
+  // it is what it would be had it existed since 0 (its rate integral included).
+  q.rate->advance(now_ns);
+}
 
-  // One packet per QP per round. A whole round without a packet means nobody has anything
-  // left (or room for it): stop, so an idle engine costs one pass over its QPs.
-  size_t idle = 0;
-  while (budget > 0 && idle < requesters_.size()) {
-    const uint32_t qi = requesters_[next_requester_];
-    Qp& q = qp_[qi];
-    RcRequester& r = *q.requester;
-    if (++next_requester_ == requesters_.size()) next_requester_ = 0;
-    if ((room == nullptr || room->admits(qi)) && paced_ok(q, now_ns) &&
-        r.poll(now_ns, out, 1) == 1) {
-      paced_sent(q, out.back(), now_ns);
-      if (room != nullptr) room->take(qi);
+void RcTrafficEngine::make_requester(uint32_t i, uint64_t now_ns) {
+  Qp& q = qp_[i];
+  make_rate(q, now_ns);
+  q.requester =
+      std::make_unique<RcRequester>(config_.requester_config(i), config_.address(i), pool_, &completion_);
+  insert_sorted(requesters_, i);
+}
+
+void RcTrafficEngine::make_responder(uint32_t i, uint64_t now_ns) {
+  Qp& q = qp_[i];
+  make_rate(q, now_ns);
+  if (config_.ooo_placement) {
+    q.placement =
+        std::make_unique<RcPlacementResponder>(config_.placement_config(), config_.address(i), pool_);
+  } else {
+    q.responder = std::make_unique<RcResponder>(responder_config(config_), config_.address(i), pool_);
+  }
+  insert_sorted(responders_, i);
+}
+
+void RcTrafficEngine::insert_sorted(std::vector<uint32_t>& v, uint32_t i) {
+  // QPs are made in index order at construction (appends) and one-shot ones in their flows' order.
+  if (v.empty() || v.back() < i) {
+    v.push_back(i);
+    return;
+  }
+  v.insert(std::lower_bound(v.begin(), v.end(), i), i);
+}
+
+void RcTrafficEngine::erase_sorted(std::vector<uint32_t>& v, uint32_t i) {
+  const auto it = std::lower_bound(v.begin(), v.end(), i);
+  if (it != v.end() && *it == i) v.erase(it);
+}
+
+void RcTrafficEngine::reschedule(uint32_t i) {
+  const Qp& q = qp_[i];
+  uint64_t ack = kNever, read = kNever, req = kNever;
+  if (q.placement) {
+    ack = q.placement->next_event_ns();
+  } else if (q.responder) {
+    // ACK/NAKs go whatever the room (and pace); READ responses only with room, at their pace.
+    if (!q.responder->read_responses_pending()) {
+      ack = q.responder->next_event_ns();
+    } else {
+      read = paced_next(q, q.responder->next_event_ns());
+    }
+  }
+  if (q.requester) req = paced_next(q, q.requester->next_event_ns());
+  ack_due_.set(i, ack);
+  read_due_.set(i, read);
+  req_due_.set(i, req);
+}
+
+template <class Try>
+size_t RcTrafficEngine::round_robin(const std::vector<uint32_t>& due, uint32_t& cursor,
+                                    size_t budget, Try&& try_one) {
+  // The QPs not due would pass their turn without sending, so the order of the packets, and
+  // where the next call starts, are those of a round robin over every QP.
+  const size_t n = due.size();
+  if (n == 0 || budget == 0) return 0;
+  size_t pos = static_cast<size_t>(std::lower_bound(due.begin(), due.end(), cursor) - due.begin());
+  if (pos == n) pos = 0;
+  size_t sent = 0;
+  for (size_t idle = 0; budget > 0 && idle < n;) {
+    const uint32_t qi = due[pos];
+    if (++pos == n) pos = 0;
+    ++work_.qp_visits;
+    if (try_one(qi)) {
+      cursor = qi + 1;
       ++sent;
       --budget;
       idle = 0;
@@ -239,24 +275,195 @@ size_t RcTrafficEngine::poll(uint64_t now_ns, std::vector<rte_mbuf*>& out, size_
   return sent;
 }
 
+size_t RcTrafficEngine::poll(uint64_t now_ns, std::vector<rte_mbuf*>& out, size_t max_packets,
+                             RcTxRoom* room) {
+  ++work_.polls;
+  size_t sent = 0;
+  due_scratch_.clear();
+  ack_due_.due_by(now_ns, due_scratch_);
+  for (const uint32_t i : due_scratch_) {
+    ++work_.qp_visits;
+    Qp& q = qp_[i];
+    if (RcPlacementResponder* pr = q.placement.get()) {
+      if (pr->next_event_ns() <= now_ns) sent += pr->poll(now_ns, out);
+    } else if (RcResponder* r = q.responder.get()) {
+      // ACK/NAKs only here; READ responses share the TX budget below.
+      if (!r->read_responses_pending() && r->next_event_ns() <= now_ns) sent += r->poll(now_ns, out);
+    }
+    reschedule(i);
+  }
+  size_t budget = std::min<size_t>(max_packets, config_.max_burst);
+  // READ responses: one packet per responder per round, as the requesters below.
+  due_scratch_.clear();
+  read_due_.due_by(now_ns, due_scratch_);
+  size_t n = round_robin(due_scratch_, next_responder_, budget, [&](uint32_t qi) {
+    Qp& q = qp_[qi];
+    RcResponder* r = q.responder.get();
+    // A placement responder answers no READs (the configs refuse op read with ooo-placement).
+    const bool reading = r && r->read_responses_pending() && r->next_event_ns() <= now_ns &&
+                         (room == nullptr || room->admits(qi)) && paced_ok(q, now_ns);
+    const bool one = reading && r->poll(now_ns, out, 1) > 0;
+    if (one) {
+      paced_sent(q, out.back(), now_ns);
+      if (room != nullptr) room->take(qi);
+    }
+    reschedule(qi);
+    return one;
+  });
+  sent += n;
+  budget -= n;
+
+  // One packet per QP per round. A whole round without a packet means nobody due has anything
+  // left (or room for it).
+  due_scratch_.clear();
+  req_due_.due_by(now_ns, due_scratch_);
+  sent += round_robin(due_scratch_, next_requester_, budget, [&](uint32_t qi) {
+    Qp& q = qp_[qi];
+    if (!q.requester) return false;  // retired in this call (its last ACK came with no record)
+    RcRequester& r = *q.requester;
+    const bool one = (room == nullptr || room->admits(qi)) && paced_ok(q, now_ns) &&
+                     r.poll(now_ns, out, 1) == 1;
+    if (one) {
+      paced_sent(q, out.back(), now_ns);
+      if (room != nullptr) room->take(qi);
+    }
+    after_requester(qi);
+    return one;
+  });
+  return sent;
+}
+
 void RcTrafficEngine::post(uint32_t qp_index, uint32_t bytes, uint64_t post_ns) {
   if (qp_index >= qp_.size()) throw std::out_of_range("post: no QP " + std::to_string(qp_index));
-  RcRequester* r = qp_[qp_index].requester.get();
+  Qp& q = qp_[qp_index];
+  if (q.life == Life::kNotStarted && has(config_.role_of(qp_index), RcQpRole::kRequester)) {
+    if (bytes == 0 || bytes > (1u << 31)) {
+      throw std::invalid_argument("post: bytes must be 1..2^31");
+    }
+    make_requester(qp_index, post_ns);
+    q.life = Life::kLive;
+    ++live_qps_;
+    ++work_.qps_created;
+    work_.qps_live_peak = std::max(work_.qps_live_peak, ++live_one_shot_);
+  } else if (q.life == Life::kRetired) {
+    throw std::invalid_argument("post: QP " + std::to_string(qp_index) +
+                                " is one-shot and its flow is over");
+  }
+  RcRequester* r = q.requester.get();
   if (r == nullptr || !r->config().posted) {
     throw std::invalid_argument("post: QP " + std::to_string(qp_index) +
                                 " has no requester in posted mode");
   }
   r->post(bytes, post_ns);
+  reschedule(qp_index);
+}
+
+void RcTrafficEngine::after_requester(uint32_t i) {
+  Qp& q = qp_[i];
+  if (q.requester->has_completions()) {
+    if (!q.completing) {
+      q.completing = true;
+      completing_.push_back(i);
+    }
+  } else if (q.one_shot && q.requester->done()) {
+    retire(i);
+    return;
+  }
+  reschedule(i);
 }
 
 size_t RcTrafficEngine::take_completions(std::vector<MessageCompletion>& out) {
+  if (completing_.empty()) return 0;
+  // QP by QP in index order, as a walk over every requester would give them.
+  std::sort(completing_.begin(), completing_.end());
   size_t n = 0;
-  for (const uint32_t i : requesters_) {
+  for (const uint32_t i : completing_) {
+    Qp& q = qp_[i];
+    q.completing = false;
     const size_t from = out.size();
-    n += qp_[i].requester->take_completions(out);
+    n += q.requester->take_completions(out);
     for (size_t k = from; k < out.size(); ++k) out[k].qp_index = i;
+    if (q.one_shot && q.requester->done()) retire(i);
   }
+  completing_.clear();
   return n;
+}
+
+void RcTrafficEngine::retire(uint32_t i) {
+  Qp& q = qp_[i];
+  if (q.life != Life::kLive) return;
+  const uint64_t now_ns = q.rate ? q.rate->last_advance_ns() : 0;
+  if (retired_flow_.size() < qp_.size()) retired_flow_.resize(qp_.size());
+  if (q.requester) {
+    retired_flow_[i] = flow_counters(i);
+    retired_requesters_ += q.requester->counters();
+    erase_sorted(requesters_, i);
+  }
+  if (q.responder) retired_responders_ += q.responder->counters();
+  if (q.placement) retired_placement_ += q.placement->counters();
+  if (q.responder || q.placement) erase_sorted(responders_, i);
+  fold_rate(q, now_ns);
+  q.requester.reset();
+  q.responder.reset();
+  q.placement.reset();
+  q.rate.reset();
+  q.life = Life::kRetired;
+  ack_due_.set(i, kNever);
+  read_due_.set(i, kNever);
+  req_due_.set(i, kNever);
+  --live_qps_;
+  --live_one_shot_;
+  ++work_.qps_retired;
+}
+
+void RcTrafficEngine::fold_rate(const Qp& q, uint64_t now_ns) {
+  if (!q.rate) return;
+  const DcqcnRateControl& r = *q.rate;
+  retired_cc_.cnps += r.counters().cnps;
+  retired_cc_.rate_cuts += r.counters().rate_cuts;
+  retired_cc_.cuts_deferred += r.counters().cuts_deferred;
+  if (!q.sent) return;
+  ++retired_cc_.qps;
+  retired_rate_integral_gbit_ += r.rate_integral_gbit();
+  retired_at_ns_sum_ += static_cast<double>(now_ns);
+}
+
+void RcTrafficEngine::retire_responder(uint32_t qp_index) {
+  if (qp_index >= qp_.size()) {
+    throw std::out_of_range("retire_responder: no QP " + std::to_string(qp_index));
+  }
+  Qp& q = qp_[qp_index];
+  if (!q.one_shot || !has(config_.role_of(qp_index), RcQpRole::kResponder)) {
+    throw std::invalid_argument("retire_responder: QP " + std::to_string(qp_index) +
+                                " is not a one-shot responder");
+  }
+  if (q.life == Life::kNotStarted) {
+    q.life = Life::kRetired;  // its flow ended before any of its packets came: nothing to free
+    ++work_.qps_retired;
+    return;
+  }
+  retire(qp_index);
+}
+
+RcQpFlowCounters RcTrafficEngine::flow_counters(uint32_t qp_index) const {
+  if (qp_index >= qp_.size()) return {};
+  const Qp& q = qp_[qp_index];
+  if (q.life == Life::kRetired) {
+    return qp_index < retired_flow_.size() ? retired_flow_[qp_index] : RcQpFlowCounters{};
+  }
+  RcQpFlowCounters f;
+  if (q.requester) {
+    const RcRequesterCounters& k = q.requester->counters();
+    f.bytes_acked = k.bytes_acked;
+    f.packets_sent = k.packets_sent;
+    f.packets_retransmitted = k.packets_retransmitted;
+    f.naks_received = k.naks_received;
+    f.timeouts = k.timeouts;
+    f.has_requester = true;
+  } else if (q.life == Life::kNotStarted && has(config_.role_of(qp_index), RcQpRole::kRequester)) {
+    f.has_requester = true;
+  }
+  return f;
 }
 
 size_t RcTrafficEngine::receive(rte_mbuf* m, const ParsedPacket& p, uint64_t now_ns,
@@ -268,25 +475,48 @@ size_t RcTrafficEngine::receive(rte_mbuf* m, const ParsedPacket& p, uint64_t now
     drop = &counters_.not_roce;
   } else if (p.dest_qp < config_.first_local_qp || index >= config_.qps) {
     drop = &counters_.unknown_qp;
+  } else if (qp_[index].life == Life::kRetired) {
+    drop = &counters_.retired_qp;
   } else if (p.bth_opcode == opcode::kRcAck || (p.bth_opcode >= opcode::kRcReadResponseFirst &&
                                                 p.bth_opcode <= opcode::kRcReadResponseOnly)) {
     if (RcRequester* r = qp_[index].requester.get()) {
       r->receive(m, p, now_ns);
+      after_requester(index);
       return 0;
     }
-    drop = &counters_.no_requester;
+    drop = qp_[index].life == Life::kNotStarted ? &counters_.not_started : &counters_.no_requester;
   } else if (p.bth_opcode == opcode::kCnp) {
     if (DcqcnRateControl* rate = qp_[index].rate.get()) {
       rate->on_cnp(now_ns);
       ++counters_.cnps;
       rte_pktmbuf_free(m);
+      reschedule(index);
       return 0;
     }
-    drop = &counters_.cnp_no_cc;
+    drop = !config_.dcqcn ? &counters_.cnp_no_cc
+           : qp_[index].life == Life::kNotStarted ? &counters_.not_started
+                                                  : &counters_.cnp_no_cc;
   } else if (is_write_request(p.bth_opcode) || p.bth_opcode == opcode::kRcReadRequest) {
-    if (RcResponder* r = qp_[index].responder.get()) return r->receive(m, p, now_ns, out);
-    if (RcPlacementResponder* r = qp_[index].placement.get()) {
-      return r->receive(m, p, now_ns, out);
+    Qp& q = qp_[index];
+    if (q.life == Life::kNotStarted && has(config_.role_of(index), RcQpRole::kResponder)) {
+      make_responder(index, now_ns);
+      q.life = Life::kLive;
+      ++live_qps_;
+      ++work_.qps_created;
+      work_.qps_live_peak = std::max(work_.qps_live_peak, ++live_one_shot_);
+    }
+    size_t n = 0;
+    bool taken = true;
+    if (RcResponder* r = q.responder.get()) {
+      n = r->receive(m, p, now_ns, out);
+    } else if (RcPlacementResponder* r = q.placement.get()) {
+      n = r->receive(m, p, now_ns, out);
+    } else {
+      taken = false;
+    }
+    if (taken) {
+      reschedule(index);
+      return n;
     }
     drop = &counters_.no_responder;
   } else {
@@ -298,24 +528,15 @@ size_t RcTrafficEngine::receive(rte_mbuf* m, const ParsedPacket& p, uint64_t now
 }
 
 uint64_t RcTrafficEngine::next_event_ns(const RcTxRoom* room) const {
-  uint64_t t = kNever;
-  for (const uint32_t i : responders_) {
-    const Qp& q = qp_[i];
-    if (q.placement) {
-      t = std::min(t, q.placement->next_event_ns());
-      continue;
-    }
-    // ACK/NAKs go whatever the room (and pace); READ responses only with room, at their pace.
-    if (!q.responder->read_responses_pending()) {
-      t = std::min(t, q.responder->next_event_ns());
-    } else if (room == nullptr || room->admits(i)) {
-      t = std::min(t, paced_next(q, q.responder->next_event_ns()));
-    }
-  }
-  for (const uint32_t i : requesters_) {
-    if (room != nullptr && !room->admits(i)) continue;
-    t = std::min(t, paced_next(qp_[i], qp_[i].requester->next_event_ns()));
-    if (t == 0) break;
+  uint64_t t = ack_due_.earliest();
+  if (room == nullptr) {
+    t = std::min({t, read_due_.earliest(), req_due_.earliest()});
+  } else {
+    const auto admits = [&](uint32_t qi) {
+      ++work_.qp_visits;
+      return room->admits(qi);
+    };
+    t = std::min({t, read_due_.earliest_if(admits), req_due_.earliest_if(admits)});
   }
   return t;
 }
@@ -349,10 +570,12 @@ const DcqcnRateControl* RcTrafficEngine::rate_control(uint32_t qp_index) const {
 
 RcCcSummary RcTrafficEngine::cc_summary(uint64_t now_ns) {
   RcCcSummary s;
-  for (Qp& q : qp_) {
+  for (uint32_t i = 0; i < qp_.size(); ++i) {
+    Qp& q = qp_[i];
     if (q.rate == nullptr) continue;
     DcqcnRateControl& r = *q.rate;
     r.advance(now_ns);
+    reschedule(i);  // its timers ran: its pace may be another now
     s.cnps += r.counters().cnps;
     s.rate_cuts += r.counters().rate_cuts;
     s.cuts_deferred += r.counters().cuts_deferred;
@@ -365,22 +588,36 @@ RcCcSummary RcTrafficEngine::cc_summary(uint64_t now_ns) {
                              (static_cast<double>(now_ns) * r.config().line_rate_gbps);
     }
   }
+  if (retired_cc_.cnps + retired_cc_.qps > 0 && config_.dcqcn) {
+    // Retired QPs: idle at line rate (not limited) from their retirement on.
+    s.cnps += retired_cc_.cnps;
+    s.rate_cuts += retired_cc_.rate_cuts;
+    s.cuts_deferred += retired_cc_.cuts_deferred;
+    s.qps += retired_cc_.qps;
+    if (now_ns > 0 && retired_cc_.qps > 0) {
+      const double now = static_cast<double>(now_ns);
+      s.rate_fraction_sum +=
+          retired_rate_integral_gbit_ * 1e9 / (now * config_.dcqcn->line_rate_gbps) +
+          static_cast<double>(retired_cc_.qps) - retired_at_ns_sum_ / now;
+    }
+  }
   return s;
 }
 
 bool RcTrafficEngine::done() const {
+  // A one-shot QP not started has nothing posted, a retired one is done: only live ones count.
   return std::all_of(requesters_.begin(), requesters_.end(),
                      [&](uint32_t i) { return qp_[i].requester->done(); });
 }
 
 RcRequesterCounters RcTrafficEngine::requester_totals() const {
-  RcRequesterCounters sum;
+  RcRequesterCounters sum = retired_requesters_;
   for (const uint32_t i : requesters_) sum += qp_[i].requester->counters();
   return sum;
 }
 
 RcResponderCounters RcTrafficEngine::responder_totals() const {
-  RcResponderCounters sum;
+  RcResponderCounters sum = retired_responders_;
   for (const uint32_t i : responders_) {
     if (qp_[i].responder) sum += qp_[i].responder->counters();
   }
@@ -388,7 +625,7 @@ RcResponderCounters RcTrafficEngine::responder_totals() const {
 }
 
 RcPlacementResponderCounters RcTrafficEngine::placement_totals() const {
-  RcPlacementResponderCounters sum;
+  RcPlacementResponderCounters sum = retired_placement_;
   for (const uint32_t i : responders_) {
     if (qp_[i].placement) sum += qp_[i].placement->counters();
   }
@@ -417,7 +654,10 @@ const RcResponder* RcTrafficEngine::responder(uint32_t qp_index) const {
 uint64_t RcTrafficEngine::memory_bytes() const {
   uint64_t b = sizeof(*this) + capacity_bytes(config_.qp_roles) + capacity_bytes(config_.qp_specs) +
                capacity_bytes(qp_) + capacity_bytes(requesters_) + capacity_bytes(responders_) +
-               unordered_map_bytes(by_peer_);
+               unordered_map_bytes(by_peer_) + ack_due_.memory_bytes() +
+               read_due_.memory_bytes() + req_due_.memory_bytes() +
+               capacity_bytes(due_scratch_) + capacity_bytes(completing_) +
+               capacity_bytes(retired_flow_);
   for (const Qp& q : qp_) {
     if (q.requester) b += q.requester->memory_bytes();
     if (q.responder) b += q.responder->memory_bytes();

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "dataplane/rc_endpoint/dcqcn_rate_control.h"
+#include "dataplane/rc_endpoint/qp_schedule.h"
 #include "dataplane/rc_endpoint/rc_placement_responder.h"
 #include "dataplane/rc_endpoint/rc_requester.h"
 #include "dataplane/rc_endpoint/rc_responder.h"
@@ -61,6 +62,13 @@ struct RcQpSpec {
   bool posted = false;          // requester in posted mode (messages/message_bytes ignored)
   uint64_t message_gap_ns = 0;  // this QP's (the engine's message_gap_ns does not apply)
   RcOp op = RcOp::kWrite;       // requester: fixed mode's messages, post()'s default
+  // A flow of one message (a workload drawn from a flow-size distribution: every flow its own
+  // QP). The QP's state exists only while the flow does: a requester (posted mode) from its
+  // post until the message is acknowledged and its completion taken, a responder from its first
+  // packet until retire_responder(). Then the QP is retired: its memory is freed for the QPs
+  // that follow, its counters kept in the engine's totals and flow_counters(). Requester or
+  // responder, not both.
+  bool one_shot = false;
 };
 
 struct RcTrafficEngineConfig {
@@ -128,6 +136,28 @@ struct RcEngineCounters {
   uint64_t bad_opcode = 0;    // not an ACKNOWLEDGE, READ RESPONSE, RDMA WRITE, READ request or CNP
   uint64_t cnps = 0;          // CNPs taken by a QP's reaction point
   uint64_t cnp_no_cc = 0;     // CNPs for a QP of an engine without congestion control: dropped
+  uint64_t retired_qp = 0;    // a packet for a one-shot QP already retired (a late duplicate)
+  uint64_t not_started = 0;   // an ACK/NAK/CNP for a one-shot QP whose flow has not started
+};
+
+// What a QP's requester leaves for its flow's record (live or retired): flows.csv's columns.
+struct RcQpFlowCounters {
+  uint64_t bytes_acked = 0;
+  uint64_t packets_sent = 0;
+  uint64_t packets_retransmitted = 0;
+  uint64_t naks_received = 0;
+  uint64_t timeouts = 0;
+  bool has_requester = false;  // the QP has (or had) a requester
+};
+
+// How much of its QPs an engine looked at: the work a poll or next_event costs, which depends on
+// the QPs with something due, not on how many QPs the engine has.
+struct RcEngineWork {
+  uint64_t polls = 0;
+  uint64_t qp_visits = 0;  // QPs looked at by poll() and next_event_ns()
+  uint64_t qps_created = 0;  // one-shot QPs whose state was made (at their post / first packet)
+  uint64_t qps_retired = 0;
+  uint64_t qps_live_peak = 0;  // one-shot QPs with state at once, at the most
 };
 
 // The reaction points of an engine summed at a moment (RcTrafficEngine::cc_summary).
@@ -217,6 +247,17 @@ class RcTrafficEngine {
   // requesters; never true with unlimited messages; posted QPs: all posted so far).
   bool done() const;
 
+  // A one-shot responder QP whose flow is over (its requester had the last ACK): its state is
+  // freed; later packets for it are counted (retired_qp) and freed. Throws std::out_of_range /
+  // std::invalid_argument for a bad index or a QP that is not a one-shot responder.
+  void retire_responder(uint32_t qp_index);
+  // The flow counters of QP i's requester, live or retired (zero without one).
+  RcQpFlowCounters flow_counters(uint32_t qp_index) const;
+  const RcEngineWork& work() const { return work_; }
+  // QPs with state now (every QP that is not one-shot, and the one-shot ones between their
+  // start and retirement).
+  uint64_t qps_live() const { return live_qps_; }
+
   uint32_t qps() const { return config_.qps; }
   const RcTrafficEngineConfig& config() const { return config_; }
   const RcEngineCounters& counters() const { return counters_; }
@@ -226,7 +267,8 @@ class RcTrafficEngine {
   RcPlacementResponderCounters placement_totals() const;  // zero without ooo_placement
   // Message completion times of all requesters.
   const CompletionTimeStats& completion_times() const { return completion_; }
-  // Per QP (index 0..qps-1); nullptr when the QP has no such role or the index is out of range.
+  // Per QP (index 0..qps-1); nullptr when the QP has no such role, the index is out of range,
+  // or (one-shot) its state does not exist now.
   const RcRequester* requester(uint32_t qp_index) const;
   const RcResponder* responder(uint32_t qp_index) const;
   const RcPlacementResponder* placement_responder(uint32_t qp_index) const;
@@ -239,13 +281,37 @@ class RcTrafficEngine {
   uint64_t memory_bytes() const;
 
  private:
+  enum class Life : uint8_t { kLive, kNotStarted, kRetired };
   struct Qp {
     std::unique_ptr<RcRequester> requester;
     std::unique_ptr<RcResponder> responder;  // one of these two when the QP responds
     std::unique_ptr<RcPlacementResponder> placement;
     std::unique_ptr<DcqcnRateControl> rate;  // with config_.dcqcn
     bool sent = false;                       // anything sent under the reaction point
+    bool one_shot = false;
+    bool completing = false;  // in completing_
+    Life life = Life::kLive;
   };
+  // The parts of QP i that its role asks for (a one-shot QP at its start; every other QP at
+  // construction). The reaction point starts as if it had existed since 0 (at line rate).
+  void make_requester(uint32_t i, uint64_t now_ns);
+  void make_responder(uint32_t i, uint64_t now_ns);
+  void make_rate(Qp& q, uint64_t now_ns);
+  // Recomputes QP i's due times (ACK/NAKs, READ responses, requester) from its state.
+  void reschedule(uint32_t i);
+  // After QP i's requester changed: its completions noted, and a one-shot QP whose flow is
+  // acknowledged (and whose completions were taken) retired.
+  void after_requester(uint32_t i);
+  void retire(uint32_t i);
+  // The reaction point's figures of a retired QP, folded into cc_summary().
+  void fold_rate(const Qp& q, uint64_t now_ns);
+  // Round robin over `due` (QPs in index order) from the first at or after *cursor: try(i) is
+  // one packet from QP i (true when it sent); a whole round without one ends it. Returns the
+  // packets sent; *cursor becomes the QP after the last that sent.
+  template <class Try>
+  size_t round_robin(const std::vector<uint32_t>& due, uint32_t& cursor, size_t budget, Try&& try_one);
+  static void insert_sorted(std::vector<uint32_t>& v, uint32_t i);
+  static void erase_sorted(std::vector<uint32_t>& v, uint32_t i);
   // With a reaction point: whether QP i may send at now_ns (its timers brought up to now), and
   // what a packet it sent costs it (its pacing and byte counter).
   bool paced_ok(Qp& q, uint64_t now_ns);
@@ -254,14 +320,33 @@ class RcTrafficEngine {
   uint64_t paced_next(const Qp& q, uint64_t ready_ns) const;
 
   RcTrafficEngineConfig config_;
+  rte_mempool* pool_;
   CompletionTimeStats completion_;
   std::vector<Qp> qp_;
-  std::vector<uint32_t> requesters_;  // indices of QPs with a requester, for round robin
+  // Indices of the QPs with a requester / responder now, in index order (totals, done()).
+  std::vector<uint32_t> requesters_;
   std::vector<uint32_t> responders_;
   std::unordered_map<uint64_t, uint32_t> by_peer_;  // peer_ip << 24 | peer_qp -> local QP
-  size_t next_requester_ = 0;                       // round-robin position in requesters_
-  size_t next_responder_ = 0;  // round-robin position in responders_ (READ responses)
+  // When each QP next has work: ACK/NAKs (and a placement responder's timers), READ responses
+  // (paced), requester packets (paced). poll() and next_event_ns() look at the due QPs only.
+  QpSchedule ack_due_, read_due_, req_due_;
+  std::vector<uint32_t> due_scratch_;
+  std::vector<uint32_t> completing_;  // QPs whose requester holds completions not yet taken
+  uint32_t next_requester_ = 0;       // round robin: the QP index to start at
+  uint32_t next_responder_ = 0;       // READ responses' round robin
   RcEngineCounters counters_;
+  mutable RcEngineWork work_;  // next_event_ns() counts its visits too
+  uint64_t live_qps_ = 0;
+  uint64_t live_one_shot_ = 0;
+  // Retired one-shot QPs: their requesters' counters summed, each one's flow counters, and their
+  // reaction points' figures (the rate integral to retirement, then idle at line rate).
+  RcRequesterCounters retired_requesters_;
+  RcResponderCounters retired_responders_;
+  RcPlacementResponderCounters retired_placement_;
+  std::vector<RcQpFlowCounters> retired_flow_;  // per QP index (sized on the first retirement)
+  RcCcSummary retired_cc_;                      // cnps, cuts, qps (rate fraction apart)
+  double retired_rate_integral_gbit_ = 0;
+  double retired_at_ns_sum_ = 0;
 };
 
 }  // namespace spraynet

@@ -866,3 +866,204 @@ TEST_CASE("engine: poll with RcTxRoom gives a QP packets only while its uplink h
   engine.reset();  // what the requesters kept for retransmission goes back with them
   CHECK(pool.whole());
 }
+
+// ---- cost per packet independent of the QP count; one-shot QPs retired and reused ----------
+
+namespace {
+
+// Host A (requesters) and host B (responders), `qps` posted QP pairs; the first `active` of
+// them get `messages` posts of `bytes` each at 0. Runs them over run_hosts and returns A's and
+// B's work (QPs visited) with the packets A sent.
+struct CostRun {
+  RcEngineWork a, b;
+  uint64_t packets = 0;
+  uint64_t end_ns = 0;
+};
+
+CostRun cost_of(uint32_t qps, uint32_t active, uint32_t messages, uint32_t bytes) {
+  TestPool pool(8191);
+  RcTrafficEngineConfig a, b;
+  for (RcTrafficEngineConfig* e : {&a, &b}) {
+    e->mtu = 256;  // a small payload pattern per QP: 100,000 requesters stay light
+    e->first_psn = 0xFFFFF0;
+    e->retransmit_timeout_ns = 1'000'000;
+    e->qps = qps;
+  }
+  a.local_ip = 0x0A000001;
+  b.local_ip = 0x0A000002;
+  a.local_mac = mac(1);
+  b.local_mac = mac(2);
+  a.first_local_qp = 0x100;
+  b.first_local_qp = 0x100 + qps;
+  a.qp_specs.reserve(qps);
+  b.qp_specs.reserve(qps);
+  for (uint32_t i = 0; i < qps; ++i) {
+    a.qp_specs.push_back(spec(RcQpRole::kRequester, b.local_ip, 2, b.first_local_qp + i));
+    a.qp_specs.back().posted = true;
+    b.qp_specs.push_back(spec(RcQpRole::kResponder, a.local_ip, 1, a.first_local_qp + i));
+  }
+  RcTrafficEngine ea(a, pool.get()), eb(b, pool.get());
+  for (uint32_t i = 0; i < active; ++i) {
+    for (uint32_t k = 0; k < messages; ++k) ea.post(i, bytes, 0);
+  }
+  REQUIRE(run_hosts({&ea, &eb}));
+  CostRun r;
+  r.a = ea.work();
+  r.b = eb.work();
+  r.packets = ea.requester_totals().packets_sent;
+  CHECK(ea.requester_totals().messages_completed == uint64_t{active} * messages);
+  CHECK(ea.requester_totals().packets_retransmitted == 0);
+  CHECK(pool.whole());
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("engine: 100,000 QPs of which 10 are active cost per packet what 10 QPs alone cost") {
+  const CostRun alone = cost_of(10, 10, 4, 64 * 1024);
+  const CostRun crowd = cost_of(100'000, 10, 4, 64 * 1024);
+  // The same traffic, packet for packet.
+  REQUIRE(alone.packets == crowd.packets);
+  CHECK(alone.packets == 10u * 4 * 256);
+  // Counted, not timed: the QPs poll() and next_event_ns() looked at. The 99,990 idle QPs have
+  // nothing due and are never visited.
+  CHECK(crowd.a.polls == alone.a.polls);
+  CHECK(crowd.a.qp_visits == alone.a.qp_visits);
+  CHECK(crowd.b.qp_visits == alone.b.qp_visits);
+  // And the visits per packet are a small constant: each packet's QP, a few times.
+  CHECK(static_cast<double>(crowd.a.qp_visits) / static_cast<double>(crowd.packets) < 4.0);
+}
+
+TEST_CASE("engine: one-shot QPs exist only while their flow does; retired ones are reused") {
+  TestPool pool(8191);
+  const uint32_t flows = 2000;
+  RcTrafficEngineConfig a, b;
+  for (RcTrafficEngineConfig* e : {&a, &b}) {
+    e->mtu = 1024;
+    e->first_psn = 0x100;
+    e->retransmit_timeout_ns = 1'000'000;
+    e->qps = flows;
+  }
+  a.local_ip = 0x0A000001;
+  b.local_ip = 0x0A000002;
+  a.local_mac = mac(1);
+  b.local_mac = mac(2);
+  a.first_local_qp = 0x100;
+  b.first_local_qp = 0x100 + flows;
+  a.record_completions = true;
+  for (uint32_t i = 0; i < flows; ++i) {
+    a.qp_specs.push_back(spec(RcQpRole::kRequester, b.local_ip, 2, b.first_local_qp + i));
+    a.qp_specs.back().posted = true;
+    a.qp_specs.back().one_shot = true;
+    b.qp_specs.push_back(spec(RcQpRole::kResponder, a.local_ip, 1, a.first_local_qp + i));
+    b.qp_specs.back().one_shot = true;
+  }
+  RcTrafficEngine ea(a, pool.get()), eb(b, pool.get());
+  CHECK(ea.qps_live() == 0);
+  CHECK(eb.qps_live() == 0);
+  CHECK(ea.done());
+  CHECK(ea.next_event_ns() == kNever);
+  CHECK(ea.requester(0) == nullptr);  // no state before its post
+  CHECK(ea.flow_counters(0).has_requester);
+  const uint64_t empty_bytes = ea.memory_bytes();
+
+  // Flows arrive 2 us apart, each of 3000 bytes (3 packets), on a 1 us network: at most a few
+  // in flight at once. The driver retires the receiving QP when the sender's completion comes.
+  std::deque<std::pair<uint64_t, rte_mbuf*>> net;
+  std::vector<rte_mbuf*> out;
+  std::vector<MessageCompletion> done;
+  uint64_t now = 0;
+  uint32_t next_flow = 0;
+  uint64_t peak_live = 0, peak_bytes = 0;
+  auto send_all = [&] {
+    for (rte_mbuf* m : out) net.emplace_back(now + 1000, m);
+    out.clear();
+  };
+  for (uint64_t step = 0; step < 1'000'000; ++step) {
+    while (next_flow < flows && uint64_t{next_flow} * 2000 <= now) ea.post(next_flow++, 3000, now);
+    while (!net.empty() && net.front().first <= now) {
+      rte_mbuf* m = net.front().second;
+      net.pop_front();
+      const ParsedPacket p = parse_ok(m);
+      (p.dst_ip == b.local_ip ? eb : ea).receive(m, p, now, out);
+      send_all();
+    }
+    ea.poll(now, out);
+    send_all();
+    eb.poll(now, out);
+    send_all();
+    done.clear();
+    ea.take_completions(done);
+    for (const MessageCompletion& c : done) eb.retire_responder(c.qp_index);
+    peak_live = std::max(peak_live, ea.qps_live() + eb.qps_live());
+    peak_bytes = std::max(peak_bytes, ea.memory_bytes());
+    if (next_flow == flows && net.empty() && ea.done()) break;
+    uint64_t next = std::min(net.empty() ? kNever : net.front().first,
+                             next_flow < flows ? uint64_t{next_flow} * 2000 : kNever);
+    next = std::min({next, ea.next_event_ns(), eb.next_event_ns()});
+    if (next == kNever) break;
+    now = std::max(now, next);
+  }
+  REQUIRE(next_flow == flows);
+  const RcRequesterCounters rq = ea.requester_totals();
+  CHECK(rq.messages_completed == flows);
+  CHECK(rq.bytes_acked == uint64_t{flows} * 3000);
+  CHECK(eb.responder_totals().bytes_written == uint64_t{flows} * 3000);
+  CHECK(ea.work().qps_created == flows);
+  CHECK(ea.work().qps_retired == flows);
+  CHECK(eb.work().qps_retired == flows);
+  CHECK(ea.qps_live() == 0);
+  CHECK(eb.qps_live() == 0);
+  // Never more than a handful of QPs had state at once, and memory stayed what a handful takes.
+  CHECK(ea.work().qps_live_peak <= 4);
+  CHECK(peak_live <= 8);
+  // (The retired flows' figures are kept: one RcQpFlowCounters per flow, the results.)
+  CHECK(peak_bytes < empty_bytes + flows * sizeof(RcQpFlowCounters) + 4 * 8192);
+  // A retired QP's flow keeps its figures; its state is gone.
+  CHECK(ea.requester(7) == nullptr);
+  CHECK(eb.responder(7) == nullptr);
+  CHECK(ea.flow_counters(7).bytes_acked == 3000);
+  CHECK(ea.flow_counters(7).packets_sent == 3);
+  // Every memory its flows took is given back: what is left is the per-QP bookkeeping.
+  CHECK(ea.memory_bytes() <= empty_bytes + flows * sizeof(RcQpFlowCounters) + 64);
+
+  // A late duplicate for a retired QP is counted and freed, not answered.
+  RcQpAddress from = ea.config().address(3);
+  std::vector<rte_mbuf*> late;
+  {
+    RcTrafficEngineConfig one = a;
+    one.qp_specs[3].one_shot = false;
+    RcTrafficEngine replay(one, pool.get());
+    replay.post(3, 100, 0);
+    replay.poll(0, late);
+  }
+  REQUIRE(late.size() == 1);
+  out.clear();
+  CHECK(eb.receive(late[0], parse_ok(late[0]), now, out) == 0);
+  CHECK(out.empty());
+  CHECK(eb.counters().retired_qp == 1);
+  (void)from;
+  CHECK(pool.whole());
+}
+
+TEST_CASE("engine: one-shot configuration checks and misuse") {
+  TestPool pool;
+  RcTrafficEngineConfig cfg;
+  cfg.qps = 2;
+  cfg.qp_specs = {spec(RcQpRole::kRequester, 1, 1, 1), spec(RcQpRole::kResponder, 2, 2, 2)};
+  cfg.qp_specs[0].one_shot = true;  // not posted
+  CHECK(cfg.check().find("one_shot") != std::string::npos);
+  cfg.qp_specs[0].posted = true;
+  CHECK(cfg.check().empty());
+  cfg.qp_specs[1].role = RcQpRole::kBoth;
+  cfg.qp_specs[1].one_shot = true;
+  CHECK(cfg.check().find("qp_specs[1].one_shot") != std::string::npos);
+  cfg.qp_specs[1].role = RcQpRole::kResponder;
+  RcTrafficEngine e(cfg, pool.get());
+  CHECK_THROWS_AS(e.retire_responder(0), std::invalid_argument);  // a requester
+  CHECK_THROWS_AS(e.retire_responder(2), std::out_of_range);
+  CHECK_THROWS_AS(e.post(0, 0, 0), std::invalid_argument);
+  e.retire_responder(1);  // before any packet: nothing to free
+  CHECK(e.work().qps_retired == 1);
+  CHECK(pool.whole());
+}
