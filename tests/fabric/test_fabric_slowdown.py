@@ -201,8 +201,8 @@ class SlowdownTest(unittest.TestCase):
         sd = r["slowdown"]
         self.assertEqual(len(sd["bins"]), 2)
         bdp = sd["bins"][0]["hi_bytes"]
-        # 100G x (4 cables of 1.5 us each way, plus a packet's serialisation): ~150-160 KB.
-        self.assertTrue(140000 < bdp < 170000, bdp)
+        # 100G x (4 cables of 1.5 us each way, plus a packet's serialisation): 167120 bytes.
+        self.assertEqual(bdp, 167120)
         want = edge_bins(samples_of(mine, sd["end_ns"]), [bdp, 2 ** 31])
         for got, w in zip(sd["bins"], want):
             self.assert_bin(got, stats(w), "bdp")
