@@ -151,7 +151,8 @@ PooledSlowdown pool_slowdown(const std::vector<RunResult>& runs, const std::stri
   for (size_t i = 0; i < p.bins.size(); ++i) {
     SlowdownBin& b = p.bins[i];
     char what[160];
-    if (b.count < kFewMessages) {
+    // By size only: the other workloads' one bin of every message is no size study.
+    if (b.count < kFewMessages && p.binning != SlowdownBinning::kSingle) {
       std::snprintf(
           what, sizeof what,
           "slowdown: %s bin %s%llu, %llu] has %llu messages over %llu runs (fewer than "
