@@ -150,6 +150,7 @@ Fabric::Fabric(const FabricConfig& config, FabricMode mode, uint64_t seed, rte_m
     }
   }
   flow_fct_.assign(plan_.flows().size(), {});
+  build_ideal_paths();
   cable_filter_.assign(topology_.cables().size(), 0);
 
   // The receiving NICs own their QPs' contexts: their reorder engines know the first PSNs.
@@ -370,6 +371,16 @@ void Fabric::post(const Post& p) {
   nodes_[p.host].nic->rc_engine()->post(p.qp_index, p.bytes, p.at_ns);
 }
 
+void Fabric::post_dynamic(Lp& lp, const Post& p) {
+  // The flow's sender is p.host: only the LP that runs it writes the flow's entry.
+  if (const int32_t fi = flow_of(p.host, p.qp_index); fi >= 0) {
+    FlowFct& ff = flow_fct_[static_cast<size_t>(fi)];
+    lp.dynamic_posts.push_back(
+        DynamicPost{static_cast<uint32_t>(fi), p.bytes, ff.dynamic_posts++, p.at_ns});
+  }
+  post(p);
+}
+
 uint64_t Fabric::node_next(uint32_t id, uint64_t now_ns) const {
   const Node& n = nodes_[id];
   if (n.sw) {
@@ -537,42 +548,249 @@ uint32_t Fabric::path_hops(uint32_t src, uint32_t dst) const {
   return a.pod == b.pod ? 4 : 6;  // across pods: up to a super-spine and down again
 }
 
-double Fabric::ideal_fct_ns(uint64_t bytes, uint32_t hops) const {
-  // Alone, a message of P packets crosses h store-and-forward links: all P serialised on the
-  // first, the last one again on each of the h-1 others, h propagation delays, then its ACK
-  // back over h links.
-  const double bps = config_.link_gbps * 1e9;
-  const auto ser_ns = [&](uint32_t frame) {
-    return static_cast<double>(LinkEmulator::wire_bits(frame)) * 1e9 / bps;
+void Fabric::build_ideal_paths() {
+  // Every cable's own delay (--cable-spread-ns included) and rate, from its lower end's port.
+  const auto& hosts = topology_.hosts();
+  const auto& switches = topology_.switches();
+  const auto H = static_cast<uint32_t>(hosts.size());
+  const uint32_t planes = config_.planes;
+  const uint32_t L = config_.total_leaves();
+  const uint32_t S = config_.spines;
+  const uint32_t M = config_.tiers == 3 ? config_.super_spines : 0;
+  const uint32_t pods = config_.tiers == 3 ? config_.pods : 1;
+  const auto link_of = [&](uint32_t node, uint16_t port) -> const control::LinkSettings& {
+    return node < H ? hosts[node].nic.uplinks.at(port).link
+                    : switches[node - H].config.ports.at(port).link;
   };
-  const uint32_t mtu = config_.mtu;
-  const uint64_t packets = std::max<uint64_t>(1, (bytes + mtu - 1) / mtu);
-  const uint32_t last = static_cast<uint32_t>(bytes - (packets - 1) * mtu);
-  double all = ser_ns(roce_frame_bytes(packets == 1 ? last : mtu, true));
-  if (packets > 1) {
-    all += static_cast<double>(packets - 2) * ser_ns(roce_frame_bytes(mtu, false)) +
-           ser_ns(roce_frame_bytes(last, false));
+  host_cable_delay_.assign(H, std::vector<uint64_t>(planes, kNever));
+  // Per plane: leaf (global) x spine of its pod, and pod x spine x super-spine of that column:
+  // the least delay over their parallel cables.
+  std::vector<uint64_t> leaf_spine(uint64_t{planes} * L * S, kNever);
+  std::vector<uint64_t> spine_super(uint64_t{planes} * pods * S * std::max<uint32_t>(M, 1), kNever);
+  host_gbps_ = leaf_spine_gbps_ = spine_super_gbps_ = 0;
+  const auto slowest = [](double& r, double gbps) { r = r == 0 ? gbps : std::min(r, gbps); };
+  for (const Cable& c : topology_.cables()) {
+    const control::LinkSettings& link = link_of(c.a_node, c.a_port);
+    if (!c.fabric) {
+      const bool a_host = c.a_node < H;
+      const uint32_t host = a_host ? c.a_node : c.b_node;
+      const uint16_t port = a_host ? c.a_port : c.b_port;
+      const control::LinkSettings& hl = link_of(host, port);
+      const uint32_t plane = port < planes ? port : 0;
+      host_cable_delay_[host][plane] = std::min(host_cable_delay_[host][plane], hl.delay_ns);
+      slowest(host_gbps_, hl.rate_gbps);
+      continue;
+    }
+    const SwitchSpec& lower = switches[c.a_node - H];
+    const SwitchSpec& upper = switches[c.b_node - H];
+    if (c.upper == Tier::kSpine) {
+      uint64_t& d = leaf_spine[(uint64_t{lower.plane} * L + lower.index) * S + upper.index];
+      d = std::min(d, link.delay_ns);
+      slowest(leaf_spine_gbps_, link.rate_gbps);
+    } else {
+      uint64_t& d = spine_super[((uint64_t{lower.plane} * pods + lower.pod) * S + lower.index) * M +
+                                upper.index];
+      d = std::min(d, link.delay_ns);
+      slowest(spine_super_gbps_, link.rate_gbps);
+    }
   }
-  const double last_ser = ser_ns(roce_frame_bytes(last, packets == 1));
-  const double ack = ser_ns(14 + 20 + 8 + 12 + 4 + 4);
-  const double d = static_cast<double>(config_.delay_ns);
-  const double h = hops;
-  return all + (h - 1) * last_ser + h * d + h * (d + ack);
+  if (leaf_spine_gbps_ == 0) leaf_spine_gbps_ = host_gbps_;
+  if (spine_super_gbps_ == 0) spine_super_gbps_ = leaf_spine_gbps_;
+  const uint32_t per_pod = config_.leaves;
+  leaf_pair_delay_.assign(planes, std::vector<uint64_t>(uint64_t{L} * L, kNever));
+  for (uint32_t p = 0; p < planes; ++p) {
+    const auto ls = [&](uint32_t leaf, uint32_t s) {
+      return leaf_spine[(uint64_t{p} * L + leaf) * S + s];
+    };
+    for (uint32_t a = 0; a < L; ++a) {
+      for (uint32_t b = 0; b < L; ++b) {
+        uint64_t best = a == b ? 0 : kNever;
+        for (uint32_t s = 0; a != b && s < S; ++s) {
+          if (ls(a, s) == kNever || ls(b, s) == kNever) continue;
+          if (a / per_pod == b / per_pod) {
+            best = std::min(best, ls(a, s) + ls(b, s));
+            continue;
+          }
+          // Across pods: up to a super-spine of spine s's column and down to the other pod's s.
+          for (uint32_t m = 0; m < M; ++m) {
+            const uint64_t up = spine_super[((uint64_t{p} * pods + a / per_pod) * S + s) * M + m];
+            const uint64_t down = spine_super[((uint64_t{p} * pods + b / per_pod) * S + s) * M + m];
+            if (up == kNever || down == kNever) continue;
+            best = std::min(best, ls(a, s) + up + down + ls(b, s));
+          }
+        }
+        leaf_pair_delay_[p][uint64_t{a} * L + b] = best;
+      }
+    }
+  }
+  // A sprayed QP's packets take every plane and every uplink at once, DRILL's every uplink.
+  const bool spray = is_spray(mode_);
+  const bool per_packet = spray || mode_ == FabricMode::kDrill;
+  host_lanes_ = spray ? planes : 1;
+  leaf_spine_lanes_ = per_packet ? (spray ? planes : 1) * config_.leaf_uplinks() : 1;
+  spine_super_lanes_ = per_packet ? leaf_spine_lanes_ * config_.spine_uplinks() : 1;
+}
+
+double Fabric::ideal_fct_ns(uint64_t bytes, uint32_t src, uint32_t dst) const {
+  const HostSpec& a = topology_.hosts()[src];
+  const HostSpec& b = topology_.hosts()[dst];
+  const uint32_t L = config_.total_leaves();
+  uint64_t delay = kNever;
+  for (uint32_t p = 0; p < config_.planes; ++p) {
+    const uint64_t up = host_cable_delay_[src][p], down = host_cable_delay_[dst][p];
+    const uint64_t mid = leaf_pair_delay_[p][uint64_t{a.leaf} * L + b.leaf];
+    if (up == kNever || down == kNever || mid == kNever) continue;
+    delay = std::min(delay, up + mid + down);
+  }
+  if (delay == kNever) delay = 0;
+  // The path's hops at their rates; only the delays' sum matters, carried by the first.
+  std::array<PathHop, 6> hops{};
+  size_t n = 0;
+  hops[n++] = {host_gbps_, delay, host_lanes_};
+  if (a.leaf != b.leaf) {
+    hops[n++] = {leaf_spine_gbps_, 0, leaf_spine_lanes_};
+    if (a.pod != b.pod) {
+      hops[n++] = {spine_super_gbps_, 0, spine_super_lanes_};
+      hops[n++] = {spine_super_gbps_, 0, spine_super_lanes_};
+    }
+    hops[n++] = {leaf_spine_gbps_, 0, leaf_spine_lanes_};
+  }
+  hops[n++] = {host_gbps_, 0, host_lanes_};
+  return spraynet::fabric::ideal_fct_ns(bytes, config_.mtu, hops.data(), n);
+}
+
+uint64_t Fabric::slowdown_bdp_bytes() const {
+  const uint32_t L = config_.total_leaves();
+  const uint64_t cable = config_.delay_ns + config_.cable_spread_ns;
+  std::vector<PathHop> hops = {{host_gbps_, cable}};
+  if (L > 1) {
+    hops.push_back({leaf_spine_gbps_, cable});
+    if (config_.tiers == 3 && config_.pods > 1) {
+      hops.push_back({spine_super_gbps_, cable});
+      hops.push_back({spine_super_gbps_, cable});
+    }
+    hops.push_back({leaf_spine_gbps_, cable});
+  }
+  hops.push_back({host_gbps_, cable});
+  const double rtt_ns = spraynet::fabric::ideal_fct_ns(config_.mtu, config_.mtu, hops);
+  return static_cast<uint64_t>(std::llround(host_gbps_ * rtt_ns / 8.0));
+}
+
+std::optional<Post> Fabric::single_message(size_t flow) const {
+  const QpFlow& f = plan_.flows()[flow];
+  const RcQpSpec& spec = plan_.engines()[f.src].qp_specs.at(f.src_qp_index);
+  if (spec.posted) {
+    if (flow_initial_posts_[flow] != 1 || flow_fct_[flow].dynamic_posts != 0) return std::nullopt;
+    return plan_.initial_posts()[static_cast<size_t>(flow_first_post_[flow])];
+  }
+  if (spec.messages != 1) return std::nullopt;
+  return Post{f.src, f.src_qp_index, spec.message_bytes, 0};
+}
+
+template <class Fn>
+void Fabric::for_each_unfinished(uint64_t end_ns, Fn fn) const {
+  // A QP completes its messages in order: its k-th post is done when it completed more than k.
+  std::vector<uint32_t> seen(plan_.flows().size(), 0);
+  for (const Post& p : plan_.initial_posts()) {
+    const int32_t fi = flow_of(p.host, p.qp_index);
+    if (fi < 0) continue;
+    const auto i = static_cast<size_t>(fi);
+    if (seen[i]++ >= flow_fct_[i].messages && p.at_ns < end_ns) fn(i, p.at_ns, p.bytes);
+  }
+  for (const DynamicPost& d : dynamic_posts_) {
+    const uint64_t rank = flow_initial_posts_[d.flow] + d.seq;
+    if (rank >= flow_fct_[d.flow].messages && d.at_ns < end_ns) fn(d.flow, d.at_ns, d.bytes);
+  }
+  // Messages the engine sends by itself (alltoall, incast: all due at 0); an unlimited stream
+  // (permutation) always has one under way when the run stops: none of them counts.
+  for (size_t i = 0; i < plan_.flows().size(); ++i) {
+    const QpFlow& f = plan_.flows()[i];
+    const RcQpSpec& spec = plan_.engines()[f.src].qp_specs.at(f.src_qp_index);
+    if (spec.posted || spec.messages == 0) continue;
+    for (uint64_t k = flow_fct_[i].messages; k < spec.messages; ++k) fn(i, 0, spec.message_bytes);
+  }
+}
+
+void Fabric::collect_slowdown(RunResult& r) {
+  const size_t flows = plan_.flows().size();
+  flow_initial_posts_.assign(flows, 0);
+  flow_first_post_.assign(flows, -1);
+  for (size_t j = 0; j < plan_.initial_posts().size(); ++j) {
+    const Post& p = plan_.initial_posts()[j];
+    const int32_t fi = flow_of(p.host, p.qp_index);
+    if (fi < 0) continue;
+    if (flow_initial_posts_[static_cast<size_t>(fi)]++ == 0) {
+      flow_first_post_[static_cast<size_t>(fi)] = static_cast<int64_t>(j);
+    }
+  }
+  SlowdownReport& s = r.slowdown;
+  s.warmup_ns = config_.slowdown_warmup();
+  s.end_ns = r.virtual_ns;
+  s.excluded_warmup = excluded_warmup_;
+  std::vector<SlowdownSample> samples = std::move(sized_fct_);
+  sized_fct_.clear();
+  for_each_unfinished(r.virtual_ns, [&](size_t fi, uint64_t at_ns, uint32_t bytes) {
+    if (at_ns < s.warmup_ns) {
+      ++s.excluded_warmup;
+      return;
+    }
+    const QpFlow& f = plan_.flows()[fi];
+    // Censored: its FCT is at least the time it had.
+    const double had = static_cast<double>(r.virtual_ns - at_ns);
+    samples.push_back(SlowdownSample{had / ideal_fct_ns(bytes, f.src, f.dst), bytes, 1});
+    ++s.unfinished;
+  });
+  if (samples.empty() && s.excluded_warmup == 0) return;  // a workload without messages
+  SlowdownBinSpec spec;
+  if (!config_.slowdown_bins.empty()) {
+    spec = parse_slowdown_bins(config_.slowdown_bins);
+  } else if (config_.workload == Workload::kCdf && cdf_ != nullptr) {
+    spec.kind = SlowdownBinning::kDeciles;
+  }
+  s.binning = spec.kind;
+  switch (spec.kind) {
+    case SlowdownBinning::kSingle: {
+      uint64_t largest = 1;
+      for (const SlowdownSample& m : samples) largest = std::max<uint64_t>(largest, m.bytes);
+      s.edges = {largest};
+      break;
+    }
+    case SlowdownBinning::kDeciles:
+      if (cdf_ != nullptr) s.edges = cdf_->bin_edges(10);
+      break;
+    case SlowdownBinning::kVentiles:
+      break;
+    case SlowdownBinning::kBdp:
+      s.edges = {slowdown_bdp_bytes()};
+      if (s.edges.back() < kMaxMessageBytes) s.edges.push_back(kMaxMessageBytes);
+      break;
+    case SlowdownBinning::kList:
+      s.edges = spec.edges;
+      if (s.edges.back() < kMaxMessageBytes) s.edges.push_back(kMaxMessageBytes);
+      break;
+  }
+  s.bins = bin_slowdowns(samples, s.binning, s.edges);
+  s.samples = std::move(samples);
 }
 
 void Fabric::take_completions(Lp& lp, uint32_t host) {
   RcTrafficEngine* rc = nodes_[host].nic->rc_engine();
   lp.completions.clear();
   if (rc->take_completions(lp.completions) == 0) return;
+  const uint64_t warmup = config_.slowdown_warmup();
   for (const MessageCompletion& c : lp.completions) {
     const uint64_t fct = c.completed_ns - c.post_ns;
     lp.fct_ns.push_back(fct);
-    const std::vector<int32_t>& flows = flow_of_qp_[host];
-    const int32_t fi = c.qp_index < flows.size() ? flows[c.qp_index] : -1;
-    const uint32_t hops = fi >= 0 ? path_hops(host, plan_.flows()[static_cast<size_t>(fi)].dst)
-                                  : (config_.total_leaves() > 1 ? 4 : 2);
-    const double slowdown = static_cast<double>(fct) / ideal_fct_ns(c.bytes, hops);
-    lp.sized_fct.push_back(SizedFct{c.bytes, slowdown});
+    const int32_t fi = flow_of(host, c.qp_index);
+    // A requester QP is always a flow's; were one not, its peer would be on another leaf.
+    const uint32_t dst = fi >= 0 ? plan_.flows()[static_cast<size_t>(fi)].dst
+                                 : (host + config_.hosts_per_leaf) % config_.hosts();
+    const double slowdown = static_cast<double>(fct) / ideal_fct_ns(c.bytes, host, dst);
+    if (c.post_ns >= warmup) {
+      lp.sized_fct.push_back(SizedFct{slowdown, c.bytes, 0});
+    } else {
+      ++lp.excluded_warmup;
+    }
     if (fi >= 0) {
       // The flow's sender is this host: only this LP writes its entry.
       FlowFct& ff = flow_fct_[static_cast<size_t>(fi)];
@@ -581,6 +799,8 @@ void Fabric::take_completions(Lp& lp, uint32_t host) {
       ff.fct_sum_ns += static_cast<double>(fct);
       ff.fct_max_ns = std::max(ff.fct_max_ns, static_cast<double>(fct));
       ff.slowdown_sum += slowdown;
+      ff.first_start_ns = std::min(ff.first_start_ns, c.post_ns);
+      ff.last_end_ns = c.completed_ns;
     }
     ++lp.completed;
     lp.last_completion_ns = lp.now;
@@ -589,7 +809,7 @@ void Fabric::take_completions(Lp& lp, uint32_t host) {
     plan_.on_completion(host, c.qp_index, lp.now, lp.due_posts);
     for (const Post& p : lp.due_posts) {
       if (lookahead_ns_ == kNever) {  // one LP: nothing runs apart, the next rank posts now
-        post(p);
+        post_dynamic(lp, p);
         schedule(lp, p.host, false);
         continue;
       }
@@ -1202,7 +1422,7 @@ void Fabric::deliver_mail(Lp& lp) {
       if (m.bytes == 0) {  // a one-shot flow's end, from its sender: the receiver's QP goes
         nodes_[m.node].nic->rc_engine()->retire_responder(m.cable_or_qp);
       } else {
-        post(Post{m.node, m.cable_or_qp, m.bytes, t});
+        post_dynamic(lp, Post{m.node, m.cable_or_qp, m.bytes, t});
       }
       schedule(lp, m.node, false);
       continue;
@@ -1415,6 +1635,8 @@ void Fabric::gather_lp_figures() {
     w.put(lp->checksum_filter_drops);
     w.put_vector(lp->fct_ns);
     w.put_vector(lp->sized_fct);
+    w.put(lp->excluded_warmup);
+    w.put_vector(lp->dynamic_posts);
   }
   for (uint32_t i = 0; i < plan_.flows().size(); ++i) {
     if (!node_mine(plan_.flows()[i].src)) continue;
@@ -1453,6 +1675,8 @@ void Fabric::gather_lp_figures() {
         lp.checksum_filter_drops = r.get<uint64_t>();
         lp.fct_ns = r.get_vector<uint64_t>();
         lp.sized_fct = r.get_vector<SizedFct>();
+        lp.excluded_warmup = r.get<uint64_t>();
+        lp.dynamic_posts = r.get_vector<DynamicPost>();
       } else if (kind == 1) {
         const auto i = r.get<uint32_t>();
         flow_fct_.at(i) = r.get<FlowFct>();
@@ -1646,6 +1870,8 @@ RunResult Fabric::run(const std::function<void(uint64_t, uint64_t)>& progress) {
     checksum_filter_drops_ += lp->checksum_filter_drops;
     fct_ns_.insert(fct_ns_.end(), lp->fct_ns.begin(), lp->fct_ns.end());
     sized_fct_.insert(sized_fct_.end(), lp->sized_fct.begin(), lp->sized_fct.end());
+    excluded_warmup_ += lp->excluded_warmup;
+    dynamic_posts_.insert(dynamic_posts_.end(), lp->dynamic_posts.begin(), lp->dynamic_posts.end());
   }
   const double wall_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
@@ -2027,31 +2253,7 @@ RunResult Fabric::collect(double wall_s) {
     const size_t step = std::max<size_t>(1, (sorted.size() + RunResult::kMaxFctSamples - 1) / RunResult::kMaxFctSamples);
     for (size_t i = 0; i < sorted.size(); i += step) r.fct_samples_us.push_back(sorted[i]);
   }
-  if (!sized_fct_.empty()) {
-    // Slowdown: FCT over the FCT alone on an idle fabric over the message's own path (2 links
-    // under one leaf, 4 across the spines), by size bin: the CDF's for cdf, one bin of every
-    // message for the other workloads.
-    std::vector<uint64_t> edges;
-    if (config_.workload == Workload::kCdf && cdf_ != nullptr) {
-      edges = cdf_->bin_edges(10);
-    } else {
-      uint64_t largest = 0;
-      for (const SizedFct& m : sized_fct_) largest = std::max(largest, m.bytes);
-      edges = {largest};
-    }
-    std::vector<std::vector<double>> bins(edges.size());
-    for (const SizedFct& m : sized_fct_) {
-      bins[FlowSizeCdf::bin_of(edges, m.bytes)].push_back(m.slowdown);
-    }
-    for (size_t b = 0; b < edges.size(); ++b) {
-      SlowdownBin sb;
-      sb.hi_bytes = edges[b];
-      sb.count = bins[b].size();
-      sb.p50 = percentile(bins[b], 0.5);
-      sb.p99 = percentile(bins[b], 0.99);
-      r.slowdown.push_back(sb);
-    }
-  }
+  collect_slowdown(r);
 
   // One record per flow (QP): who, how much, how fast, how often resent, and which planes its
   // packets took (as the receiving NIC counted them by uplink).
@@ -2074,6 +2276,14 @@ RunResult Fabric::collect(double wall_s) {
       fr.timeouts = k.timeouts;
     }
     const FlowFct& ff = flow_fct_[i];
+    if (const std::optional<Post> one = single_message(i)) {
+      fr.single_message = true;
+      fr.size_bytes = one->bytes;
+      fr.start_ns = ff.messages > 0 ? ff.first_start_ns : one->at_ns;
+      if (ff.messages > 0) fr.end_ns = ff.last_end_ns;
+      fr.ideal_fct_ns = ideal_fct_ns(one->bytes, f.src, f.dst);
+      fr.in_window = fr.start_ns >= config_.slowdown_warmup();
+    }
     fr.messages_completed = ff.messages;
     fr.bytes_completed = ff.bytes;
     if (ff.messages > 0) {

@@ -34,12 +34,13 @@
 #include <rte_mbuf.h>
 #include <spdlog/sinks/ringbuffer_sink.h>
 
-#include <cstdint>
 #include <array>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -145,12 +146,17 @@ class Fabric {
                       control::PortSample& sample) const;
   void add_nic_control(uint32_t host);
 
-  // Every completed message's size and slowdown: its FCT over the FCT alone on an idle fabric
-  // over its own path (2 links under one leaf, 4 across the spines), computed once, as it
-  // completes.
-  struct SizedFct {
-    uint64_t bytes = 0;
-    double slowdown = 0;
+  // Every completed message's size and slowdown (fabric/slowdown.h): its FCT over the FCT
+  // alone on an idle fabric over the fastest path of its pair, computed once, as it completes.
+  using SizedFct = SlowdownSample;
+  // A message posted during the run (an all-reduce step): its flow, its rank among the flow's
+  // posts made during the run, when and how big. Unfinished at the end when the flow completed
+  // fewer messages than its initial posts and this rank.
+  struct DynamicPost {
+    uint32_t flow = 0;
+    uint32_t bytes = 0;
+    uint64_t seq = 0;
+    uint64_t at_ns = 0;
   };
   // What crosses from one LP to another: a frame that started on a cut cable (delivered to
   // node's port at t, its arrival), or an all-reduce step's post for host `node` (frame null).
@@ -190,7 +196,9 @@ class Fabric {
     std::vector<Post> due_posts;                 // scratch
     // Its share of the run's figures, merged in LP order at the end.
     std::vector<uint64_t> fct_ns;
-    std::vector<SizedFct> sized_fct;
+    std::vector<SizedFct> sized_fct;  // in the slowdown window
+    uint64_t excluded_warmup = 0;     // completed messages that started before it
+    std::vector<DynamicPost> dynamic_posts;
     uint64_t completed = 0;
     uint64_t last_completion_ns = 0;
     uint64_t hops = 0;
@@ -247,6 +255,8 @@ class Fabric {
   void retire_receiver(Lp& lp, const QpFlow& f);
   // cdf: per host, its next post and the end of its posts in plan_.initial_posts().
   std::vector<size_t> post_next_, post_end_;
+  // A post made during the run (the next all-reduce step), recorded for the unfinished count.
+  void post_dynamic(Lp& lp, const Post& p);
   void install_spray_rules();
   void snapshot_window_start();
   RunResult collect(double wall_s);
@@ -336,15 +346,47 @@ class Fabric {
   // Completions and what they are worth (the LPs', merged at the end of the run).
   std::vector<uint64_t> fct_ns_;
   std::vector<SizedFct> sized_fct_;
+  uint64_t excluded_warmup_ = 0;
+  std::vector<DynamicPost> dynamic_posts_;
   // Per host, per QP index of its engine: the flow (index into plan_.flows()) it sends, or -1.
   std::vector<std::vector<int32_t>> flow_of_qp_;
   struct FlowFct {
     uint64_t messages = 0, bytes = 0;
     double fct_sum_ns = 0, fct_max_ns = 0, slowdown_sum = 0;
+    uint64_t first_start_ns = UINT64_MAX;  // its first completed message's post
+    uint64_t last_end_ns = 0;              // its last completion
+    uint64_t dynamic_posts = 0;            // posts made during the run (post_dynamic)
   };
   std::vector<FlowFct> flow_fct_;  // per flow
-  // The FCT of `bytes` alone on an idle fabric over `hops` store-and-forward links.
-  double ideal_fct_ns(uint64_t bytes, uint32_t hops) const;
+  // The flow (index into plan_.flows()) host's QP `qp_index` sends, or -1.
+  int32_t flow_of(uint32_t host, uint32_t qp_index) const {
+    const std::vector<int32_t>& flows = flow_of_qp_[host];
+    return qp_index < flows.size() ? flows[qp_index] : -1;
+  }
+  // The FCT of `bytes` from host src to host dst alone on an idle fabric, over the fastest path
+  // between them (fabric/slowdown.h ideal_fct_ns): the tables below, built once.
+  double ideal_fct_ns(uint64_t bytes, uint32_t src, uint32_t dst) const;
+  void build_ideal_paths();
+  std::vector<std::vector<uint64_t>> host_cable_delay_;  // per host, per plane (its uplink)
+  // Per plane, per (source leaf, destination leaf), global numbers: the fastest route's fabric
+  // cables' delays summed (0 under one leaf).
+  std::vector<std::vector<uint64_t>> leaf_pair_delay_;
+  double host_gbps_ = 0, leaf_spine_gbps_ = 0, spine_super_gbps_ = 0;
+  // Parallel links a QP's packets may share (spray: every plane and uplink; drill: the uplinks).
+  uint32_t host_lanes_ = 1, leaf_spine_lanes_ = 1, spine_super_lanes_ = 1;
+  // Every message unfinished when the run stopped: fn(flow, post time, bytes).
+  template <class Fn>
+  void for_each_unfinished(uint64_t end_ns, Fn fn) const;
+  void collect_slowdown(RunResult& r);
+  // Per flow: the posts it had at the start (plan_.initial_posts()), and the first's index.
+  std::vector<uint32_t> flow_initial_posts_;
+  std::vector<int64_t> flow_first_post_;
+  // The flow's one message when it has exactly one (cdf, alltoall, incast), its post time (0
+  // for a message the engine sends by itself); after collect_slowdown.
+  std::optional<Post> single_message(size_t flow) const;
+  // The bandwidth-delay product of the longest path (--slowdown-bins bdp): the host rate times
+  // the ideal FCT of one full packet over it, every cable at delay_ns + cable_spread_ns.
+  uint64_t slowdown_bdp_bytes() const;
   uint32_t path_hops(uint32_t src, uint32_t dst) const;
   uint64_t completed_ = 0;
   uint64_t done_ns_ = 0;

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "control/config_reader.h"
+#include "fabric/slowdown.h"
 
 namespace spraynet::fabric {
 
@@ -402,6 +403,17 @@ std::string FabricConfig::check() const {
     return "incast-senders: 1..hosts-1 (" + std::to_string(hosts() - 1) + " here)";
   }
   if (!(load > 0 && load <= 1)) return "load: (0, 1]";
+  if (!slowdown_bins.empty()) {
+    try {
+      if (parse_slowdown_bins(slowdown_bins).kind == SlowdownBinning::kDeciles &&
+          workload != Workload::kCdf) {
+        return "slowdown-bins: deciles are the flow-size CDF's: workload cdf only (ventiles, bdp "
+               "or a list of byte edges for the others)";
+      }
+    } catch (const std::invalid_argument& e) {
+      return std::string("slowdown-bins: ") + e.what();
+    }
+  }
   if (std::string why = cc.check(); !why.empty()) return why;
   if (ecn_preset != "hpcc" && ecn_preset != "conweave") return "ecn-preset: hpcc | conweave";
   if (ecn_kmin_bytes > ecn_kmax_bytes && ecn_kmax_bytes != 0) {
@@ -546,6 +558,7 @@ void apply_yaml(FabricConfig& c, const control::ConfigNode& root) {
                 "incast_senders",
                 "cdf",
                 "load",
+                "slowdown_bins",
                 "message_gap_us",
                 "op",
                 "mode",
@@ -658,6 +671,14 @@ void apply_yaml(FabricConfig& c, const control::ConfigNode& root) {
   c.incast_senders = static_cast<uint32_t>(n.uint_or("incast_senders", c.incast_senders, 1, 65535));
   c.cdf = n.string_or("cdf", c.cdf);
   c.load = n.number_or("load", c.load, 0.001, 1);
+  if (n.has("slowdown_bins")) {
+    c.slowdown_bins = n.string("slowdown_bins");
+    try {
+      parse_slowdown_bins(c.slowdown_bins);
+    } catch (const std::invalid_argument& e) {
+      n.fail("slowdown_bins", e.what());
+    }
+  }
   c.message_gap_ns = n.uint_or("message_gap_us", c.message_gap_ns / 1000, 0, 1'000'000) * 1000;
   if (n.has("mode")) {
     try {

@@ -119,6 +119,9 @@ struct FabricConfig {
   uint32_t incast_senders = 8;
   std::string cdf = "websearch";  // cdf: a built-in name or a file
   double load = 0.5;              // cdf: offered load per host, fraction of its line rate
+  // FCT slowdown bins (fabric/slowdown.h): deciles | ventiles | bdp | "E1,E2,..". Empty: the
+  // CDF's deciles for cdf, one bin of every message for the other workloads.
+  std::string slowdown_bins;
   uint64_t message_gap_ns = 0;    // permutation: idle time between a QP's messages (flowlet gaps)
   std::string op = "write";       // permutation: write | read (the destination's data comes back)
 
@@ -197,7 +200,7 @@ struct FabricConfig {
 
   // Run.
   uint64_t duration_ns = 2'000'000;  // permutation: run length; others: time limit
-  uint64_t warmup_ns = 0;            // 0: a fifth of duration (permutation only)
+  uint64_t warmup_ns = 0;            // 0: a fifth of duration (not for cdf: none)
   uint64_t seed_first = 1;
   uint64_t seed_last = 1;
   uint64_t sample_ns = 100'000;  // timeseries and PFC timeline interval
@@ -244,7 +247,15 @@ struct FabricConfig {
     return static_cast<uint32_t>(
         std::min<uint64_t>(uint64_t{leaf_uplinks()} * spine_uplinks(), layout_ids));
   }
-  uint64_t warmup() const { return warmup_ns != 0 ? warmup_ns : duration_ns / 5; }
+  uint64_t warmup() const {
+    if (warmup_ns != 0 || workload == Workload::kCdf) return warmup_ns;
+    return duration_ns / 5;
+  }
+  // Messages that start before it are left out of the FCT slowdown: permutation's window start,
+  // the warm-up given for the others (none by default).
+  uint64_t slowdown_warmup() const {
+    return workload == Workload::kPermutation ? warmup() : warmup_ns;
+  }
   // The receive model the NICs of a `mode` run use: reorder-buffer | ooo-placement | none.
   std::string effective_receive(FabricMode mode) const;
   // Empty when valid, else "key: reason" (key as the flag says it).

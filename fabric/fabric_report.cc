@@ -72,6 +72,135 @@ std::vector<std::string> modes_in_order(const std::vector<RunResult>& runs) {
   return modes;
 }
 
+nlohmann::json bin_json(const SlowdownBin& b) {
+  return {{"lo_bytes", b.lo_bytes},
+          {"hi_bytes", b.hi_bytes},
+          {"count", b.count},
+          {"unfinished", b.unfinished},
+          {"mean", b.mean.value},
+          {"p50", b.p50.value},
+          {"p95", b.p95.value},
+          {"p99", b.p99.value},
+          {"mean_censored", b.mean.censored},
+          {"p50_censored", b.p50.censored},
+          {"p95_censored", b.p95.censored},
+          {"p99_censored", b.p99.censored}};
+}
+
+nlohmann::json slowdown_json(const SlowdownReport& s) {
+  nlohmann::json bins = nlohmann::json::array();
+  for (const SlowdownBin& b : s.bins) bins.push_back(bin_json(b));
+  return {{"binning", std::string(to_string(s.binning))},
+          {"percentile", "nearest-rank"},
+          {"warmup_ns", s.warmup_ns},
+          {"end_ns", s.end_ns},
+          {"messages", s.samples.size()},
+          {"unfinished", s.unfinished},
+          {"excluded_warmup", s.excluded_warmup},
+          {"bins", bins}};
+}
+
+// One mode's slowdown with its seeds' messages pooled into the same bins (the first run's
+// binning; ventiles: the pooled messages' own chunks), and the 95% intervals of each bin's
+// mean and p99: across seeds (Student's t over the runs' own bin figures) when at least 3 runs
+// have messages in the bin, else a bootstrap over the pooled messages (kBootstrapResamples
+// draws, a fixed seed per bin).
+constexpr uint32_t kBootstrapResamples = 200;
+constexpr uint64_t kFewMessages = 100;
+struct PooledSlowdown {
+  bool any = false;
+  SlowdownBinning binning = SlowdownBinning::kSingle;
+  uint64_t runs = 0, messages = 0, unfinished = 0, excluded_warmup = 0;
+  std::vector<SlowdownBin> bins;
+  std::vector<std::string> ci_method;  // per bin: "across-seeds-t" | "bootstrap-flows"
+  SlowdownBin all;                     // every bin's messages together
+  std::vector<std::string> warnings;
+};
+
+PooledSlowdown pool_slowdown(const std::vector<RunResult>& runs, const std::string& mode,
+                             bool with_ci) {
+  PooledSlowdown p;
+  std::vector<SlowdownSample> samples;
+  std::vector<uint64_t> edges;
+  std::vector<const RunResult*> mine;
+  for (const RunResult& r : runs) {
+    if (r.mode != mode || r.slowdown.empty()) continue;
+    if (!p.any) {
+      p.binning = r.slowdown.binning;
+      edges = r.slowdown.edges;
+    }
+    p.any = true;
+    mine.push_back(&r);
+    ++p.runs;
+    p.unfinished += r.slowdown.unfinished;
+    p.excluded_warmup += r.slowdown.excluded_warmup;
+    samples.insert(samples.end(), r.slowdown.samples.begin(), r.slowdown.samples.end());
+    // One bin of every message: as wide as the largest run's.
+    if (!edges.empty() && !r.slowdown.edges.empty()) {
+      edges.back() = std::max(edges.back(), r.slowdown.edges.back());
+    }
+  }
+  if (!p.any) return p;
+  p.messages = samples.size();
+  p.all = bin_stats(samples, 0, 0);
+  for (const SlowdownSample& m : samples)
+    p.all.hi_bytes = std::max<uint64_t>(p.all.hi_bytes, m.bytes);
+  auto split = split_bins(samples, p.binning, edges);
+  p.bins = bin_slowdowns(std::move(samples), p.binning, edges);
+  p.ci_method.assign(p.bins.size(), "");
+  for (size_t i = 0; i < p.bins.size(); ++i) {
+    SlowdownBin& b = p.bins[i];
+    char what[160];
+    // By size only: the other workloads' one bin of every message is no size study.
+    if (b.count < kFewMessages && p.binning != SlowdownBinning::kSingle) {
+      std::snprintf(
+          what, sizeof what,
+          "slowdown: %s bin %s%llu, %llu] has %llu messages over %llu runs (fewer than "
+          "%llu: its p99 is near its maximum)",
+          mode.c_str(), p.binning == SlowdownBinning::kVentiles ? "[" : "(",
+          static_cast<unsigned long long>(b.lo_bytes), static_cast<unsigned long long>(b.hi_bytes),
+          static_cast<unsigned long long>(b.count), static_cast<unsigned long long>(p.runs),
+          static_cast<unsigned long long>(kFewMessages));
+      p.warnings.emplace_back(what);
+    }
+    if (!with_ci || b.count == 0) continue;
+    std::vector<double> means, p99s;
+    for (const RunResult* r : mine) {
+      if (i < r->slowdown.bins.size() && r->slowdown.bins[i].count > 0) {
+        means.push_back(r->slowdown.bins[i].mean.value);
+        p99s.push_back(r->slowdown.bins[i].p99.value);
+      }
+    }
+    if (means.size() >= 3) {
+      const auto ci = [](const std::vector<double>& v, double& lo, double& hi) {
+        const Spread a = spread(v);
+        // spread's stddev is the sample one (n - 1).
+        const double half = t95(v.size()) * a.stddev / std::sqrt(static_cast<double>(v.size()));
+        lo = a.mean - half;
+        hi = a.mean + half;
+      };
+      ci(means, b.mean_ci_lo, b.mean_ci_hi);
+      ci(p99s, b.p99_ci_lo, b.p99_ci_hi);
+      p.ci_method[i] = "across-seeds-t";
+    } else {
+      const BootstrapCi ci = bootstrap_ci(split[i], kBootstrapResamples, 0x5EEDull + i);
+      b.mean_ci_lo = ci.mean_lo;
+      b.mean_ci_hi = ci.mean_hi;
+      b.p99_ci_lo = ci.p99_lo;
+      b.p99_ci_hi = ci.p99_hi;
+      p.ci_method[i] = "bootstrap-flows";
+    }
+  }
+  return p;
+}
+
+// A slowdown figure for the table and the CSV: ">=" in front when it is a lower bound.
+std::string censored_text(const CensoredValue& v, const char* format) {
+  char b[32];
+  std::snprintf(b, sizeof b, format, v.value);
+  return (v.censored ? ">=" : "") + std::string(b);
+}
+
 }  // namespace
 
 nlohmann::json memory_json(const MemoryUsage& m, uint64_t pool_bytes) {
@@ -177,13 +306,7 @@ nlohmann::json to_json(const RunResult& r) {
   }
   j["fct_us"] = {{"p50", r.fct_p50_us}, {"p99", r.fct_p99_us}, {"max", r.fct_max_us}};
   j["fct_samples_us"] = r.fct_samples_us;
-  if (!r.slowdown.empty()) {
-    nlohmann::json bins = nlohmann::json::array();
-    for (const SlowdownBin& b : r.slowdown) {
-      bins.push_back({{"bin_hi_bytes", b.hi_bytes}, {"count", b.count}, {"p50", b.p50}, {"p99", b.p99}});
-    }
-    j["slowdown"] = bins;
-  }
+  if (!r.slowdown.empty()) j["slowdown"] = slowdown_json(r.slowdown);
   j["packets_sent"] = r.packets_sent;
   j["packets_retransmitted"] = r.packets_retransmitted;
   j["retx_rate"] = r.retx_rate;
@@ -441,6 +564,31 @@ nlohmann::json summary_json(const std::vector<RunResult>& runs) {
       }
       m[name] = spread_json(spread(v));
     }
+    if (const PooledSlowdown sd = pool_slowdown(runs, mode, true); sd.any) {
+      nlohmann::json bins = nlohmann::json::array();
+      for (size_t i = 0; i < sd.bins.size(); ++i) {
+        nlohmann::json b = bin_json(sd.bins[i]);
+        if (!sd.ci_method[i].empty()) {
+          b["mean_ci95"] = {sd.bins[i].mean_ci_lo, sd.bins[i].mean_ci_hi};
+          b["p99_ci95"] = {sd.bins[i].p99_ci_lo, sd.bins[i].p99_ci_hi};
+          b["ci_method"] = sd.ci_method[i];
+        }
+        bins.push_back(b);
+      }
+      nlohmann::json all = bin_json(sd.all);
+      all.erase("lo_bytes");
+      all.erase("hi_bytes");
+      m["slowdown"] = {{"binning", std::string(to_string(sd.binning))},
+                       {"percentile", "nearest-rank"},
+                       {"runs", sd.runs},
+                       {"messages", sd.messages},
+                       {"unfinished", sd.unfinished},
+                       {"excluded_warmup", sd.excluded_warmup},
+                       {"bootstrap_resamples", kBootstrapResamples},
+                       {"all", all},
+                       {"bins", bins},
+                       {"warnings", sd.warnings}};
+    }
     out[mode] = m;
   }
   return out;
@@ -523,6 +671,7 @@ nlohmann::json config_json(const FabricConfig& c) {
       {"duration_us", static_cast<double>(c.duration_ns) / 1000.0},
       {"warmup_us", static_cast<double>(c.warmup()) / 1000.0},
       {"seeds", std::to_string(c.seed_first) + "-" + std::to_string(c.seed_last)}};
+  if (!c.slowdown_bins.empty()) j["slowdown_bins"] = c.slowdown_bins;  // only when given
   if (c.tiers == 3) {
     // Only three-tier configs say so: a two-tier report stays as it always was.
     j["tiers"] = c.tiers;
@@ -551,7 +700,7 @@ namespace {
 
 // One mode's figures over its seeds: what the table and summary.csv aggregate.
 struct ModeFigures {
-  std::vector<double> tp, cb, hum, hui, um, ui, dm, di, p50, p99, s50, s99, retx, naks, reord, pfc;
+  std::vector<double> tp, cb, hum, hui, um, ui, dm, di, p50, p99, retx, naks, reord, pfc;
   uint64_t completed = 0, posted = 0, lossy = 0, warned = 0;
 };
 
@@ -570,11 +719,6 @@ ModeFigures gather_mode(const std::vector<RunResult>& runs, const std::string& m
     if (r.messages_completed > 0) {  // a run that completed nothing has no FCT, not 0
       f.p50.push_back(r.fct_p50_us);
       f.p99.push_back(r.fct_p99_us);
-    }
-    for (const SlowdownBin& b : r.slowdown) {
-      if (b.count == 0) continue;
-      f.s50.push_back(b.p50);
-      f.s99.push_back(b.p99);
     }
     f.retx.push_back(r.retx_rate);
     f.naks.push_back(static_cast<double>(r.naks));
@@ -595,11 +739,19 @@ std::string format_table(const std::vector<RunResult>& runs, const FabricConfig&
   char line[512];
   const bool allreduce = config.workload == Workload::kAllreduce;
   // Headers are the JSON's names, shortened; the legend below the table spells them out.
-  std::snprintf(line, sizeof line,
-                "%-16s %5s %13s %14s %14s %14s %9s %9s %8s %6s %7s %8s %8s\n", "mode", "seeds",
-                "done", allreduce ? "busbw/line" : "throughput", "uplink imbal", "downlink imbal",
-                "fct p50", "fct p99", "retx", "naks", "reord99", "pauses", "ll drops");
+  const bool cdf = config.workload == Workload::kCdf;
+  std::snprintf(line, sizeof line, "%-16s %5s %13s %14s %14s %14s %9s %9s %8s %6s %7s %8s %8s",
+                "mode", "seeds", "done", allreduce ? "busbw/line" : "throughput", "uplink imbal",
+                "downlink imbal", "fct p50", "fct p99", "retx", "naks", "reord99", "pauses",
+                "ll drops");
   out += line;
+  if (cdf) {
+    std::snprintf(line, sizeof line, " %9s %9s %9s %9s", "small p50", "small p99", "large p50",
+                  "large p99");
+    out += line;
+  }
+  out += "\n";
+  bool any_censored = false;
   bool any_warning = false;
   for (const std::string& mode : modes_in_order(runs)) {
     const ModeFigures f = gather_mode(runs, mode);
@@ -625,6 +777,26 @@ std::string format_table(const std::vector<RunResult>& runs, const FabricConfig&
                   f50, f99, spread(f.retx).mean, spread(f.naks).mean, spread(f.reord).mean,
                   spread(f.pfc).mean, static_cast<unsigned long long>(f.lossy));
     out += line;
+    out.pop_back();  // the newline: the slowdown columns follow
+    if (cdf) {
+      // The smallest and the largest size bin with messages, every seed's pooled.
+      const PooledSlowdown sd = pool_slowdown(runs, mode, false);
+      const SlowdownBin* small = nullptr;
+      const SlowdownBin* large = nullptr;
+      for (const SlowdownBin& b : sd.bins) {
+        if (b.count == 0) continue;
+        if (small == nullptr) small = &b;
+        large = &b;
+      }
+      for (const SlowdownBin* b : {small, large}) {
+        for (const CensoredValue* v : {b ? &b->p50 : nullptr, b ? &b->p99 : nullptr}) {
+          std::snprintf(line, sizeof line, " %9s", v ? censored_text(*v, "%.2f").c_str() : "-");
+          out += line;
+          any_censored = any_censored || (v && v->censored);
+        }
+      }
+    }
+    out += "\n";
   }
   out += std::string("  done: messages_completed/messages_posted, all seeds") +
          (any_warning ? " (!: a run is unfinished or lossy, see stderr and runs[].warnings)" : "") +
@@ -634,6 +806,14 @@ std::string format_table(const std::vector<RunResult>& runs, const FabricConfig&
          "of each run's percentile;\n  retx: retx_rate; reord99: reorder.p99_depth; pauses: "
          "pfc.pause_frames; ll drops: lossless_drops\n  (queue_full + headroom_overflow on a PFC "
          "class, all seeds)\n";
+  if (cdf) {
+    out += std::string(
+               "  small/large p50/p99: FCT slowdown (FCT over the message alone on an idle "
+               "fabric) of the smallest and\n  the largest size bin, every seed's messages "
+               "pooled (summary.<mode>.slowdown)") +
+           (any_censored ? "; >=: a lower bound, unfinished messages at or below that rank" : "") +
+           "\n";
+  }
   return out;
 }
 
@@ -668,24 +848,29 @@ void write_csv(const std::string& dir, const std::vector<RunResult>& runs, const
   const std::string pre_h = run.empty() ? "" : "run,";
   std::ofstream summary, per_run, flows;
   open_csv(summary, dir + "/summary.csv", append,
-           pre_h + "mode,seeds,messages_completed,messages_posted,throughput_fraction,"
-                   "throughput_fraction_stddev,collective_bw_fraction,host_uplink_util_mean,"
-                   "host_uplink_util_imbalance,uplink_util_mean,uplink_util_imbalance,"
-                   "uplink_util_imbalance_stddev,downlink_util_mean,downlink_util_imbalance,"
-                   "fct_p50_us_mean,fct_p99_us_mean,slowdown_p50_mean,slowdown_p99_mean,"
-                   "retx_rate,naks,reorder_p99_depth,pfc_pause_frames,lossless_drops,"
-                   "runs_with_warnings");
+           pre_h +
+               "mode,seeds,messages_completed,messages_posted,throughput_fraction,"
+               "throughput_fraction_stddev,collective_bw_fraction,host_uplink_util_mean,"
+               "host_uplink_util_imbalance,uplink_util_mean,uplink_util_imbalance,"
+               "uplink_util_imbalance_stddev,downlink_util_mean,downlink_util_imbalance,"
+               "fct_p50_us_mean,fct_p99_us_mean,slowdown_p50,slowdown_p99,"
+               "retx_rate,naks,reorder_p99_depth,pfc_pause_frames,lossless_drops,"
+               "runs_with_warnings");
   for (const std::string& mode : modes_in_order(runs)) {
     const ModeFigures f = gather_mode(runs, mode);
     const auto m = [](const std::vector<double>& v) { return num(spread(v).mean); };
-    summary << pre << csv_field(mode) << "," << f.tp.size() << "," << f.completed << ","
-            << f.posted << "," << m(f.tp) << "," << num(spread(f.tp).stddev) << "," << m(f.cb)
-            << "," << m(f.hum) << "," << m(f.hui) << "," << m(f.um) << "," << m(f.ui) << ","
+    // Slowdown: every seed's messages pooled, all bins ("all" of summary.<mode>.slowdown).
+    const PooledSlowdown sd = pool_slowdown(runs, mode, false);
+    const bool sd_any = sd.any && sd.all.count > 0;
+    summary << pre << csv_field(mode) << "," << f.tp.size() << "," << f.completed << "," << f.posted
+            << "," << m(f.tp) << "," << num(spread(f.tp).stddev) << "," << m(f.cb) << ","
+            << m(f.hum) << "," << m(f.hui) << "," << m(f.um) << "," << m(f.ui) << ","
             << num(spread(f.ui).stddev) << "," << m(f.dm) << "," << m(f.di) << ","
             << (f.p50.empty() ? "" : m(f.p50)) << "," << (f.p99.empty() ? "" : m(f.p99)) << ","
-            << (f.s50.empty() ? "" : m(f.s50)) << "," << (f.s99.empty() ? "" : m(f.s99)) << ","
-            << m(f.retx) << "," << m(f.naks) << "," << m(f.reord) << "," << m(f.pfc) << ","
-            << f.lossy << "," << f.warned << "\n";
+            << (sd_any ? censored_text(sd.all.p50, "%.6g") : "") << ","
+            << (sd_any ? censored_text(sd.all.p99, "%.6g") : "") << "," << m(f.retx) << ","
+            << m(f.naks) << "," << m(f.reord) << "," << m(f.pfc) << "," << f.lossy << ","
+            << f.warned << "\n";
   }
   open_csv(per_run, dir + "/runs.csv", append,
            pre_h + "mode,seed,completed,messages_completed,messages_posted,throughput_fraction,"
@@ -730,9 +915,11 @@ void write_csv(const std::string& dir, const std::vector<RunResult>& runs, const
   std::string uplink_cols;
   for (size_t u = 0; u < max_uplinks; ++u) uplink_cols += ",packets_plane" + std::to_string(u);
   open_csv(flows, dir + "/flows.csv", append,
-           pre_h + "mode,seed,src,dst,src_qpn,dst_qpn,hops,bytes_acked,bytes_completed,"
-                   "messages_completed,fct_mean_us,fct_max_us,slowdown_mean,throughput_gbps,"
-                   "packets_sent,packets_retransmitted,naks,timeouts" + uplink_cols);
+           pre_h +
+               "mode,seed,src,dst,src_qpn,dst_qpn,hops,bytes_acked,bytes_completed,"
+               "messages_completed,fct_mean_us,fct_max_us,slowdown_mean,throughput_gbps,"
+               "packets_sent,packets_retransmitted,naks,timeouts" +
+               uplink_cols + ",start_ns,end_ns,size_bytes,ideal_fct_ns,in_window");
   for (const RunResult& r : runs) {
     for (const FlowRecord& f : r.flows) {
       flows << pre << csv_field(r.mode) << "," << r.seed << "," << f.src << "," << f.dst << ","
@@ -748,10 +935,53 @@ void write_csv(const std::string& dir, const std::vector<RunResult>& runs, const
       for (size_t u = 0; u < max_uplinks; ++u) {
         flows << "," << (u < f.packets_by_uplink.size() ? f.packets_by_uplink[u] : 0);
       }
+      // A flow of one message: that message (end empty when unfinished); else all empty.
+      if (f.single_message) {
+        char ideal[40];
+        std::snprintf(ideal, sizeof ideal, "%.17g", f.ideal_fct_ns);
+        flows << "," << f.start_ns << "," << (f.end_ns ? std::to_string(*f.end_ns) : "") << ","
+              << f.size_bytes << "," << ideal << "," << (f.in_window ? 1 : 0);
+      } else {
+        flows << ",,,,,";
+      }
       flows << "\n";
     }
   }
-  for (std::ofstream* o : {&summary, &per_run, &flows}) {
+  // slowdown.csv: per mode, every seed's messages pooled (seed "pooled", with the 95% intervals),
+  // then each run's own bins (its seed, no intervals).
+  std::ofstream slowdown;
+  open_csv(slowdown, dir + "/slowdown.csv", append,
+           pre_h +
+               "mode,seed,binning,bin,lo_bytes,hi_bytes,count,unfinished,mean,p50,p95,p99,"
+               "mean_ci95_lo,mean_ci95_hi,p99_ci95_lo,p99_ci95_hi,ci_method");
+  const auto bin_row = [&](const std::string& mode, const std::string& seed,
+                           SlowdownBinning binning, size_t i, const SlowdownBin& b,
+                           const std::string& ci) {
+    slowdown << pre << csv_field(mode) << "," << seed << "," << to_string(binning) << "," << i
+             << "," << b.lo_bytes << "," << b.hi_bytes << "," << b.count << "," << b.unfinished
+             << "," << censored_text(b.mean, "%.6g") << "," << censored_text(b.p50, "%.6g") << ","
+             << censored_text(b.p95, "%.6g") << "," << censored_text(b.p99, "%.6g") << ",";
+    if (ci.empty()) {
+      slowdown << ",,,,";
+    } else {
+      slowdown << num(b.mean_ci_lo) << "," << num(b.mean_ci_hi) << "," << num(b.p99_ci_lo) << ","
+               << num(b.p99_ci_hi) << "," << ci;
+    }
+    slowdown << "\n";
+  };
+  for (const std::string& mode : modes_in_order(runs)) {
+    const PooledSlowdown sd = pool_slowdown(runs, mode, true);
+    for (size_t i = 0; i < sd.bins.size(); ++i) {
+      bin_row(mode, "pooled", sd.binning, i, sd.bins[i], sd.ci_method[i]);
+    }
+    for (const RunResult& r : runs) {
+      if (r.mode != mode) continue;
+      for (size_t i = 0; i < r.slowdown.bins.size(); ++i) {
+        bin_row(mode, std::to_string(r.seed), r.slowdown.binning, i, r.slowdown.bins[i], "");
+      }
+    }
+  }
+  for (std::ofstream* o : {&summary, &per_run, &flows, &slowdown}) {
     o->flush();
     if (!*o) throw std::runtime_error("cannot write the CSV files in " + dir);
   }

@@ -13,14 +13,23 @@
 
 #include "dataplane/memory_usage.h"
 #include "fabric/fabric_config.h"
+#include "fabric/slowdown.h"
 
 namespace spraynet::fabric {
 
-struct SlowdownBin {
-  uint64_t hi_bytes = 0;  // messages up to this size (above the previous bin's)
-  uint64_t count = 0;
-  double p50 = 0;
-  double p99 = 0;
+// A run's FCT slowdown (JSON "slowdown", docs/fabric_emu.md "FCT slowdown"): its bins and what
+// was left out. `samples` (every message in the window, finished or censored) stay with the run
+// until summary_json pools them per mode.
+struct SlowdownReport {
+  SlowdownBinning binning = SlowdownBinning::kSingle;
+  std::vector<uint64_t> edges;  // the bins' upper edges (none with ventiles)
+  uint64_t warmup_ns = 0;       // messages started before it are left out
+  uint64_t end_ns = 0;          // where the run stopped: unfinished messages are censored there
+  uint64_t excluded_warmup = 0;
+  uint64_t unfinished = 0;  // in the window
+  std::vector<SlowdownBin> bins;
+  std::vector<SlowdownSample> samples;
+  bool empty() const { return bins.empty(); }
 };
 
 // One flow (a QP and its peer) of one run, for --csv's flows.csv.
@@ -33,6 +42,14 @@ struct FlowRecord {
   uint64_t messages_completed = 0;
   double fct_mean_us = 0, fct_max_us = 0;
   double slowdown_mean = 0;     // FCT over the idle-fabric FCT over its own path, mean
+  // Flows of one message (cdf, alltoall, incast): that message's post (or first send) time, its
+  // completion (unfinished: none), size, ideal FCT and whether it started after the warm-up.
+  bool single_message = false;
+  uint64_t start_ns = 0;
+  std::optional<uint64_t> end_ns;
+  uint64_t size_bytes = 0;
+  double ideal_fct_ns = 0;
+  bool in_window = false;
   double throughput_gbps = 0;   // bytes acknowledged over the run's virtual time
   double window_gbps = 0;       // bytes acknowledged after the warm-up, over that time
   uint64_t packets_sent = 0, packets_retransmitted = 0, naks = 0, timeouts = 0;
@@ -88,7 +105,7 @@ struct RunResult {
   std::vector<TierUtil> tiers;
   double fct_p50_us = 0, fct_p99_us = 0, fct_max_us = 0;
   std::vector<double> fct_samples_us;  // at most kMaxFctSamples, evenly thinned
-  std::vector<SlowdownBin> slowdown;
+  SlowdownReport slowdown;
   uint64_t packets_sent = 0;
   uint64_t packets_retransmitted = 0;
   double retx_rate = 0;

@@ -217,6 +217,19 @@ std::vector<Flag> make_flags() {
   f.push_back({"cdf", "cdf: websearch | alistorage2019 | a file of 'BYTES PERCENT' lines (websearch)", "", [](FabricConfig& c, const std::string& v) { c.cdf = v; }});
   dbl("load", &FabricConfig::load,
       "cdf: offered load per host, fraction of its line rate (0.5)");
+  f.push_back({"slowdown-bins",
+               std::string("FCT slowdown bins by message size: ") + kSlowdownBinNames +
+                   "; deciles: the CDF's, ventiles: HPCC's 20 chunks of 5% of the messages, bdp: "
+                   "ConWeave's below/above one BDP of the longest path (cdf: deciles; others: one "
+                   "bin of every message)",
+               "", [](FabricConfig& c, const std::string& v) {
+                 try {
+                   parse_slowdown_bins(v);
+                 } catch (const std::invalid_argument& e) {
+                   throw std::invalid_argument(std::string("--slowdown-bins: ") + e.what());
+                 }
+                 c.slowdown_bins = v;
+               }});
   micros("message-gap-us", &FabricConfig::message_gap_ns,
       "permutation: idle time between a QP's messages (0)");
   f.push_back({"op", "permutation: write | read (RDMA READs: the destination's data comes back) (write)", "", [](FabricConfig& c, const std::string& v) {
@@ -349,7 +362,8 @@ std::vector<Flag> make_flags() {
   time("duration", &FabricConfig::duration_ns,
       "permutation: virtual time run; cdf: arrival window (run until done, within 5x + 1ms); others: time limit (2ms)");
   time("warmup", &FabricConfig::warmup_ns,
-      "excluded from the throughput window and the flows' fairness: permutation (a fifth of duration); finite workloads (0)");
+       "excluded from the throughput window, the flows' fairness and the FCT slowdown (messages "
+       "started before it): permutation (a fifth of duration); other workloads (0, none)");
   micros("sample-us", &FabricConfig::sample_ns,
       "timeseries and PFC timeline interval (100)");
   f.push_back({"seeds", "N or A-B: every mode runs once per seed (1)", "", [](FabricConfig& c, const std::string& v) {
@@ -1102,10 +1116,20 @@ int main(int argc, char** argv) {
         if (!scenario && status == 0) status = 5;
       }
     }
+    nlohmann::json one = report_of(config, results[e.name]);
+    // A size bin with too few messages for its p99 (summary.<mode>.slowdown.warnings): said, but
+    // the runs are still results.
+    for (const auto& [mode, m] : one["summary"].items()) {
+      if (!m.contains("slowdown")) continue;
+      for (const auto& w : m["slowdown"]["warnings"]) {
+        std::fprintf(stderr, "fabric_emu: warning: %s%s\n", scenario ? (e.name + " ").c_str() : "",
+                     w.get<std::string>().c_str());
+      }
+    }
     if (scenario) {
-      report["runs"][e.name] = report_of(config, results[e.name]);
+      report["runs"][e.name] = std::move(one);
     } else {
-      report = report_of(config, results[e.name]);
+      report = std::move(one);
     }
   }
   if (scenario) {

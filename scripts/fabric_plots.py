@@ -729,7 +729,9 @@ def plot_slowdown(plt, ticker, ctx, out_dir, written):
     per_mode = {}
     seeds = {}
     for run in ctx["runs"]:
-        bins = run.get("slowdown")
+        sd = run.get("slowdown")
+        # {"bins": [...]} (the old reports: the list itself, with bin_hi_bytes)
+        bins = sd.get("bins") if isinstance(sd, dict) else sd
         if not isinstance(bins, list) or not bins:
             continue
         mode = run_mode(run)
@@ -738,7 +740,8 @@ def plot_slowdown(plt, ticker, ctx, out_dir, written):
         for b in bins:
             if not isinstance(b, dict):
                 continue
-            hi, p50, p99 = num(b.get("bin_hi_bytes")), num(b.get("p50")), num(b.get("p99"))
+            hi = num(b.get("hi_bytes", b.get("bin_hi_bytes")))
+            p50, p99 = num(b.get("p50")), num(b.get("p99"))
             count = num(b.get("count"))
             if hi is None or hi <= 0 or p50 is None or p99 is None:
                 continue

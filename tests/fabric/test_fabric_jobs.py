@@ -53,7 +53,7 @@ class Jobs(unittest.TestCase):
         one = outputs(1, SMALL)
         self.assertIn(b'"seed": 2', one[1])
         self.assertGreater(len(one[3].splitlines()), 10)  # timeseries rows, not just the header
-        self.assertEqual(set(one[2]), {"summary.csv", "runs.csv", "flows.csv"})
+        self.assertEqual(set(one[2]), {"summary.csv", "runs.csv", "flows.csv", "slowdown.csv"})
         for jobs in (2, 3):
             self.assert_same(one, outputs(jobs, SMALL), f"--jobs {jobs}")
         # --threads is passed to each run's fabric; the results do not depend on it.

@@ -49,9 +49,11 @@ def make_report(rng):
             scale = [40.0, 25.0, 12.0][mi]
             samples = [rng.lognormvariate(0, 1.2) * scale for _ in range(800)]
             bins = [6667, 20000, 30000, 50000, 73077, 200000, 1000000, 2000000, 5000000, 30000000]
-            slowdown = [{"bin_hi_bytes": b, "count": 50 + i,
-                         "p50": 1.0 + scale / 20 * (1 + i / 5),
-                         "p99": 2.0 + scale / 4 * (1 + i / 3)} for i, b in enumerate(bins)]
+            slowdown = {"binning": "deciles", "bins": [
+                {"lo_bytes": bins[i - 1] if i else 0, "hi_bytes": b, "count": 50 + i,
+                 "unfinished": 0, "mean": 1.5 + scale / 10,
+                 "p50": 1.0 + scale / 20 * (1 + i / 5), "p95": 1.5 + scale / 5,
+                 "p99": 2.0 + scale / 4 * (1 + i / 3)} for i, b in enumerate(bins)]}
             if mode == "ecmp":
                 hist = [[0, 100000]]
                 timeline = [[0.0, 0], [120.0, 3], [180.5, 5], [260.0, 1], [400.0, 0]]
