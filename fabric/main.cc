@@ -37,6 +37,7 @@
 #include "dataplane/runtime/growing_mbuf_pool.h"
 #include "dataplane/runtime/logging.h"
 #include "dataplane/runtime/program_args.h"
+#include "fabric/cdf_plan.h"
 #include "fabric/fabric.h"
 #include "fabric/flow_size_cdf.h"
 #include "fabric/scenario.h"
@@ -215,8 +216,18 @@ std::vector<Flag> make_flags() {
   u32("incast-senders", &FabricConfig::incast_senders,
       "incast: senders to the one receiver (8)");
   f.push_back({"cdf", "cdf: websearch | alistorage2019 | a file of 'BYTES PERCENT' lines (websearch)", "", [](FabricConfig& c, const std::string& v) { c.cdf = v; }});
-  dbl("load", &FabricConfig::load,
-      "cdf: offered load per host, fraction of its line rate (0.5)");
+  f.push_back({"load",
+               "cdf: offered load per host, a fraction of its line rate, as HPCC's traffic "
+               "generator takes it; replaces a file's network_load (0.5)",
+               "", [](FabricConfig& c, const std::string& v) {
+                 c.load = to_double("load", v);
+                 c.network_load = 0;
+               }});
+  dbl("network-load", &FabricConfig::network_load,
+      "cdf: offered load as a fraction of the leaf uplinks' capacity for the inter-leaf share "
+      "of the traffic, (0, 2]; the per-host load is network-load x uplink capacity / (hosts per "
+      "leaf x line rate x (hosts - hosts per leaf) / (hosts - 1)), per plane; not with --load "
+      "(none: --load)");
   micros("message-gap-us", &FabricConfig::message_gap_ns,
       "permutation: idle time between a QP's messages (0)");
   f.push_back({"op", "permutation: write | read (RDMA READs: the destination's data comes back) (write)", "", [](FabricConfig& c, const std::string& v) {
@@ -348,8 +359,18 @@ std::vector<Flag> make_flags() {
   }
   time("duration", &FabricConfig::duration_ns,
       "permutation: virtual time run; cdf: arrival window (run until done, within 5x + 1ms); others: time limit (2ms)");
-  time("warmup", &FabricConfig::warmup_ns,
-      "excluded from the throughput window and the flows' fairness: permutation (a fifth of duration); finite workloads (0)");
+  f.push_back({"warmup",
+               "excluded from the throughput window and the flows' fairness, and the start of "
+               "cdf's carried-load window: a time with its unit (500us), or 0 for none; not "
+               "given: a fifth of duration for permutation, 0 for finite workloads",
+               "", [](FabricConfig& c, const std::string& v) {
+                 try {
+                   c.warmup_ns = parse_duration_ns(v);
+                   c.warmup_given = true;
+                 } catch (const std::invalid_argument& e) {
+                   throw std::invalid_argument(std::string("--warmup: ") + e.what());
+                 }
+               }});
   micros("sample-us", &FabricConfig::sample_ns,
       "timeseries and PFC timeline interval (100)");
   f.push_back({"seeds", "N or A-B: every mode runs once per seed (1)", "", [](FabricConfig& c, const std::string& v) {
@@ -578,6 +599,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> layout_hosts;
   bool quiet = false;
   bool reproducible = false;
+  bool force = false;
   app.add_option("--config", config_file,
                  "YAML file with a `fabric:` map: keys as the flags, '_' for '-' (json, "
                  "timeseries, plots and csv too; `event:` is a list, and --event flags add to "
@@ -589,6 +611,10 @@ int main(int argc, char** argv) {
                  "NAME (configs/scenarios/NAME.yaml) or a scenario file: run a claim of the articles "
                  "and print its verdict; 'list' lists them. Flags given apply over each of its runs");
   app.add_flag("--quick", quick, "with --scenario: its quick form (fewer seeds, shorter runs)");
+  app.add_flag("--force", force,
+               "cdf: run a plan past the limit (more than " + std::to_string(kMaxPlannedFlows) +
+                   " expected flows per run), or a CDF whose sizes look like kilobytes (largest "
+                   "flow below 1500 bytes or mean below 100 bytes)");
   std::vector<Flag> flags = make_flags();
   for (Flag& flag : flags) app.add_option("--" + flag.name, flag.value, flag.help);
   app.add_option("--event", events,
@@ -690,9 +716,23 @@ int main(int argc, char** argv) {
       if (!config_file.empty()) config = load_fabric_config(config_file);
       experiments.push_back({"", config});
     }
+    const auto given = [&](const char* name) { return app.count(std::string("--") + name) > 0; };
+    if (given("load") && given("network-load")) {
+      throw std::invalid_argument(
+          "--load and --network-load: give one (--load: a fraction of each host's line rate; "
+          "--network-load: of the leaf uplinks' capacity for the inter-leaf traffic)");
+    }
     for (ScenarioRun& e : experiments) {
       for (const Flag& flag : flags) {
         if (app.count("--" + flag.name) > 0) flag.apply(e.config, flag.value);
+      }
+      // Flags another workload would ignore are refused, not ignored.
+      for (const char* name : {"cdf", "load", "network-load"}) {
+        if (given(name) && e.config.workload != Workload::kCdf) {
+          throw std::invalid_argument(std::string("--") + name + ": only with --workload cdf (" +
+                                      "workload " + std::string(to_string(e.config.workload)) +
+                                      " would ignore it)");
+        }
       }
       for (const std::string& text : events) e.config.events.push_back(parse_fabric_event(text));
       for (const std::string& text : layout_hosts) {
@@ -729,6 +769,21 @@ int main(int argc, char** argv) {
       cdfs.back() = std::make_unique<FlowSizeCdf>(FlowSizeCdf::resolve(e.config.cdf));
     } catch (const std::exception& ex) {
       std::fprintf(stderr, "fabric_emu: --cdf: %s\n", ex.what());
+      return 2;
+    }
+    // What the plan asks for, before it is drawn: refused past the limit unless --force.
+    const CdfPlan plan = cdf_plan(e.config, *cdfs.back());
+    if (!quiet) {
+      std::fprintf(stderr, "fabric_emu: %s%s\n", e.name.empty() ? "" : (e.name + ": ").c_str(),
+                   plan.describe().c_str());
+    }
+    for (const std::string& w : config_warnings(e.config)) {
+      std::fprintf(stderr, "fabric_emu: warning: %s%s\n",
+                   e.name.empty() ? "" : (e.name + ": ").c_str(), w.c_str());
+    }
+    if (const std::string why = plan.refusal(); !why.empty() && !force) {
+      std::fprintf(stderr, "fabric_emu: %s%s\n", e.name.empty() ? "" : (e.name + ": ").c_str(),
+                   why.c_str());
       return 2;
     }
   }
@@ -1090,7 +1145,7 @@ int main(int argc, char** argv) {
   for (const ScenarioRun& e : experiments) {
     const FabricConfig& config = e.config;
     if (scenario) std::cout << "run " << e.name << ": ";
-    std::cout << format_header(config);
+    std::cout << format_header(config, cdfs[&e - experiments.data()].get());
     std::cout << format_table(results[e.name], config);
     // Never a result without a word: each unfinished or lossy run is named on stderr, and the
     // exit status says so (5) unless a scenario's verdict is what the run is for.
@@ -1102,10 +1157,13 @@ int main(int argc, char** argv) {
         if (!scenario && status == 0) status = 5;
       }
     }
+    nlohmann::json of_run = report_of(config, results[e.name]);
+    // Only when there are some: reports without stay as they were.
+    if (const auto w = config_warnings(config); !w.empty()) of_run["warnings"] = w;
     if (scenario) {
-      report["runs"][e.name] = report_of(config, results[e.name]);
+      report["runs"][e.name] = std::move(of_run);
     } else {
-      report = report_of(config, results[e.name]);
+      report = std::move(of_run);
     }
   }
   if (scenario) {
