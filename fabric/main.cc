@@ -608,9 +608,14 @@ int main(int argc, char** argv) {
   std::string scenario_name;
   bool quick = false;
   app.add_option("--scenario", scenario_name,
-                 "NAME (configs/scenarios/NAME.yaml) or a scenario file: run a claim of the articles "
-                 "and print its verdict; 'list' lists them. Flags given apply over each of its runs");
-  app.add_flag("--quick", quick, "with --scenario: its quick form (fewer seeds, shorter runs)");
+                 "NAME or a file: a scenario (configs/scenarios/NAME.yaml: a claim of the "
+                 "articles, run and given its verdict) or a preset (configs/presets/NAME.yaml: "
+                 "a published set-up, conweave-os2 or hpcc-websearch, run and reported with no "
+                 "verdict; docs/presets.md); 'list' lists both. Flags given apply over each of "
+                 "its runs");
+  app.add_flag("--quick", quick,
+               "with --scenario: its quick form (fewer seeds, shorter runs, a preset's smaller "
+               "fabric)");
   app.add_flag("--force", force,
                "cdf: run a plan past the limit (more than " + std::to_string(kMaxPlannedFlows) +
                    " expected flows per run), or a CDF whose sizes look like kilobytes (largest "
@@ -704,11 +709,15 @@ int main(int argc, char** argv) {
         const Scenario s = load_scenario(scenario_path(dir, name), false);
         std::printf("%-18s %s\n", name.c_str(), s.claim.c_str());
       }
+      for (const std::string& name : list_scenarios(default_preset_dir())) {
+        const Scenario s = load_scenario(default_preset_dir() + "/" + name + ".yaml", false);
+        std::printf("%-18s [preset] %s\n", name.c_str(), s.claim.c_str());
+      }
       return 0;
     }
     if (!scenario_name.empty()) {
       if (!config_file.empty()) throw std::invalid_argument("--config and --scenario: give one");
-      scenario = load_scenario(scenario_path(default_scenario_dir(), scenario_name), quick);
+      scenario = load_scenario(find_scenario(scenario_name), quick);
       experiments = scenario->runs;
     } else {
       if (quick) throw std::invalid_argument("--quick: only with --scenario");
@@ -1144,6 +1153,10 @@ int main(int argc, char** argv) {
   nlohmann::json report;
   for (const ScenarioRun& e : experiments) {
     const FabricConfig& config = e.config;
+    if (scenario && scenario->preset && &e == &experiments.front()) {
+      std::cout << "preset " << scenario->name << (quick ? " (--quick)" : "") << ": "
+                << scenario->claim << "\n";
+    }
     if (scenario) std::cout << "run " << e.name << ": ";
     std::cout << format_header(config, cdfs[&e - experiments.data()].get());
     std::cout << format_table(results[e.name], config);
@@ -1154,7 +1167,7 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "fabric_emu: warning: %s%s seed %llu: %s\n",
                      scenario ? (e.name + " ").c_str() : "", r.mode.c_str(),
                      static_cast<unsigned long long>(r.seed), w.c_str());
-        if (!scenario && status == 0) status = 5;
+        if ((!scenario || scenario->preset) && status == 0) status = 5;
       }
     }
     nlohmann::json of_run = report_of(config, results[e.name]);
@@ -1166,7 +1179,13 @@ int main(int argc, char** argv) {
       report = std::move(of_run);
     }
   }
-  if (scenario) {
+  if (scenario && scenario->preset) {
+    report["preset"] = {{"name", scenario->name},
+                        {"about", scenario->claim},
+                        {"source", scenario->source},
+                        {"scaled", scenario->scaled},
+                        {"quick", quick}};
+  } else if (scenario) {
     try {
       const ScenarioResult result = evaluate_scenario(*scenario, results);
       std::cout << "\n" << format_scenario(result);
