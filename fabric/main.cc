@@ -604,7 +604,7 @@ int main(int argc, char** argv) {
                  "YAML file with a `fabric:` map: keys as the flags, '_' for '-' (json, "
                  "timeseries, plots and csv too; `event:` is a list, and --event flags add to "
                  "it). Flags given beside it apply over the file. Command line only: --config, "
-                 "--scenario, --quick, --log-level, --quiet, --reproducible, --jobs, --threads");
+                 "--scenario, --quick, --force, --log-level, --quiet, --reproducible, --jobs, --threads");
   std::string scenario_name;
   bool quick = false;
   app.add_option("--scenario", scenario_name,
