@@ -417,7 +417,7 @@ std::string FabricConfig::check() const {
                     "network-load: %g of the leaf uplinks' capacity needs each host to offer "
                     "%.3f of its line rate (more than it has); at most %.3f on this fabric "
                     "(uplinks / host ports %.3f, inter-leaf share %.3f)",
-                    network_load, host_load(), uplink_ratio() / inter_leaf_share(), uplink_ratio(),
+                    network_load, host_load(), inter_leaf_share() / uplink_ratio(), uplink_ratio(),
                     inter_leaf_share());
       return why;
     }
