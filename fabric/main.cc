@@ -215,10 +215,15 @@ std::vector<Flag> make_flags() {
       "allreduce: parallel rings, each on its own QPs (1)");
   u32("incast-senders", &FabricConfig::incast_senders,
       "incast: senders to the one receiver (8)");
-  f.push_back({"cdf", "cdf: websearch | alistorage2019 | a file of 'BYTES PERCENT' lines (websearch)", "", [](FabricConfig& c, const std::string& v) { c.cdf = v; }});
+  f.push_back({"cdf",
+               "cdf: websearch | alistorage2019 | a file of 'BYTES PERCENT' lines; refused with "
+               "another workload, and (without --force) when its sizes look like kilobytes "
+               "(websearch)",
+               "", [](FabricConfig& c, const std::string& v) { c.cdf = v; }});
   f.push_back({"load",
                "cdf: offered load per host, a fraction of its line rate, as HPCC's traffic "
-               "generator takes it; replaces a file's network_load (0.5)",
+               "generator takes it; replaces a file's network_load; refused with another workload "
+               "(0.5)",
                "", [](FabricConfig& c, const std::string& v) {
                  c.load = to_double("load", v);
                  c.network_load = 0;
@@ -226,8 +231,8 @@ std::vector<Flag> make_flags() {
   dbl("network-load", &FabricConfig::network_load,
       "cdf: offered load as a fraction of the leaf uplinks' capacity for the inter-leaf share "
       "of the traffic, (0, 2]; the per-host load is network-load x uplink capacity / (hosts per "
-      "leaf x line rate x (hosts - hosts per leaf) / (hosts - 1)), per plane; not with --load "
-      "(none: --load)");
+      "leaf x line rate x (hosts - hosts per leaf) / (hosts - 1)), per plane; not with --load, "
+      "refused with another workload (none: --load)");
   micros("message-gap-us", &FabricConfig::message_gap_ns,
       "permutation: idle time between a QP's messages (0)");
   f.push_back({"op", "permutation: write | read (RDMA READs: the destination's data comes back) (write)", "", [](FabricConfig& c, const std::string& v) {
