@@ -2172,6 +2172,7 @@ RunResult Fabric::collect(double wall_s) {
   r.pfc_timeline = pfc_timeline_;
   r.pfc_pool_bytes = config_.pfc ? config_.pfc_pool_bytes : 0;
   r.goodput_timeline = goodput_timeline_;
+  if (config_.workload == Workload::kCdf) set_carried_load(r, req.bytes_acked);
   for (const FabricEvent& e : config_.events) {
     if (e.kind != FabricEvent::Kind::kLinkDown) continue;
     RunResult::Failover f;
@@ -2358,6 +2359,33 @@ RunResult Fabric::collect(double wall_s) {
   collect_cc(r);
   r.warnings = run_warnings(r, config_);
   return r;
+}
+
+// cdf: the carried load, bytes acknowledged fabric-wide per second within [warm-up, end of
+// arrivals] over every host's line rate. From the goodput samples (every sample_ns, each the
+// bytes acknowledged in its interval over the hosts' capacity in it), so the window is the
+// whole sample intervals within [warmup_ns, duration_ns]; when the run ended (every flow done)
+// before the window's end, what was acknowledged after the last sample counts in it too.
+void Fabric::set_carried_load(RunResult& r, uint64_t acked_total) const {
+  const uint64_t s = config_.sample_ns;
+  const uint64_t from = (config_.warmup_ns + s - 1) / s * s;
+  uint64_t to = config_.duration_ns / s * s;
+  if (to <= from) to = from + s;  // shorter than a sample: the one interval from the warm-up
+  const double interval_s = static_cast<double>(s) * 1e-9;
+  double bits = 0;  // over the hosts' capacity per second
+  uint64_t last_t = 0;
+  for (const auto& [t_us, g] : goodput_timeline_) {
+    const auto t = static_cast<uint64_t>(std::llround(t_us * 1000.0));
+    last_t = std::max(last_t, t);
+    if (t > from && t <= to) bits += g * interval_s;
+  }
+  const double capacity_bps =
+      static_cast<double>(config_.hosts()) * config_.planes * config_.link_gbps * 1e9;
+  if (last_t < to && acked_total > last_sample_acked_bytes_) {
+    bits += static_cast<double>(acked_total - last_sample_acked_bytes_) * 8.0 / capacity_bps;
+  }
+  r.carried_window_ns = {from, to};
+  r.carried_load = bits / (static_cast<double>(to - from) * 1e-9);
 }
 
 }  // namespace spraynet::fabric

@@ -310,6 +310,7 @@ class Fabric {
   std::vector<RateSeries> rate_series_;
   // The flows' fairness window: from fair_start_ns_ (the warm-up) to the end of the run.
   void snapshot_flows();
+  void set_carried_load(RunResult& r, uint64_t acked_total) const;
   uint64_t fair_start_ns_ = 0;
   std::vector<uint64_t> flow_window_acked_;  // per flow: its bytes acknowledged at its start  // the first few flows' sending QPs
   uint64_t hops_ = 0;

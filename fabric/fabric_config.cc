@@ -97,11 +97,14 @@ uint64_t parse_duration_ns(std::string_view text) {
     }
   }
   bool bare_number = !text.empty();
+  double bare = -1;
   try {
-    (void)parse_number(text, "time");
+    bare = parse_number(text, "time");
   } catch (const std::invalid_argument&) {
     bare_number = false;
   }
+  // Zero is zero in every unit: "0" needs none.
+  if (bare_number && bare == 0) return 0;
   if (bare_number) {
     throw std::invalid_argument("'" + std::string(text) +
                                 "' has no unit: add ns | us | ms | s (e.g. 500us)");
@@ -414,6 +417,23 @@ std::string FabricConfig::check() const {
       return std::string("slowdown-bins: ") + e.what();
     }
   }
+  if (network_load != 0) {
+    if (!(network_load > 0 && network_load <= 2)) return "network-load: (0, 2]";
+    if (inter_leaf_share() <= 0) {
+      return "network-load: the fabric has one leaf, so no traffic crosses the uplinks; give "
+             "load (per host) instead";
+    }
+    if (host_load() > 1) {
+      char why[320];
+      std::snprintf(why, sizeof why,
+                    "network-load: %g of the leaf uplinks' capacity needs each host to offer "
+                    "%.3f of its line rate (more than it has); at most %.3f on this fabric "
+                    "(uplinks / host ports %.3f, inter-leaf share %.3f)",
+                    network_load, host_load(), inter_leaf_share() / uplink_ratio(), uplink_ratio(),
+                    inter_leaf_share());
+      return why;
+    }
+  }
   if (std::string why = cc.check(); !why.empty()) return why;
   if (ecn_preset != "hpcc" && ecn_preset != "conweave") return "ecn-preset: hpcc | conweave";
   if (ecn_kmin_bytes > ecn_kmax_bytes && ecn_kmax_bytes != 0) {
@@ -559,6 +579,7 @@ void apply_yaml(FabricConfig& c, const control::ConfigNode& root) {
                 "cdf",
                 "load",
                 "slowdown_bins",
+                "network_load",
                 "message_gap_us",
                 "op",
                 "mode",
@@ -670,6 +691,13 @@ void apply_yaml(FabricConfig& c, const control::ConfigNode& root) {
   c.channels = static_cast<uint32_t>(n.uint_or("channels", c.channels, 1, 64));
   c.incast_senders = static_cast<uint32_t>(n.uint_or("incast_senders", c.incast_senders, 1, 65535));
   c.cdf = n.string_or("cdf", c.cdf);
+  if (n.has("load") && n.has("network_load")) {
+    n.fail("network_load",
+           "give load (a fraction of each host's line rate) or network_load (of the leaf "
+           "uplinks' capacity), not both");
+  }
+  // One setting given two ways: the key given replaces the other (of a file or map below).
+  if (n.has("load")) c.network_load = 0;
   c.load = n.number_or("load", c.load, 0.001, 1);
   if (n.has("slowdown_bins")) {
     c.slowdown_bins = n.string("slowdown_bins");
@@ -679,6 +707,7 @@ void apply_yaml(FabricConfig& c, const control::ConfigNode& root) {
       n.fail("slowdown_bins", e.what());
     }
   }
+  c.network_load = n.number_or("network_load", c.network_load, 0.001, 2);
   c.message_gap_ns = n.uint_or("message_gap_us", c.message_gap_ns / 1000, 0, 1'000'000) * 1000;
   if (n.has("mode")) {
     try {
@@ -781,6 +810,7 @@ void apply_yaml(FabricConfig& c, const control::ConfigNode& root) {
   };
   duration_key("duration", c.duration_ns);
   duration_key("warmup", c.warmup_ns);
+  if (n.has("warmup")) c.warmup_given = true;
   c.sample_ns = n.uint_or("sample_us", c.sample_ns / 1000, 1, 1'000'000) * 1000;
   c.json_file = n.string_or("json", c.json_file);
   c.timeseries_file = n.string_or("timeseries", c.timeseries_file);
@@ -791,6 +821,13 @@ void apply_yaml(FabricConfig& c, const control::ConfigNode& root) {
       std::tie(c.seed_first, c.seed_last) = parse_seed_range(n.string("seeds"));
     } catch (const std::invalid_argument& e) {
       n.fail("seeds", e.what());
+    }
+  }
+  // Keys another workload would ignore are refused, not ignored.
+  for (const char* key : {"cdf", "load", "network_load"}) {
+    if (n.has(key) && c.workload != Workload::kCdf) {
+      n.fail(key, "only with workload cdf (workload " + std::string(to_string(c.workload)) +
+                      " would ignore it)");
     }
   }
   if (const std::string why = c.check(); !why.empty()) {

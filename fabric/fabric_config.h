@@ -58,7 +58,7 @@ struct FabricEvent {
 // between its NIC and the host. Throws std::invalid_argument with the reason and the accepted
 // forms.
 FabricEvent parse_fabric_event(std::string_view text);
-// "500us" -> 500000. Throws std::invalid_argument.
+// "500us" -> 500000; "0" (zero needs no unit) -> 0. Throws std::invalid_argument.
 uint64_t parse_duration_ns(std::string_view text);
 
 struct FabricConfig {
@@ -122,6 +122,10 @@ struct FabricConfig {
   // FCT slowdown bins (fabric/slowdown.h): deciles | ventiles | bdp | "E1,E2,..". Empty: the
   // CDF's deciles for cdf, one bin of every message for the other workloads.
   std::string slowdown_bins;
+  // cdf: the load given as a fraction of the leaf uplinks' capacity for the inter-leaf share of
+  // the traffic (0: not given, `load` is in force). host_load() turns it into the per-host load
+  // the arrivals are drawn at; `--load` and `--network-load` are one setting given two ways.
+  double network_load = 0;
   uint64_t message_gap_ns = 0;    // permutation: idle time between a QP's messages (flowlet gaps)
   std::string op = "write";       // permutation: write | read (the destination's data comes back)
 
@@ -200,7 +204,8 @@ struct FabricConfig {
 
   // Run.
   uint64_t duration_ns = 2'000'000;  // permutation: run length; others: time limit
-  uint64_t warmup_ns = 0;            // 0: a fifth of duration (not for cdf: none)
+  uint64_t warmup_ns = 0;            // not given: a fifth of duration (not for cdf: none)
+  bool warmup_given = false;         // --warmup / warmup: given, 0 included (0: no warm-up)
   uint64_t seed_first = 1;
   uint64_t seed_last = 1;
   uint64_t sample_ns = 100'000;  // timeseries and PFC timeline interval
@@ -248,7 +253,7 @@ struct FabricConfig {
         std::min<uint64_t>(uint64_t{leaf_uplinks()} * spine_uplinks(), layout_ids));
   }
   uint64_t warmup() const {
-    if (warmup_ns != 0 || workload == Workload::kCdf) return warmup_ns;
+    if (warmup_given || warmup_ns != 0 || workload == Workload::kCdf) return warmup_ns;
     return duration_ns / 5;
   }
   // Messages that start before it are left out of the FCT slowdown: permutation's window start,
@@ -256,6 +261,28 @@ struct FabricConfig {
   uint64_t slowdown_warmup() const {
     return workload == Workload::kPermutation ? warmup() : warmup_ns;
   }
+  // cdf load, as papers state it. Destinations are uniform over the other hosts, so a host's
+  // flows leave its leaf with probability inter_leaf_share() = (hosts - hosts_per_leaf) /
+  // (hosts - 1). Per plane, a leaf's hosts offer hosts_per_leaf x link_gbps x host load x that
+  // share to its uplinks, whose capacity is spines x links_per_spine x leaf_spine_rate(): the
+  // network load is the one over the other, and the host load the network load x
+  // uplink_capacity / (hosts_per_leaf x link_gbps x share). 0 with a single leaf.
+  double inter_leaf_share() const {
+    const uint64_t n = hosts();
+    return n > 1 ? static_cast<double>(n - hosts_per_leaf) / static_cast<double>(n - 1) : 0.0;
+  }
+  // A leaf's uplink capacity over its hosts' line rate (both per plane): 1 / oversubscription.
+  double uplink_ratio() const {
+    return static_cast<double>(leaf_uplinks()) * leaf_spine_rate() / (hosts_per_leaf * link_gbps);
+  }
+  // The per-host load the arrivals are drawn at: `load`, or network_load converted.
+  double host_load() const {
+    if (network_load <= 0) return load;
+    const double share = inter_leaf_share();
+    return share > 0 ? network_load * uplink_ratio() / share : 0.0;
+  }
+  // The inter-leaf offered load against the leaf uplinks' capacity at host_load().
+  double offered_network_load() const { return host_load() * inter_leaf_share() / uplink_ratio(); }
   // The receive model the NICs of a `mode` run use: reorder-buffer | ooo-placement | none.
   std::string effective_receive(FabricMode mode) const;
   // Empty when valid, else "key: reason" (key as the flag says it).

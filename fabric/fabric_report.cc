@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "dataplane/egress/link_emulator.h"
+#include "fabric/cdf_plan.h"
 
 namespace spraynet::fabric {
 
@@ -260,6 +261,11 @@ nlohmann::json to_json(const RunResult& r) {
   j["throughput_fraction"] = r.throughput_fraction;
   j["collective_bw_fraction"] = r.collective_bw_fraction;
   if (r.workload == "incast") j["receiver_goodput_fraction"] = r.receiver_goodput_fraction;
+  if (r.workload == "cdf") {
+    j["carried_load"] = r.carried_load;
+    j["carried_window_us"] = {static_cast<double>(r.carried_window_ns.first) / 1000.0,
+                              static_cast<double>(r.carried_window_ns.second) / 1000.0};
+  }
   if (r.workload == "allreduce") {
     j["algbw_gbps"] = r.algbw_gbps;
     j["busbw_gbps"] = r.busbw_gbps;
@@ -445,7 +451,7 @@ std::optional<double> ideal_ceiling(const FabricConfig& c) {
   }
 }
 
-std::string format_header(const FabricConfig& c) {
+std::string format_header(const FabricConfig& c, const FlowSizeCdf* cdf) {
   std::string out;
   char line[512];
   if (c.tiers == 3) {
@@ -505,6 +511,7 @@ std::string format_header(const FabricConfig& c) {
   if (c.events.empty()) out += "none";
   for (size_t i = 0; i < c.events.size(); ++i) out += (i ? ", " : "") + c.events[i].text;
   out += "\n";
+  out += cdf_header_lines(c, cdf);
   if (const auto ceiling = ideal_ceiling(c)) {
     std::snprintf(line, sizeof line,
                   "  ideal ceiling: %.3f of the line rate (capacity over offered load, at most 1, "
@@ -589,6 +596,12 @@ nlohmann::json summary_json(const std::vector<RunResult>& runs) {
                        {"bins", bins},
                        {"warnings", sd.warnings}};
     }
+    // cdf only: other workloads' summaries stay as they were.
+    std::vector<double> carried;
+    for (const RunResult& r : runs) {
+      if (r.mode == mode && r.workload == "cdf") carried.push_back(r.carried_load);
+    }
+    if (!carried.empty()) m["carried_load"] = spread_json(spread(carried));
     out[mode] = m;
   }
   return out;
@@ -686,6 +699,13 @@ nlohmann::json config_json(const FabricConfig& c) {
                         {"spine_digits", sp.spine_digits},
                         {"fits", sp.paths >= sp.leaf_choices * sp.spine_choices}};
   }
+  if (c.workload == Workload::kCdf) {
+    // The per-host load the arrivals were drawn at (network_load converted when given), and the
+    // inter-leaf offered load against the leaf uplinks' capacity; which of the two was given.
+    j["load"] = c.host_load();
+    j["network_load"] = c.inter_leaf_share() > 0 ? c.offered_network_load() : 0.0;
+    j["load_given"] = c.network_load > 0 ? "network_load" : "load";
+  }
   if (c.leaf_spine_gbps > 0) j["leaf_spine_gbps"] = c.leaf_spine_gbps;
   if (!c.oversubscription.empty()) {
     // Only when given: a report without it stays as it was. The rates it set, beside it.
@@ -734,12 +754,41 @@ ModeFigures gather_mode(const std::vector<RunResult>& runs, const std::string& m
 
 }  // namespace
 
+namespace {
+
+// cdf: the offered load beside each mode's carried load (mean±stddev over seeds).
+std::string format_load_lines(const std::vector<RunResult>& runs, const FabricConfig& c) {
+  char line[256];
+  std::snprintf(line, sizeof line, "  load: offered %.3f of the hosts' line rate", c.host_load());
+  std::string out = line;
+  if (c.inter_leaf_share() > 0) {
+    std::snprintf(line, sizeof line, " (inter-leaf %.3f of the leaf uplinks)",
+                  c.offered_network_load());
+    out += line;
+  }
+  out +=
+      "; carried (carried_load: bytes acknowledged within [warm-up, end of arrivals] over "
+      "the hosts' line rate):";
+  for (const std::string& mode : modes_in_order(runs)) {
+    std::vector<double> v;
+    for (const RunResult& r : runs) {
+      if (r.mode == mode) v.push_back(r.carried_load);
+    }
+    const Spread a = spread(v);
+    std::snprintf(line, sizeof line, " %s %.3f±%.3f", mode.c_str(), a.mean, a.stddev);
+    out += line;
+  }
+  return out + "\n";
+}
+
+}  // namespace
+
 std::string format_table(const std::vector<RunResult>& runs, const FabricConfig& config) {
   std::string out;
   char line[512];
   const bool allreduce = config.workload == Workload::kAllreduce;
-  // Headers are the JSON's names, shortened; the legend below the table spells them out.
   const bool cdf = config.workload == Workload::kCdf;
+  // Headers are the JSON's names, shortened; the legend below the table spells them out.
   std::snprintf(line, sizeof line, "%-16s %5s %13s %14s %14s %14s %9s %9s %8s %6s %7s %8s %8s",
                 "mode", "seeds", "done", allreduce ? "busbw/line" : "throughput", "uplink imbal",
                 "downlink imbal", "fct p50", "fct p99", "retx", "naks", "reord99", "pauses",
@@ -800,7 +849,12 @@ std::string format_table(const std::vector<RunResult>& runs, const FabricConfig&
   }
   out += std::string("  done: messages_completed/messages_posted, all seeds") +
          (any_warning ? " (!: a run is unfinished or lossy, see stderr and runs[].warnings)" : "") +
-         "; " + (allreduce ? "busbw/line: collective_bw_fraction" : "throughput: throughput_fraction") +
+         "; " +
+         (allreduce ? "busbw/line: collective_bw_fraction"
+          : cdf     ? "throughput: throughput_fraction, bytes acknowledged from 0 to the last "
+                      "completion (drain included) over the senders' line rate, not the carried "
+                      "load"
+                    : "throughput: throughput_fraction") +
          ";\n  uplink/downlink imbal: uplink_util.imbalance (leaf->spine), downlink_util.imbalance "
          "(spine->leaf);\n  mean±stddev over seeds; fct p50/p99 (us): fct_us, the mean over seeds "
          "of each run's percentile;\n  retx: retx_rate; reord99: reorder.p99_depth; pauses: "
@@ -814,6 +868,7 @@ std::string format_table(const std::vector<RunResult>& runs, const FabricConfig&
            (any_censored ? "; >=: a lower bound, unfinished messages at or below that rank" : "") +
            "\n";
   }
+  if (cdf) out += format_load_lines(runs, config);
   return out;
 }
 

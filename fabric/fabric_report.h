@@ -17,6 +17,8 @@
 
 namespace spraynet::fabric {
 
+class FlowSizeCdf;
+
 // A run's FCT slowdown (JSON "slowdown", docs/fabric_emu.md "FCT slowdown"): its bins and what
 // was left out. `samples` (every message in the window, finished or censored) stay with the run
 // until summary_json pools them per mode.
@@ -78,6 +80,10 @@ struct RunResult {
   std::vector<std::string> warnings;
 
   double throughput_fraction = 0;
+  // cdf: bytes acknowledged per second within [warm-up, end of arrivals] (whole sample
+  // intervals: carried_window_ns) over every host's line rate; beside the offered host load.
+  double carried_load = 0;
+  std::pair<uint64_t, uint64_t> carried_window_ns{0, 0};
   double collective_bw_fraction = 0;  // allreduce: busbw / a host's line rate; else 0
   double receiver_goodput_fraction = 0;  // incast: the receiver's goodput / its line rate
   double algbw_gbps = 0;
@@ -248,7 +254,8 @@ nlohmann::json config_json(const FabricConfig& c);
 std::string format_table(const std::vector<RunResult>& runs, const FabricConfig& config);
 // The lines above the table: the fabric (links per spine, oversubscription per tier), PFC, the
 // events and, where the workload has one, the ideal ceiling of throughput_fraction.
-std::string format_header(const FabricConfig& config);
+// cdf: the CDF (with its mean when `cdf` is given), both loads and each mode's receive model.
+std::string format_header(const FabricConfig& config, const FlowSizeCdf* cdf = nullptr);
 // --csv: DIR/summary.csv (one row per mode: the table's figures with stddev), DIR/runs.csv (one
 // row per run, failover columns with a link-down event) and DIR/flows.csv (one row per flow and
 // run). `run` names a scenario's run (a column when not empty). Appends when `append`.

@@ -37,6 +37,7 @@
 #include "dataplane/runtime/growing_mbuf_pool.h"
 #include "dataplane/runtime/logging.h"
 #include "dataplane/runtime/program_args.h"
+#include "fabric/cdf_plan.h"
 #include "fabric/fabric.h"
 #include "fabric/flow_size_cdf.h"
 #include "fabric/scenario.h"
@@ -214,9 +215,24 @@ std::vector<Flag> make_flags() {
       "allreduce: parallel rings, each on its own QPs (1)");
   u32("incast-senders", &FabricConfig::incast_senders,
       "incast: senders to the one receiver (8)");
-  f.push_back({"cdf", "cdf: websearch | alistorage2019 | a file of 'BYTES PERCENT' lines (websearch)", "", [](FabricConfig& c, const std::string& v) { c.cdf = v; }});
-  dbl("load", &FabricConfig::load,
-      "cdf: offered load per host, fraction of its line rate (0.5)");
+  f.push_back({"cdf",
+               "cdf: websearch | alistorage2019 | a file of 'BYTES PERCENT' lines; refused with "
+               "another workload, and (without --force) when its sizes look like kilobytes "
+               "(websearch)",
+               "", [](FabricConfig& c, const std::string& v) { c.cdf = v; }});
+  f.push_back({"load",
+               "cdf: offered load per host, a fraction of its line rate, as HPCC's traffic "
+               "generator takes it; replaces a file's network_load; refused with another workload "
+               "(0.5)",
+               "", [](FabricConfig& c, const std::string& v) {
+                 c.load = to_double("load", v);
+                 c.network_load = 0;
+               }});
+  dbl("network-load", &FabricConfig::network_load,
+      "cdf: offered load as a fraction of the leaf uplinks' capacity for the inter-leaf share "
+      "of the traffic, (0, 2]; the per-host load is network-load x uplink capacity / (hosts per "
+      "leaf x line rate x (hosts - hosts per leaf) / (hosts - 1)), per plane; not with --load, "
+      "refused with another workload (none: --load)");
   f.push_back({"slowdown-bins",
                std::string("FCT slowdown bins by message size: ") + kSlowdownBinNames +
                    "; deciles: the CDF's, ventiles: HPCC's 20 chunks of 5% of the messages, bdp: "
@@ -361,9 +377,18 @@ std::vector<Flag> make_flags() {
   }
   time("duration", &FabricConfig::duration_ns,
       "permutation: virtual time run; cdf: arrival window (run until done, within 5x + 1ms); others: time limit (2ms)");
-  time("warmup", &FabricConfig::warmup_ns,
-       "excluded from the throughput window, the flows' fairness and the FCT slowdown (messages "
-       "started before it): permutation (a fifth of duration); other workloads (0, none)");
+  f.push_back({"warmup",
+               "excluded from the throughput window, the flows' fairness and the FCT slowdown "
+               "(messages started before it), and the start of cdf's carried-load window: a time with its unit (500us), or 0 for none; not "
+               "given: a fifth of duration for permutation, 0 for the other workloads",
+               "", [](FabricConfig& c, const std::string& v) {
+                 try {
+                   c.warmup_ns = parse_duration_ns(v);
+                   c.warmup_given = true;
+                 } catch (const std::invalid_argument& e) {
+                   throw std::invalid_argument(std::string("--warmup: ") + e.what());
+                 }
+               }});
   micros("sample-us", &FabricConfig::sample_ns,
       "timeseries and PFC timeline interval (100)");
   f.push_back({"seeds", "N or A-B: every mode runs once per seed (1)", "", [](FabricConfig& c, const std::string& v) {
@@ -592,17 +617,27 @@ int main(int argc, char** argv) {
   std::vector<std::string> layout_hosts;
   bool quiet = false;
   bool reproducible = false;
+  bool force = false;
   app.add_option("--config", config_file,
                  "YAML file with a `fabric:` map: keys as the flags, '_' for '-' (json, "
                  "timeseries, plots and csv too; `event:` is a list, and --event flags add to "
                  "it). Flags given beside it apply over the file. Command line only: --config, "
-                 "--scenario, --quick, --log-level, --quiet, --reproducible, --jobs, --threads");
+                 "--scenario, --quick, --force, --log-level, --quiet, --reproducible, --jobs, --threads");
   std::string scenario_name;
   bool quick = false;
   app.add_option("--scenario", scenario_name,
-                 "NAME (configs/scenarios/NAME.yaml) or a scenario file: run a claim of the articles "
-                 "and print its verdict; 'list' lists them. Flags given apply over each of its runs");
-  app.add_flag("--quick", quick, "with --scenario: its quick form (fewer seeds, shorter runs)");
+                 "NAME or a file: a scenario (configs/scenarios/NAME.yaml: a claim of the "
+                 "articles, run and given its verdict) or a preset (configs/presets/NAME.yaml: "
+                 "a published set-up, conweave-os2 or hpcc-websearch, run and reported with no "
+                 "verdict; docs/presets.md); 'list' lists both. Flags given apply over each of "
+                 "its runs");
+  app.add_flag("--quick", quick,
+               "with --scenario: its quick form (fewer seeds, shorter runs, a preset's smaller "
+               "fabric)");
+  app.add_flag("--force", force,
+               "cdf: run a plan past the limit (more than " + std::to_string(kMaxPlannedFlows) +
+                   " expected flows per run), or a CDF whose sizes look like kilobytes (largest "
+                   "flow below 1500 bytes or mean below 100 bytes)");
   std::vector<Flag> flags = make_flags();
   for (Flag& flag : flags) app.add_option("--" + flag.name, flag.value, flag.help);
   app.add_option("--event", events,
@@ -692,11 +727,15 @@ int main(int argc, char** argv) {
         const Scenario s = load_scenario(scenario_path(dir, name), false);
         std::printf("%-18s %s\n", name.c_str(), s.claim.c_str());
       }
+      for (const std::string& name : list_scenarios(default_preset_dir())) {
+        const Scenario s = load_scenario(default_preset_dir() + "/" + name + ".yaml", false);
+        std::printf("%-18s [preset] %s\n", name.c_str(), s.claim.c_str());
+      }
       return 0;
     }
     if (!scenario_name.empty()) {
       if (!config_file.empty()) throw std::invalid_argument("--config and --scenario: give one");
-      scenario = load_scenario(scenario_path(default_scenario_dir(), scenario_name), quick);
+      scenario = load_scenario(find_scenario(scenario_name), quick);
       experiments = scenario->runs;
     } else {
       if (quick) throw std::invalid_argument("--quick: only with --scenario");
@@ -704,9 +743,23 @@ int main(int argc, char** argv) {
       if (!config_file.empty()) config = load_fabric_config(config_file);
       experiments.push_back({"", config});
     }
+    const auto given = [&](const char* name) { return app.count(std::string("--") + name) > 0; };
+    if (given("load") && given("network-load")) {
+      throw std::invalid_argument(
+          "--load and --network-load: give one (--load: a fraction of each host's line rate; "
+          "--network-load: of the leaf uplinks' capacity for the inter-leaf traffic)");
+    }
     for (ScenarioRun& e : experiments) {
       for (const Flag& flag : flags) {
         if (app.count("--" + flag.name) > 0) flag.apply(e.config, flag.value);
+      }
+      // Flags another workload would ignore are refused, not ignored.
+      for (const char* name : {"cdf", "load", "network-load"}) {
+        if (given(name) && e.config.workload != Workload::kCdf) {
+          throw std::invalid_argument(std::string("--") + name + ": only with --workload cdf (" +
+                                      "workload " + std::string(to_string(e.config.workload)) +
+                                      " would ignore it)");
+        }
       }
       for (const std::string& text : events) e.config.events.push_back(parse_fabric_event(text));
       for (const std::string& text : layout_hosts) {
@@ -743,6 +796,21 @@ int main(int argc, char** argv) {
       cdfs.back() = std::make_unique<FlowSizeCdf>(FlowSizeCdf::resolve(e.config.cdf));
     } catch (const std::exception& ex) {
       std::fprintf(stderr, "fabric_emu: --cdf: %s\n", ex.what());
+      return 2;
+    }
+    // What the plan asks for, before it is drawn: refused past the limit unless --force.
+    const CdfPlan plan = cdf_plan(e.config, *cdfs.back());
+    if (!quiet) {
+      std::fprintf(stderr, "fabric_emu: %s%s\n", e.name.empty() ? "" : (e.name + ": ").c_str(),
+                   plan.describe().c_str());
+    }
+    for (const std::string& w : config_warnings(e.config)) {
+      std::fprintf(stderr, "fabric_emu: warning: %s%s\n",
+                   e.name.empty() ? "" : (e.name + ": ").c_str(), w.c_str());
+    }
+    if (const std::string why = plan.refusal(); !why.empty() && !force) {
+      std::fprintf(stderr, "fabric_emu: %s%s\n", e.name.empty() ? "" : (e.name + ": ").c_str(),
+                   why.c_str());
       return 2;
     }
   }
@@ -1103,8 +1171,12 @@ int main(int argc, char** argv) {
   nlohmann::json report;
   for (const ScenarioRun& e : experiments) {
     const FabricConfig& config = e.config;
+    if (scenario && scenario->preset && &e == &experiments.front()) {
+      std::cout << "preset " << scenario->name << (quick ? " (--quick)" : "") << ": "
+                << scenario->claim << "\n";
+    }
     if (scenario) std::cout << "run " << e.name << ": ";
-    std::cout << format_header(config);
+    std::cout << format_header(config, cdfs[&e - experiments.data()].get());
     std::cout << format_table(results[e.name], config);
     // Never a result without a word: each unfinished or lossy run is named on stderr, and the
     // exit status says so (5) unless a scenario's verdict is what the run is for.
@@ -1113,7 +1185,7 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "fabric_emu: warning: %s%s seed %llu: %s\n",
                      scenario ? (e.name + " ").c_str() : "", r.mode.c_str(),
                      static_cast<unsigned long long>(r.seed), w.c_str());
-        if (!scenario && status == 0) status = 5;
+        if ((!scenario || scenario->preset) && status == 0) status = 5;
       }
     }
     nlohmann::json one = report_of(config, results[e.name]);
@@ -1126,13 +1198,21 @@ int main(int argc, char** argv) {
                      w.get<std::string>().c_str());
       }
     }
+    // Only when there are some: reports without stay as they were.
+    if (const auto w = config_warnings(config); !w.empty()) one["warnings"] = w;
     if (scenario) {
       report["runs"][e.name] = std::move(one);
     } else {
       report = std::move(one);
     }
   }
-  if (scenario) {
+  if (scenario && scenario->preset) {
+    report["preset"] = {{"name", scenario->name},
+                        {"about", scenario->claim},
+                        {"source", scenario->source},
+                        {"scaled", scenario->scaled},
+                        {"quick", quick}};
+  } else if (scenario) {
     try {
       const ScenarioResult result = evaluate_scenario(*scenario, results);
       std::cout << "\n" << format_scenario(result);

@@ -233,14 +233,22 @@ std::string mode_list(const FabricConfig& c) {
 namespace {
 
 Scenario parse_scenario(const control::ConfigNode& root, const std::string& name, bool quick) {
-  root.allow_only({"scenario"});
-  const control::ConfigNode n = root.child("scenario");
-  n.allow_only({"claim", "article", "source", "scaled", "fabric", "quick", "runs", "measure",
-                "figures", "verdict"});
+  root.allow_only({"scenario", "preset"});
+  // A preset is a published set-up to run (its runs and their --quick form), with no verdict.
+  const bool preset = root.has("preset");
+  if (preset && root.has("scenario")) root.fail("preset", "a file is a scenario or a preset");
+  const control::ConfigNode n = root.child(preset ? "preset" : "scenario");
+  if (preset) {
+    n.allow_only({"about", "source", "scaled", "fabric", "quick", "runs"});
+  } else {
+    n.allow_only({"claim", "article", "source", "scaled", "fabric", "quick", "runs", "measure",
+                  "figures", "verdict"});
+  }
   Scenario s;
   s.file = name;
   s.name = std::filesystem::path(name).stem().string();
-  s.claim = n.string("claim");
+  s.preset = preset;
+  s.claim = n.string(preset ? "about" : "claim");
   s.article = n.string_or("article", "");
   s.source = n.string_or("source", "");
   s.scaled = n.string_or("scaled", "");
@@ -264,6 +272,7 @@ Scenario parse_scenario(const control::ConfigNode& root, const std::string& name
     finish_run(r.string("name"), apply_fabric_map(r, "fabric", base), &r);
   }
 
+  if (preset) return s;
   const auto measure = n.optional_child("measure");
   if (!measure) n.fail("measure", "required: named figures, e.g. ecmp: {run: base, mode: ecmp, metric: throughput_fraction}");
   for (auto it = measure->yaml().begin(); it != measure->yaml().end(); ++it) {
@@ -342,6 +351,33 @@ Scenario load_scenario(const std::string& path, bool quick) {
 std::string default_scenario_dir() {
   if (const char* env = std::getenv("SPRAYNET_SCENARIOS")) return env;
   return tree_path("configs/scenarios");
+}
+
+std::string default_preset_dir() {
+  if (const char* env = std::getenv("SPRAYNET_PRESETS")) return env;
+  return tree_path("configs/presets");
+}
+
+std::string find_scenario(const std::string& name_or_path) {
+  if (name_or_path.find('/') != std::string::npos || name_or_path.ends_with(".yaml")) {
+    return name_or_path;
+  }
+  const std::string preset = default_preset_dir() + "/" + name_or_path + ".yaml";
+  const std::string scenarios = default_scenario_dir();
+  if (!std::filesystem::exists(scenarios + "/" + name_or_path + ".yaml") &&
+      std::filesystem::exists(preset)) {
+    return preset;
+  }
+  try {
+    return scenario_path(scenarios, name_or_path);
+  } catch (const std::invalid_argument& e) {
+    std::string known;
+    for (const std::string& n : list_scenarios(default_preset_dir())) {
+      known += (known.empty() ? "" : ", ") + n;
+    }
+    throw std::invalid_argument(std::string(e.what()) + "; presets in " + default_preset_dir() +
+                                ": " + (known.empty() ? "none" : known));
+  }
 }
 
 std::vector<std::string> list_scenarios(const std::string& dir) {

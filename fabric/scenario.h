@@ -91,10 +91,14 @@ struct ScenarioVerdictRule {
   std::string why;
 };
 
+// A preset (configs/presets/NAME.yaml) has the same form under `preset:` with `about` for
+// `claim` and no measure, figures or verdict: a published set-up (a paper's topology, workload
+// and settings) to run and report, with its --quick form.
 struct Scenario {
   std::string name;
   std::string file;
-  std::string claim;
+  bool preset = false;
+  std::string claim;  // a preset's `about`
   std::string article;
   std::string source;
   std::string scaled;
@@ -113,6 +117,11 @@ Scenario parse_scenario_yaml(const std::string& yaml, const std::string& name, b
 
 // configs/scenarios under the source tree, or $SPRAYNET_SCENARIOS.
 std::string default_scenario_dir();
+// configs/presets under the source tree, or $SPRAYNET_PRESETS.
+std::string default_preset_dir();
+// --scenario NAME: the scenario of that name, else the preset; a path is taken as it is. An
+// unknown name is an error listing both.
+std::string find_scenario(const std::string& name_or_path);
 // Names (file stems) of the scenarios in `dir`, sorted.
 std::vector<std::string> list_scenarios(const std::string& dir);
 // NAME -> dir/NAME.yaml; a path (containing '/' or ending .yaml) is taken as it is.

@@ -127,9 +127,10 @@ WorkloadPlan::WorkloadPlan(const FabricConfig& config, const Topology& topology,
     case Workload::kCdf: {
       if (cdf == nullptr) throw std::invalid_argument("workload cdf: no flow-size CDF");
       if (n < 2) throw std::invalid_argument("workload cdf: at least 2 hosts");
-      // Arrivals per second so that the offered bytes are `load` of the host's line rate.
+      // Arrivals per second so that the offered bytes are the host load (`load`, or
+      // `network_load` converted: FabricConfig::host_load) of the host's line rate.
       const double rate_bps = config.link_gbps * 1e9 * config.planes;
-      const double per_ns = config.load * rate_bps / (8.0 * cdf->mean_bytes()) / 1e9;
+      const double per_ns = config.host_load() * rate_bps / (8.0 * cdf->mean_bytes()) / 1e9;
       // Every flow its own QP (and so, by rxe's formula, its own UDP source port): ECMP hashes
       // flows, not host pairs, as with the per-flow connections of ns-3's and ConWeave's
       // traces.

@@ -501,7 +501,33 @@ TEST_CASE("YAML: output keys, and durations without a unit") {
   CHECK(c.timeseries_file == "t.csv");
   CHECK(c.plots_dir == "p");
   CHECK(c.csv_dir == "c");
-  CHECK_THROWS_WITH(parse_duration_ns("0"), Catch::Contains("has no unit"));
+  // Zero needs no unit (issue 39: --warmup 0 was refused); any other bare number does.
+  CHECK(parse_duration_ns("0") == 0);
+  CHECK_THROWS_WITH(parse_duration_ns("5"), Catch::Contains("has no unit"));
   CHECK_THROWS_WITH(parse_duration_ns("-5us"), Catch::Contains("cannot be negative"));
   CHECK(parse_duration_ns("0us") == 0);
+}
+
+TEST_CASE("YAML: warmup 0 is none, network_load is the per-host load converted") {
+  const FabricConfig w =
+      parse_fabric_config_yaml("fabric:\n  duration: 1ms\n  warmup: 0\n", "f.yaml");
+  CHECK(w.warmup() == 0);
+  CHECK(FabricConfig{}.warmup() == FabricConfig{}.duration_ns / 5);
+  // 2 leaves x 2 spines x 4 hosts: share 4/7, uplinks / host ports 0.5.
+  const FabricConfig c = parse_fabric_config_yaml(
+      "fabric:\n  leaves: 2\n  spines: 2\n  hosts_per_leaf: 4\n  workload: cdf\n  "
+      "network_load: 0.6\n",
+      "f.yaml");
+  CHECK(c.host_load() == Approx(0.6 * 0.5 / (4.0 / 7.0)));
+  CHECK(c.offered_network_load() == Approx(0.6));
+  // A load over it replaces it.
+  const FabricConfig l = parse_fabric_config_yaml("fabric:\n  load: 0.3\n", "g.yaml", c);
+  CHECK(l.network_load == 0);
+  CHECK(l.host_load() == Approx(0.3));
+  CHECK_THROWS_WITH(parse_fabric_config_yaml("fabric:\n  workload: cdf\n  load: 0.3\n  "
+                                             "network_load: 0.3\n",
+                                             "f.yaml"),
+                    Catch::Contains("not both"));
+  CHECK_THROWS_WITH(parse_fabric_config_yaml("fabric:\n  load: 0.3\n", "f.yaml"),
+                    Catch::Contains("only with workload cdf"));
 }

@@ -216,10 +216,14 @@ class ConfigMistakes(unittest.TestCase):
         p = emu("--duration", "abc")
         self.assertEqual(p.returncode, 2)
         self.assertIn("--duration: 'abc' is not a time", p.stderr)
+        p = emu("--duration", "5")
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("--duration: '5' has no unit", p.stderr)
+        self.assertNotIn("non-negative", p.stderr)
+        # Zero needs no unit (issue 39), and a run of zero is refused for what it is.
         p = emu("--duration", "0")
         self.assertEqual(p.returncode, 2)
-        self.assertIn("--duration: '0' has no unit", p.stderr)
-        self.assertNotIn("non-negative", p.stderr)
+        self.assertIn("--duration: at least 1us", p.stderr)
 
     def test_yaml_output_keys(self):
         with tempfile.TemporaryDirectory() as d:
