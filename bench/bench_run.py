@@ -606,6 +606,57 @@ def clos_section(build, quick, work):
             "the process's VmHWM at the end")
 
 
+def flows_section(build, quick, work):
+    """Issue 39: the flow-size experiment's cost. 128 hosts (8 leaves x 8 spines x 16 hosts,
+    100G), AliStorage2019 at 0.25 of each host's line rate, ecmp, one thread: CPU per packet-hop
+    and peak RSS at 1, 2 and 10 ms of arrivals (quick: 32 hosts, 0.25, 0.5 and 2.5 ms). The cost
+    of a packet must not grow with the flows a NIC has had (target: 10 ms within 1.3x of 1 ms
+    per hop), nor memory with the flows ever started (10 ms at most 1.5x 2 ms)."""
+    exe = os.path.join(build, "fabric", "fabric_emu")
+    out = os.path.join(work, "flows.json")
+    if quick:
+        shape = ["--leaves", "4", "--spines", "4", "--hosts-per-leaf", "8"]
+        first, short, long_, label = "0.25ms", "0.5ms", "2.5ms", "32 hosts (quick)"
+    else:
+        shape = ["--leaves", "8", "--spines", "8", "--hosts-per-leaf", "16"]
+        first, short, long_, label = "1ms", "2ms", "10ms", "128 hosts"
+    figures = {}
+    for duration in (first, short, long_):
+        progress("fabric_emu %s, cdf alistorage2019 at load 0.25, ecmp, %s of arrivals" % (
+            label, duration))
+        c0 = cpu_children()
+        t0 = time.monotonic()
+        p = subprocess.run([exe, "--quiet", "--seeds", "1", "--jobs", "1", "--threads", "1",
+                            "--json", out, "--workload", "cdf", "--cdf", "alistorage2019",
+                            "--load", "0.25", "--mode", "ecmp", "--duration", duration] + shape,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                           check=False)
+        wall, cpu = time.monotonic() - t0, cpu_children() - c0
+        if p.returncode not in (0, 5):
+            progress("fabric_emu failed: " + p.stderr[-300:])
+            continue
+        with open(out) as f:
+            run = json.load(f)["runs"][0]
+        hops = run["packet_hops"]
+        figures[duration] = (cpu * 1e9 / hops, run["peak_rss_mb"])
+        name = "fabric_emu cdf %s, %s" % (label, duration)
+        add(name + ": CPU ns per packet-hop", cpu * 1e9 / hops, "ns", None, None, None, 1,
+            "%d packet hops, %d messages, %.1f s wall, %.1f s CPU" % (
+                hops, run["messages_completed"], wall, cpu))
+        add(name + ": peak RSS", run["peak_rss_mb"], "MB", None, None, None, 1,
+            "the process's VmHWM at the end")
+    if first in figures and long_ in figures:
+        add("fabric_emu cdf %s: CPU per packet-hop, %s of arrivals" % (label, long_),
+            figures[long_][0], "ns", "%s of arrivals" % first, figures[first][0],
+            ("ratio_max", 1.3, "within 1.3x of the short run"), 1,
+            "per-packet cost independent of the flows a NIC has had")
+    if short in figures and long_ in figures:
+        add("fabric_emu cdf %s: peak RSS, %s of arrivals" % (label, long_),
+            figures[long_][1], "MB", "%s of arrivals" % short, figures[short][1],
+            ("ratio_max", 1.5, "at most 1.5x the short run"), 1,
+            "memory bounded by the flows in flight, not the flows ever started")
+
+
 def fmt(x):
     if x is None:
         return "-"
@@ -641,7 +692,7 @@ def main():
                                    "fabric,nic,pmd,clos); default all")
     a = ap.parse_args()
     a.build = os.path.abspath(a.build)
-    sections = set((a.only or "switch,wire,reorder,tcam,latency,fabric,nic,pmd,clos").split(","))
+    sections = set((a.only or "switch,wire,reorder,tcam,latency,fabric,nic,pmd,clos,flows").split(","))
     reps = 3
     min_time = 0.02 if a.quick else 0.05
     work = tempfile.mkdtemp(prefix="spraynet-bench-")
@@ -673,6 +724,8 @@ def main():
             pmd_section(a.build, 1 if a.quick else 3)
         if "clos" in sections:
             clos_section(a.build, a.quick, work)
+        if "flows" in sections:
+            flows_section(a.build, a.quick, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     elapsed = time.time() - T0
