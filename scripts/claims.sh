@@ -34,7 +34,8 @@ EMU=${FABRIC_EMU:-build/fabric/fabric_emu}
 JOBS=()
 if [ -n "${FABRIC_JOBS:-}" ]; then JOBS=(--jobs "$FABRIC_JOBS"); fi
 if [ ${#NAMES[@]} -eq 0 ]; then
-  mapfile -t NAMES < <("$EMU" --scenario list | awk '{print $1}')
+  # Claims only: presets ([preset] in the list) are studies a user runs, not claims.
+  mapfile -t NAMES < <("$EMU" --scenario list | awk '$2 != "[preset]" {print $1}')
 fi
 
 i=0

@@ -197,6 +197,12 @@ const Config& validated(const Config& c) {
 
 }  // namespace
 
+std::vector<uint8_t> RcRequester::payload_pattern(const RcRequesterConfig& config) {
+  std::vector<uint8_t> p(config.posted ? config.mtu : std::min(config.mtu, config.message_bytes));
+  for (size_t i = 0; i < p.size(); ++i) p[i] = static_cast<uint8_t>(i);
+  return p;
+}
+
 RcRequester::RcRequester(const RcRequesterConfig& config, const RcQpAddress& address,
                          rte_mempool* pool, CompletionTimeStats* shared_stats)
     : config_(validated(config)),
@@ -211,8 +217,7 @@ RcRequester::RcRequester(const RcRequesterConfig& config, const RcQpAddress& add
   // A full-MTU WRITE FIRST is the largest packet; a pool whose mbufs cannot hold it would
   // fail every allocation, which is a set-up error rather than back-pressure. Posted messages
   // may have any size, so there it is always a full MTU.
-  payload_.resize(config_.posted ? config_.mtu : std::min(config_.mtu, config_.message_bytes));
-  for (size_t i = 0; i < payload_.size(); ++i) payload_[i] = static_cast<uint8_t>(i);
+  payload_ = payload_pattern(config_);
   payload_bytes_ = payload_;
   if (config_.payload_store != nullptr) {
     payload_bytes_ = config_.payload_store->add(payload_);

@@ -303,6 +303,9 @@ class RcRequester {
   // given (an engine aggregating many QPs; it must outlive this object), else to an own one.
   RcRequester(const RcRequesterConfig& config, const RcQpAddress& address, rte_mempool* pool,
               CompletionTimeStats* shared_stats = nullptr);
+  // The payload bytes a requester of `config` sends (and adds to config.payload_store): one
+  // MTU, or the message when shorter and not posted.
+  static std::vector<uint8_t> payload_pattern(const RcRequesterConfig& config);
 
   // First fires the retransmit timer if it is due (deadline <= now_ns), then appends to `out`
   // up to max_packets packets that may be sent at now_ns: retransmissions after a go-back, then

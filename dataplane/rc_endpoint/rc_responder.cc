@@ -90,6 +90,12 @@ RcResponderCounters& RcResponderCounters::operator+=(const RcResponderCounters& 
   return *this;
 }
 
+std::vector<uint8_t> RcResponder::payload_pattern(uint32_t mtu) {
+  std::vector<uint8_t> p(mtu);
+  for (size_t i = 0; i < p.size(); ++i) p[i] = static_cast<uint8_t>(i * 7);
+  return p;
+}
+
 RcResponder::RcResponder(const RcResponderConfig& config, const RcQpAddress& address,
                          rte_mempool* pool)
     : config_(validated(config)),
@@ -100,9 +106,8 @@ RcResponder::RcResponder(const RcResponderConfig& config, const RcQpAddress& add
       // the first PSN". (rxe leaves ack_psn zeroed until the first request executes.)
       ack_psn_(config_.first_psn),
       resources_(config_.max_read_resources),
-      payload_(config_.mtu) {
+      payload_(payload_pattern(config_.mtu)) {
   if (pool_ == nullptr) throw std::invalid_argument("pool: must not be null");
-  for (size_t i = 0; i < payload_.size(); ++i) payload_[i] = static_cast<uint8_t>(i * 7);
   payload_bytes_ = payload_;
   if (config_.payload_store != nullptr) {
     payload_bytes_ = config_.payload_store->add(payload_);

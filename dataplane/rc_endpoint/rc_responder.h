@@ -116,6 +116,8 @@ class RcResponder {
   // Throws std::invalid_argument when config.check() or address.check() fails, or pool is null.
   // ACKs go from address.local_qp's side to address.peer_qp (the requester's QP).
   RcResponder(const RcResponderConfig& config, const RcQpAddress& address, rte_mempool* pool);
+  // The READ response payload a responder of `mtu` sends (and adds to its payload store).
+  static std::vector<uint8_t> payload_pattern(uint32_t mtu);
 
   // An RDMA WRITE or READ request addressed to this QP; takes ownership of m and frees it. `p`
   // must be what PacketParser said of m. Appends the ACK/NAK it causes (and any pending one) to

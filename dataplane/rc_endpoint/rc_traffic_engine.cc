@@ -7,6 +7,7 @@
 
 #include "dataplane/memory_usage.h"
 #include "dataplane/wire/packet_parser.h"
+#include "dataplane/wire/payload_store.h"
 #include "dataplane/egress/link_emulator.h"
 #include "dataplane/wire/roce_headers.h"
 
@@ -170,6 +171,7 @@ RcTrafficEngine::RcTrafficEngine(const RcTrafficEngineConfig& config, rte_mempoo
       req_due_(config_.qps) {
   if (pool == nullptr) throw std::invalid_argument("pool: must not be null");
   qp_.resize(config_.qps);
+  bool one_shot_requesters = false, one_shot_responders = false;
   for (uint32_t i = 0; i < config_.qps; ++i) {
     const RcQpAddress a = config_.address(i);
     by_peer_.emplace((uint64_t{a.peer_ip} << 24) | a.peer_qp, a.local_qp);
@@ -177,6 +179,8 @@ RcTrafficEngine::RcTrafficEngine(const RcTrafficEngineConfig& config, rte_mempoo
     q.one_shot = i < config_.qp_specs.size() && config_.qp_specs[i].one_shot;
     if (q.one_shot) {
       q.life = Life::kNotStarted;  // made at its post (requester) or first packet (responder)
+      (has(config_.role_of(i), RcQpRole::kRequester) ? one_shot_requesters : one_shot_responders) =
+          true;
       continue;
     }
     ++live_qps_;
@@ -185,6 +189,17 @@ RcTrafficEngine::RcTrafficEngine(const RcTrafficEngineConfig& config, rte_mempoo
     if (has(role, RcQpRole::kRequester)) make_requester(i, 0);
     if (has(role, RcQpRole::kResponder)) make_responder(i, 0);
     reschedule(i);
+  }
+  // The payloads of QPs made later go into the store now: stores that saw the same engines made
+  // must agree on where each payload lies (fabric_emu --mpi ranks send segments as (region,
+  // offset)), whichever QPs each one went on to make. One-shot requesters post (one MTU).
+  if (config_.payload_store != nullptr) {
+    if (one_shot_requesters) {
+      RcRequesterConfig r = base_requester_config(config_);
+      r.posted = true;
+      config_.payload_store->add(RcRequester::payload_pattern(r));
+    }
+    if (one_shot_responders) config_.payload_store->add(RcResponder::payload_pattern(config_.mtu));
   }
 }
 

@@ -13,6 +13,7 @@
 
 #include "dataplane/wire/packet_builder.h"
 #include "dataplane/wire/packet_parser.h"
+#include "dataplane/wire/payload_store.h"
 #include "dataplane/wire/roce_headers.h"
 #include "tests/support/dpdk_test.h"
 
@@ -1066,4 +1067,44 @@ TEST_CASE("engine: one-shot configuration checks and misuse") {
   e.retire_responder(1);  // before any packet: nothing to free
   CHECK(e.work().qps_retired == 1);
   CHECK(pool.whole());
+}
+
+TEST_CASE("engine: one-shot payloads are in the store from the start, in one order everywhere") {
+  // fabric_emu --mpi ranks each build every engine but start only their own hosts' QPs; a
+  // segment crosses ranks as (region, offset), so the stores must agree whatever was started.
+  TestPool pool;
+  TestPool segments;
+  RcTrafficEngineConfig cfg;
+  cfg.mtu = 1024;
+  cfg.qps = 2;
+  cfg.qp_specs = {spec(RcQpRole::kRequester, 0x0A000002, 2, 0x200),
+                  spec(RcQpRole::kResponder, 0x0A000002, 2, 0x201)};
+  cfg.qp_specs[0].posted = true;
+  cfg.qp_specs[0].one_shot = true;
+  cfg.qp_specs[1].one_shot = true;
+  PayloadStore idle_store(segments.get()), busy_store(segments.get());
+  RcTrafficEngineConfig idle_cfg = cfg, busy_cfg = cfg;
+  idle_cfg.payload_store = &idle_store;
+  busy_cfg.payload_store = &busy_store;
+  RcTrafficEngine idle(idle_cfg, pool.get());
+  RcTrafficEngine busy(busy_cfg, pool.get());
+  busy.post(0, 3000, 0);  // makes the requester
+  std::vector<rte_mbuf*> out;
+  busy.poll(0, out);
+  REQUIRE(!out.empty());
+  for (rte_mbuf* m : out) {
+    // Every payload segment the busy engine sent lies where the idle store has the same bytes.
+    for (rte_mbuf* s = m; s != nullptr; s = s->next) {
+      const auto* data = rte_pktmbuf_mtod(s, const uint8_t*);
+      const auto place = busy_store.place_of(data, s->data_len);
+      if (!place) continue;
+      const uint8_t* there = idle_store.address(*place);
+      REQUIRE(there != nullptr);
+      CHECK(std::equal(data, data + s->data_len, there));
+    }
+    rte_pktmbuf_free(m);
+  }
+  CHECK(idle_store.address({1, 0}) != nullptr);  // the responder's READ payload, too
+  CHECK(idle_store.address({2, 0}) == nullptr);
+  CHECK(busy_store.address({2, 0}) == nullptr);
 }
