@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <stdexcept>
+#include <unordered_map>
 
 #include "dataplane/egress/link_emulator.h"
 #include "fabric/flow_size_cdf.h"
@@ -75,7 +76,7 @@ Fabric::Fabric(const FabricConfig& config, FabricMode mode, uint64_t seed, rte_m
     const HostSpec& spec = topology_.hosts()[h];
     std::vector<MacAddress> macs(spec.nic.uplinks.size(), spec.mac);
     // The plan says who talks to whom; the receive model is the NIC's (topology) choice.
-    RcTrafficEngineConfig engine = plan_.engines()[h];
+    RcTrafficEngineConfig engine = plan_.take_engine(h);
     engine.ooo_placement = spec.nic.receive == control::ReceiveModel::kOooPlacement;
     engine.placement_window = spec.nic.placement.window;
     engine.placement_nak_delay_ns = spec.nic.placement.nak_delay_ns;
@@ -676,9 +677,13 @@ uint64_t Fabric::slowdown_bdp_bytes() const {
   return static_cast<uint64_t>(std::llround(host_gbps_ * rtt_ns / 8.0));
 }
 
+const RcQpSpec& Fabric::sender_spec(const QpFlow& f) const {
+  return nodes_[f.src].nic->rc_engine()->config().qp_specs.at(f.src_qp_index);
+}
+
 std::optional<Post> Fabric::single_message(size_t flow) const {
   const QpFlow& f = plan_.flows()[flow];
-  const RcQpSpec& spec = plan_.engines()[f.src].qp_specs.at(f.src_qp_index);
+  const RcQpSpec& spec = sender_spec(f);
   if (spec.posted) {
     if (flow_initial_posts_[flow] != 1 || flow_fct_[flow].dynamic_posts != 0) return std::nullopt;
     return plan_.initial_posts()[static_cast<size_t>(flow_first_post_[flow])];
@@ -705,7 +710,7 @@ void Fabric::for_each_unfinished(uint64_t end_ns, Fn fn) const {
   // (permutation) always has one under way when the run stops: none of them counts.
   for (size_t i = 0; i < plan_.flows().size(); ++i) {
     const QpFlow& f = plan_.flows()[i];
-    const RcQpSpec& spec = plan_.engines()[f.src].qp_specs.at(f.src_qp_index);
+    const RcQpSpec& spec = sender_spec(f);
     if (spec.posted || spec.messages == 0) continue;
     for (uint64_t k = flow_fct_[i].messages; k < spec.messages; ++k) fn(i, 0, spec.message_bytes);
   }
@@ -2259,11 +2264,29 @@ RunResult Fabric::collect(double wall_s) {
   // One record per flow (QP): who, how much, how fast, how often resent, and which planes its
   // packets took (as the receiving NIC counted them by uplink).
   double fair_sum = 0, fair_sq = 0;
+  r.flows.reserve(plan_.flows().size());  // one per flow: no doubling at the run's peak
+  for (const HostSpec& h : topology_.hosts()) r.host_names.push_back(h.name);
+  // Per receiving host, its heat map by (source IP, destination QP), made when first needed.
+  std::vector<std::unordered_map<uint64_t, const uint64_t*>> arrivals(nodes_.size());
+  const auto arrivals_of = [&](uint32_t dst, uint32_t sip, uint32_t qpn) {
+    auto& index = arrivals[dst];
+    const NodeFigures& rx = figures_[dst];
+    if (index.empty()) {
+      index.reserve(rx.heat_entries.size());
+      for (size_t e = 0; e < rx.heat_entries.size(); ++e) {
+        const nic_emu::QpArrivals& q = rx.heat_entries[e];
+        index.emplace((uint64_t{q.src_ip} << 24) | q.dest_qp,
+                      rx.heat_counts.data() + e * rx.heat_uplinks);
+      }
+    }
+    const auto it = index.find((uint64_t{sip} << 24) | qpn);
+    return it == index.end() ? nullptr : it->second;
+  };
   for (size_t i = 0; i < plan_.flows().size(); ++i) {
     const QpFlow& f = plan_.flows()[i];
     FlowRecord fr;
-    fr.src = topology_.hosts()[f.src].name;
-    fr.dst = topology_.hosts()[f.dst].name;
+    fr.src = f.src;
+    fr.dst = f.dst;
     fr.src_qpn = f.src_qpn;
     fr.dst_qpn = f.dst_qpn;
     fr.hops = path_hops(f.src, f.dst);
@@ -2312,10 +2335,9 @@ RunResult Fabric::collect(double wall_s) {
     const uint32_t sip = topology_.hosts()[f.src].ip;
     const auto rx_uplinks = static_cast<uint16_t>(rx.ports.size());
     fr.packets_by_uplink.assign(rx_uplinks, 0);
-    for (const auto& q : rx.heat_map) {
-      if (q.src_ip != sip || q.dest_qp != f.dst_qpn) continue;
-      for (uint16_t u = 0; u < rx_uplinks && u < q.per_uplink.size(); ++u) {
-        fr.packets_by_uplink[u] = q.per_uplink[u];
+    if (const uint64_t* per_uplink = arrivals_of(f.dst, sip, f.dst_qpn)) {
+      for (uint16_t u = 0; u < rx_uplinks && u < rx.heat_uplinks; ++u) {
+        fr.packets_by_uplink[u] = per_uplink[u];
       }
     }
     r.flows.push_back(std::move(fr));

@@ -385,6 +385,8 @@ class Fabric {
   // The flow's one message when it has exactly one (cdf, alltoall, incast), its post time (0
   // for a message the engine sends by itself); after collect_slowdown.
   std::optional<Post> single_message(size_t flow) const;
+  // The requester spec of flow f, from its sender's engine (which holds the only copy).
+  const RcQpSpec& sender_spec(const QpFlow& f) const;
   // The bandwidth-delay product of the longest path (--slowdown-bins bdp): the host rate times
   // the ideal FCT of one full packet over it, every cable at delay_ns + cable_spread_ns.
   uint64_t slowdown_bdp_bytes() const;

@@ -977,7 +977,8 @@ void write_csv(const std::string& dir, const std::vector<RunResult>& runs, const
                uplink_cols + ",start_ns,end_ns,size_bytes,ideal_fct_ns,in_window");
   for (const RunResult& r : runs) {
     for (const FlowRecord& f : r.flows) {
-      flows << pre << csv_field(r.mode) << "," << r.seed << "," << f.src << "," << f.dst << ","
+      flows << pre << csv_field(r.mode) << "," << r.seed << "," << r.host_names.at(f.src) << ","
+            << r.host_names.at(f.dst) << ","
             << f.src_qpn << "," << f.dst_qpn << "," << f.hops << "," << f.bytes_acked << ","
             << f.bytes_completed << "," << f.messages_completed << ",";
       if (f.messages_completed > 0) {

@@ -36,7 +36,7 @@ struct SlowdownReport {
 
 // One flow (a QP and its peer) of one run, for --csv's flows.csv.
 struct FlowRecord {
-  std::string src, dst;  // host names
+  uint32_t src = 0, dst = 0;  // hosts, by index into RunResult::host_names
   uint32_t src_qpn = 0, dst_qpn = 0;
   uint32_t hops = 0;  // links on its path: 2 under one leaf, 4 across the spines
   uint64_t bytes_acked = 0;
@@ -94,6 +94,7 @@ struct RunResult {
   double downlink_util_mean = 0, downlink_util_max = 0, downlink_util_imbalance = 0;  // spine->leaf
   double host_uplink_util_mean = 0, host_uplink_util_max = 0, host_uplink_util_imbalance = 0;
   std::vector<FlowRecord> flows;  // one per QP flow of the workload (CSV only)
+  std::vector<std::string> host_names;  // FlowRecord::src/dst's names (once, not per flow)
   // Leaf-spine links (both directions) that carried less than 5% of their rate over the window
   // while the fabric's mean was above 20%: what hash polarization leaves idle.
   uint32_t idle_links = 0;

@@ -1,5 +1,7 @@
 #include "fabric/node_figures.h"
 
+#include <stdexcept>
+
 namespace spraynet::fabric {
 namespace {
 
@@ -77,7 +79,9 @@ NodeFigures NodeFigures::of(nic_emu::NicNode& nic, uint64_t now_ns, uint64_t cc_
     // A QP that sent and never had a byte acknowledged: cut off (a filter, a dead path).
     f.qps_never_acked += k.has_requester && k.packets_sent > 0 && k.bytes_acked == 0;
   }
-  f.heat_map = nic.heat_map();
+  f.heat_uplinks = nic.heat_map().uplinks();
+  f.heat_entries = nic.heat_map().entries();
+  f.heat_counts = nic.heat_map().counts();
   return f;
 }
 
@@ -111,7 +115,9 @@ void NodeFigures::write(ByteWriter& w) const {
   w.put(cc);
   w.put(qps_never_acked);
   w.put_vector(requesters);
-  w.put_vector(heat_map);
+  w.put(heat_uplinks);
+  w.put_vector(heat_entries);
+  w.put_vector(heat_counts);
 }
 
 NodeFigures NodeFigures::read(ByteReader& r) {
@@ -145,7 +151,12 @@ NodeFigures NodeFigures::read(ByteReader& r) {
   f.cc = r.get<RcCcSummary>();
   f.qps_never_acked = r.get<uint64_t>();
   f.requesters = r.get_vector<RcQpFlowCounters>();
-  f.heat_map = r.get_vector<nic_emu::QpArrivals>();
+  f.heat_uplinks = r.get<uint16_t>();
+  f.heat_entries = r.get_vector<nic_emu::QpArrivals>();
+  f.heat_counts = r.get_vector<uint64_t>();
+  if (f.heat_counts.size() != f.heat_entries.size() * f.heat_uplinks) {
+    throw std::runtime_error("fabric_emu --mpi: a heat map whose counts do not fit its QPs");
+  }
   return f;
 }
 

@@ -55,6 +55,9 @@ class WorkloadPlan {
                const FlowSizeCdf* cdf);
 
   const std::vector<RcTrafficEngineConfig>& engines() const { return engines_; }  // per host
+  // Host h's engine, moved out: the engine made from it keeps the only copy of its QP specs (a
+  // cdf run has one per flow and end; two copies would be a fifth of its memory).
+  RcTrafficEngineConfig take_engine(uint32_t h) { return std::move(engines_.at(h)); }
   const std::vector<QpFlow>& flows() const { return flows_; }
   // Every post known at the start, by host and then time for cdf (whose flows are posted as
   // they arrive, their QPs made then: posts_arrive()); at 0 for the others.

@@ -49,7 +49,10 @@ NicNode::NicNode(const control::NicConfig& config, const RcTrafficEngineConfig& 
       logger_(std::move(logger)),
       uplinks_(config.uplinks.size()),
       hasher_(HashConfig{HashAlgorithm::kCrc32c, static_cast<uint32_t>(config.seed), true}),
-      spray_(control::spray_engine_config(config)) {
+      spray_(control::spray_engine_config(config)),
+      // (The uplink count is checked below, with the NIC's own message.)
+      heat_(static_cast<uint16_t>(std::clamp<size_t>(config.uplinks.size(), 1, 16)),
+            config.reorder.max_qps) {
   if (uplinks_ == 0 || uplinks_ > SprayEngine::kMaxUplinks) {
     throw std::invalid_argument("nic: 1 to 16 uplinks, got " + std::to_string(uplinks_));
   }
@@ -318,17 +321,7 @@ void NicNode::judge_ppcid(uint16_t uplink, const ParsedPacket& p, const PpcidRea
 }
 
 void NicNode::count_arrival(uint16_t uplink, const ParsedPacket& p) {
-  const uint64_t key = (uint64_t{p.src_ip} << 24) | p.dest_qp;
-  auto it = heat_index_.find(key);
-  if (it == heat_index_.end()) {
-    if (heat_.size() >= config_.reorder.max_qps) {
-      ++counters_.heat_map_overflow;
-      return;
-    }
-    it = heat_index_.emplace(key, static_cast<uint32_t>(heat_.size())).first;
-    heat_.push_back(QpArrivals{p.src_ip, p.dest_qp, {}});
-  }
-  ++heat_[it->second].per_uplink[uplink];
+  if (!heat_.count(p.src_ip, p.dest_qp, uplink)) ++counters_.heat_map_overflow;
 }
 
 void NicNode::send_probe(uint64_t now_ns) {
@@ -659,7 +652,7 @@ MemoryUsage NicNode::memory_usage() const {
   // tables, the heat map, the anomaly detector, the probe (its object only: its payload and
   // sample vectors are not counted) and the small per-port vectors.
   m.other = sizeof(*this) + spray_.heap_bytes() + capacity_bytes(macs_) + capacity_bytes(loads_) +
-            capacity_bytes(ports_) + capacity_bytes(heat_) + unordered_map_bytes(heat_index_) +
+            capacity_bytes(ports_) + heat_.memory_bytes() +
             capacity_bytes(anomaly_flags_) + capacity_bytes(config_.uplinks);
   if (anomaly_) m.other += anomaly_->memory_bytes();
   if (probe_) m.other += sizeof(LatencyProbe);

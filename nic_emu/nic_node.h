@@ -38,6 +38,7 @@
 #include "dataplane/nic/reorder_engine.h"
 #include "dataplane/nic/spray_engine.h"
 #include "dataplane/probe/latency_probe.h"
+#include "nic_emu/qp_heat_map.h"
 #include "dataplane/rc_endpoint/rc_traffic_engine.h"
 #include "dataplane/wire/counter_list.h"
 #include "dataplane/wire/packet_parser.h"
@@ -185,13 +186,6 @@ struct AnomalyFlag {
   uint32_t dst_ip = 0;
 };
 
-// One QP's arrivals per uplink: the spraying heat map.
-struct QpArrivals {
-  uint32_t src_ip = 0;
-  uint32_t dest_qp = 0;
-  std::array<uint64_t, SprayEngine::kMaxUplinks> per_uplink{};
-};
-
 class NicNode {
  public:
   // Throws std::invalid_argument for a config the stages refuse. port_macs: by node port (the
@@ -261,7 +255,7 @@ class NicNode {
   // Received PPCIDs read ok, by path id (what each uplink's far end wrote).
   const std::array<uint64_t, 256>& path_arrivals() const { return path_arrivals_; }
   // The heat map, one entry per QP seen (at most config.reorder.max_qps).
-  const std::vector<QpArrivals>& heat_map() const { return heat_; }
+  const QpHeatMap& heat_map() const { return heat_; }
   // The PPCID anomaly detector (nullptr unless config.anomaly.enabled), and the QPs it flagged
   // in flag order (anomaly_flags()[i] is anomaly()->flagged(i)).
   const PpcidAnomalyDetector* anomaly() const { return anomaly_.get(); }
@@ -334,8 +328,7 @@ class NicNode {
   std::vector<rte_mbuf*> released_;  // scratch: reorder output
   std::vector<rte_mbuf*> rc_out_;    // scratch: RC engine output
 
-  std::unordered_map<uint64_t, uint32_t> heat_index_;  // (src_ip << 24 | dest_qp) -> heat_
-  std::vector<QpArrivals> heat_;
+  QpHeatMap heat_;
   std::array<uint64_t, 256> path_arrivals_{};
   NicHostSide host_side_;
   bool mismatch_logged_ = false;

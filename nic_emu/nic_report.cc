@@ -135,9 +135,11 @@ json reorder_json(const NicNode& node) {
 
 json heat_map_json(const NicNode& node) {
   json qps = json::array();
-  for (const auto& q : node.heat_map()) {
+  const QpHeatMap& heat = node.heat_map();
+  for (size_t i = 0; i < heat.size(); ++i) {
+    const QpArrivals& q = heat.entries()[i];
     json per = json::array();
-    for (size_t u = 0; u < node.uplink_count(); ++u) per.push_back(q.per_uplink[u]);
+    for (uint64_t v : heat.per_uplink(i)) per.push_back(v);
     qps.push_back(
         {{"src_ip", control::format_ipv4(q.src_ip)}, {"dest_qp", q.dest_qp}, {"per_uplink", per}});
   }

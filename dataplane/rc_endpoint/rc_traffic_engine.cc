@@ -173,8 +173,11 @@ RcTrafficEngine::RcTrafficEngine(const RcTrafficEngineConfig& config, rte_mempoo
   qp_.resize(config_.qps);
   bool one_shot_requesters = false, one_shot_responders = false;
   for (uint32_t i = 0; i < config_.qps; ++i) {
-    const RcQpAddress a = config_.address(i);
-    by_peer_.emplace((uint64_t{a.peer_ip} << 24) | a.peer_qp, a.local_qp);
+    // Only a requester sends READ requests, whose responses local_qp_of() is asked about.
+    if (has(config_.role_of(i), RcQpRole::kRequester)) {
+      const RcQpAddress a = config_.address(i);
+      by_peer_.emplace((uint64_t{a.peer_ip} << 24) | a.peer_qp, a.local_qp);
+    }
     Qp& q = qp_[i];
     q.one_shot = i < config_.qp_specs.size() && config_.qp_specs[i].one_shot;
     if (q.one_shot) {

@@ -51,16 +51,17 @@ enum class RcQpRole : uint8_t {
 };
 
 // QP i of an engine configured per QP (local QP = first_local_qp + i).
+// (Fields ordered by size: a cdf workload keeps one spec per flow end, 48 bytes each, not 64.)
 struct RcQpSpec {
-  RcQpRole role = RcQpRole::kRequester;
-  uint32_t peer_ip = 0;  // host order
-  MacAddress peer_mac{};
-  uint32_t peer_qp = 0;         // 24 bits
-  uint16_t udp_src_port = 0;    // 0: rxe_udp_source_port(local qp)
-  uint32_t message_bytes = 0;   // 0: the engine's message_bytes
   uint64_t messages = 0;        // requester: fixed-size messages; 0 = unlimited unless posted
-  bool posted = false;          // requester in posted mode (messages/message_bytes ignored)
   uint64_t message_gap_ns = 0;  // this QP's (the engine's message_gap_ns does not apply)
+  uint32_t peer_ip = 0;         // host order
+  uint32_t peer_qp = 0;         // 24 bits
+  uint32_t message_bytes = 0;   // 0: the engine's message_bytes
+  MacAddress peer_mac{};
+  uint16_t udp_src_port = 0;    // 0: rxe_udp_source_port(local qp)
+  RcQpRole role = RcQpRole::kRequester;
+  bool posted = false;          // requester in posted mode (messages/message_bytes ignored)
   RcOp op = RcOp::kWrite;       // requester: fixed mode's messages, post()'s default
   // A flow of one message (a workload drawn from a flow-size distribution: every flow its own
   // QP). The QP's state exists only while the flow does: a requester (posted mode) from its
@@ -272,8 +273,8 @@ class RcTrafficEngine {
   const RcRequester* requester(uint32_t qp_index) const;
   const RcResponder* responder(uint32_t qp_index) const;
   const RcPlacementResponder* placement_responder(uint32_t qp_index) const;
-  // The local QP that talks to (peer_ip, peer_qp), for a NIC that sees a request leave and must
-  // know which QP its responses will be addressed to. False when no QP does.
+  // The local requester QP that talks to (peer_ip, peer_qp), for a NIC that sees a READ request
+  // leave and must know which QP its responses will be addressed to. False when none does.
   bool local_qp_of(uint32_t peer_ip, uint32_t peer_qp, uint32_t& local_qp) const;
   // Bytes of the engine: the object (its completion statistics inside), its config's per-QP
   // vectors, and every QP's requester, responder, placement responder and DCQCN reaction point,

@@ -171,10 +171,11 @@ PairResult run_pair(const std::string& mode, const std::string& receive, uint64_
     if (b.reorder()) r.reordered = b.reorder()->counters().released_after_hold;
     r.ppcid_ok = b.ppcid_counters().ok;
     r.ppcid_wrong_uplink = b.ppcid_counters().wrong_uplink;
-    for (const auto& q : b.heat_map()) {
-      if (q.dest_qp >= 0x200 && q.dest_qp < 0x204) {
-        r.heat.push_back({q.per_uplink[0], q.per_uplink[1], q.per_uplink[2], q.per_uplink[3]});
-      }
+    const nic_emu::QpHeatMap& heat = b.heat_map();
+    for (size_t i = 0; i < heat.size(); ++i) {
+      const uint32_t qp = heat.entries()[i].dest_qp;
+      const auto n = heat.per_uplink(i);
+      if (qp >= 0x200 && qp < 0x204) r.heat.push_back({n[0], n[1], n[2], n[3]});
     }
     a.free_all();
     b.free_all();
@@ -481,7 +482,7 @@ TEST_CASE("RX: the PPCID is read and counted, the UDP checksum restored to 0, th
     CHECK(nic.ppcid_counters().wrong_uplink == 0);
     CHECK(nic.path_arrivals()[3] == 1);
     CHECK(nic.heat_map().size() == 1);
-    CHECK(nic.heat_map()[0].per_uplink[2] == 1);
+    CHECK(nic.heat_map().per_uplink(0)[2] == 1);
   }
   CHECK(pool.whole());
 }
