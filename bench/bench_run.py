@@ -659,7 +659,7 @@ def flows_section(build, quick, work):
     if quick:
         return
     # The paper's own run: ConWeave's 2-tier set-up, 0.1 s of arrivals, one mode and seed.
-    progress("fabric_emu --scenario conweave-os2, ecmp, seed 1, 0.1 s of arrivals (about 6 min)")
+    progress("fabric_emu --scenario conweave-os2, ecmp, seed 1, 0.1 s of arrivals (about 3 min)")
     c0 = cpu_children()
     t0 = time.monotonic()
     p = subprocess.run([exe, "--quiet", "--scenario", "conweave-os2", "--mode", "ecmp",
