@@ -1599,7 +1599,7 @@ std::vector<NodeFigures> Fabric::gather_node_figures(uint64_t cc_at_ns) {
   const auto of = [&](uint32_t id) {
     Node& n = nodes_[id];
     return n.sw ? NodeFigures::of(*n.sw, n.control.get(), now_)
-                : NodeFigures::of(*n.nic, now_, cc_at_ns);
+                : NodeFigures::of(*n.nic, now_, cc_at_ns, distributed());
   };
   std::vector<NodeFigures> figures(nodes_.size());
   if (!distributed()) {
@@ -2264,11 +2264,18 @@ RunResult Fabric::collect(double wall_s) {
   // One record per flow (QP): who, how much, how fast, how often resent, and which planes its
   // packets took (as the receiving NIC counted them by uplink).
   double fair_sum = 0, fair_sq = 0;
-  r.flows.reserve(plan_.flows().size());  // one per flow: no doubling at the run's peak
-  for (const HostSpec& h : topology_.hosts()) r.host_names.push_back(h.name);
+  if (record_flows_) {
+    r.flows.reserve(plan_.flows().size());  // one per flow: no doubling at the run's peak
+    for (const HostSpec& h : topology_.hosts()) r.host_names.push_back(h.name);
+  }
   // Per receiving host, its heat map by (source IP, destination QP), made when first needed.
   std::vector<std::unordered_map<uint64_t, const uint64_t*>> arrivals(nodes_.size());
-  const auto arrivals_of = [&](uint32_t dst, uint32_t sip, uint32_t qpn) {
+  const auto arrivals_of = [&](uint32_t dst, uint32_t sip, uint32_t qpn) -> const uint64_t* {
+    if (!distributed()) {  // the NIC's own map (the figures hold no copy)
+      const nic_emu::QpHeatMap& heat = nodes_[dst].nic->heat_map();
+      const std::optional<size_t> e = heat.find(sip, qpn);
+      return e ? heat.per_uplink(*e).data() : nullptr;
+    }
     auto& index = arrivals[dst];
     const NodeFigures& rx = figures_[dst];
     if (index.empty()) {
@@ -2290,9 +2297,12 @@ RunResult Fabric::collect(double wall_s) {
     fr.src_qpn = f.src_qpn;
     fr.dst_qpn = f.dst_qpn;
     fr.hops = path_hops(f.src, f.dst);
-    if (const NodeFigures& src = figures_[f.src];
-        f.src_qp_index < src.requesters.size() && src.requesters[f.src_qp_index].has_requester) {
-      const RcQpFlowCounters& k = src.requesters[f.src_qp_index];
+    const RcQpFlowCounters k =
+        !distributed() ? nodes_[f.src].nic->rc_engine()->flow_counters(f.src_qp_index)
+        : f.src_qp_index < figures_[f.src].requesters.size()
+            ? figures_[f.src].requesters[f.src_qp_index]
+            : RcQpFlowCounters{};
+    if (k.has_requester) {
       fr.bytes_acked = k.bytes_acked;
       fr.packets_sent = k.packets_sent;
       fr.packets_retransmitted = k.packets_retransmitted;
@@ -2340,7 +2350,7 @@ RunResult Fabric::collect(double wall_s) {
         fr.packets_by_uplink[u] = per_uplink[u];
       }
     }
-    r.flows.push_back(std::move(fr));
+    if (record_flows_) r.flows.push_back(std::move(fr));
   }
   if (r.fairness.flows > 0) {
     r.fairness.mean_gbps = fair_sum / static_cast<double>(r.fairness.flows);

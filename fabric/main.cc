@@ -1036,6 +1036,7 @@ int main(int argc, char** argv) {
           Fabric f(config, spec.mode, spec.seed, pool.pool(), cdfs[spec.experiment].get(),
                    segments != nullptr ? segments->pool() : nullptr);
           f.record_timeseries(timeseries);
+          f.record_flows(!csv_dir.empty());  // flows.csv is their only reader
           f.set_threads(threads);
 #ifdef SPRAYNET_HAVE_MPI
           f.set_ranks(ranks.get());

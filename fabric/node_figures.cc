@@ -51,7 +51,8 @@ NodeFigures NodeFigures::of(const switch_emu::SwitchNode& sw, const control::Con
   return f;
 }
 
-NodeFigures NodeFigures::of(nic_emu::NicNode& nic, uint64_t now_ns, uint64_t cc_at_ns) {
+NodeFigures NodeFigures::of(nic_emu::NicNode& nic, uint64_t now_ns, uint64_t cc_at_ns,
+                            bool per_qp) {
   NodeFigures f;
   for (uint16_t u = 0; u < nic.uplink_count(); ++u) {
     const nic_emu::NicPortCounters& pc = nic.port_counters(u);
@@ -72,16 +73,18 @@ NodeFigures NodeFigures::of(nic_emu::NicNode& nic, uint64_t now_ns, uint64_t cc_
   f.responder_totals = rc->responder_totals();
   f.placement_totals = rc->placement_totals();
   f.cc = rc->cc_summary(cc_at_ns);
-  f.requesters.resize(rc->qps());
+  if (per_qp) f.requesters.resize(rc->qps());
   for (uint32_t q = 0; q < rc->qps(); ++q) {
     const RcQpFlowCounters k = rc->flow_counters(q);
-    f.requesters[q] = k;
+    if (per_qp) f.requesters[q] = k;
     // A QP that sent and never had a byte acknowledged: cut off (a filter, a dead path).
     f.qps_never_acked += k.has_requester && k.packets_sent > 0 && k.bytes_acked == 0;
   }
   f.heat_uplinks = nic.heat_map().uplinks();
-  f.heat_entries = nic.heat_map().entries();
-  f.heat_counts = nic.heat_map().counts();
+  if (per_qp) {
+    f.heat_entries = nic.heat_map().entries();
+    f.heat_counts = nic.heat_map().counts();
+  }
   return f;
 }
 

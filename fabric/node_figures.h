@@ -63,8 +63,10 @@ struct NodeFigures {
   // `now_ns`: the egress counters' moment; `cc_at_ns`: the congestion control summary's.
   static NodeFigures of(const switch_emu::SwitchNode& sw, const control::ControlLoop* control,
                         uint64_t now_ns);
-  static NodeFigures of(nic_emu::NicNode& nic, uint64_t now_ns,
-                        uint64_t cc_at_ns);  // cc_summary settles rates
+  // `per_qp`: copy the per-QP figures (requesters, the heat map) too, for figures that cross
+  // ranks; one process reads them from the NIC itself (a million flows' worth at 0.1 s of cdf).
+  static NodeFigures of(nic_emu::NicNode& nic, uint64_t now_ns, uint64_t cc_at_ns,
+                        bool per_qp);  // cc_summary settles rates
   void write(ByteWriter& w) const;
   static NodeFigures read(ByteReader& r);
 };

@@ -171,7 +171,7 @@ RcTrafficEngine::RcTrafficEngine(const RcTrafficEngineConfig& config, rte_mempoo
       req_due_(config_.qps) {
   if (pool == nullptr) throw std::invalid_argument("pool: must not be null");
   qp_.resize(config_.qps);
-  bool one_shot_requesters = false, one_shot_responders = false;
+  bool one_shot_responders = false;
   for (uint32_t i = 0; i < config_.qps; ++i) {
     // Only a requester sends READ requests, whose responses local_qp_of() is asked about.
     if (has(config_.role_of(i), RcQpRole::kRequester)) {
@@ -182,8 +182,11 @@ RcTrafficEngine::RcTrafficEngine(const RcTrafficEngineConfig& config, rte_mempoo
     q.one_shot = i < config_.qp_specs.size() && config_.qp_specs[i].one_shot;
     if (q.one_shot) {
       q.life = Life::kNotStarted;  // made at its post (requester) or first packet (responder)
-      (has(config_.role_of(i), RcQpRole::kRequester) ? one_shot_requesters : one_shot_responders) =
-          true;
+      if (has(config_.role_of(i), RcQpRole::kRequester)) {
+        ++one_shot_requesters_;
+      } else {
+        one_shot_responders = true;
+      }
       continue;
     }
     ++live_qps_;
@@ -197,7 +200,7 @@ RcTrafficEngine::RcTrafficEngine(const RcTrafficEngineConfig& config, rte_mempoo
   // must agree on where each payload lies (fabric_emu --mpi ranks send segments as (region,
   // offset)), whichever QPs each one went on to make. One-shot requesters post (one MTU).
   if (config_.payload_store != nullptr) {
-    if (one_shot_requesters) {
+    if (one_shot_requesters_ > 0) {
       RcRequesterConfig r = base_requester_config(config_);
       r.posted = true;
       config_.payload_store->add(RcRequester::payload_pattern(r));
@@ -411,9 +414,17 @@ void RcTrafficEngine::retire(uint32_t i) {
   Qp& q = qp_[i];
   if (q.life != Life::kLive) return;
   const uint64_t now_ns = q.rate ? q.rate->last_advance_ns() : 0;
-  if (retired_flow_.size() < qp_.size()) retired_flow_.resize(qp_.size());
   if (q.requester) {
-    retired_flow_[i] = flow_counters(i);
+    if (retired_slot_.size() < qp_.size()) {
+      retired_slot_.resize(qp_.size(), kNoSlot);
+      retired_flow_.reserve(one_shot_requesters_);  // each retires once: no doubling
+    }
+    if (retired_slot_[i] == kNoSlot) {
+      retired_slot_[i] = static_cast<uint32_t>(retired_flow_.size());
+      retired_flow_.push_back(flow_counters(i));
+    } else {
+      retired_flow_[retired_slot_[i]] = flow_counters(i);
+    }
     retired_requesters_ += q.requester->counters();
     erase_sorted(requesters_, i);
   }
@@ -467,7 +478,9 @@ RcQpFlowCounters RcTrafficEngine::flow_counters(uint32_t qp_index) const {
   if (qp_index >= qp_.size()) return {};
   const Qp& q = qp_[qp_index];
   if (q.life == Life::kRetired) {
-    return qp_index < retired_flow_.size() ? retired_flow_[qp_index] : RcQpFlowCounters{};
+    return qp_index < retired_slot_.size() && retired_slot_[qp_index] != kNoSlot
+               ? retired_flow_[retired_slot_[qp_index]]
+               : RcQpFlowCounters{};
   }
   RcQpFlowCounters f;
   if (q.requester) {
@@ -675,7 +688,7 @@ uint64_t RcTrafficEngine::memory_bytes() const {
                unordered_map_bytes(by_peer_) + ack_due_.memory_bytes() +
                read_due_.memory_bytes() + req_due_.memory_bytes() +
                capacity_bytes(due_scratch_) + capacity_bytes(completing_) +
-               capacity_bytes(retired_flow_);
+               capacity_bytes(retired_flow_) + capacity_bytes(retired_slot_);
   for (const Qp& q : qp_) {
     if (q.requester) b += q.requester->memory_bytes();
     if (q.responder) b += q.responder->memory_bytes();

@@ -344,7 +344,12 @@ class RcTrafficEngine {
   RcRequesterCounters retired_requesters_;
   RcResponderCounters retired_responders_;
   RcPlacementResponderCounters retired_placement_;
-  std::vector<RcQpFlowCounters> retired_flow_;  // per QP index (sized on the first retirement)
+  // Retired requesters' figures, in the order they retired, and per QP index its entry there
+  // (kNoSlot: none; sized on the first retirement): a responder keeps 4 bytes, not 48.
+  static constexpr uint32_t kNoSlot = UINT32_MAX;
+  std::vector<uint32_t> retired_slot_;
+  uint32_t one_shot_requesters_ = 0;
+  std::vector<RcQpFlowCounters> retired_flow_;
   RcCcSummary retired_cc_;                      // cnps, cuts, qps (rate fraction apart)
   double retired_rate_integral_gbit_ = 0;
   double retired_at_ns_sum_ = 0;

@@ -967,6 +967,7 @@ TEST_CASE("engine: one-shot QPs exist only while their flow does; retired ones a
   CHECK(ea.requester(0) == nullptr);  // no state before its post
   CHECK(ea.flow_counters(0).has_requester);
   const uint64_t empty_bytes = ea.memory_bytes();
+  const uint64_t eb_empty_bytes = eb.memory_bytes();
 
   // Flows arrive 2 us apart, each of 3000 bytes (3 packets), on a 1 us network: at most a few
   // in flight at once. The driver retires the receiving QP when the sender's completion comes.
@@ -1018,15 +1019,17 @@ TEST_CASE("engine: one-shot QPs exist only while their flow does; retired ones a
   // Never more than a handful of QPs had state at once, and memory stayed what a handful takes.
   CHECK(ea.work().qps_live_peak <= 4);
   CHECK(peak_live <= 8);
-  // (The retired flows' figures are kept: one RcQpFlowCounters per flow, the results.)
-  CHECK(peak_bytes < empty_bytes + flows * sizeof(RcQpFlowCounters) + 4 * 8192);
+  // (The retired flows' figures are kept: one RcQpFlowCounters per flow and a 4-byte slot per QP.)
+  CHECK(peak_bytes < empty_bytes + flows * (sizeof(RcQpFlowCounters) + 4) + 4 * 8192);
   // A retired QP's flow keeps its figures; its state is gone.
   CHECK(ea.requester(7) == nullptr);
   CHECK(eb.responder(7) == nullptr);
   CHECK(ea.flow_counters(7).bytes_acked == 3000);
   CHECK(ea.flow_counters(7).packets_sent == 3);
   // Every memory its flows took is given back: what is left is the per-QP bookkeeping.
-  CHECK(ea.memory_bytes() <= empty_bytes + flows * sizeof(RcQpFlowCounters) + 64);
+  CHECK(ea.memory_bytes() <= empty_bytes + flows * (sizeof(RcQpFlowCounters) + 4) + 64);
+  // The responders keep only their slot.
+  CHECK(eb.memory_bytes() <= eb_empty_bytes + flows * 4 + 64);
 
   // A late duplicate for a retired QP is counted and freed, not answered.
   RcQpAddress from = ea.config().address(3);
