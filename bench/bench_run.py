@@ -654,8 +654,8 @@ def flows_section(build, quick, work):
         add("fabric_emu cdf %s: peak RSS, %s of arrivals" % (label, long_),
             figures[long_][1], "MB", "%s of arrivals" % short, figures[short][1],
             ("ratio_max", 1.5, "at most 1.5x the short run"), 1,
-            "a finished flow's QP state is freed; its results (flows.csv record, counters, "
-            "heat map entry, plan) stay: about 0.9 KB a flow")
+            "a finished flow's QP state is freed; its results (counters, heat map entry, "
+            "FCT, plan) stay: about 0.6 KB a flow (no --csv: no flows.csv records)")
     if quick:
         return
     # The paper's own run: ConWeave's 2-tier set-up, 0.1 s of arrivals, one mode and seed.

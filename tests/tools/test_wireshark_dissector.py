@@ -312,7 +312,12 @@ class WiresharkDissector(unittest.TestCase):
                     if rx == layout:
                         self.assertEqual(counts["ok"] + counts["bad_check"], len(sent))
                         continue
-                    self.assertGreater(counts["layout_mismatch"], 0)
+                    # Read as ts-high, a path-high PPCID's path id is its 4 timestamp bits, often
+                    # the same for a whole burst: when they name a known path (1-4) no mismatch
+                    # shows (each verdict is still checked above, frame by frame).
+                    # Read the other way, the id is the 8-bit timestamp hash: almost never 1-4.
+                    if not (layout == "path-high" and rx == "ts-high"):
+                        self.assertGreater(counts["layout_mismatch"], 0)
                     nic = self.received[(layout, rx)]
                     verdicts = ("ok", "bad_check", "layout_mismatch", "unknown_path", "absent")
                     self.assertEqual({v: nic[v] for v in verdicts},
