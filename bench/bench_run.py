@@ -446,8 +446,17 @@ def fabric_section(build, reps, quick, work):
         "2 leaves x 8 spines x 8 hosts, ecmp permutation")
 
 
+def first_run(report):
+    """The first run of a fabric_emu JSON report; a scenario's (or preset's) report holds one
+    report per experiment under "runs"."""
+    runs = report["runs"]
+    if isinstance(runs, dict):
+        runs = next(iter(runs.values()))["runs"]
+    return runs[0]
+
+
 def timed_fabric(exe, out, args):
-    """(wall s, CPU s, packet hops) of one fabric_emu run, or None."""
+    """(wall s, CPU s, the first run's JSON) of one fabric_emu run, or None."""
     c0 = cpu_children()
     t0 = time.monotonic()
     p = subprocess.run([exe, "--quiet", "--seeds", "1", "--jobs", "1", "--json", out] + args,
@@ -458,7 +467,7 @@ def timed_fabric(exe, out, args):
         progress("fabric_emu failed: " + p.stderr[-300:])
         return None
     with open(out) as f:
-        return wall, cpu, json.load(f)["runs"][0]["packet_hops"]
+        return wall, cpu, first_run(json.load(f))
 
 
 def fabric_threads_section(build, reps, quick, work):
@@ -483,7 +492,7 @@ def fabric_threads_section(build, reps, quick, work):
             continue
         w1, w2 = med([r[0] for r in res[1]]), med([r[0] for r in res[2]])
         c1, c2 = med([r[1] for r in res[1]]), med([r[1] for r in res[2]])
-        hops = res[1][0][2]
+        hops = res[1][0][2]["packet_hops"]
         note = "%d leaves x %d spines x %d hosts, spray, %s" % (
             leaves, spines, per_leaf, "0.2 ms" if quick else "1 ms")
         add("fabric_emu %d hosts: wall s, --threads 2" % hosts, w2, "s", "--threads 1", w1,
@@ -581,19 +590,12 @@ def clos_section(build, quick, work):
     for mode in ("spray", "ecmp"):
         progress("fabric_emu %s, %s, permutation %s, --threads 2 (minutes at 8192 hosts)" % (
             label, mode, duration))
-        c0 = cpu_children()
-        t0 = time.monotonic()
-        p = subprocess.run([exe, "--quiet", "--seeds", "1", "--jobs", "1", "--threads", "2",
-                            "--json", out, "--tiers", "3", "--link-gbps", "100", "--mode", mode,
-                            "--workload", "permutation", "--duration", duration] + shape,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                           check=False)
-        wall, cpu = time.monotonic() - t0, cpu_children() - c0
-        if p.returncode not in (0, 5):
-            progress("fabric_emu failed: " + p.stderr[-300:])
+        r = timed_fabric(exe, out, ["--threads", "2", "--tiers", "3", "--link-gbps", "100",
+                                    "--mode", mode, "--workload", "permutation", "--duration",
+                                    duration] + shape)
+        if r is None:
             continue
-        with open(out) as f:
-            run = json.load(f)["runs"][0]
+        wall, cpu, run = r
         note = "%s, %s; throughput %.3f of the line rate, %d retransmitted" % (
             label, mode, run["throughput_fraction"], run["packets_retransmitted"])
         name = "fabric_emu %s %s" % (label, mode)
@@ -624,19 +626,12 @@ def flows_section(build, quick, work):
     for duration in (first, short, long_):
         progress("fabric_emu %s, cdf alistorage2019 at load 0.25, ecmp, %s of arrivals" % (
             label, duration))
-        c0 = cpu_children()
-        t0 = time.monotonic()
-        p = subprocess.run([exe, "--quiet", "--seeds", "1", "--jobs", "1", "--threads", "1",
-                            "--json", out, "--workload", "cdf", "--cdf", "alistorage2019",
-                            "--load", "0.25", "--mode", "ecmp", "--duration", duration] + shape,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                           check=False)
-        wall, cpu = time.monotonic() - t0, cpu_children() - c0
-        if p.returncode not in (0, 5):
-            progress("fabric_emu failed: " + p.stderr[-300:])
+        r = timed_fabric(exe, out, ["--threads", "1", "--workload", "cdf", "--cdf",
+                                    "alistorage2019", "--load", "0.25", "--mode", "ecmp",
+                                    "--duration", duration] + shape)
+        if r is None:
             continue
-        with open(out) as f:
-            run = json.load(f)["runs"][0]
+        wall, cpu, run = r
         hops = run["packet_hops"]
         figures[duration] = (cpu * 1e9 / hops, run["peak_rss_mb"])
         name = "fabric_emu cdf %s, %s" % (label, duration)
@@ -660,17 +655,11 @@ def flows_section(build, quick, work):
         return
     # The paper's own run: ConWeave's 2-tier set-up, 0.1 s of arrivals, one mode and seed.
     progress("fabric_emu --scenario conweave-os2, ecmp, seed 1, 0.1 s of arrivals (about 3 min)")
-    c0 = cpu_children()
-    t0 = time.monotonic()
-    p = subprocess.run([exe, "--quiet", "--scenario", "conweave-os2", "--mode", "ecmp",
-                        "--seeds", "1", "--jobs", "1", "--threads", "1", "--json", out],
-                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False)
-    wall, cpu = time.monotonic() - t0, cpu_children() - c0
-    if p.returncode not in (0, 5):
-        progress("fabric_emu failed: " + p.stderr[-300:])
+    # (Its report is a preset's: the run is under runs.base; first_run finds it.)
+    r = timed_fabric(exe, out, ["--threads", "1", "--scenario", "conweave-os2", "--mode", "ecmp"])
+    if r is None:
         return
-    with open(out) as f:
-        run = json.load(f)["runs"][0]
+    wall, cpu, run = r
     add("fabric_emu conweave-os2 (128 hosts, 0.1 s), one mode and seed: CPU time", cpu, "s",
         None, None, ("value_max", 600.0, "under 10 minutes of one core"), 1,
         "%d packet hops, %d messages, %.0f s wall, peak RSS %.0f MB (ns-3 ConWeave: about an "
