@@ -8,7 +8,6 @@
 #include <chrono>
 #include <cmath>
 #include <stdexcept>
-#include <unordered_map>
 
 #include "dataplane/egress/link_emulator.h"
 #include "fabric/flow_size_cdf.h"
@@ -2268,26 +2267,9 @@ RunResult Fabric::collect(double wall_s) {
     r.flows.reserve(plan_.flows().size());  // one per flow: no doubling at the run's peak
     for (const HostSpec& h : topology_.hosts()) r.host_names.push_back(h.name);
   }
-  // Per receiving host, its heat map by (source IP, destination QP), made when first needed.
-  std::vector<std::unordered_map<uint64_t, const uint64_t*>> arrivals(nodes_.size());
-  const auto arrivals_of = [&](uint32_t dst, uint32_t sip, uint32_t qpn) -> const uint64_t* {
-    if (!distributed()) {  // the NIC's own map (the figures hold no copy)
-      const nic_emu::QpHeatMap& heat = nodes_[dst].nic->heat_map();
-      const std::optional<size_t> e = heat.find(sip, qpn);
-      return e ? heat.per_uplink(*e).data() : nullptr;
-    }
-    auto& index = arrivals[dst];
-    const NodeFigures& rx = figures_[dst];
-    if (index.empty()) {
-      index.reserve(rx.heat_entries.size());
-      for (size_t e = 0; e < rx.heat_entries.size(); ++e) {
-        const nic_emu::QpArrivals& q = rx.heat_entries[e];
-        index.emplace((uint64_t{q.src_ip} << 24) | q.dest_qp,
-                      rx.heat_counts.data() + e * rx.heat_uplinks);
-      }
-    }
-    const auto it = index.find((uint64_t{sip} << 24) | qpn);
-    return it == index.end() ? nullptr : it->second;
+  // A receiving host's heat map: the NIC's own in one process, the figures' copy across ranks.
+  const auto heat_map_of = [&](uint32_t dst) -> const nic_emu::QpHeatMap& {
+    return distributed() ? figures_[dst].heat_map.value() : nodes_[dst].nic->heat_map();
   };
   for (size_t i = 0; i < plan_.flows().size(); ++i) {
     const QpFlow& f = plan_.flows()[i];
@@ -2345,8 +2327,10 @@ RunResult Fabric::collect(double wall_s) {
     const uint32_t sip = topology_.hosts()[f.src].ip;
     const auto rx_uplinks = static_cast<uint16_t>(rx.ports.size());
     fr.packets_by_uplink.assign(rx_uplinks, 0);
-    if (const uint64_t* per_uplink = arrivals_of(f.dst, sip, f.dst_qpn)) {
-      for (uint16_t u = 0; u < rx_uplinks && u < rx.heat_uplinks; ++u) {
+    const nic_emu::QpHeatMap& heat = heat_map_of(f.dst);
+    if (const std::optional<size_t> e = heat.find(sip, f.dst_qpn)) {
+      const std::span<const uint64_t> per_uplink = heat.per_uplink(*e);
+      for (uint16_t u = 0; u < rx_uplinks && u < per_uplink.size(); ++u) {
         fr.packets_by_uplink[u] = per_uplink[u];
       }
     }

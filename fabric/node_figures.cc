@@ -1,6 +1,7 @@
 #include "fabric/node_figures.h"
 
 #include <stdexcept>
+#include <string>
 
 namespace spraynet::fabric {
 namespace {
@@ -80,11 +81,7 @@ NodeFigures NodeFigures::of(nic_emu::NicNode& nic, uint64_t now_ns, uint64_t cc_
     // A QP that sent and never had a byte acknowledged: cut off (a filter, a dead path).
     f.qps_never_acked += k.has_requester && k.packets_sent > 0 && k.bytes_acked == 0;
   }
-  f.heat_uplinks = nic.heat_map().uplinks();
-  if (per_qp) {
-    f.heat_entries = nic.heat_map().entries();
-    f.heat_counts = nic.heat_map().counts();
-  }
+  if (per_qp) f.heat_map = nic.heat_map();
   return f;
 }
 
@@ -118,9 +115,12 @@ void NodeFigures::write(ByteWriter& w) const {
   w.put(cc);
   w.put(qps_never_acked);
   w.put_vector(requesters);
-  w.put(heat_uplinks);
-  w.put_vector(heat_entries);
-  w.put_vector(heat_counts);
+  w.put(heat_map.has_value());
+  if (heat_map) {
+    w.put(heat_map->uplinks());
+    w.put_vector(heat_map->entries());
+    w.put_vector(heat_map->counts());
+  }
 }
 
 NodeFigures NodeFigures::read(ByteReader& r) {
@@ -154,11 +154,16 @@ NodeFigures NodeFigures::read(ByteReader& r) {
   f.cc = r.get<RcCcSummary>();
   f.qps_never_acked = r.get<uint64_t>();
   f.requesters = r.get_vector<RcQpFlowCounters>();
-  f.heat_uplinks = r.get<uint16_t>();
-  f.heat_entries = r.get_vector<nic_emu::QpArrivals>();
-  f.heat_counts = r.get_vector<uint64_t>();
-  if (f.heat_counts.size() != f.heat_entries.size() * f.heat_uplinks) {
-    throw std::runtime_error("fabric_emu --mpi: a heat map whose counts do not fit its QPs");
+  if (r.get<bool>()) {
+    const auto uplinks = r.get<uint16_t>();
+    auto entries = r.get_vector<nic_emu::QpArrivals>();
+    auto counts = r.get_vector<uint64_t>();
+    try {
+      f.heat_map.emplace(uplinks, std::move(entries), std::move(counts));
+    } catch (const std::invalid_argument& e) {
+      throw std::runtime_error(std::string("fabric_emu --mpi: a frame from another rank: ") +
+                               e.what());
+    }
   }
   return f;
 }

@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -55,10 +56,7 @@ struct NodeFigures {
   RcCcSummary cc{};
   uint64_t qps_never_acked = 0;
   std::vector<RcQpFlowCounters> requesters;  // per QP index: its flow's (has_requester set)
-  // The NIC's heat map, its entries and counts (the index is the fabric's to build).
-  uint16_t heat_uplinks = 0;
-  std::vector<nic_emu::QpArrivals> heat_entries;
-  std::vector<uint64_t> heat_counts;  // heat_entries x heat_uplinks
+  std::optional<nic_emu::QpHeatMap> heat_map;  // per_qp only
 
   // `now_ns`: the egress counters' moment; `cc_at_ns`: the congestion control summary's.
   static NodeFigures of(const switch_emu::SwitchNode& sw, const control::ControlLoop* control,
