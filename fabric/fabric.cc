@@ -151,6 +151,43 @@ Fabric::Fabric(const FabricConfig& config, FabricMode mode, uint64_t seed, rte_m
   }
   flow_fct_.assign(plan_.flows().size(), {});
   build_ideal_paths();
+  {
+    std::vector<uint32_t> ips(hosts), first_qpn(hosts), qps(hosts);
+    for (uint32_t h = 0; h < hosts; ++h) {
+      ips[h] = topology_.hosts()[h].ip;
+      first_qpn[h] = nodes_[h].nic->rc_engine()->config().first_local_qp;
+      qps[h] = nodes_[h].nic->rc_engine()->qps();
+    }
+    std::vector<uint32_t> cable_delay(topology_.cables().size());
+    for (size_t c = 0; c < cable_delay.size(); ++c) {
+      const Cable& cable = topology_.cables()[c];
+      const control::LinkSettings& link =
+          cable.a_node < hosts ? topology_.hosts()[cable.a_node].nic.uplinks.at(cable.a_port).link
+                               : topology_.switches()[cable.a_node - hosts]
+                                     .config.ports.at(cable.a_port)
+                                     .link;
+      cable_delay[c] = static_cast<uint32_t>(std::min<uint64_t>(link.delay_ns, UINT32_MAX - 1));
+    }
+    // A full frame on the host's link: how long each packet ahead of another holds it when the
+    // NIC has one link (with several planes it may send packets side by side: 0).
+    const double packet_ns =
+        config_.planes == 1
+            ? static_cast<double>(LinkEmulator::wire_bits(roce_frame_bytes(config_.mtu, false))) /
+                  host_gbps_
+            : 0.0;
+    std::vector<float> ns_per_bit(plan_.flows().size());
+    for (size_t i = 0; i < ns_per_bit.size(); ++i) {
+      std::array<PathHop, 6> hops{};
+      const size_t k = rate_hops(plan_.flows()[i].src, plan_.flows()[i].dst, hops);
+      double sum = 0;
+      for (size_t j = 0; j < k; ++j) sum += 1.0 / hops[j].gbps;
+      // Rounded down: the bound stays one.
+      ns_per_bit[i] = std::nextafter(static_cast<float>(sum), 0.0F);
+    }
+    path_delays_ = std::make_unique<FlowPathDelays>(plan_.flows(), ips, first_qpn, qps,
+                                                    std::move(cable_delay), plan_.first_psn(),
+                                                    packet_ns, std::move(ns_per_bit));
+  }
   cable_filter_.assign(topology_.cables().size(), 0);
 
   // The receiving NICs own their QPs' contexts: their reorder engines know the first PSNs.
@@ -432,6 +469,7 @@ void Fabric::deliver(Lp& lp, const Peer& to, rte_mbuf** frames, uint16_t n) {
     if (n == 0) return;
   }
   lp.hops += n;
+  path_delays_->cross(to.cable, frames, n);
   if (const uint64_t down = down_since_ns_[to.cable]; down != kNever) {
     // A frame that crossed a cable after it failed: what the dead-link check counts.
     lp.dead_link_frames += n;
@@ -441,6 +479,7 @@ void Fabric::deliver(Lp& lp, const Peer& to, rte_mbuf** frames, uint16_t n) {
   if (node.sw) {
     node.sw->receive(to.port, frames, n, lp.now);
   } else {
+    path_delays_->arrive(to.node, frames, n);
     node.nic->receive(to.port, frames, n, lp.now);
   }
   if (!node.dirty) {
@@ -520,7 +559,9 @@ void Fabric::serve(Lp& lp, uint32_t id) {
       uint16_t k;
       do {
         k = nic.transmit(p, now, buf, kBurst);
-        if (k != 0) deliver(lp, n.peers[p], buf, k);
+        if (k == 0) break;
+        path_delays_->depart(id, buf, k);
+        deliver(lp, n.peers[p], buf, k);
       } while (k == kBurst);
     }
     post_arrived(id, now);
@@ -631,7 +672,7 @@ void Fabric::build_ideal_paths() {
   spine_super_lanes_ = per_packet ? leaf_spine_lanes_ * config_.spine_uplinks() : 1;
 }
 
-double Fabric::ideal_fct_ns(uint64_t bytes, uint32_t src, uint32_t dst) const {
+uint64_t Fabric::pair_delay_ns(uint32_t src, uint32_t dst) const {
   const HostSpec& a = topology_.hosts()[src];
   const HostSpec& b = topology_.hosts()[dst];
   const uint32_t L = config_.total_leaves();
@@ -642,11 +683,14 @@ double Fabric::ideal_fct_ns(uint64_t bytes, uint32_t src, uint32_t dst) const {
     if (up == kNever || down == kNever || mid == kNever) continue;
     delay = std::min(delay, up + mid + down);
   }
-  if (delay == kNever) delay = 0;
-  // The path's hops at their rates; only the delays' sum matters, carried by the first.
-  std::array<PathHop, 6> hops{};
+  return delay == kNever ? 0 : delay;
+}
+
+size_t Fabric::rate_hops(uint32_t src, uint32_t dst, std::array<PathHop, 6>& hops) const {
+  const HostSpec& a = topology_.hosts()[src];
+  const HostSpec& b = topology_.hosts()[dst];
   size_t n = 0;
-  hops[n++] = {host_gbps_, delay, host_lanes_};
+  hops[n++] = {host_gbps_, 0, host_lanes_};
   if (a.leaf != b.leaf) {
     hops[n++] = {leaf_spine_gbps_, 0, leaf_spine_lanes_};
     if (a.pod != b.pod) {
@@ -656,7 +700,42 @@ double Fabric::ideal_fct_ns(uint64_t bytes, uint32_t src, uint32_t dst) const {
     hops[n++] = {leaf_spine_gbps_, 0, leaf_spine_lanes_};
   }
   hops[n++] = {host_gbps_, 0, host_lanes_};
+  return n;
+}
+
+double Fabric::serialisation_fct_ns(uint64_t bytes, uint32_t src, uint32_t dst) const {
+  // The path's hops at their rates, no cable delay (the callers add the path's).
+  std::array<PathHop, 6> hops{};
+  const size_t n = rate_hops(src, dst, hops);
   return spraynet::fabric::ideal_fct_ns(bytes, config_.mtu, hops.data(), n);
+}
+
+double Fabric::ideal_fct_ns(uint64_t bytes, uint32_t src, uint32_t dst) const {
+  return serialisation_fct_ns(bytes, src, dst) + 2.0 * static_cast<double>(pair_delay_ns(src, dst));
+}
+
+double Fabric::flow_ideal_fct_ns(uint64_t bytes, size_t flow) const {
+  const QpFlow& f = plan_.flows()[flow];
+  // Each way, the least cable delay the flow's packets met (their own path: ECMP's hashed
+  // spine, the uplinks a sprayed QP used); the fastest path of the pair for a way no packet
+  // has come back from yet (a flow unfinished at the end).
+  const uint64_t pair = pair_delay_ns(f.src, f.dst);
+  const uint32_t fwd = path_delays_->forward_ns(flow);
+  const uint32_t rev = path_delays_->reverse_ns(flow);
+  const uint64_t there = fwd == FlowPathDelays::kUnknown ? pair : std::max<uint64_t>(fwd, pair);
+  const uint64_t back = rev == FlowPathDelays::kUnknown ? pair : std::max<uint64_t>(rev, pair);
+  double ideal = serialisation_fct_ns(bytes, f.src, f.dst) + static_cast<double>(there + back);
+  // A flow of one message: its packets on slower lanes (spraying) end no earlier than the
+  // slowest one's way there after the packets ahead of it, plus one packet's hops and the way
+  // back (FlowPathDelays::forward_tail_ns).
+  const uint32_t tail = path_delays_->forward_tail_ns(flow);
+  if (tail != FlowPathDelays::kUnknown && sender_spec(f).one_shot) {
+    std::array<PathHop, 6> hops{};
+    const size_t n = rate_hops(f.src, f.dst, hops);
+    ideal = std::max(ideal, static_cast<double>(tail) + ack_return_ns(hops.data(), n) +
+                                static_cast<double>(back));
+  }
+  return ideal;
 }
 
 uint64_t Fabric::slowdown_bdp_bytes() const {
@@ -738,10 +817,9 @@ void Fabric::collect_slowdown(RunResult& r) {
       ++s.excluded_warmup;
       return;
     }
-    const QpFlow& f = plan_.flows()[fi];
     // Censored: its FCT is at least the time it had.
     const double had = static_cast<double>(r.virtual_ns - at_ns);
-    samples.push_back(SlowdownSample{had / ideal_fct_ns(bytes, f.src, f.dst), bytes, 1});
+    samples.push_back(SlowdownSample{had / flow_ideal_fct_ns(bytes, fi), bytes, 1});
     ++s.unfinished;
   });
   if (samples.empty() && s.excluded_warmup == 0) return;  // a workload without messages
@@ -789,7 +867,9 @@ void Fabric::take_completions(Lp& lp, uint32_t host) {
     // A requester QP is always a flow's; were one not, its peer would be on another leaf.
     const uint32_t dst = fi >= 0 ? plan_.flows()[static_cast<size_t>(fi)].dst
                                  : (host + config_.hosts_per_leaf) % config_.hosts();
-    const double slowdown = static_cast<double>(fct) / ideal_fct_ns(c.bytes, host, dst);
+    const double ideal = fi >= 0 ? flow_ideal_fct_ns(c.bytes, static_cast<size_t>(fi))
+                                 : ideal_fct_ns(c.bytes, host, dst);
+    const double slowdown = static_cast<double>(fct) / ideal;
     if (c.post_ns >= warmup) {
       lp.sized_fct.push_back(SizedFct{slowdown, c.bytes, 0});
     } else {
@@ -1661,6 +1741,16 @@ void Fabric::gather_lp_figures() {
     w.put(node);
     w.put_string(entry.dump());
   }
+  for (uint32_t i = 0; i < plan_.flows().size(); ++i) {
+    // The flow's path delays as its sender saw them (path_delays_): for the ideal FCT of its
+    // unfinished messages and its flows.csv row, wherever those are computed.
+    if (!node_mine(plan_.flows()[i].src)) continue;
+    w.put<uint8_t>(5);
+    w.put(i);
+    w.put(path_delays_->forward_ns(i));
+    w.put(path_delays_->forward_tail_ns(i));
+    w.put(path_delays_->reverse_ns(i));
+  }
   w.put<uint8_t>(4);
   w.put(link_down_in_flight_);
   uint64_t link_down_in_flight = 0;
@@ -1694,6 +1784,15 @@ void Fabric::gather_lp_figures() {
         bucket_entries_[node] = nlohmann::json::parse(r.get_string());
       } else if (kind == 4) {
         link_down_in_flight += r.get<uint64_t>();
+      } else if (kind == 5) {
+        const auto i = r.get<uint32_t>();
+        const auto forward = r.get<uint32_t>();
+        const auto tail = r.get<uint32_t>();
+        const auto reverse = r.get<uint32_t>();
+        if (i >= path_delays_->flows()) {
+          throw std::runtime_error("fabric_emu --mpi: figures from another rank do not read");
+        }
+        path_delays_->set_seen(i, forward, tail, reverse);
       } else {
         throw std::runtime_error("fabric_emu --mpi: figures from another rank do not read");
       }
@@ -2297,7 +2396,7 @@ RunResult Fabric::collect(double wall_s) {
       fr.size_bytes = one->bytes;
       fr.start_ns = ff.messages > 0 ? ff.first_start_ns : one->at_ns;
       if (ff.messages > 0) fr.end_ns = ff.last_end_ns;
-      fr.ideal_fct_ns = ideal_fct_ns(one->bytes, f.src, f.dst);
+      fr.ideal_fct_ns = flow_ideal_fct_ns(one->bytes, i);
       fr.in_window = fr.start_ns >= config_.slowdown_warmup();
     }
     fr.messages_completed = ff.messages;

@@ -49,6 +49,7 @@
 #include "fabric/due_queue.h"
 #include "fabric/fabric_config.h"
 #include "fabric/fabric_report.h"
+#include "fabric/flow_path_delays.h"
 #include "fabric/node_figures.h"
 #include "fabric/rank_link.h"
 #include "fabric/round_pool.h"
@@ -151,7 +152,7 @@ class Fabric {
   void add_nic_control(uint32_t host);
 
   // Every completed message's size and slowdown (fabric/slowdown.h): its FCT over the FCT
-  // alone on an idle fabric over the fastest path of its pair, computed once, as it completes.
+  // alone on an idle fabric over its own path (flow_ideal_fct_ns), computed as it completes.
   using SizedFct = SlowdownSample;
   // A message posted during the run (an all-reduce step): its flow, its rank among the flow's
   // posts made during the run, when and how big. Unfinished at the end when the flow completed
@@ -372,6 +373,16 @@ class Fabric {
   // The FCT of `bytes` from host src to host dst alone on an idle fabric, over the fastest path
   // between them (fabric/slowdown.h ideal_fct_ns): the tables below, built once.
   double ideal_fct_ns(uint64_t bytes, uint32_t src, uint32_t dst) const;
+  // The same over the flow's own path each way (path_delays_; docs/fabric_emu.md "FCT
+  // slowdown"): what its packets met when alone, the fastest path's where none came back.
+  double flow_ideal_fct_ns(uint64_t bytes, size_t flow) const;
+  // Its parts: the message through the hops at their rates without any cable delay, and the
+  // least cable delay one way between the pair.
+  double serialisation_fct_ns(uint64_t bytes, uint32_t src, uint32_t dst) const;
+  // The hops from src to dst at their rates and lanes, no delays; returns how many.
+  size_t rate_hops(uint32_t src, uint32_t dst, std::array<PathHop, 6>& hops) const;
+  uint64_t pair_delay_ns(uint32_t src, uint32_t dst) const;
+  std::unique_ptr<FlowPathDelays> path_delays_;
   void build_ideal_paths();
   std::vector<std::vector<uint64_t>> host_cable_delay_;  // per host, per plane (its uplink)
   // Per plane, per (source leaf, destination leaf), global numbers: the fastest route's fabric

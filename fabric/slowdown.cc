@@ -18,6 +18,7 @@ namespace {
 // Messages of up to this many packets go through the hops packet by packet (at most a few
 // microseconds of arithmetic at a completion); larger ones by the closed form below.
 constexpr uint64_t kExactPackets = 65536;
+constexpr uint32_t kAckFrameBytes = 14 + 20 + 8 + 12 + 4 + 4;  // Eth, IPv4, UDP, BTH, AETH, ICRC
 
 // Store and forward over hops of `rates`: finish[i] is when the packets so far have left hop i
 // (delays left out: every packet crosses each cable once, so they add up front). `m` more
@@ -88,11 +89,18 @@ double ideal_fct_ns(uint64_t bytes, uint32_t mtu, const PathHop* hops, size_t n)
     if (k > 1) add_packets(finish, hops, last_bits, 1);
     t = finish.back();
   }
-  const double ack_bits = bits(14 + 20 + 8 + 12 + 4 + 4);  // Eth, IPv4, UDP, BTH, AETH, ICRC
+  const double ack_bits = bits(kAckFrameBytes);
   for (size_t i = 0; i < n; ++i) {
     // The cable's delay both ways, and the ACK's own serialisation on the way back.
     t += 2 * static_cast<double>(hops[i].delay_ns) + ack_bits / hops[i].gbps;
   }
+  return t;
+}
+
+double ack_return_ns(const PathHop* hops, size_t n) {
+  const auto ack = static_cast<double>(LinkEmulator::wire_bits(kAckFrameBytes));
+  double t = 0;
+  for (size_t i = 0; i < n; ++i) t += ack / hops[i].gbps + static_cast<double>(hops[i].delay_ns);
   return t;
 }
 

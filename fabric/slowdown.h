@@ -1,5 +1,5 @@
 // FCT slowdown as the papers compute it (docs/fabric_emu.md "FCT slowdown"): each message's FCT
-// over its ideal FCT (the message alone on an idle fabric over the fastest path of its pair),
+// over its ideal FCT (the message alone on an idle fabric over its own path: fabric.h),
 // binned by size, with messages unfinished at the end entered as censored (their FCT is at
 // least the time they had) and percentiles that fall on or above a censored entry marked as
 // lower bounds. Pure functions: fabric.cc feeds them, the report pools them over seeds.
@@ -36,6 +36,8 @@ double ideal_fct_ns(uint64_t bytes, uint32_t mtu, const PathHop* hops, size_t n)
 inline double ideal_fct_ns(uint64_t bytes, uint32_t mtu, const std::vector<PathHop>& hops) {
   return ideal_fct_ns(bytes, mtu, hops.data(), hops.size());
 }
+// An ACK's way back over the hops: its serialisation on each and every cable's delay.
+double ack_return_ns(const PathHop* hops, size_t n);
 
 // One message of a run inside the statistics window (started at or after the warm-up): its
 // size, FCT over ideal, and whether it was unfinished when the run ended (then `slowdown` is

@@ -100,9 +100,9 @@ class SlowdownTest(unittest.TestCase):
             yield r, mine
 
     def test_idle_fabric_meets_the_ideal(self):
-        # No message beats its ideal FCT; with every cable alike (--cable-spread-ns 0) the idle
-        # fabric meets it: p50 in [1.00, 1.05] in every bin.
-        for spread, p50_max in (("0", 1.05), ("500", 1.10)):
+        # No message beats its ideal FCT (over its own path: cables differ by up to the spread)
+        # and the idle fabric meets it: p50 in [1.00, 1.05] in every bin.
+        for spread, p50_max in (("0", 1.05), ("500", 1.05)):
             _, rep, flows, _ = run(*IDLE, "--cable-spread-ns", spread,
                                    "--mode", "ecmp,dlb,spray", "--seeds", "1")
             for r, mine in self.runs_flows(rep, flows):
@@ -115,8 +115,6 @@ class SlowdownTest(unittest.TestCase):
                 for b in r["slowdown"]["bins"]:
                     if b["count"]:
                         self.assertGreaterEqual(b["p50"], 1.0, what)
-                        # Default spread: ECMP/spray take a random spine, the ideal the fastest
-                        # (measured 1.02-1.08 per bin: docs/fabric_emu.md "FCT slowdown").
                         self.assertLessEqual(b["p50"], p50_max, (what, b))
 
     def test_warmup_excluded_and_counted(self):
