@@ -141,14 +141,6 @@ Fabric::Fabric(const FabricConfig& config, FabricMode mode, uint64_t seed, rte_m
     }
   }
   down_since_ns_.assign(topology_.cables().size(), kNever);
-  flow_of_qp_.assign(hosts, {});
-  for (uint32_t h = 0; h < hosts; ++h) flow_of_qp_[h].assign(nodes_[h].nic->rc_engine()->qps(), -1);
-  for (size_t i = 0; i < plan_.flows().size(); ++i) {
-    const QpFlow& f = plan_.flows()[i];
-    if (f.src_qp_index < flow_of_qp_[f.src].size()) {
-      flow_of_qp_[f.src][f.src_qp_index] = static_cast<int32_t>(i);
-    }
-  }
   flow_fct_.assign(plan_.flows().size(), {});
   build_ideal_paths();
   {

@@ -355,8 +355,6 @@ class Fabric {
   std::vector<SizedFct> sized_fct_;
   uint64_t excluded_warmup_ = 0;
   std::vector<DynamicPost> dynamic_posts_;
-  // Per host, per QP index of its engine: the flow (index into plan_.flows()) it sends, or -1.
-  std::vector<std::vector<int32_t>> flow_of_qp_;
   struct FlowFct {
     uint64_t messages = 0, bytes = 0;
     double fct_sum_ns = 0, fct_max_ns = 0, slowdown_sum = 0;
@@ -367,8 +365,7 @@ class Fabric {
   std::vector<FlowFct> flow_fct_;  // per flow
   // The flow (index into plan_.flows()) host's QP `qp_index` sends, or -1.
   int32_t flow_of(uint32_t host, uint32_t qp_index) const {
-    const std::vector<int32_t>& flows = flow_of_qp_[host];
-    return qp_index < flows.size() ? flows[qp_index] : -1;
+    return path_delays_->flow_sent(host, qp_index);
   }
   // The FCT of `bytes` from host src to host dst alone on an idle fabric, over the fastest path
   // between them (fabric/slowdown.h ideal_fct_ns): the tables below, built once.

@@ -64,6 +64,12 @@ class FlowPathDelays {
     seen_[flow] = Seen{forward, forward_tail, reverse, 0};
   }
   size_t flows() const { return seen_.size(); }
+  // The flow (index into the plan's flows) host's QP `qp_index` sends, or -1.
+  int32_t flow_sent(uint32_t host, uint32_t qp_index) const {
+    if (host >= role_.size() || qp_index >= role_[host].size()) return -1;
+    const int32_t r = role_[host][qp_index];
+    return r >= 0 ? r : -1;
+  }
 
  private:
   struct Stamp {
