@@ -68,14 +68,16 @@ def cpu_children():
 
 # --- dpdk-testpmd: io forwarding on the same ports, the I/O floor -------------------------------
 
-def testpmd(prefix, rx_vdev, duration_s):
-    """Returns (tx packets, cpu seconds, wall seconds of forwarding)."""
+def testpmd(prefix, rx_vdev, duration_s, mbufs=8192):
+    """Returns (tx packets, cpu seconds, wall seconds of forwarding). mbufs: net_pcap's
+    infinite_rx holds every packet of its pcap in one."""
     global TSC_HZ
     # stdbuf: testpmd's stdout is a pipe here; "Press enter to exit" must arrive when printed.
-    cmd = ["stdbuf", "-oL", "dpdk-testpmd", "-l", "0-1", "--no-huge", "-m", "512", "--no-pci",
+    memory_mb = max(512, 512 + mbufs * 2600 // 1000000)
+    cmd = ["stdbuf", "-oL", "dpdk-testpmd", "-l", "0-1", "--no-huge", "-m", str(memory_mb), "--no-pci",
            "--file-prefix", prefix, "--log-level", "lib.eal:debug" if TSC_HZ is None else
            "lib.eal:error", "--vdev", rx_vdev, "--vdev", "net_null0,no-rx=1", "--",
-           "--forward-mode=io", "--no-mlockall", "--total-num-mbufs=8192"]
+           "--forward-mode=io", "--no-mlockall", "--total-num-mbufs=%d" % mbufs]
     c0 = cpu_children()
     p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT, text=True)
@@ -117,13 +119,13 @@ def testpmd(prefix, rx_vdev, duration_s):
     return int(m.group(1)), c1 - c0, wall
 
 
-def measure_testpmd(tag, pcap, reps, duration_s):
+def measure_testpmd(tag, pcap, reps, duration_s, mbufs=8192):
     vdev = "net_pcap0,rx_pcap=%s,infinite_rx=1" % pcap
-    start = testpmd("bench-tp-%s-0" % tag, vdev, 0)
+    start = testpmd("bench-tp-%s-0" % tag, vdev, 0, mbufs)
     cpu0 = start[1] if start else 0
     mpps, cyc = [], []
     for r in range(reps):
-        res = testpmd("bench-tp-%s-%d" % (tag, r + 1), vdev, duration_s)
+        res = testpmd("bench-tp-%s-%d" % (tag, r + 1), vdev, duration_s, mbufs)
         if res and res[0] > 0:
             mpps.append(res[0] / res[2] / 1e6)
             cyc.append(max(res[1] - cpu0, 1e-9) * TSC_HZ / res[0])
@@ -132,9 +134,9 @@ def measure_testpmd(tag, pcap, reps, duration_s):
 
 # --- switch_emu on the same ports ---------------------------------------------------------------
 
-def switch_run(exe, cfg, lcores, duration_ms, prefix, workdir):
+def switch_run(exe, cfg, lcores, duration_ms, prefix, workdir, memory_mb=512):
     stats = os.path.join(workdir, prefix + ".json")
-    cmd = [exe, "-l", "0" if lcores == 1 else "0-%d" % (lcores - 1), "--no-huge", "-m", "512",
+    cmd = [exe, "-l", "0" if lcores == 1 else "0-%d" % (lcores - 1), "--no-huge", "-m", str(memory_mb),
            "--no-pci", "--file-prefix", prefix, "--log-level", "lib.eal:error", "--",
            "--config", cfg, "--duration-ms", str(duration_ms), "--idle-backoff-us", "0",
            "--stats", stats, "--log-level", "warn"]
@@ -157,11 +159,12 @@ def switch_run(exe, cfg, lcores, duration_ms, prefix, workdir):
 STARTUP_CPU = {}
 
 
-def measure_switch(exe, cfg, lcores, reps, duration_ms, tag, workdir, startup_key=None):
+def measure_switch(exe, cfg, lcores, reps, duration_ms, tag, workdir, startup_key=None,
+                   memory_mb=512):
     """startup_key: configurations with the same key share one set-up run (same rules, ports)."""
     key = startup_key or cfg
     if key not in STARTUP_CPU:
-        start = switch_run(exe, cfg, lcores, 1, "bench-sw-%s-0" % tag, workdir)
+        start = switch_run(exe, cfg, lcores, 1, "bench-sw-%s-0" % tag, workdir, memory_mb)
         STARTUP_CPU[key] = (start[1], start[2]) if start else (0, 0)
     cpu0, wall0 = STARTUP_CPU[key]
     # --duration-ms counts from before the node is built (YAML, TCAM build): give the set-up its
@@ -169,7 +172,8 @@ def measure_switch(exe, cfg, lcores, reps, duration_ms, tag, workdir, startup_ke
     run_ms = duration_ms + int(1500 * wall0)
     mpps, cyc = [], []
     for r in range(reps):
-        res = switch_run(exe, cfg, lcores, run_ms, "bench-sw-%s-%d" % (tag, r + 1), workdir)
+        res = switch_run(exe, cfg, lcores, run_ms, "bench-sw-%s-%d" % (tag, r + 1), workdir,
+                         memory_mb)
         if res and res[0] > 0:
             mpps.append(res[0] / max(res[2] - wall0, 1e-3) / 1e6)
             cyc.append(max(res[1] - cpu0, 1e-9) * TSC_HZ / res[0])

@@ -2,7 +2,10 @@
 """Inputs for scripts/bench.sh: UDP pcaps (many flows) and switch_emu configs with N TCAM rules.
 
   gen_inputs.py pcap OUT.pcap FRAME_BYTES [FLOWS]
-  gen_inputs.py switch OUT.yaml MODE RULES LCORES [--link=wire|emulated] [--tx-queues=N] IN_PCAP...
+  gen_inputs.py switch OUT.yaml MODE RULES LCORES [--link=wire|emulated] [--tx-queues=N]
+                [--mbufs=N] IN_PCAP...
+--mbufs: the switch's mempool (net_pcap's infinite_rx keeps every packet of the pcap in an
+mbuf: a pcap of a million flows needs a million), with a data room of 1024 bytes (the least) above 65536.
 Frame sizes are on the wire with the FCS: a 64 B frame is 60 bytes in the pcap.
 """
 import random
@@ -42,12 +45,17 @@ def write_pcap(path, frame_bytes, flows):
             f.write(fr)
 
 
-def write_switch(path, mode, rules, lcores, inputs, link="emulated", tx_queues=1):
+def write_switch(path, mode, rules, lcores, inputs, link="emulated", tx_queues=1, mbufs=0):
     outs_per_in = 4
     # wire: the ports send straight to the PMD (no link: key); emulated: a link at 10 Tbit/s
     # with no delay, which costs its shaper and delay line but never holds a frame back.
     link_yaml = "" if link == "wire" else ", link: {rate_gbps: 10000, delay_ns: 0}"
-    lines = ["name: bench", "seed: 1", "ports:"]
+    lines = ["name: bench", "seed: 1"]
+    if mbufs:
+        lines.append("mempool_mbufs: %d" % mbufs)
+        if mbufs > 65536:
+            lines.append("mbuf_data_room: 1024")
+    lines.append("ports:")
     ins, outs = [], []
     for k, pcap in enumerate(inputs):
         name = "in%d" % k
@@ -96,6 +104,7 @@ if __name__ == "__main__":
         rest = sys.argv[6:]
         link = "emulated"
         tx_queues = 1
+        mbufs = 0
         while rest and rest[0].startswith("--"):
             opt = rest.pop(0)
             if opt.startswith("--link="):
@@ -104,9 +113,11 @@ if __name__ == "__main__":
                     sys.exit("--link: wire or emulated, got %r" % link)
             elif opt.startswith("--tx-queues="):
                 tx_queues = int(opt[len("--tx-queues="):])
+            elif opt.startswith("--mbufs="):
+                mbufs = int(opt[len("--mbufs="):])
             else:
-                sys.exit("unknown option %r (--link=wire|emulated, --tx-queues=N)" % opt)
+                sys.exit("unknown option %r (--link=wire|emulated, --tx-queues=N, --mbufs=N)" % opt)
         write_switch(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), rest, link,
-                     tx_queues)
+                     tx_queues, mbufs)
     else:
         sys.exit("usage: see the docstring")

@@ -546,6 +546,10 @@ void Tcam::classify(const TcamSnapshot& snapshot, const ParsedPacket* const* pkt
   if (snapshot.admitted_.acl == nullptr && snapshot.shadow_.acl == nullptr) cache = nullptr;
   // Decisions cached for another TCAM or under another snapshot are forgotten first.
   if (cache != nullptr) cache->bind(this, snapshot.generation_);
+  // A cache set aside (it did not hit enough: more flows than it holds) is told what went by.
+  TcamDecisionCache* const resting = cache != nullptr && !cache->in_use() ? cache : nullptr;
+  if (resting != nullptr) cache = nullptr;
+  uint32_t cache_lookups = 0, cache_hits = 0;
   HitRun hits;
 
   constexpr TcamMatch kNoMatch{};
@@ -649,9 +653,13 @@ void Tcam::classify(const TcamSnapshot& snapshot, const ParsedPacket* const* pkt
     uint32_t adm[kClassifyChunk];         // the admitted rules' answer, by index into asked
     uint32_t results[kClassifyChunk];
     uint32_t to_ask = 0;
+    cache_lookups += looked_up;
     for (uint32_t j = 0; j < looked_up; ++j) {
       decision[j] = cache->find(probes[j]);
-      if (decision[j] != TcamDecisionCache::kMiss) continue;
+      if (decision[j] != TcamDecisionCache::kMiss) {
+        ++cache_hits;
+        continue;
+      }
       keys[to_ask] = make_acl_key(*pkts[slot[j]]);
       data[to_ask] = reinterpret_cast<const uint8_t*>(&keys[to_ask]);
       adm[to_ask] = 0;
@@ -726,6 +734,8 @@ void Tcam::classify(const TcamSnapshot& snapshot, const ParsedPacket* const* pkt
     }
   }
 
+  if (cache != nullptr) cache->account(cache_lookups, cache_hits);
+  if (resting != nullptr) resting->account(static_cast<uint32_t>(classified), 0);
   // One atomic add per counter per call: lcores share these.
   auto add = [](std::atomic<uint64_t>& c, uint64_t v) {
     if (v != 0) c.fetch_add(v, std::memory_order_relaxed);

@@ -145,6 +145,35 @@ class TcamDecisionCache {
   }
   const void* owner() const { return owner_; }
   uint64_t generation() const { return generation_; }
+
+  // A cache that pays only when it hits: with more flows than entries (a leaf with 100,000
+  // QPs) nearly every lookup misses, and each miss costs its probe and a store (a cuckoo step
+  // over six lines) on top of rte_acl. So the reader reports each burst's lookups and hits;
+  // over every window of kWindow lookups, a hit rate below kMinHitPercent sets the cache aside
+  // for the next kRestLookups lookups (rte_acl answers them alone, nothing is stored), after
+  // which it is tried again for a window with what it holds. Decisions never depend on it.
+  static constexpr uint32_t kWindow = 4096;
+  static constexpr uint32_t kMinHitPercent = 50;
+  static constexpr uint32_t kRestLookups = 65536;
+  bool in_use() const { return rest_ == 0; }
+  void account(uint32_t lookups, uint32_t hits) {
+    if (rest_ != 0) {
+      rest_ = lookups >= rest_ ? 0 : rest_ - lookups;
+      set_aside_lookups_ += lookups;
+      return;
+    }
+    window_lookups_ += lookups;
+    window_hits_ += hits;
+    if (window_lookups_ < kWindow) return;
+    if (uint64_t{window_hits_} * 100 < uint64_t{window_lookups_} * kMinHitPercent) {
+      rest_ = kRestLookups;
+      ++set_asides_;
+    }
+    window_lookups_ = window_hits_ = 0;
+  }
+  // Times the cache was set aside, and the lookups made without it.
+  uint64_t set_asides() const { return set_asides_; }
+  uint64_t set_aside_lookups() const { return set_aside_lookups_; }
   size_t entries() const { return size_t{lines_count_} * kWays; }
   // Heap bytes: the lines.
   uint64_t heap_bytes() const { return uint64_t{lines_count_} * sizeof(Line); }
@@ -167,6 +196,9 @@ class TcamDecisionCache {
   uint32_t evict_next_ = 0;  // the next of the six ways a full pair of lines gives up
   const void* owner_ = nullptr;
   uint64_t generation_ = 0;
+  uint32_t window_lookups_ = 0, window_hits_ = 0;
+  uint32_t rest_ = 0;  // lookups left before the cache is tried again
+  uint64_t set_asides_ = 0, set_aside_lookups_ = 0;
 };
 
 }  // namespace spraynet

@@ -1201,3 +1201,56 @@ TEST_CASE("a cached decision is never another key's: keys one field apart share 
   CHECK(plain[9].action == TcamAction::kPinPort);
   CHECK_FALSE(plain[10].matched);
 }
+
+TEST_CASE("a cache that does not pay is set aside, then tried again; no decision changes") {
+  // 20,000 flows through a 64-entry cache: almost every lookup misses, so after one window
+  // the cache is set aside (rte_acl answers alone); then 8 flows: once the rest is over, the
+  // trial window hits and the cache stays in use. Every decision and counter is the plain
+  // TCAM's all along.
+  Tcam plain(TcamConfig{}), cached(TcamConfig{});
+  for (uint32_t k = 0; k < 16; ++k) {
+    const TcamRule r = pin_rule(k + 1, static_cast<int32_t>(k), 0x0A000000 + (k << 8), 24,
+                                static_cast<uint16_t>(k));
+    REQUIRE(plain.add(r) == TcamRefusal::kNone);
+    REQUIRE(cached.add(r) == TcamRefusal::kNone);
+  }
+  REQUIRE(plain.commit());
+  REQUIRE(cached.commit());
+  TcamDecisionCache cache(64);
+  std::vector<ParsedPacket> many, few;
+  for (uint32_t i = 0; i < 20000; ++i) {
+    many.push_back(udp_packet(0xC0A80000 + i, 0x0A000000 + (i % 4096), 1000, 2000));
+  }
+  for (uint32_t i = 0; i < 8; ++i) few.push_back(udp_packet(0xC0A90000 + i, 0x0A000000 + i * 256, 1000, 2000));
+  size_t differ = 0;
+  const auto run = [&](const std::vector<ParsedPacket>& pool, size_t packets) {
+    std::vector<const ParsedPacket*> pkts;
+    for (size_t i = 0; i < packets; ++i) pkts.push_back(&pool[i % pool.size()]);
+    std::vector<TcamMatch> a(pkts.size()), b(pkts.size());
+    for (size_t base = 0; base < pkts.size(); base += 32) {
+      const auto n = static_cast<uint16_t>(std::min<size_t>(32, pkts.size() - base));
+      plain.classify(pkts.data() + base, n, a.data() + base);
+      cached.classify(pkts.data() + base, n, b.data() + base, &cache);
+    }
+    for (size_t i = 0; i < pkts.size(); ++i) {
+      differ += a[i].matched != b[i].matched || a[i].rule_id != b[i].rule_id ||
+                a[i].port != b[i].port;
+    }
+  };
+  run(many, TcamDecisionCache::kWindow);
+  CHECK(cache.set_asides() == 1);
+  CHECK(!cache.in_use());
+  run(many, TcamDecisionCache::kRestLookups - 32);
+  CHECK(!cache.in_use());
+  CHECK(cache.set_aside_lookups() == TcamDecisionCache::kRestLookups - 32);
+  // The rest ends within the next burst; then a window of the 8 flows hits.
+  run(few, 32 + 2 * TcamDecisionCache::kWindow);
+  CHECK(cache.in_use());
+  CHECK(cache.set_asides() == 1);
+  CHECK(differ == 0);
+  const TcamCounters ca = plain.counters(), cb = cached.counters();
+  CHECK(ca.classified_packets == cb.classified_packets);
+  CHECK(ca.matched_packets == cb.matched_packets);
+  CHECK(ca.matched_packets > 0);
+  for (uint32_t k = 0; k < 16; ++k) CHECK(plain.rule_hits(k + 1) == cached.rule_hits(k + 1));
+}
