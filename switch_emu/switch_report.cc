@@ -109,6 +109,7 @@ json tcam_json(SwitchNode& node) {
           {"spray_rule_limit", t.config().spray_rule_limit},
           {"admitted_rules", t.admitted_rules()},
           {"refused_rules", t.refused_rules()},
+          {"classify_method", std::string(t.classify_method())},
           {"classified_packets", c.classified_packets},
           {"matched_packets", c.matched_packets},
           {"fallback_ecmp_packets", c.fallback_ecmp_packets},

@@ -384,6 +384,21 @@ bool Tcam::build_table(const std::vector<const StoredRule*>& rules, char kind,
     }
     return false;
   }
+  // The widest classify method this CPU has and EAL allows (--force-max-simd-bitwidth=512 lets
+  // the AVX-512 ones run; DPDK's default cap is 256 bits), set explicitly so that it is known.
+  static constexpr std::pair<enum rte_acl_classify_alg, const char*> kMethods[] = {
+      {RTE_ACL_CLASSIFY_AVX512X32, "avx512x32"}, {RTE_ACL_CLASSIFY_AVX512X16, "avx512x16"},
+      {RTE_ACL_CLASSIFY_AVX2, "avx2"},           {RTE_ACL_CLASSIFY_NEON, "neon"},
+      {RTE_ACL_CLASSIFY_ALTIVEC, "altivec"},     {RTE_ACL_CLASSIFY_SSE, "sse"},
+      {RTE_ACL_CLASSIFY_SCALAR, "scalar"}};
+  for (const auto& [alg, method] : kMethods) {
+    if (rte_acl_set_ctx_classify(table.acl, alg) != 0) continue;
+    if (classify_method_ != method && logger_) {
+      logger_->info("tcam: rte_acl classifies bursts with its {} method", method);
+    }
+    classify_method_ = method;
+    break;
+  }
   return true;
 }
 

@@ -221,6 +221,9 @@ class Tcam {
   // when refused. 0 for an unknown id.
   uint64_t rule_hits(uint32_t id) const;
   const TcamConfig& config() const { return config_; }
+  // The rte_acl classify method the contexts use ("avx2", "avx512x32", "sse", "scalar", ...):
+  // the widest the CPU and EAL's SIMD cap allow; "none" before a context was built.
+  std::string_view classify_method() const { return classify_method_; }
 
   // Fast path. The snapshot to classify against; hold it no longer than one burst.
   const TcamSnapshot& current() const { return *current_.load(std::memory_order_acquire); }
@@ -282,7 +285,8 @@ class Tcam {
   size_t admitted_count_ = 0;
   size_t spray_count_ = 0;
   std::array<bool, kTcamRefusalCount> refusal_logged_{};
-  uint64_t contexts_created_ = 0;  // makes rte_acl context names unique (see next_context_name)
+  uint64_t contexts_created_ = 0;
+  std::string_view classify_method_ = "none";  // control side only  // makes rte_acl context names unique (see next_context_name)
 
   std::atomic<TcamSnapshot*> current_;
   std::vector<std::unique_ptr<TcamSnapshot>> retired_;
