@@ -347,6 +347,9 @@ namespace spraynet {
 
 unsigned RouteTable::lookup_burst(std::span<const uint32_t> dst_ips, std::span<uint32_t> groups,
                                   RouteCache& cache) const {
+  // rte_lpm answers a burst in one or two memory accesses a key: a cache in front would cost
+  // more than it saves, most of all with more destinations than it holds (100K flows).
+  if (lpm_ != nullptr) return lookup_burst(dst_ips, groups);
   if (cache.owner() != this) cache.reset(this);
   const size_t n = std::min(dst_ips.size(), groups.size());
   constexpr size_t kChunk = 64;

@@ -154,7 +154,7 @@ class TcamDecisionCache {
   // which it is tried again for a window with what it holds. Decisions never depend on it.
   static constexpr uint32_t kWindow = 4096;
   static constexpr uint32_t kMinHitPercent = 50;
-  static constexpr uint32_t kRestLookups = 65536;
+  static constexpr uint32_t kRestLookups = 1u << 20;  // about 0.1 s at 10 Mpps
   bool in_use() const { return rest_ == 0; }
   void account(uint32_t lookups, uint32_t hits) {
     if (rest_ != 0) {
