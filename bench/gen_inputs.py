@@ -3,9 +3,10 @@
 
   gen_inputs.py pcap OUT.pcap FRAME_BYTES [FLOWS]
   gen_inputs.py switch OUT.yaml MODE RULES LCORES [--link=wire|emulated] [--tx-queues=N]
-                [--mbufs=N] IN_PCAP...
+                [--mbufs=N] [--device=DEV] IN_PCAP...
 --mbufs: the switch's mempool (net_pcap's infinite_rx keeps every packet of the pcap in an
 mbuf: a pcap of a million flows needs a million), with a data room of 1024 bytes (the least) above 65536.
+--device: the input port's device instead of a net_pcap of IN_PCAP (give "-"), e.g. net_memif.
 Frame sizes are on the wire with the FCS: a 64 B frame is 60 bytes in the pcap.
 """
 import random
@@ -45,7 +46,8 @@ def write_pcap(path, frame_bytes, flows):
             f.write(fr)
 
 
-def write_switch(path, mode, rules, lcores, inputs, link="emulated", tx_queues=1, mbufs=0):
+def write_switch(path, mode, rules, lcores, inputs, link="emulated", tx_queues=1, mbufs=0,
+                 device_override=None):
     outs_per_in = 4
     # wire: the ports send straight to the PMD (no link: key); emulated: a link at 10 Tbit/s
     # with no delay, which costs its shaper and delay line but never holds a frame back.
@@ -60,8 +62,8 @@ def write_switch(path, mode, rules, lcores, inputs, link="emulated", tx_queues=1
     for k, pcap in enumerate(inputs):
         name = "in%d" % k
         ins.append(name)
-        lines.append('  - {name: %s, device: "net_pcap%d,rx_pcap=%s,infinite_rx=1"%s}'
-                     % (name, k, pcap, link_yaml))
+        device = device_override or "net_pcap%d,rx_pcap=%s,infinite_rx=1" % (k, pcap)
+        lines.append('  - {name: %s, device: "%s"%s}' % (name, device, link_yaml))
     for j in range(outs_per_in * len(inputs)):
         name = "up%d" % j
         outs.append(name)
@@ -105,6 +107,7 @@ if __name__ == "__main__":
         link = "emulated"
         tx_queues = 1
         mbufs = 0
+        device = None
         while rest and rest[0].startswith("--"):
             opt = rest.pop(0)
             if opt.startswith("--link="):
@@ -115,9 +118,12 @@ if __name__ == "__main__":
                 tx_queues = int(opt[len("--tx-queues="):])
             elif opt.startswith("--mbufs="):
                 mbufs = int(opt[len("--mbufs="):])
+            elif opt.startswith("--device="):
+                device = opt[len("--device="):]
             else:
-                sys.exit("unknown option %r (--link=wire|emulated, --tx-queues=N, --mbufs=N)" % opt)
+                sys.exit("unknown option %r (--link=wire|emulated, --tx-queues=N, --mbufs=N, "
+                         "--device=DEV)" % opt)
         write_switch(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), rest, link,
-                     tx_queues, mbufs)
+                     tx_queues, mbufs, device)
     else:
         sys.exit("usage: see the docstring")

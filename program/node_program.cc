@@ -272,13 +272,14 @@ void NodeProgram::add_run_report(json& report, const runtime::RcuDomain& rcu,
       {"period_ns", loop.config().period_ns}, {"ticks", cc.ticks},
       {"publications", cc.publications},      {"immediate_publications", cc.immediate_publications},
       {"missed_periods", cc.missed_periods},  {"grace_periods", rcu.grace_periods()}};
-  uint64_t tx_dropped = 0, loop_count = 0, idle_sleeps = 0, idle_sleep_ns = 0;
+  uint64_t tx_dropped = 0, loop_count = 0, idle_sleeps = 0, idle_sleep_ns = 0, busy_ns = 0;
   for (const auto& l : loops_) {
     const runtime::PollLoopCounters c = l->counters();
     tx_dropped += c.tx_dropped;
     loop_count += c.loops;
     idle_sleeps += c.idle_sleeps;
     idle_sleep_ns += c.idle_sleep_ns;
+    busy_ns += c.busy_ns;
   }
   report["tx_dropped"] = tx_dropped;
   // Summed over the lcores.
@@ -294,7 +295,8 @@ void NodeProgram::add_run_report(json& report, const runtime::RcuDomain& rcu,
                          {"loops", loop_count},
                          {"idle_backoff_max_us", opt_.backoff.max_sleep_us},
                          {"idle_sleeps", idle_sleeps},
-                         {"idle_sleep_ns", idle_sleep_ns}};
+                         {"idle_sleep_ns", idle_sleep_ns},
+                         {"busy_ns", busy_ns}};
 }
 
 void NodeProgram::close_ports(json& report) {

@@ -81,14 +81,20 @@ void PollLoop::run(const StopSignal& stop) {
   if (backoff_.enabled()) prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);
   uint64_t now = clock_.now_ns();
   uint64_t last_flush = now;
+  uint64_t iteration_start = now;
+  bool received = false;
   while (!stop.requested()) {
     now = clock_.now_ns();
+    // The last iteration, if it received anything, was busy until now.
+    if (received) counters_.busy_ns += now - iteration_start;
+    iteration_start = now;
     if (now - last_flush >= config_.drain_interval_ns) {
       flush_all();
       last_flush = now;
     }
     const uint64_t sent_before = sink_.sent_ + sink_.unrouted_;
     bool worked = poll_rx();
+    received = worked;
     // Timers and sends after the bursts' work happen now, not when the iteration began.
     if (worked) now = clock_.now_ns();
     handler_.on_poll(now, sink_);
@@ -108,6 +114,7 @@ void PollLoop::run(const StopSignal& stop) {
       last_flush = clock_.now_ns();
     }
   }
+  if (received) counters_.busy_ns += clock_.now_ns() - iteration_start;
   // What already arrived belongs to the handler too: hand it over before on_stop, so that a
   // stopped program neither leaks those mbufs nor loses packets it could have forwarded.
   for (unsigned round = 0; round < config_.max_drain_rounds; ++round) {

@@ -150,6 +150,10 @@ struct PollLoopCounters {
   uint64_t loops = 0;
   uint64_t idle_sleeps = 0;    // times the idle back-off slept
   uint64_t idle_sleep_ns = 0;  // and for how long in all, as measured on the loop's clock
+  // Time in iterations that received a burst, from their start to the next one's (testpmd's
+  // --record-core-cycles): busy_ns x the TSC rate / packets is the lcore's cost per packet
+  // whether or not its input keeps it saturated.
+  uint64_t busy_ns = 0;
 };
 
 // How far a running loop has got, for other threads (telemetry, a soak's stall check): each

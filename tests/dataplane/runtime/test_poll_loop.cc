@@ -111,9 +111,14 @@ TEST_CASE("a pcap passes through the loop byte for byte", "[poll_loop]") {
     StopSignal stop;
     Forwarder fwd(stop, tx_port.id(), frames.size());
     PollLoop loop({{&rx_port, 0}}, {{&tx_port, 0}}, fwd, clock);
+    const uint64_t t0 = clock.now_ns();
     loop.run(stop);
+    const uint64_t elapsed = clock.now_ns() - t0;
 
     const auto c = loop.counters();
+    // Busy: the iterations that received a burst, within the run.
+    CHECK(c.busy_ns > 0);
+    CHECK(c.busy_ns <= elapsed);
     CHECK(c.rx_packets == frames.size());
     CHECK(c.tx_packets == frames.size());
     CHECK(c.tx_dropped == 0);
@@ -452,6 +457,9 @@ TEST_CASE("an idle loop with the back-off sleeps, and still receives",
     const auto c = loop.counters();
     CHECK(c.idle_sleeps >= 20);
     CHECK(c.idle_sleep_ns > 0);
+    // One packet, one busy iteration: far less busy time than the loop slept.
+    CHECK(c.busy_ns > 0);
+    CHECK(c.busy_ns < c.idle_sleep_ns);
     // 16 empty rounds before each run of sleeps: far fewer iterations than a busy loop's.
     CHECK(c.loops < 16 + c.idle_sleeps + 10);
   }
