@@ -142,23 +142,13 @@ Fabric::Fabric(const FabricConfig& config, FabricMode mode, uint64_t seed, rte_m
   }
   down_since_ns_.assign(topology_.cables().size(), kNever);
   flow_fct_.assign(plan_.flows().size(), {});
-  build_ideal_paths();
   {
+    std::vector<uint32_t> cable_delay = build_ideal_paths();
     std::vector<uint32_t> ips(hosts), first_qpn(hosts), qps(hosts);
     for (uint32_t h = 0; h < hosts; ++h) {
       ips[h] = topology_.hosts()[h].ip;
       first_qpn[h] = nodes_[h].nic->rc_engine()->config().first_local_qp;
       qps[h] = nodes_[h].nic->rc_engine()->qps();
-    }
-    std::vector<uint32_t> cable_delay(topology_.cables().size());
-    for (size_t c = 0; c < cable_delay.size(); ++c) {
-      const Cable& cable = topology_.cables()[c];
-      const control::LinkSettings& link =
-          cable.a_node < hosts ? topology_.hosts()[cable.a_node].nic.uplinks.at(cable.a_port).link
-                               : topology_.switches()[cable.a_node - hosts]
-                                     .config.ports.at(cable.a_port)
-                                     .link;
-      cable_delay[c] = static_cast<uint32_t>(std::min<uint64_t>(link.delay_ns, UINT32_MAX - 1));
     }
     // A full frame on the host's link: how long each packet ahead of another holds it when the
     // NIC has one link (with several planes it may send packets side by side: 0).
@@ -581,7 +571,7 @@ uint32_t Fabric::path_hops(uint32_t src, uint32_t dst) const {
   return a.pod == b.pod ? 4 : 6;  // across pods: up to a super-spine and down again
 }
 
-void Fabric::build_ideal_paths() {
+std::vector<uint32_t> Fabric::build_ideal_paths() {
   // Every cable's own delay (--cable-spread-ns included) and rate, from its lower end's port.
   const auto& hosts = topology_.hosts();
   const auto& switches = topology_.switches();
@@ -602,8 +592,11 @@ void Fabric::build_ideal_paths() {
   std::vector<uint64_t> spine_super(uint64_t{planes} * pods * S * std::max<uint32_t>(M, 1), kNever);
   host_gbps_ = leaf_spine_gbps_ = spine_super_gbps_ = 0;
   const auto slowest = [](double& r, double gbps) { r = r == 0 ? gbps : std::min(r, gbps); };
+  std::vector<uint32_t> cable_delay;
+  cable_delay.reserve(topology_.cables().size());
   for (const Cable& c : topology_.cables()) {
     const control::LinkSettings& link = link_of(c.a_node, c.a_port);
+    cable_delay.push_back(static_cast<uint32_t>(std::min<uint64_t>(link.delay_ns, UINT32_MAX - 1)));
     if (!c.fabric) {
       const bool a_host = c.a_node < H;
       const uint32_t host = a_host ? c.a_node : c.b_node;
@@ -662,6 +655,7 @@ void Fabric::build_ideal_paths() {
   host_lanes_ = spray ? planes : 1;
   leaf_spine_lanes_ = per_packet ? (spray ? planes : 1) * config_.leaf_uplinks() : 1;
   spine_super_lanes_ = per_packet ? leaf_spine_lanes_ * config_.spine_uplinks() : 1;
+  return cable_delay;
 }
 
 uint64_t Fabric::pair_delay_ns(uint32_t src, uint32_t dst) const {
@@ -716,14 +710,15 @@ double Fabric::flow_ideal_fct_ns(uint64_t bytes, size_t flow) const {
   const uint32_t rev = path_delays_->reverse_ns(flow);
   const uint64_t there = fwd == FlowPathDelays::kUnknown ? pair : std::max<uint64_t>(fwd, pair);
   const uint64_t back = rev == FlowPathDelays::kUnknown ? pair : std::max<uint64_t>(rev, pair);
-  double ideal = serialisation_fct_ns(bytes, f.src, f.dst) + static_cast<double>(there + back);
+  std::array<PathHop, 6> hops{};
+  const size_t n = rate_hops(f.src, f.dst, hops);
+  double ideal = spraynet::fabric::ideal_fct_ns(bytes, config_.mtu, hops.data(), n) +
+                 static_cast<double>(there + back);
   // A flow of one message: its packets on slower lanes (spraying) end no earlier than the
   // slowest one's way there after the packets ahead of it, plus one packet's hops and the way
   // back (FlowPathDelays::forward_tail_ns).
   const uint32_t tail = path_delays_->forward_tail_ns(flow);
   if (tail != FlowPathDelays::kUnknown && sender_spec(f).one_shot) {
-    std::array<PathHop, 6> hops{};
-    const size_t n = rate_hops(f.src, f.dst, hops);
     ideal = std::max(ideal, static_cast<double>(tail) + ack_return_ns(hops.data(), n) +
                                 static_cast<double>(back));
   }

@@ -380,7 +380,8 @@ class Fabric {
   size_t rate_hops(uint32_t src, uint32_t dst, std::array<PathHop, 6>& hops) const;
   uint64_t pair_delay_ns(uint32_t src, uint32_t dst) const;
   std::unique_ptr<FlowPathDelays> path_delays_;
-  void build_ideal_paths();
+  // Builds the tables below; returns every cable's delay (its lower end's link), by cable.
+  std::vector<uint32_t> build_ideal_paths();
   std::vector<std::vector<uint64_t>> host_cable_delay_;  // per host, per plane (its uplink)
   // Per plane, per (source leaf, destination leaf), global numbers: the fastest route's fabric
   // cables' delays summed (0 under one leaf).
