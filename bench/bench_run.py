@@ -68,12 +68,28 @@ def cpu_children():
 
 # --- dpdk-testpmd: io forwarding on the same ports, the I/O floor -------------------------------
 
+def read_until(proc, text, timeout_s):
+    """What `proc` printed until it printed `text` (or ended, or timeout_s passed)."""
+    # Raw reads: select() cannot see what a buffered reader already holds.
+    fd = proc.stdout.fileno()
+    seen = ""
+    deadline = time.time() + timeout_s
+    while time.time() < deadline and text not in seen:
+        if not select.select([fd], [], [], 1.0)[0]:
+            continue
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            break
+        seen += chunk.decode(errors="replace")
+    return seen
+
+
 def testpmd(prefix, rx_vdev, duration_s, mbufs=8192):
     """Returns (tx packets, cpu seconds, wall seconds of forwarding). mbufs: net_pcap's
     infinite_rx holds every packet of its pcap in one."""
     global TSC_HZ
     # stdbuf: testpmd's stdout is a pipe here; "Press enter to exit" must arrive when printed.
-    memory_mb = max(512, 512 + mbufs * 2600 // 1000000)
+    memory_mb = 512 + mbufs * 2600 // 1000000
     cmd = ["stdbuf", "-oL", "dpdk-testpmd", "-l", "0-1", "--no-huge", "-m", str(memory_mb), "--no-pci",
            "--file-prefix", prefix, "--log-level", "lib.eal:debug" if TSC_HZ is None else
            "lib.eal:error", "--vdev", rx_vdev, "--vdev", "net_null0,no-rx=1", "--",
@@ -81,17 +97,7 @@ def testpmd(prefix, rx_vdev, duration_s, mbufs=8192):
     c0 = cpu_children()
     p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT, text=True)
-    # Raw reads: select() cannot see what a buffered reader already holds.
-    fd = p.stdout.fileno()
-    seen = ""
-    deadline = time.time() + 120
-    while time.time() < deadline and "Press enter to exit" not in seen:
-        if not select.select([fd], [], [], 1.0)[0]:
-            continue
-        chunk = os.read(fd, 65536)
-        if not chunk:
-            break
-        seen += chunk.decode(errors="replace")
+    seen = read_until(p, "Press enter to exit", 120)
     if TSC_HZ is None:
         m = re.search(r"TSC frequency is ~(\d+) KHz", seen)
         if m:
@@ -139,6 +145,7 @@ SWITCH_EAL = []  # EAL arguments every switch_emu run gets (bench_run.py --switc
 
 
 def switch_run(exe, cfg, lcores, duration_ms, prefix, workdir, memory_mb=512):
+    """Returns (tx packets, cpu seconds, wall seconds, poll-loop busy ns) or None."""
     stats = os.path.join(workdir, prefix + ".json")
     cmd = [exe, "-l", "0" if lcores == 1 else "0-%d" % (lcores - 1)] + SWITCH_EAL + [
            "--no-huge", "-m", str(memory_mb),
@@ -158,7 +165,7 @@ def switch_run(exe, cfg, lcores, duration_ms, prefix, workdir, memory_mb=512):
         rep = json.load(f)
     os.unlink(stats)
     tx = sum(port["tx_packets"] for port in rep["ports"])
-    return tx, cpu, wall
+    return tx, cpu, wall, rep["poll_loop"]["busy_ns"]
 
 
 STARTUP_CPU = {}
@@ -309,33 +316,15 @@ def memif_run(exe, work, flows, duration_ms, tag):
     g = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT, text=True)
     try:
-        fd = g.stdout.fileno()
-        seen = ""
-        deadline = time.time() + 60
-        while time.time() < deadline and "Press enter to exit" not in seen:
-            if not select.select([fd], [], [], 1.0)[0]:
-                continue
-            chunk = os.read(fd, 65536)
-            if not chunk:
-                break
-            seen += chunk.decode(errors="replace")
+        seen = read_until(g, "Press enter to exit", 60)
         if "Press enter to exit" not in seen:
             progress("testpmd flowgen did not start: %s" % seen[-300:].replace("\n", " | "))
             return None
-        stats = os.path.join(work, "swm-%s.json" % tag)
-        p = subprocess.run([exe, "-l", "0"] + SWITCH_EAL + [
-            "--no-huge", "-m", "512", "--no-pci", "--file-prefix", "bench-swm-" + tag,
-            "--log-level", "lib.eal:error", "--", "--config", cfg, "--duration-ms",
-            str(duration_ms), "--idle-backoff-us", "0", "--stats", stats, "--log-level", "warn"],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, check=False)
-        if p.returncode != 0 or not os.path.exists(stats):
-            progress("switch_emu on memif failed: %s" % p.stdout[-400:].replace("\n", " | "))
+        res = switch_run(exe, cfg, 1, duration_ms, "bench-swm-" + tag, work)
+        if res is None or res[0] == 0:
             return None
-        with open(stats) as f:
-            rep = json.load(f)
-        tx = sum(port["tx_packets"] for port in rep["ports"])
-        busy_ns = rep["poll_loop"]["busy_ns"]
-        return busy_ns * 1e-9 * TSC_HZ / tx if tx else None
+        tx, _, _, busy_ns = res
+        return busy_ns * 1e-9 * TSC_HZ / tx
     finally:
         try:
             g.stdin.write("\n")
