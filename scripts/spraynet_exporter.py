@@ -356,6 +356,11 @@ def collect_switch(t, f, name):
                       "(/spraynet/group member_packets)", {**glab, "port": m}, x)
         for k in ("selected", "sprayed", "no_eligible_port", "rehashed_ineligible"):
             f.field("switch_group", k, gr.get(k), glab, set(), "/spraynet/group")
+        for k in ("started", "moved", "expired", "collisions"):
+            f.field("switch_group_flowlets", k, gr.get("flowlets/" + k), glab, set(),
+                    "/spraynet/group flowlets")
+        f.gauge("switch_group_flowlet_entries", "Entries of a group's DLB flowlet table "
+                "(/spraynet/group flowlets/entries)", glab, gr.get("flowlets/entries", 0))
         bcmd = f"/spraynet/buckets,{g}"
         b = as_dict(t.query(bcmd), bcmd)
         size = b.get("size", 0)

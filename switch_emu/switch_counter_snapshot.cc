@@ -21,6 +21,7 @@ void visit_words(SwitchCounterView& v, Visit&& visit) {
   visit(v.ports.data(), v.ports.size() * sizeof(SwitchPortSnapshot));
   for (auto& g : v.groups) {
     visit(&g.counters, sizeof g.counters);
+    visit(&g.flowlets, sizeof g.flowlets);
     visit(g.member_packets.data(), g.member_packets.size() * sizeof(uint64_t));
   }
   visit(v.pfc.data(), v.pfc.size() * sizeof(SwitchPfcPortSnapshot));
@@ -96,7 +97,8 @@ void fill_lane_queue_snapshot(const SwitchNode& node, unsigned lane, uint16_t po
 }  // namespace
 
 SwitchGroupSnapshot group_snapshot(const SwitchNode& node, size_t group) {
-  return {node.group_counters(group), node.group_member_packets(group)};
+  return {node.group_counters(group), node.group_flowlet_counters(group),
+          node.group_member_packets(group)};
 }
 
 SwitchPfcPortSnapshot pfc_port_snapshot(const SwitchNode& node, uint16_t port) {
@@ -135,6 +137,7 @@ void fill_counter_view(const SwitchNode& node, uint64_t now_ns, SwitchCounterVie
   for (size_t g = 0; g < node.group_count(); ++g) {
     // In place: the member vectors keep their storage from one publication to the next.
     view.groups[g].counters = node.group_counters(g);
+    view.groups[g].flowlets = node.group_flowlet_counters(g);
     node.group_member_packets(g, view.groups[g].member_packets);
   }
   if (node.pfc() != nullptr) {
@@ -183,6 +186,7 @@ void fill_lane_counter_view(const SwitchNode& node, unsigned lane, uint64_t now_
   for (size_t g = 0; g < node.group_count(); ++g) {
     const PathSelector& sel = node.lane_group(lane, g);
     view.groups[g].counters = sel.counters();
+    view.groups[g].flowlets = sel.flowlet_table().counters();
     view.groups[g].member_packets.assign(sel.member_packets().begin(), sel.member_packets().end());
   }
   view.pfc.clear();

@@ -76,6 +76,7 @@ static_assert(std::is_trivially_copyable_v<SwitchPfcPortSnapshot> &&
 // One group's packet counters (its mode, members and buckets are the control side's).
 struct SwitchGroupSnapshot {
   PathSelectorCounters counters;
+  FlowletCounters flowlets;              // the DLB flowlet table's (zero in other modes)
   std::vector<uint64_t> member_packets;  // by member index
 };
 

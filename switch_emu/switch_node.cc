@@ -748,6 +748,22 @@ PathSelectorCounters SwitchNode::group_counters(size_t g) const {
   return c;
 }
 
+FlowletCounters SwitchNode::group_flowlet_counters(size_t g) const {
+  FlowletCounters c{};
+  for (const auto& l : lanes_) {
+    const FlowletCounters& o = l->groups.at(g)->flowlet_table().counters();
+    c.flowlets_started += o.flowlets_started;
+    c.flowlets_moved += o.flowlets_moved;
+    c.rerouted_ineligible += o.rerouted_ineligible;
+    c.no_eligible_member += o.no_eligible_member;
+    c.flowlets_expired += o.flowlets_expired;
+    c.collisions += o.collisions;
+  }
+  static_assert(sizeof(FlowletCounters) == 6 * sizeof(uint64_t),
+                "every FlowletCounters field is summed here");
+  return c;
+}
+
 std::vector<uint64_t> SwitchNode::group_member_packets(size_t g) const {
   std::vector<uint64_t> sum;
   group_member_packets(g, sum);

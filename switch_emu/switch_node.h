@@ -235,6 +235,8 @@ class SwitchNode {
   const PathSelector& group(size_t i) const { return *lanes_[0]->groups[i]; }
   size_t group_count() const { return lanes_[0]->groups.size(); }
   PathSelectorCounters group_counters(size_t i) const;
+  // The group's DLB flowlet tables (one per lane), summed.
+  FlowletCounters group_flowlet_counters(size_t i) const;
   std::vector<uint64_t> group_member_packets(size_t i) const;
   // The same into `out`, in place (a publication keeps the vector's storage).
   void group_member_packets(size_t i, std::vector<uint64_t>& out) const;

@@ -76,6 +76,7 @@ json group_json(SwitchNode& node, size_t g, const SwitchGroupSnapshot& snapshot)
     buckets.push_back(sel.bucket_table().buckets_of(static_cast<uint16_t>(m)));
   }
   const auto& c = snapshot.counters;
+  const auto& f = snapshot.flowlets;
   return {{"name", cfg.groups[g].name},
           {"mode", std::string(to_string(sel.mode()))},
           {"members", members},
@@ -84,7 +85,16 @@ json group_json(SwitchNode& node, size_t g, const SwitchGroupSnapshot& snapshot)
           {"selected", c.selected},
           {"sprayed", c.sprayed},
           {"no_eligible_port", c.no_eligible_port},
-          {"rehashed_ineligible", c.rehashed_ineligible}};
+          {"rehashed_ineligible", c.rehashed_ineligible},
+          {"flowlets",
+           {{"entries", sel.flowlet_table().entries()},
+            {"gap_ns", sel.flowlet_table().gap_ns()},
+            {"started", f.flowlets_started},
+            {"moved", f.flowlets_moved},
+            {"expired", f.flowlets_expired},
+            {"collisions", f.collisions},
+            {"rerouted_ineligible", f.rerouted_ineligible},
+            {"no_eligible_member", f.no_eligible_member}}}};
 }
 
 json tcam_json(SwitchNode& node) {

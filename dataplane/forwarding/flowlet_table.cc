@@ -71,8 +71,11 @@ uint16_t FlowletTable::select(uint32_t flow_hash, uint64_t now_ns,
   const uint64_t idle_ns = now_ns > e.last_seen_ns ? now_ns - e.last_seen_ns : 0;
   const bool active = used && idle_ns <= gap_ns_;
   const bool member_ok = used && e.member < members.size() && members[e.member].eligible;
+  const uint16_t tag = flow_tag(flow_hash);
+  if (active && tag != e.flow_tag) ++counters_.collisions;
   if (active && member_ok) {
     e.last_seen_ns = now_ns;
+    e.flow_tag = tag;
     return e.member;
   }
   // Low hash bits chose the entry; the tie-break comes from all bits (a Fibonacci multiply
@@ -86,10 +89,12 @@ uint16_t FlowletTable::select(uint32_t flow_hash, uint64_t now_ns,
     ++counters_.rerouted_ineligible;
   } else {
     ++counters_.flowlets_started;
+    if (used) ++counters_.flowlets_expired;
     if (used && chosen != e.member) ++counters_.flowlets_moved;
   }
   e.member = chosen;
   e.last_seen_ns = now_ns;
+  e.flow_tag = tag;
   return chosen;
 }
 

@@ -24,6 +24,13 @@ struct FlowletCounters {
   uint64_t rerouted_ineligible = 0;
   // Packets for which no member was eligible: select() returned kNoMember.
   uint64_t no_eligible_member = 0;
+  // New flowlets on an entry that had been used and aged out (idle longer than the gap): the
+  // table's aging. flowlets_started - flowlets_expired entries were first used.
+  uint64_t flowlets_expired = 0;
+  // Packets that found their entry active for another flow (a different hash in the same entry
+  // within the gap) and so follow that flow's member: the table is too small for the flows, as
+  // in hardware. Flows whose 32-bit hashes are equal cannot be told apart and are not counted.
+  uint64_t collisions = 0;
 };
 
 class FlowletTable {
@@ -56,7 +63,16 @@ class FlowletTable {
   struct Entry {
     uint64_t last_seen_ns = 0;
     uint16_t member = kNoMember;  // kNoMember: never used
+    // The last packet's flow, as bits of its hash the index did not use (see flow_tag()): only
+    // for counting collisions; the entry's 16 bytes had room for it.
+    uint16_t flow_tag = 0;
   };
+  static_assert(sizeof(Entry) == 16, "an entry is a quarter of a cache line");
+  // Another 16 bits of the hash, mixed from all 32 so that flows sharing an index (its low bits)
+  // still differ here unless their hashes are equal.
+  static uint16_t flow_tag(uint32_t flow_hash) {
+    return static_cast<uint16_t>((flow_hash * 0x85EBCA6Bu) >> 16);
+  }
 
   // The entries live in pages of kPageEntries (fewer for a smaller table), each made when a
   // packet first hashes into it and freed by clear(): a DLB group sized for thousands of flows

@@ -229,3 +229,54 @@ ecn: {classes: [0], kmin_bytes: 0, kmax_bytes: 0, pmax: 1}
   }
   CHECK(pool.whole());
 }
+
+TEST_CASE("switch group JSON: a DLB group's flowlet table, its aging and collisions") {
+  // One entry and a 1 us gap: every flow shares the entry.
+  const std::string yaml = R"(
+ports:
+  - {name: in0, device: x}
+  - {name: p0, device: x}
+  - {name: p1, device: x}
+groups:
+  - {name: g, mode: dlb, flowlet_entries: 1, dlb_gap_ns: 1000, ports: [p0, p1]}
+routes:
+  - {prefix: 0.0.0.0/0, group: g}
+)";
+  TestPool pool(63);
+  {
+    SwitchNode node(config_of(yaml), pool.get());
+    auto send = [&](uint16_t src_port, uint64_t now_ns) {
+      FrameSpec fs;
+      fs.ip.src = 0x0A000001;
+      fs.ip.dst = 0x0A000002;
+      fs.udp.src_port = src_port;
+      fs.udp.dst_port = 80;
+      rte_mbuf* m = build_udp_mbuf(pool.get(), fs);
+      REQUIRE(m != nullptr);
+      node.receive(0, &m, 1, now_ns);
+    };
+    send(1000, 0);          // the entry's first flowlet
+    send(1000, 500);        // the same flowlet
+    send(2000, 900);        // another flow inside the gap: a collision, follows flow 1000
+    send(1000, 1'000'000);  // idle 999 us: the entry aged, a new flowlet
+    const json f = switch_emu::group_json(node, 0)["flowlets"];
+    CHECK(f["entries"] == 1);
+    CHECK(f["gap_ns"] == 1000);
+    CHECK(f["started"] == 2);
+    CHECK(f["expired"] == 1);
+    CHECK(f["collisions"] == 1);
+    CHECK(f["no_eligible_member"] == 0);
+    node.free_all();
+  }
+  {
+    // An ECMP group has a table too (unused): all zero.
+    SwitchNode node(config_of(kTwoPorts), pool.get());
+    rte_mbuf* m = udp(pool);
+    node.receive(0, &m, 1, 0);
+    const json f = switch_emu::group_json(node, 0)["flowlets"];
+    CHECK(f["started"] == 0);
+    CHECK(f["collisions"] == 0);
+    node.free_all();
+  }
+  CHECK(pool.whole());
+}

@@ -223,3 +223,32 @@ TEST_CASE("memory: pages of the table are made as flows hash into them, freed by
   t.select(5, 1, members);
   CHECK(t.counters().flowlets_started == started + 1);
 }
+
+TEST_CASE("collisions and expired flowlets are counted") {
+  FlowletTable t(16, 100 * kUs);
+  const auto m = idle_members(4);
+  // Hashes 0x10005 and 0x20005 share entry 5 (low 4 bits) but are different flows.
+  const uint32_t a = 0x10005, b = 0x20005;
+  t.select(a, 0, m);            // first use: started, not expired
+  t.select(a, 10 * kUs, m);     // the same flow within the gap: no collision
+  t.select(b, 20 * kUs, m);     // another flow on the active entry: a collision
+  t.select(b, 30 * kUs, m);     // b again: the entry is b's now
+  t.select(a, 40 * kUs, m);     // a back while active: a second collision
+  t.select(a, 300 * kUs, m);    // idle 260 us > gap: a new flowlet on an aged entry
+  t.select(b, 1000 * kUs, m);   // idle again: expired, and not a collision (not active)
+  t.select(0x7, 1000 * kUs, m); // a different entry, first use
+  const FlowletCounters& c = t.counters();
+  CHECK(c.collisions == 2);
+  CHECK(c.flowlets_started == 4);
+  CHECK(c.flowlets_expired == 2);
+  // One flow per entry: no collisions, whatever the table size, over many random flows.
+  FlowletTable big(1 << 20);
+  std::vector<uint32_t> hashes;
+  for (uint32_t i = 0; i < 100000; ++i) hashes.push_back(i * 11);  // distinct low 20 bits
+  for (int round = 0; round < 3; ++round) {
+    for (uint32_t h : hashes) big.select(h, round * 10 * kUs, m);
+  }
+  CHECK(big.counters().collisions == 0);
+  CHECK(big.counters().flowlets_started == 100000);
+  CHECK(big.counters().flowlets_expired == 0);
+}
