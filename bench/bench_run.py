@@ -339,19 +339,26 @@ def switch_flows_section(build, work, quick, reps):
     """The switch at the flow counts real fabrics carry (issue 40): every 64 B frame of the pcap
     its own flow, replayed; testpmd io on the same ports and pcap in the same run (net_pcap's
     infinite_rx keeps every frame in an mbuf: its own cost grows with the flows, and is in both
-    figures). Quick: ecmp at 1K and 100K flows; full: 10K and 1M too, without rules, dlb and
-    weighted, and two lcores at 100K."""
+    figures). Quick: ecmp at 1K and 100K flows; full: 10K and 1M too, without rules, dlb (its
+    flowlet table sized to the flows), weighted and spray (RoCEv2 with PPCIDs), and two lcores
+    at 100K."""
     exe = os.path.join(build, "switch_emu", "switch_emu")
     # Long enough that the set-up (loading a large pcap into mbufs: seconds at 1M flows), taken
     # off as the median of three set-up runs, is not most of what is measured.
     duration_ms = 1000 if quick else 2000
     counts = (1024, 100000) if quick else (1024, 10000, 100000, 1000000)
+    # spray: RoCEv2 frames, each with its own QP and a PPCID, sprayed by a TCAM rule (the 1K
+    # rules above it, the catch-all below); dlb with its flowlet table sized to the flows.
     modes = (("ecmp", 1024),) if quick else (("ecmp", 1024), ("ecmp", 0), ("dlb", 1024),
-                                             ("weighted", 1024))
+                                             ("weighted", 1024), ("spray", 1024))
     figures = {}
     for flows in counts:
         pcap = os.path.join(work, "flows%d.pcap" % flows)
         gen("pcap", pcap, 64, flows)
+        roce_pcap = os.path.join(work, "roce%d.pcap" % flows)
+        if any(m == "spray" for m, _ in modes):
+            gen("pcap", roce_pcap, 64, flows, "--roce")
+        flowlet_entries = 1 << max(12, (flows - 1).bit_length())
         mbufs = flows + 32768
         # An mbuf of 1024 bytes of data room and its header: about 1.5 KiB.
         memory_mb = 512 + mbufs * 16 // 10000
@@ -363,7 +370,9 @@ def switch_flows_section(build, work, quick, reps):
         for mode, rules in modes:
             progress("switch_emu %s, %d TCAM rules, 64 B, one lcore, %d flows" % (mode, rules, flows))
             cfg = os.path.join(work, "swf-%s-%d-%d.yaml" % (mode, rules, flows))
-            gen("switch", cfg, mode, rules, 1, "--link=wire", "--mbufs=%d" % mbufs, pcap)
+            extra = ["--flowlet-entries=%d" % flowlet_entries] if mode == "dlb" else []
+            gen("switch", cfg, mode, rules, 1, "--link=wire", "--mbufs=%d" % mbufs, *extra,
+                roce_pcap if mode == "spray" else pcap)
             mpps, cyc = measure_switch(exe, cfg, 1, reps, duration_ms,
                                        "f%s%d%d" % (mode, rules, flows), work,
                                        memory_mb=memory_mb, startup_reps=3)

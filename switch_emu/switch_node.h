@@ -296,6 +296,7 @@ class SwitchNode {
     std::array<TcamMatch, kBurst> match;
     std::array<uint32_t, kBurst> dst;
     std::array<uint32_t, kBurst> group;
+    std::array<uint32_t, kBurst> hash;
   };
   // What one lane (one lcore) writes; see the header.
   struct Lane {
@@ -358,7 +359,8 @@ class SwitchNode {
   void assign_port_queues();
   void handle_mac_control(Lane& lane, uint16_t port, rte_mbuf* m, uint64_t now_ns);
   void forward(unsigned lane_index, Lane& lane, uint16_t in_port, rte_mbuf* m,
-               const ParsedPacket& p, const TcamMatch& match, uint32_t group, uint64_t now_ns);
+               const ParsedPacket& p, const TcamMatch& match, uint32_t group, uint32_t hash,
+               uint64_t now_ns);
   void enqueue(unsigned lane_index, Lane& lane, uint16_t out_port, uint16_t in_port, rte_mbuf* m,
                uint8_t tc, uint8_t priority, uint64_t now_ns);
   void enqueue_owned(Lane& lane, uint16_t out_port, uint16_t in_port, rte_mbuf* m, uint8_t tc,

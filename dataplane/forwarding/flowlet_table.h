@@ -10,6 +10,8 @@
 #include <span>
 #include <vector>
 
+#include <rte_prefetch.h>
+
 #include "dataplane/forwarding/bucket_table.h"
 #include "dataplane/forwarding/path_load.h"
 
@@ -49,6 +51,17 @@ class FlowletTable {
   // Every packet refreshes its entry's time. kNoMember when no member is eligible (the entry
   // is left as it was). members.size() must be below kNoMember.
   uint16_t select(uint32_t flow_hash, uint64_t now_ns, std::span<const PathLoad> members);
+
+  // Starts loading the entry select() will read for this hash, if its page exists: a caller
+  // with a burst of packets prefetches them all before selecting, so that at 100K flows (a
+  // table of megabytes) the entries' cache misses overlap instead of coming one by one.
+  void prefetch(uint32_t flow_hash) const {
+    const uint32_t index = flow_hash & mask_;
+    const Entry* page = pages_[index >> kPageBits].get();
+    // rte_prefetch0 (an asm volatile), not __builtin_prefetch: g++ 12 finds a function whose
+    // only effect is that builtin pure, and deletes the call along with the prefetch.
+    if (page != nullptr) rte_prefetch0(&page[index & (kPageEntries - 1)]);
+  }
 
   // Forgets every flowlet (for instance when the group's member list changes meaning).
   void clear();

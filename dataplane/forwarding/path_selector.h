@@ -97,6 +97,13 @@ class PathSelector {
   uint16_t select_sprayed(uint32_t flow_hash, uint8_t path_id, uint64_t now_ns,
                           std::span<const PathLoad> port_loads, bool all_eligible = false);
 
+  // What select() will read for this hash, started loading now (dlb: its flowlet entry; the
+  // other modes read nothing keyed by flow that is not already in cache). See
+  // FlowletTable::prefetch.
+  void prefetch(uint32_t flow_hash) const {
+    if (mode() == LbMode::kDlb) flowlets_.prefetch(flow_hash);
+  }
+
   // Changes the mode at run time (any thread). Entering dlb starts from the flowlets it last
   // knew; those older than the gap are new flowlets anyway.
   void set_mode(LbMode mode) { mode_.store(mode, std::memory_order_relaxed); }
