@@ -12,7 +12,7 @@
 #include "dataplane/egress/link_emulator.h"
 #include "fabric/flow_size_cdf.h"
 #include "fabric/frame_packer.h"
-#include "fabric/rank_bytes.h"
+#include "fabric/kernel/rank_bytes.h"
 
 namespace spraynet::fabric {
 
@@ -270,8 +270,8 @@ void Fabric::partition() {
   for (uint32_t i = 0; i < lps; ++i) {
     lps_.push_back(std::make_unique<Lp>());
     lps_.back()->index = i;
-    for (auto& o : lps_.back()->out) o.resize(lps);
   }
+  kernel_ = std::make_unique<Kernel>(lps, static_cast<Kernel::Model&>(*this));
   for (const Cable& c : topology_.cables()) {
     if (lp_of_[c.a_node] == lp_of_[c.b_node]) continue;
     for (const auto& [node, port] : c.ends()) {
@@ -423,11 +423,12 @@ void Fabric::post_arrived(uint32_t host, uint64_t now_ns) {
 
 void Fabric::schedule(Lp& lp, uint32_t id, bool served) {
   Node& n = nodes_[id];
-  uint64_t next = node_next(id, lp.now);
+  const uint64_t now = now_of(lp);
+  uint64_t next = node_next(id, now);
   if (next == kNever) return;
   // A node just served that says "now" again waits a nanosecond: its egress starts frames at
   // their exact times whenever it is called, so this changes no schedule and ends any loop.
-  if (next <= lp.now) next = served ? lp.now + 1 : lp.now;
+  if (next <= now) next = served ? now + 1 : now;
   if (next < n.scheduled) {
     n.scheduled = next;
     lp.queue.push(next, id);
@@ -437,7 +438,7 @@ void Fabric::schedule(Lp& lp, uint32_t id, bool served) {
 void Fabric::schedule_at(uint32_t id, uint64_t now_ns) {
   if (!node_mine(id)) return;
   Lp& lp = *lps_[lp_of_[id]];
-  lp.now = std::max(lp.now, now_ns);
+  kernel_->advance(lp.index, now_ns);
   schedule(lp, id, false);
 }
 
@@ -455,14 +456,14 @@ void Fabric::deliver(Lp& lp, const Peer& to, rte_mbuf** frames, uint16_t n) {
   if (const uint64_t down = down_since_ns_[to.cable]; down != kNever) {
     // A frame that crossed a cable after it failed: what the dead-link check counts.
     lp.dead_link_frames += n;
-    if (lp.now > down + 1'000'000) lp.dead_link_frames_late += n;
+    if (now_of(lp) > down + 1'000'000) lp.dead_link_frames_late += n;
   }
   Node& node = nodes_[to.node];
   if (node.sw) {
-    node.sw->receive(to.port, frames, n, lp.now);
+    node.sw->receive(to.port, frames, n, now_of(lp));
   } else {
     path_delays_->arrive(to.node, frames, n);
-    node.nic->receive(to.port, frames, n, lp.now);
+    node.nic->receive(to.port, frames, n, now_of(lp));
   }
   if (!node.dirty) {
     node.dirty = true;
@@ -500,7 +501,7 @@ uint16_t Fabric::filter_frames(Lp& lp, rte_mbuf** frames, uint16_t n) {
 void Fabric::serve(Lp& lp, uint32_t id) {
   Node& n = nodes_[id];
   n.scheduled = kNever;
-  const uint64_t now = lp.now;
+  const uint64_t now = now_of(lp);
   rte_mbuf* buf[kBurst];
   if (n.sw) {
     switch_emu::SwitchNode& sw = *n.sw;
@@ -874,10 +875,10 @@ void Fabric::take_completions(Lp& lp, uint32_t host) {
       ff.last_end_ns = c.completed_ns;
     }
     ++lp.completed;
-    lp.last_completion_ns = lp.now;
+    lp.last_completion_ns = now_of(lp);
     if (fi >= 0 && plan_.posts_arrive()) retire_receiver(lp, plan_.flows()[static_cast<size_t>(fi)]);
     lp.due_posts.clear();
-    plan_.on_completion(host, c.qp_index, lp.now, lp.due_posts);
+    plan_.on_completion(host, c.qp_index, now_of(lp), lp.due_posts);
     for (const Post& p : lp.due_posts) {
       if (lookahead_ns_ == kNever) {  // one LP: nothing runs apart, the next rank posts now
         post_dynamic(lp, p);
@@ -888,12 +889,11 @@ void Fabric::take_completions(Lp& lp, uint32_t host) {
       // notification would, in its rack or another (an LP's mail to itself goes the same way):
       // the same for every rank, and a rank in another LP can be told without reaching back
       // into its past.
-      Msg m;
-      m.t = lp.now + lookahead_ns_;
+      FabricMessage m;
       m.node = p.host;
       m.cable_or_qp = p.qp_index;
       m.bytes = p.bytes;
-      send(lp, lp_of_[p.host], m, static_cast<uint32_t>(round_ & 1));
+      send(lp, lp_of_[p.host], now_of(lp) + lookahead_ns_, m);
     }
   }
 }
@@ -905,12 +905,11 @@ void Fabric::retire_receiver(Lp& lp, const QpFlow& f) {
     nodes_[f.dst].nic->rc_engine()->retire_responder(f.dst_qp_index);
     return;
   }
-  Msg m;
-  m.t = lp.now + lookahead_ns_;
+  FabricMessage m;
   m.node = f.dst;
   m.cable_or_qp = f.dst_qp_index;
   m.bytes = 0;
-  send(lp, lp_of_[f.dst], m, static_cast<uint32_t>(round_ & 1));
+  send(lp, lp_of_[f.dst], now_of(lp) + lookahead_ns_, m);
 }
 
 void Fabric::set_cable_up(uint32_t c, bool up) {
@@ -1429,30 +1428,24 @@ void Fabric::snapshot_window_start() {
   }
 }
 
-void Fabric::send(Lp& from, uint32_t to, const Msg& m, uint32_t push) {
-  std::vector<Msg>& box = from.out[push][to];
-  // Another rank's LP gets it through exchange_mail(), not through its senders list.
-  if (box.empty() && mine(to)) {
-    Lp& target = *lps_[to];
-    const std::lock_guard<std::mutex> lock(target.senders_mutex);
-    target.senders[push].push_back(from.index);
-  }
-  box.push_back(m);
-  box.back().order = static_cast<uint64_t>(from.index) << 40 | from.seq++;
-  from.out_min_t = std::min(from.out_min_t, m.t);
-}
-
-uint64_t Fabric::lp_next(Lp& lp) {
+uint64_t Fabric::next_event(uint32_t index) {
+  Lp& lp = *lps_[index];
   // Entries superseded by an earlier schedule go first: the top is then a real event.
   while (!lp.queue.empty() && lp.queue.top().t != nodes_[lp.queue.top().node()].scheduled) {
     lp.queue.pop();
   }
-  const uint64_t t_node = lp.queue.empty() ? kNever : lp.queue.top().t;
-  const uint64_t t_mail = lp.mail.empty() ? kNever : lp.mail.front().t;
-  return std::min(t_node, t_mail);
+  return lp.queue.empty() ? kNever : lp.queue.top().t;
 }
 
-void Fabric::take_cut_frames(Lp& lp, uint32_t push) {
+void Fabric::serve_next(uint32_t index) {
+  Lp& lp = *lps_[index];
+  const DueQueue::Due d = lp.queue.top();
+  lp.queue.pop();
+  serve(lp, d.node());
+  ++lp.serves;
+}
+
+void Fabric::take_cut_frames(Lp& lp) {
   rte_mbuf* buf[kBurst];
   uint64_t arrival[kBurst];
   for (const auto& [id, port] : lp.cut_ports) {
@@ -1464,17 +1457,16 @@ void Fabric::take_cut_frames(Lp& lp, uint32_t push) {
     do {
       k = n.sw->take_in_flight(port, buf, arrival, kBurst);
       for (uint16_t i = 0; i < k; ++i) {
-        Msg m;
-        m.t = arrival[i];
+        FabricMessage m;
         m.frame = buf[i];
         m.node = peer.node;
         m.cable_or_qp = peer.cable;
         m.port = peer.port;
-        send(lp, to, m, push);
+        send(lp, to, arrival[i], m);
       }
     } while (k == kBurst);
     // Its next event was perhaps one of those arrivals: schedule it again from what is left.
-    if (n.scheduled != kNever && node_next(id, lp.now) > n.scheduled) {
+    if (n.scheduled != kNever && node_next(id, now_of(lp)) > n.scheduled) {
       n.scheduled = kNever;
       schedule(lp, id, false);
     }
@@ -1484,11 +1476,10 @@ void Fabric::take_cut_frames(Lp& lp, uint32_t push) {
 void Fabric::deliver_mail(Lp& lp) {
   // Everything due now: frames to one port of one node go in bursts, in their order.
   rte_mbuf* buf[kBurst];
-  const uint64_t t = lp.mail.front().t;
-  while (!lp.mail.empty() && lp.mail.front().t == t) {
-    std::pop_heap(lp.mail.begin(), lp.mail.end(), MsgLater{});
-    const Msg m = lp.mail.back();
-    lp.mail.pop_back();
+  const uint32_t i = lp.index;
+  const uint64_t t = kernel_->mail_front(i).t;
+  while (!kernel_->mail_empty(i) && kernel_->mail_front(i).t == t) {
+    const FabricMessage m = kernel_->pop_mail(i).body;
     if (m.frame == nullptr) {
       if (m.bytes == 0) {  // a one-shot flow's end, from its sender: the receiver's QP goes
         nodes_[m.node].nic->rc_engine()->retire_responder(m.cable_or_qp);
@@ -1500,142 +1491,59 @@ void Fabric::deliver_mail(Lp& lp) {
     }
     uint16_t n = 0;
     buf[n++] = m.frame;
-    while (n < kBurst && !lp.mail.empty()) {
-      const Msg& next = lp.mail.front();
-      if (next.t != t || next.frame == nullptr || next.node != m.node || next.port != m.port) break;
-      buf[n++] = next.frame;
-      std::pop_heap(lp.mail.begin(), lp.mail.end(), MsgLater{});
-      lp.mail.pop_back();
+    while (n < kBurst && !kernel_->mail_empty(i)) {
+      const Kernel::Message& next = kernel_->mail_front(i);
+      if (next.t != t || next.body.frame == nullptr || next.body.node != m.node ||
+          next.body.port != m.port) {
+        break;
+      }
+      buf[n++] = next.body.frame;
+      kernel_->pop_mail(i);
     }
     deliver(lp, Peer{m.node, m.port, m.cable_or_qp}, buf, n);
     settle(lp);
   }
 }
 
-void Fabric::run_lp(Lp& lp, uint64_t end_ns, uint32_t pull, uint32_t push) {
-  for (const Msg& m : lp.remote_in[pull]) {
-    lp.mail.push_back(m);
-    std::push_heap(lp.mail.begin(), lp.mail.end(), MsgLater{});
-  }
-  lp.remote_in[pull].clear();
-  for (const uint32_t from : lp.senders[pull]) {
-    std::vector<Msg>& box = lps_[from]->out[pull][lp.index];
-    for (const Msg& m : box) {
-      lp.mail.push_back(m);
-      std::push_heap(lp.mail.begin(), lp.mail.end(), MsgLater{});
-    }
-    box.clear();
-  }
-  lp.senders[pull].clear();
-  lp.out_min_t = kNever;
-  uint64_t work = 0;
-  for (;;) {
-    const uint64_t t_mail = lp.mail.empty() ? kNever : lp.mail.front().t;
-    const uint64_t t_node = lp_next(lp);
-    const uint64_t t = std::min(t_mail, t_node);
-    if (t >= end_ns) break;
-    lp.now = t;
-    ++work;
-    if (t_mail <= t_node) {
-      deliver_mail(lp);
-      continue;
-    }
-    const DueQueue::Due d = lp.queue.top();
-    lp.queue.pop();
-    serve(lp, d.node());
-    ++lp.serves;
-  }
-  take_cut_frames(lp, push);
-  lp.work = work;
-}
-
 void Fabric::free_mail() {
-  for (auto& lp : lps_) {
-    for (const Msg& m : lp->mail) rte_pktmbuf_free(m.frame);
-    lp->mail.clear();
-    for (auto& parity : lp->out) {
-      for (auto& box : parity) {
-        for (const Msg& m : box) rte_pktmbuf_free(m.frame);
-        box.clear();
-      }
-    }
-    for (auto& s : lp->senders) s.clear();
-    for (auto& box : lp->remote_in) {
-      for (const Msg& m : box) rte_pktmbuf_free(m.frame);
-      box.clear();
-    }
-  }
+  kernel_->clear_mail([](FabricMessage& m) { rte_pktmbuf_free(m.frame); });
 }
 
 void Fabric::drop_mail_on_cable(uint32_t cable) {
   // What EgressPort::set_link_up(false) does to its delay line: frames whose last bit has not
   // arrived by now die on the wire. Here they have already left it for the far LP's mailbox.
-  const auto dies = [&](const Msg& m) {
-    if (m.frame == nullptr || m.cable_or_qp != cable || m.t <= now_) return false;
+  kernel_->erase_mail_if([&](uint64_t t, FabricMessage& m) {
+    if (m.frame == nullptr || m.cable_or_qp != cable || t <= now_) return false;
     rte_pktmbuf_free(m.frame);
     ++link_down_in_flight_;
     return true;
-  };
-  for (auto& lp : lps_) {
-    const size_t before = lp->mail.size();
-    std::erase_if(lp->mail, dies);
-    if (lp->mail.size() != before) std::make_heap(lp->mail.begin(), lp->mail.end(), MsgLater{});
-    for (auto& parity : lp->out) {
-      for (auto& box : parity) std::erase_if(box, dies);
-    }
-    for (auto& box : lp->remote_in) std::erase_if(box, dies);
-  }
-  // A mailbox left empty keeps its sender listed: its target takes nothing from it.
+  });
 }
 
-void Fabric::exchange_mail(uint32_t parity) {
-  if (!distributed()) return;
-  const FramePacker packer(payload_store_, pool_, segment_pool_);
-  std::vector<ByteWriter> to(ranks_->size());
-  for (auto& lp : lps_) {
-    if (!mine(lp->index)) continue;
-    for (uint32_t target = 0; target < lps_.size(); ++target) {
-      std::vector<Msg>& box = lp->out[parity][target];
-      if (mine(target) || box.empty()) continue;
-      ByteWriter& w = to[lp_rank_[target]];
-      for (const Msg& m : box) {
-        w.put(target);
-        w.put(m.t);
-        w.put(m.order);
-        w.put(m.node);
-        w.put(m.cable_or_qp);
-        w.put(m.bytes);
-        w.put(m.port);
-        w.put<uint8_t>(m.frame != nullptr);
-        if (m.frame != nullptr) packer.pack(w, m.frame);
-      }
-      box.clear();
-    }
+void Fabric::pack(ByteWriter& w, const FabricMessage& m) {
+  w.put(m.node);
+  w.put(m.cable_or_qp);
+  w.put(m.bytes);
+  w.put(m.port);
+  w.put<uint8_t>(m.frame != nullptr);
+  if (m.frame != nullptr) FramePacker(payload_store_, pool_, segment_pool_).pack(w, m.frame);
+}
+
+FabricMessage Fabric::unpack(ByteReader& r) {
+  FabricMessage m;
+  m.node = r.get<uint32_t>();
+  m.cable_or_qp = r.get<uint32_t>();
+  m.bytes = r.get<uint32_t>();
+  m.port = r.get<uint16_t>();
+  if (r.get<uint8_t>() != 0) {
+    m.frame = FramePacker(payload_store_, pool_, segment_pool_).unpack(r);
   }
-  std::vector<std::string> out;
-  for (ByteWriter& w : to) out.push_back(std::move(w.str()));
-  const std::vector<std::string> in = ranks_->exchange(out);
-  // The frames coming in take mbufs from this rank's pools: let them grow first.
-  if (between_rounds_) between_rounds_();
-  for (const std::string& bytes : in) {
-    ByteReader r(bytes);
-    while (!r.done()) {
-      const auto target = r.get<uint32_t>();
-      Msg m;
-      m.t = r.get<uint64_t>();
-      m.order = r.get<uint64_t>();
-      m.node = r.get<uint32_t>();
-      m.cable_or_qp = r.get<uint32_t>();
-      m.bytes = r.get<uint32_t>();
-      m.port = r.get<uint16_t>();
-      if (r.get<uint8_t>() != 0) m.frame = packer.unpack(r);
-      if (target >= lps_.size() || !mine(target)) {
-        rte_pktmbuf_free(m.frame);
-        throw std::runtime_error("fabric_emu --mpi: a message for an LP this rank does not run");
-      }
-      lps_[target]->remote_in[parity].push_back(m);
-    }
-  }
+  return m;
+}
+
+void Fabric::discard(FabricMessage& m) {
+  rte_pktmbuf_free(m.frame);
+  m.frame = nullptr;
 }
 
 template <class T, class NodeOf, class Read>
@@ -1830,44 +1738,32 @@ RunResult Fabric::run(const std::function<void(uint64_t, uint64_t)>& progress) {
                                         {}});
     }
   }
-  if (ranks_ != nullptr) {
-    // LPs dealt round-robin: racks (the heavy ones) first, then spines, evenly over the ranks.
-    rank_ = ranks_->rank();
-    lp_rank_.resize(lps_.size());
-    for (uint32_t i = 0; i < lps_.size(); ++i) lp_rank_[i] = i % ranks_->size();
-  }
+  // LPs dealt round-robin over the ranks: racks (the heavy ones) first, then spines.
+  kernel_->set_ranks(ranks_);
   if (window_at == 0) snapshot_window_start();
-  // More threads than LPs would only wait.
-  RoundPool pool(std::min<uint32_t>(threads_, static_cast<uint32_t>(lps_.size())));
+  kernel_->set_threads(threads_);
   uint64_t round_end = 0;
-  std::function<void(uint32_t)> run_one = [&](uint32_t i) {
-    run_lp(*lps_[i], round_end, static_cast<uint32_t>((round_ + 1) & 1),
-           static_cast<uint32_t>(round_ & 1));
-  };
-  if (between_rounds_) between_rounds_();
+  kernel_->between_rounds();
   for (;;) {
     // The earliest thing due anywhere, and the messages done so far (on every rank).
-    uint64_t t_node = mail_min_t_;
-    lp_next_t_.assign(lps_.size(), kNever);
+    uint64_t t_node = kernel_->earliest_here();
     std::array<uint64_t, 2> mins{};  // the earliest, and the latest completion (as UINT64_MAX - t)
     std::array<uint64_t, 2> sums{};  // completed, hops
     uint64_t last = 0;
     for (auto& lp : lps_) {
       if (!mine(lp->index)) continue;
-      lp_next_t_[lp->index] = lp_next(*lp);
-      t_node = std::min(t_node, lp_next_t_[lp->index]);
       sums[0] += lp->completed;
       sums[1] += lp->hops;
       last = std::max(last, lp->last_completion_ns);
     }
     mins = {t_node, UINT64_MAX - last};
-    if (distributed()) ranks_->reduce(mins, sums);
+    if (distributed()) kernel_->ranks()->reduce(mins, sums);
     t_node = mins[0];
     if (finite && done_ns_ == 0 && sums[0] >= plan_.messages_total()) {
       done_ns_ = UINT64_MAX - mins[1];
     }
     if (finite && done_ns_ != 0) break;
-    if (progress && round_ > 0) {
+    if (progress && kernel_->rounds() > 0) {
       const auto now = std::chrono::steady_clock::now();
       if (now - last_progress > std::chrono::milliseconds(200)) {
         last_progress = now;
@@ -1890,15 +1786,7 @@ RunResult Fabric::run(const std::function<void(uint64_t, uint64_t)>& progress) {
       } else if (t == t_event) {
         apply_event(events_[next_event_++]);
         // A rate change starts frames due under the old rate: those on cut cables go out now.
-        const auto pull = static_cast<uint32_t>((round_ + 1) & 1);
-        for (auto& lp : lps_) {
-          if (!mine(lp->index)) continue;
-          lp->now = std::max(lp->now, now_);
-          lp->out_min_t = kNever;
-          take_cut_frames(*lp, pull);
-          mail_min_t_ = std::min(mail_min_t_, lp->out_min_t);
-        }
-        exchange_mail(pull);
+        kernel_->flush_at(now_);
       } else if (t == t_window) {
         snapshot_window_start();
       } else if (t == t_fair) {
@@ -1913,33 +1801,13 @@ RunResult Fabric::run(const std::function<void(uint64_t, uint64_t)>& progress) {
     // A round: every LP runs its events before round_end. Nothing it sends can arrive before
     // round_end (the lookahead), and nothing fabric-wide happens before it.
     round_end = std::min({t_global, end + 1, lookahead_ns_ == kNever ? kNever : t + lookahead_ns_});
-    const auto pull = static_cast<uint32_t>((round_ + 1) & 1);
-    active_.clear();
-    for (auto& lp : lps_) {
-      if (lp_next_t_[lp->index] < round_end || !lp->senders[pull].empty() ||
-          !lp->remote_in[pull].empty()) {
-        active_.push_back(lp->index);
-      }
-    }
-    std::stable_sort(active_.begin(), active_.end(), [&](uint32_t a, uint32_t b) {
-      return lps_[a]->work > lps_[b]->work;
-    });
-    pool.run(active_, run_one);
-    // Only the LPs that ran sent anything; the others' out_min_t is from an earlier round whose
-    // mail has been taken.
-    mail_min_t_ = kNever;
-    for (const uint32_t i : active_) mail_min_t_ = std::min(mail_min_t_, lps_[i]->out_min_t);
-    exchange_mail(static_cast<uint32_t>(round_ & 1));
-    ++round_;
-    if (between_rounds_) between_rounds_();
+    kernel_->run_round(round_end);
   }
   // Where the run stopped: the last event anywhere.
-  for (auto& lp : lps_) {
-    if (mine(lp->index)) now_ = std::max(now_, lp->now);
-  }
+  now_ = std::max(now_, kernel_->latest_here());
   if (distributed()) {
     std::array<uint64_t, 1> latest{UINT64_MAX - now_};
-    ranks_->reduce(latest, {});
+    kernel_->ranks()->reduce(latest, {});
     now_ = UINT64_MAX - latest[0];
   }
   for (uint32_t si = 0; si < topology_.switches().size(); ++si) {

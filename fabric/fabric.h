@@ -46,13 +46,13 @@
 
 #include "control/control_loop.h"
 #include "dataplane/wire/payload_store.h"
-#include "fabric/due_queue.h"
+#include "fabric/kernel/conservative_kernel.h"
+#include "fabric/kernel/due_queue.h"
 #include "fabric/fabric_config.h"
 #include "fabric/fabric_report.h"
 #include "fabric/flow_path_delays.h"
 #include "fabric/node_figures.h"
-#include "fabric/rank_link.h"
-#include "fabric/round_pool.h"
+#include "fabric/kernel/rank_link.h"
 #include "fabric/topology.h"
 #include "fabric/workload.h"
 #include "nic_emu/nic_node.h"
@@ -71,7 +71,20 @@ struct LinkSample {
   bool paused = false;
 };
 
-class Fabric {
+// What crosses from one LP to another (the kernel's message body): a frame that started on a
+// cut cable (delivered to node's port at the message's time, its arrival), or a post for host
+// `node` (frame null: an all-reduce step's, bytes > 0, or a one-shot flow's end, bytes 0).
+struct FabricMessage {
+  rte_mbuf* frame = nullptr;
+  uint32_t node = 0;
+  uint32_t cable_or_qp = 0;  // frame: the cable it crossed; post: the QP index
+  uint32_t bytes = 0;        // post
+  uint16_t port = 0;
+};
+
+// The fabric model: topology, nodes, cables, events, workloads, and what is measured of them,
+// run by the conservative kernel (fabric/kernel/) as LPs.
+class Fabric : private ConservativeKernel<FabricMessage>::Model {
  public:
   // Builds every node. Throws std::invalid_argument for configs the nodes refuse.
   // `segment_pool`: the small mbufs of shared payloads (config.payload "shared"); null: `pool`.
@@ -94,7 +107,9 @@ class Fabric {
   // process gives. Call before run().
   void set_ranks(RankLink* link) { ranks_ = link; }
   // Called between rounds, when no thread touches the pools (the driver grows them there).
-  void set_between_rounds(std::function<void()> hook) { between_rounds_ = std::move(hook); }
+  void set_between_rounds(std::function<void()> hook) {
+    kernel_->set_between_rounds(std::move(hook));
+  }
 
   // Kept when record_timeseries: the fabric links' samples (leaf->spine and spine->leaf).
   void record_timeseries(bool on) { record_timeseries_ = on; }
@@ -106,7 +121,7 @@ class Fabric {
   const std::vector<std::string>& link_names() const { return link_names_; }
   const Topology& topology() const { return topology_; }
   uint64_t now_ns() const { return now_; }
-  uint64_t rounds() const { return round_; }  // the rounds run() ran
+  uint64_t rounds() const { return kernel_->rounds(); }  // the rounds run() ran
 
  private:
   struct Peer {
@@ -163,38 +178,12 @@ class Fabric {
     uint64_t seq = 0;
     uint64_t at_ns = 0;
   };
-  // What crosses from one LP to another: a frame that started on a cut cable (delivered to
-  // node's port at t, its arrival), or an all-reduce step's post for host `node` (frame null).
-  struct Msg {
-    uint64_t t = 0;
-    uint64_t order = 0;  // source LP << 40 | the source's sequence number: ties in a fixed order
-    rte_mbuf* frame = nullptr;
-    uint32_t node = 0;
-    uint32_t cable_or_qp = 0;  // frame: the cable it crossed; post: the QP index
-    uint32_t bytes = 0;        // post
-    uint16_t port = 0;
-  };
-  // For std::push_heap: the earliest (t, order) on top.
-  struct MsgLater {
-    bool operator()(const Msg& a, const Msg& b) const {
-      return a.t != b.t ? a.t > b.t : a.order > b.order;
-    }
-  };
+  using Kernel = ConservativeKernel<FabricMessage>;
+  // The model's side of an LP (the kernel keeps its clock and mail).
   struct Lp {
     uint32_t index = 0;
     std::vector<std::pair<uint32_t, uint16_t>> cut_ports;  // switch ports on cut cables
     DueQueue queue;
-    std::vector<Msg> mail;  // merged mailbox: a heap by MsgLater
-    uint64_t now = 0;
-    uint64_t seq = 0;  // messages sent
-    // Messages sent, by round parity and target LP; a target takes the last round's while the
-    // sources write this round's. senders: who wrote to this LP, by parity (under the mutex).
-    std::array<std::vector<std::vector<Msg>>, 2> out;
-    std::array<std::vector<uint32_t>, 2> senders;
-    std::mutex senders_mutex;
-    std::array<std::vector<Msg>, 2> remote_in;  // by parity: from LPs on other ranks
-    uint64_t out_min_t = UINT64_MAX;  // the earliest message sent in the LP's last round
-    uint64_t work = 0;                // events of its last round: who is claimed first
     std::vector<uint32_t> touched;    // nodes that received frames while serving
     std::vector<uint16_t> due_ports;  // serve(): the switch ports with frames due (scratch)
     std::vector<MessageCompletion> completions;  // scratch
@@ -213,24 +202,30 @@ class Fabric {
     uint64_t checksum_filter_drops = 0;
   };
   void partition();
-  // Ranks (set_ranks): which rank runs each LP, and what crosses between them.
-  bool distributed() const { return ranks_ != nullptr && ranks_->size() > 1; }
-  bool mine(uint32_t lp) const { return lp_rank_.empty() || lp_rank_[lp] == rank_; }
+  // Ranks (set_ranks): which rank runs each LP.
+  bool distributed() const { return kernel_->distributed(); }
+  bool mine(uint32_t lp) const { return kernel_->mine(lp); }
   bool node_mine(uint32_t id) const { return mine(lp_of_[id]); }
-  // Sends the messages this rank's LPs wrote to other ranks' LPs (mailbox `parity`), and takes
-  // theirs into its own LPs' remote_in[parity].
-  void exchange_mail(uint32_t parity);
+  uint64_t now_of(const Lp& lp) const { return kernel_->now(lp.index); }
+  // The kernel's Model: an LP's own events, its mail, what leaves it, messages between ranks.
+  uint64_t next_event(uint32_t lp) override;
+  void serve_next(uint32_t lp) override;
+  void deliver_due(uint32_t lp) override { deliver_mail(*lps_[lp]); }
+  void end_round(uint32_t lp) override { take_cut_frames(*lps_[lp]); }
+  void pack(ByteWriter& w, const FabricMessage& m) override;
+  FabricMessage unpack(ByteReader& r) override;
+  void discard(FabricMessage& m) override;
   // Item i's value, read where node_of(i) runs, on every rank (items in order).
   template <class T, class NodeOf, class Read>
   std::vector<T> gather(size_t n, NodeOf node_of, Read read);
   // At the end: the LPs' own figures (completions, hops, log lines) from the ranks that ran them.
   void gather_lp_figures();
   std::vector<NodeFigures> gather_node_figures(uint64_t cc_at_ns);
-  uint64_t lp_next(Lp& lp);
-  // One LP's round: its mail, then its events before end_ns, then its cut cables' frames out.
-  void run_lp(Lp& lp, uint64_t end_ns, uint32_t pull, uint32_t push);
-  void take_cut_frames(Lp& lp, uint32_t push);
-  void send(Lp& from, uint32_t to, const Msg& m, uint32_t push);
+  // The frames that started on the LP's cut cables, sent to the LPs at their far ends.
+  void take_cut_frames(Lp& lp);
+  void send(Lp& from, uint32_t to, uint64_t t, const FabricMessage& m) {
+    kernel_->send(from.index, to, t, m);
+  }
   void deliver_mail(Lp& lp);
   void free_mail();
   // Frees the frames on their way over a cable that went down at now_ (arriving after it).
@@ -272,9 +267,6 @@ class Fabric {
   const FabricConfig& config_;
   uint32_t threads_ = 1;
   RankLink* ranks_ = nullptr;
-  uint32_t rank_ = 0;
-  std::vector<uint32_t> lp_rank_;  // per LP (empty: every LP is this process's)
-  std::function<void()> between_rounds_;
   FabricMode mode_;
   uint64_t seed_;
   rte_mempool* pool_;
@@ -286,13 +278,10 @@ class Fabric {
   PayloadStore payload_store_;
   std::vector<Node> nodes_;
   std::vector<std::unique_ptr<Lp>> lps_;
-  std::vector<uint32_t> lp_of_;  // per node
+  std::unique_ptr<Kernel> kernel_;  // made by partition(), with lps_
+  std::vector<uint32_t> lp_of_;     // per node
   uint64_t lookahead_ns_ = UINT64_MAX;
-  uint64_t round_ = 0;
-  uint64_t mail_min_t_ = UINT64_MAX;  // the earliest message not yet taken by its LP
   uint64_t link_down_in_flight_ = 0;  // frames on their way over a cable when it went down
-  std::vector<uint32_t> active_;      // the LPs of a round, heaviest first
-  std::vector<uint64_t> lp_next_t_;   // per LP: lp_next() as the round is planned
   uint64_t now_ = 0;  // between rounds: the fabric-wide time; at the end, where the run stopped
   std::vector<FabricEvent> events_;  // sorted by time
   size_t next_event_ = 0;

@@ -9,7 +9,7 @@
 #include <rte_mbuf.h>
 
 #include "dataplane/wire/payload_store.h"
-#include "fabric/rank_bytes.h"
+#include "fabric/kernel/rank_bytes.h"
 
 namespace spraynet::fabric {
 

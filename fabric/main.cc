@@ -43,7 +43,7 @@
 #include "fabric/scenario.h"
 #include "fabric/source_tree.h"
 #ifdef SPRAYNET_HAVE_MPI
-#include "fabric/mpi_rank_link.h"
+#include "fabric/kernel/mpi_rank_link.h"
 #endif
 
 using namespace spraynet;

@@ -13,7 +13,7 @@
 #include "control/control_loop.h"
 #include "dataplane/egress/egress_port.h"
 #include "dataplane/memory_usage.h"
-#include "fabric/rank_bytes.h"
+#include "fabric/kernel/rank_bytes.h"
 #include "nic_emu/nic_node.h"
 #include "switch_emu/switch_node.h"
 

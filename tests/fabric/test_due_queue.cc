@@ -1,4 +1,4 @@
-#include "fabric/due_queue.h"
+#include "fabric/kernel/due_queue.h"
 
 #include <catch2/catch.hpp>
 

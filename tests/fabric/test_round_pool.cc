@@ -1,6 +1,6 @@
 // RoundPool: every item of a round runs exactly once, on whichever thread; rounds follow one
 // another without a lost wake-up; an item's exception reaches the caller.
-#include "fabric/round_pool.h"
+#include "fabric/kernel/round_pool.h"
 
 #include <catch2/catch.hpp>
 

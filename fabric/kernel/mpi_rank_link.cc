@@ -1,4 +1,4 @@
-#include "fabric/mpi_rank_link.h"
+#include "fabric/kernel/mpi_rank_link.h"
 
 #include <mpi.h>
 

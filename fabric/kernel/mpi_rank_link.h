@@ -3,7 +3,7 @@
 // ranks are the fabric's ranks. Throws std::runtime_error when MPI cannot start.
 #pragma once
 
-#include "fabric/rank_link.h"
+#include "fabric/kernel/rank_link.h"
 
 namespace spraynet::fabric {
 

@@ -1,4 +1,4 @@
-#include "fabric/round_pool.h"
+#include "fabric/kernel/round_pool.h"
 
 #include <rte_eal.h>
 #include <rte_lcore.h>
