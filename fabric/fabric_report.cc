@@ -10,35 +10,19 @@
 
 #include "dataplane/egress/link_emulator.h"
 #include "fabric/cdf_plan.h"
+#include "fabric/report_detail.h"
 
 namespace spraynet::fabric {
 
+using report_detail::censored_text;
+using report_detail::modes_in_order;
+using report_detail::spread;
+using report_detail::Spread;
+using report_detail::PooledSlowdown;
+using report_detail::pool_slowdown;
+
 namespace {
 
-struct Spread {
-  double mean = 0, stddev = 0, min = 0, max = 0;
-  size_t n = 0;
-};
-
-Spread spread(const std::vector<double>& v) {
-  Spread s;
-  s.n = v.size();
-  if (v.empty()) return s;
-  s.min = s.max = v[0];
-  double sum = 0;
-  for (double x : v) {
-    sum += x;
-    s.min = std::min(s.min, x);
-    s.max = std::max(s.max, x);
-  }
-  s.mean = sum / static_cast<double>(v.size());
-  if (v.size() > 1) {
-    double sq = 0;
-    for (double x : v) sq += (x - s.mean) * (x - s.mean);
-    s.stddev = std::sqrt(sq / static_cast<double>(v.size() - 1));
-  }
-  return s;
-}
 
 nlohmann::json spread_json(const Spread& s) {
   return {{"mean", s.mean}, {"stddev", s.stddev}, {"min", s.min}, {"max", s.max}, {"n", s.n}};
@@ -65,13 +49,6 @@ const std::vector<std::pair<const char*, double (*)(const RunResult&)>>& metrics
   return m;
 }
 
-std::vector<std::string> modes_in_order(const std::vector<RunResult>& runs) {
-  std::vector<std::string> modes;
-  for (const RunResult& r : runs) {
-    if (std::find(modes.begin(), modes.end(), r.mode) == modes.end()) modes.push_back(r.mode);
-  }
-  return modes;
-}
 
 nlohmann::json bin_json(const SlowdownBin& b) {
   return {{"lo_bytes", b.lo_bytes},
@@ -108,15 +85,12 @@ nlohmann::json slowdown_json(const SlowdownReport& s) {
 // draws, a fixed seed per bin).
 constexpr uint32_t kBootstrapResamples = 200;
 constexpr uint64_t kFewMessages = 100;
-struct PooledSlowdown {
-  bool any = false;
-  SlowdownBinning binning = SlowdownBinning::kSingle;
-  uint64_t runs = 0, messages = 0, unfinished = 0, excluded_warmup = 0;
-  std::vector<SlowdownBin> bins;
-  std::vector<std::string> ci_method;  // per bin: "across-seeds-t" | "bootstrap-flows"
-  SlowdownBin all;                     // every bin's messages together
-  std::vector<std::string> warnings;
-};
+
+
+
+}  // namespace
+
+namespace report_detail {
 
 PooledSlowdown pool_slowdown(const std::vector<RunResult>& runs, const std::string& mode,
                              bool with_ci) {
@@ -195,14 +169,7 @@ PooledSlowdown pool_slowdown(const std::vector<RunResult>& runs, const std::stri
   return p;
 }
 
-// A slowdown figure for the table and the CSV: ">=" in front when it is a lower bound.
-std::string censored_text(const CensoredValue& v, const char* format) {
-  char b[32];
-  std::snprintf(b, sizeof b, format, v.value);
-  return (v.censored ? ">=" : "") + std::string(b);
-}
-
-}  // namespace
+}  // namespace report_detail
 
 nlohmann::json memory_json(const MemoryUsage& m, uint64_t pool_bytes) {
   const auto mb = [](uint64_t bytes) {
@@ -714,333 +681,6 @@ nlohmann::json config_json(const FabricConfig& c) {
     if (c.tiers == 3) j["spine_super_gbps"] = c.spine_super_rate();
   }
   return j;
-}
-
-namespace {
-
-// One mode's figures over its seeds: what the table and summary.csv aggregate.
-struct ModeFigures {
-  std::vector<double> tp, cb, hum, hui, um, ui, dm, di, p50, p99, retx, naks, reord, pfc;
-  uint64_t completed = 0, posted = 0, lossy = 0, warned = 0;
-};
-
-ModeFigures gather_mode(const std::vector<RunResult>& runs, const std::string& mode) {
-  ModeFigures f;
-  for (const RunResult& r : runs) {
-    if (r.mode != mode) continue;
-    f.tp.push_back(r.throughput_fraction);
-    f.cb.push_back(r.collective_bw_fraction);
-    f.hum.push_back(r.host_uplink_util_mean);
-    f.hui.push_back(r.host_uplink_util_imbalance);
-    f.um.push_back(r.uplink_util_mean);
-    f.ui.push_back(r.uplink_util_imbalance);
-    f.dm.push_back(r.downlink_util_mean);
-    f.di.push_back(r.downlink_util_imbalance);
-    if (r.messages_completed > 0) {  // a run that completed nothing has no FCT, not 0
-      f.p50.push_back(r.fct_p50_us);
-      f.p99.push_back(r.fct_p99_us);
-    }
-    f.retx.push_back(r.retx_rate);
-    f.naks.push_back(static_cast<double>(r.naks));
-    f.reord.push_back(static_cast<double>(r.reorder_p99_depth));
-    f.pfc.push_back(static_cast<double>(r.pfc_pause_frames));
-    f.completed += r.messages_completed;
-    f.posted += r.messages_posted;
-    f.lossy += r.lossless_drops_queue_full + r.lossless_drops_headroom;
-    f.warned += !r.warnings.empty();
-  }
-  return f;
-}
-
-}  // namespace
-
-namespace {
-
-// cdf: the offered load beside each mode's carried load (mean±stddev over seeds).
-std::string format_load_lines(const std::vector<RunResult>& runs, const FabricConfig& c) {
-  char line[256];
-  std::snprintf(line, sizeof line, "  load: offered %.3f of the hosts' line rate", c.host_load());
-  std::string out = line;
-  if (c.inter_leaf_share() > 0) {
-    std::snprintf(line, sizeof line, " (inter-leaf %.3f of the leaf uplinks)",
-                  c.offered_network_load());
-    out += line;
-  }
-  out +=
-      "; carried (carried_load: bytes acknowledged within [warm-up, end of arrivals] over "
-      "the hosts' line rate):";
-  for (const std::string& mode : modes_in_order(runs)) {
-    std::vector<double> v;
-    for (const RunResult& r : runs) {
-      if (r.mode == mode) v.push_back(r.carried_load);
-    }
-    const Spread a = spread(v);
-    std::snprintf(line, sizeof line, " %s %.3f±%.3f", mode.c_str(), a.mean, a.stddev);
-    out += line;
-  }
-  return out + "\n";
-}
-
-}  // namespace
-
-std::string format_table(const std::vector<RunResult>& runs, const FabricConfig& config) {
-  std::string out;
-  char line[512];
-  const bool allreduce = config.workload == Workload::kAllreduce;
-  const bool cdf = config.workload == Workload::kCdf;
-  // Headers are the JSON's names, shortened; the legend below the table spells them out.
-  std::snprintf(line, sizeof line, "%-16s %5s %13s %14s %14s %14s %9s %9s %8s %6s %7s %8s %8s",
-                "mode", "seeds", "done", allreduce ? "busbw/line" : "throughput", "uplink imbal",
-                "downlink imbal", "fct p50", "fct p99", "retx", "naks", "reord99", "pauses",
-                "ll drops");
-  out += line;
-  if (cdf) {
-    std::snprintf(line, sizeof line, " %9s %9s %9s %9s", "small p50", "small p99", "large p50",
-                  "large p99");
-    out += line;
-  }
-  out += "\n";
-  bool any_censored = false;
-  bool any_warning = false;
-  for (const std::string& mode : modes_in_order(runs)) {
-    const ModeFigures f = gather_mode(runs, mode);
-    const std::vector<double>& tp = allreduce ? f.cb : f.tp;
-    const uint64_t warned = f.warned;
-    any_warning = any_warning || warned > 0;
-    const auto pm = [](const std::vector<double>& v) {
-      const Spread a = spread(v);
-      char b[32];
-      std::snprintf(b, sizeof b, "%.3f±%.3f", a.mean, a.stddev);
-      return std::string(b);
-    };
-    char done[32], f50[16] = "-", f99[16] = "-";
-    std::snprintf(done, sizeof done, "%llu/%llu%s", static_cast<unsigned long long>(f.completed),
-                  static_cast<unsigned long long>(f.posted), warned > 0 ? "!" : "");
-    if (!f.p50.empty()) {
-      std::snprintf(f50, sizeof f50, "%.1f", spread(f.p50).mean);
-      std::snprintf(f99, sizeof f99, "%.1f", spread(f.p99).mean);
-    }
-    std::snprintf(line, sizeof line,
-                  "%-16s %5zu %13s %14s %14s %14s %9s %9s %8.5f %6.0f %7.0f %8.0f %8llu\n",
-                  mode.c_str(), tp.size(), done, pm(tp).c_str(), pm(f.ui).c_str(), pm(f.di).c_str(),
-                  f50, f99, spread(f.retx).mean, spread(f.naks).mean, spread(f.reord).mean,
-                  spread(f.pfc).mean, static_cast<unsigned long long>(f.lossy));
-    out += line;
-    out.pop_back();  // the newline: the slowdown columns follow
-    if (cdf) {
-      // The smallest and the largest size bin with messages, every seed's pooled.
-      const PooledSlowdown sd = pool_slowdown(runs, mode, false);
-      const SlowdownBin* small = nullptr;
-      const SlowdownBin* large = nullptr;
-      for (const SlowdownBin& b : sd.bins) {
-        if (b.count == 0) continue;
-        if (small == nullptr) small = &b;
-        large = &b;
-      }
-      for (const SlowdownBin* b : {small, large}) {
-        for (const CensoredValue* v : {b ? &b->p50 : nullptr, b ? &b->p99 : nullptr}) {
-          std::snprintf(line, sizeof line, " %9s", v ? censored_text(*v, "%.2f").c_str() : "-");
-          out += line;
-          any_censored = any_censored || (v && v->censored);
-        }
-      }
-    }
-    out += "\n";
-  }
-  out += std::string("  done: messages_completed/messages_posted, all seeds") +
-         (any_warning ? " (!: a run is unfinished or lossy, see stderr and runs[].warnings)" : "") +
-         "; " +
-         (allreduce ? "busbw/line: collective_bw_fraction"
-          : cdf     ? "throughput: throughput_fraction, bytes acknowledged from 0 to the last "
-                      "completion (drain included) over the senders' line rate, not the carried "
-                      "load"
-                    : "throughput: throughput_fraction") +
-         ";\n  uplink/downlink imbal: uplink_util.imbalance (leaf->spine), downlink_util.imbalance "
-         "(spine->leaf);\n  mean±stddev over seeds; fct p50/p99 (us): fct_us, the mean over seeds "
-         "of each run's percentile;\n  retx: retx_rate; reord99: reorder.p99_depth; pauses: "
-         "pfc.pause_frames; ll drops: lossless_drops\n  (queue_full + headroom_overflow on a PFC "
-         "class, all seeds)\n";
-  if (cdf) {
-    out += std::string(
-               "  small/large p50/p99: FCT slowdown (FCT over the message alone on an idle "
-               "fabric) of the smallest and\n  the largest size bin, every seed's messages "
-               "pooled (summary.<mode>.slowdown)") +
-           (any_censored ? "; >=: a lower bound, unfinished messages at or below that rank" : "") +
-           "\n";
-  }
-  if (cdf) out += format_load_lines(runs, config);
-  return out;
-}
-
-namespace {
-
-// A CSV field: quoted when it holds a comma, a quote or a line break (RFC 4180).
-std::string csv_field(const std::string& v) {
-  if (v.find_first_of(",\"\n") == std::string::npos) return v;
-  std::string out = "\"";
-  for (char c : v) out += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return out + "\"";
-}
-
-std::string num(double v) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%.6g", v);
-  return b;
-}
-
-void open_csv(std::ofstream& out, const std::string& path, bool append, const std::string& header) {
-  const bool fresh = !append || !std::filesystem::exists(path);
-  out.open(path, fresh ? std::ios::trunc : std::ios::app);
-  if (!out) throw std::runtime_error("cannot write " + path);
-  if (fresh) out << header << "\n";
-}
-
-}  // namespace
-
-void write_csv(const std::string& dir, const std::vector<RunResult>& runs, const std::string& run,
-               bool append) {
-  const std::string pre = run.empty() ? "" : csv_field(run) + ",";
-  const std::string pre_h = run.empty() ? "" : "run,";
-  std::ofstream summary, per_run, flows;
-  open_csv(summary, dir + "/summary.csv", append,
-           pre_h +
-               "mode,seeds,messages_completed,messages_posted,throughput_fraction,"
-               "throughput_fraction_stddev,collective_bw_fraction,host_uplink_util_mean,"
-               "host_uplink_util_imbalance,uplink_util_mean,uplink_util_imbalance,"
-               "uplink_util_imbalance_stddev,downlink_util_mean,downlink_util_imbalance,"
-               "fct_p50_us_mean,fct_p99_us_mean,slowdown_p50,slowdown_p99,"
-               "retx_rate,naks,reorder_p99_depth,pfc_pause_frames,lossless_drops,"
-               "runs_with_warnings");
-  for (const std::string& mode : modes_in_order(runs)) {
-    const ModeFigures f = gather_mode(runs, mode);
-    const auto m = [](const std::vector<double>& v) { return num(spread(v).mean); };
-    // Slowdown: every seed's messages pooled, all bins ("all" of summary.<mode>.slowdown).
-    const PooledSlowdown sd = pool_slowdown(runs, mode, false);
-    const bool sd_any = sd.any && sd.all.count > 0;
-    summary << pre << csv_field(mode) << "," << f.tp.size() << "," << f.completed << "," << f.posted
-            << "," << m(f.tp) << "," << num(spread(f.tp).stddev) << "," << m(f.cb) << ","
-            << m(f.hum) << "," << m(f.hui) << "," << m(f.um) << "," << m(f.ui) << ","
-            << num(spread(f.ui).stddev) << "," << m(f.dm) << "," << m(f.di) << ","
-            << (f.p50.empty() ? "" : m(f.p50)) << "," << (f.p99.empty() ? "" : m(f.p99)) << ","
-            << (sd_any ? censored_text(sd.all.p50, "%.6g") : "") << ","
-            << (sd_any ? censored_text(sd.all.p99, "%.6g") : "") << "," << m(f.retx) << ","
-            << m(f.naks) << "," << m(f.reord) << "," << m(f.pfc) << "," << f.lossy << ","
-            << f.warned << "\n";
-  }
-  open_csv(per_run, dir + "/runs.csv", append,
-           pre_h + "mode,seed,completed,messages_completed,messages_posted,throughput_fraction,"
-                   "collective_bw_fraction,host_uplink_util_mean,host_uplink_util_imbalance,"
-                   "uplink_util_mean,uplink_util_imbalance,downlink_util_mean,"
-                   "downlink_util_imbalance,fct_p50_us,fct_p99_us,fct_max_us,retx_rate,"
-                   "packets_retransmitted,naks,timeouts,pfc_pause_frames,pfc_paused_us,"
-                   "lossless_drops,failover_event_us,failover_before,failover_dip,"
-                   "failover_after,failover_recovery_us,warnings");
-  for (const RunResult& r : runs) {
-    std::string warnings;
-    for (const std::string& w : r.warnings) warnings += (warnings.empty() ? "" : "; ") + w;
-    per_run << pre << csv_field(r.mode) << "," << r.seed << "," << (r.completed ? 1 : 0) << ","
-            << r.messages_completed << "," << r.messages_posted << ","
-            << num(r.throughput_fraction) << "," << num(r.collective_bw_fraction) << ","
-            << num(r.host_uplink_util_mean) << "," << num(r.host_uplink_util_imbalance) << ","
-            << num(r.uplink_util_mean) << "," << num(r.uplink_util_imbalance) << ","
-            << num(r.downlink_util_mean) << "," << num(r.downlink_util_imbalance) << ",";
-    if (r.messages_completed > 0) {
-      per_run << num(r.fct_p50_us) << "," << num(r.fct_p99_us) << "," << num(r.fct_max_us);
-    } else {
-      per_run << ",,";
-    }
-    per_run << "," << num(r.retx_rate) << "," << r.packets_retransmitted << "," << r.naks << ","
-            << r.timeouts << "," << r.pfc_pause_frames << "," << num(r.pfc_paused_us) << ","
-            << (r.lossless_drops_queue_full + r.lossless_drops_headroom) << ",";
-    if (r.failover) {
-      const RunResult::Failover& f = *r.failover;
-      // dip: the lowest goodput sample after the failure, as a fraction of the one before.
-      per_run << num(f.event_us) << "," << num(f.before) << ","
-              << num(f.before > 0 ? f.min_after / f.before : 0) << "," << num(f.after) << ","
-              << num(f.recovery_us);
-    } else {
-      per_run << ",,,,";
-    }
-    per_run << "," << csv_field(warnings) << "\n";
-  }
-  size_t max_uplinks = 0;
-  for (const RunResult& r : runs) {
-    for (const FlowRecord& f : r.flows) max_uplinks = std::max(max_uplinks, f.packets_by_uplink.size());
-  }
-  std::string uplink_cols;
-  for (size_t u = 0; u < max_uplinks; ++u) uplink_cols += ",packets_plane" + std::to_string(u);
-  open_csv(flows, dir + "/flows.csv", append,
-           pre_h +
-               "mode,seed,src,dst,src_qpn,dst_qpn,hops,bytes_acked,bytes_completed,"
-               "messages_completed,fct_mean_us,fct_max_us,slowdown_mean,throughput_gbps,"
-               "packets_sent,packets_retransmitted,naks,timeouts" +
-               uplink_cols + ",start_ns,end_ns,size_bytes,ideal_fct_ns,in_window");
-  for (const RunResult& r : runs) {
-    for (const FlowRecord& f : r.flows) {
-      flows << pre << csv_field(r.mode) << "," << r.seed << "," << r.host_names.at(f.src) << ","
-            << r.host_names.at(f.dst) << ","
-            << f.src_qpn << "," << f.dst_qpn << "," << f.hops << "," << f.bytes_acked << ","
-            << f.bytes_completed << "," << f.messages_completed << ",";
-      if (f.messages_completed > 0) {
-        flows << num(f.fct_mean_us) << "," << num(f.fct_max_us) << "," << num(f.slowdown_mean);
-      } else {
-        flows << ",,";
-      }
-      flows << "," << num(f.throughput_gbps) << "," << f.packets_sent << ","
-            << f.packets_retransmitted << "," << f.naks << "," << f.timeouts;
-      for (size_t u = 0; u < max_uplinks; ++u) {
-        flows << "," << (u < f.packets_by_uplink.size() ? f.packets_by_uplink[u] : 0);
-      }
-      // A flow of one message: that message (end empty when unfinished); else all empty.
-      if (f.single_message) {
-        char ideal[40];
-        std::snprintf(ideal, sizeof ideal, "%.17g", f.ideal_fct_ns);
-        flows << "," << f.start_ns << "," << (f.end_ns ? std::to_string(*f.end_ns) : "") << ","
-              << f.size_bytes << "," << ideal << "," << (f.in_window ? 1 : 0);
-      } else {
-        flows << ",,,,,";
-      }
-      flows << "\n";
-    }
-  }
-  // slowdown.csv: per mode, every seed's messages pooled (seed "pooled", with the 95% intervals),
-  // then each run's own bins (its seed, no intervals).
-  std::ofstream slowdown;
-  open_csv(slowdown, dir + "/slowdown.csv", append,
-           pre_h +
-               "mode,seed,binning,bin,lo_bytes,hi_bytes,count,unfinished,mean,p50,p95,p99,"
-               "mean_ci95_lo,mean_ci95_hi,p99_ci95_lo,p99_ci95_hi,ci_method");
-  const auto bin_row = [&](const std::string& mode, const std::string& seed,
-                           SlowdownBinning binning, size_t i, const SlowdownBin& b,
-                           const std::string& ci) {
-    slowdown << pre << csv_field(mode) << "," << seed << "," << to_string(binning) << "," << i
-             << "," << b.lo_bytes << "," << b.hi_bytes << "," << b.count << "," << b.unfinished
-             << "," << censored_text(b.mean, "%.6g") << "," << censored_text(b.p50, "%.6g") << ","
-             << censored_text(b.p95, "%.6g") << "," << censored_text(b.p99, "%.6g") << ",";
-    if (ci.empty()) {
-      slowdown << ",,,,";
-    } else {
-      slowdown << num(b.mean_ci_lo) << "," << num(b.mean_ci_hi) << "," << num(b.p99_ci_lo) << ","
-               << num(b.p99_ci_hi) << "," << ci;
-    }
-    slowdown << "\n";
-  };
-  for (const std::string& mode : modes_in_order(runs)) {
-    const PooledSlowdown sd = pool_slowdown(runs, mode, true);
-    for (size_t i = 0; i < sd.bins.size(); ++i) {
-      bin_row(mode, "pooled", sd.binning, i, sd.bins[i], sd.ci_method[i]);
-    }
-    for (const RunResult& r : runs) {
-      if (r.mode != mode) continue;
-      for (size_t i = 0; i < r.slowdown.bins.size(); ++i) {
-        bin_row(mode, std::to_string(r.seed), r.slowdown.binning, i, r.slowdown.bins[i], "");
-      }
-    }
-  }
-  for (std::ofstream* o : {&summary, &per_run, &flows, &slowdown}) {
-    o->flush();
-    if (!*o) throw std::runtime_error("cannot write the CSV files in " + dir);
-  }
 }
 
 }  // namespace spraynet::fabric
