@@ -118,6 +118,18 @@ control::TcamRuleSettings transit_spray_rule(const FabricConfig& c) {
   return rule;
 }
 
+// Adds group g and a route for addr/len through it; returns the group's index.
+uint32_t add_route(control::SwitchConfig& config, uint32_t addr, uint8_t len,
+                   control::GroupSettings g) {
+  const auto index = static_cast<uint32_t>(config.groups.size());
+  config.groups.push_back(std::move(g));
+  control::RouteSettings r;
+  r.prefix = {addr, len};
+  r.group = index;
+  config.routes.push_back(r);
+  return index;
+}
+
 }  // namespace
 
 Topology::Topology(const FabricConfig& c, FabricMode mode, uint64_t seed)
@@ -211,11 +223,7 @@ Topology::Topology(const FabricConfig& c, FabricMode mode, uint64_t seed)
         g.name = "to_h" + std::to_string(gl * H + i);
         g.ports = {static_cast<uint16_t>(i)};
         g.flowlet_entries = 16;
-        s.config.groups.push_back(g);
-        control::RouteSettings r;
-        r.prefix = {host_ip(l, i, q), 32};
-        r.group = i;
-        s.config.routes.push_back(r);
+        add_route(s.config, host_ip(l, i, q), 32, std::move(g));
       }
       // One group per remote leaf, every uplink in each: the route to a leaf can then lose a
       // spine that lost that leaf (as BGP withdraws it) while the other leaves keep it.
@@ -230,13 +238,9 @@ Topology::Topology(const FabricConfig& c, FabricMode mode, uint64_t seed)
       s.leaf_group.assign(leaves_per_plane_, -1);
       for (uint32_t dl = 0; dl < L; ++dl) {
         if (dl == l) continue;
-        s.leaf_group[q * L + dl] = static_cast<int32_t>(s.config.groups.size());
-        control::RouteSettings r;
-        r.prefix = {0x0A000000u | (q << 16) | (dl << 8), 24};
-        r.group = static_cast<uint32_t>(s.config.groups.size());
-        s.config.groups.push_back(
-            balanced_group(c, mode, "to_" + pod + "leaf" + std::to_string(dl), uplinks));
-        s.config.routes.push_back(r);
+        s.leaf_group[q * L + dl] = static_cast<int32_t>(
+            add_route(s.config, 0x0A000000u | (q << 16) | (dl << 8), 24,
+                      balanced_group(c, mode, "to_" + pod + "leaf" + std::to_string(dl), uplinks)));
       }
       for (uint32_t r = 0; clos && r < c.pods; ++r) {
         // Every leaf of every other pod over every uplink (any spine reaches it through its
@@ -246,14 +250,11 @@ Topology::Topology(const FabricConfig& c, FabricMode mode, uint64_t seed)
         // aggregation, RFC 7938).
         if (r == q) continue;
         for (uint32_t dl = 0; dl < L; ++dl) {
-          s.leaf_group[r * L + dl] = static_cast<int32_t>(s.config.groups.size());
-          control::RouteSettings route;
-          route.prefix = {0x0A000000u | (r << 16) | (dl << 8), 24};
-          route.group = static_cast<uint32_t>(s.config.groups.size());
-          s.config.groups.push_back(balanced_group(
-              c, mode, "to_" + pre + "pod" + std::to_string(r) + ".leaf" + std::to_string(dl),
-              uplinks));
-          s.config.routes.push_back(route);
+          s.leaf_group[r * L + dl] = static_cast<int32_t>(add_route(
+              s.config, 0x0A000000u | (r << 16) | (dl << 8), 24,
+              balanced_group(c, mode,
+                             "to_" + pre + "pod" + std::to_string(r) + ".leaf" + std::to_string(dl),
+                             uplinks)));
         }
       }
       switches_.push_back(std::move(s));
@@ -276,12 +277,8 @@ Topology::Topology(const FabricConfig& c, FabricMode mode, uint64_t seed)
             s.config.ports.push_back(port(
                 c, pod + "leaf" + std::to_string(l) + "#" + std::to_string(k), leaf_spine_gbps));
           }
-          s.config.groups.push_back(
-              balanced_group(c, mode, "to_" + pod + "leaf" + std::to_string(l), down));
-          control::RouteSettings r;
-          r.prefix = {0x0A000000u | (q << 16) | (l << 8), 24};
-          r.group = l;
-          s.config.routes.push_back(r);
+          add_route(s.config, 0x0A000000u | (q << 16) | (l << 8), 24,
+                    balanced_group(c, mode, "to_" + pod + "leaf" + std::to_string(l), down));
         }
         if (clos) {
           std::vector<uint16_t> up;
@@ -295,10 +292,6 @@ Topology::Topology(const FabricConfig& c, FabricMode mode, uint64_t seed)
           s.pod_group.assign(c.pods, -1);
           for (uint32_t r = 0; r < c.pods; ++r) {
             if (r == q) continue;
-            s.pod_group[r] = static_cast<int32_t>(s.config.groups.size());
-            control::RouteSettings route;
-            route.prefix = {0x0A000000u | (r << 16), 16};
-            route.group = static_cast<uint32_t>(s.config.groups.size());
             control::GroupSettings g =
                 balanced_group(c, mode, "to_" + pre + "pod" + std::to_string(r), up);
             // Sprayed packets: the spine reads the path id's next digit, id / (the leaf's
@@ -307,8 +300,8 @@ Topology::Topology(const FabricConfig& c, FabricMode mode, uint64_t seed)
             // from one leaf uplink would take the same super-spine link (measured: half the
             // spine-super links idle under spray).
             g.spray_path_divisor = std::min<uint32_t>(c.leaf_uplinks(), 256);
-            s.config.groups.push_back(std::move(g));
-            s.config.routes.push_back(route);
+            s.pod_group[r] =
+                static_cast<int32_t>(add_route(s.config, 0x0A000000u | (r << 16), 16, std::move(g)));
           }
         }
         // Parallel links to each leaf are a choice too: the spine sprays on them by the PPCID's
@@ -337,12 +330,8 @@ Topology::Topology(const FabricConfig& c, FabricMode mode, uint64_t seed)
                 c, pre + pod_prefix(q) + "spine" + std::to_string(sp) + "#" + std::to_string(k),
                 spine_super_gbps));
           }
-          s.config.groups.push_back(
-              balanced_group(c, mode, "to_" + pre + "pod" + std::to_string(q), down));
-          control::RouteSettings r;
-          r.prefix = {0x0A000000u | (q << 16), 16};
-          r.group = q;
-          s.config.routes.push_back(r);
+          add_route(s.config, 0x0A000000u | (q << 16), 16,
+                    balanced_group(c, mode, "to_" + pre + "pod" + std::to_string(q), down));
         }
         if (is_spray(mode) && K2 > 1) s.config.tcam.rules.push_back(transit_spray_rule(c));
         switches_.push_back(std::move(s));
