@@ -218,6 +218,9 @@ class Fabric : private ConservativeKernel<FabricMessage>::Model {
   // Item i's value, read where node_of(i) runs, on every rank (items in order).
   template <class T, class NodeOf, class Read>
   std::vector<T> gather(size_t n, NodeOf node_of, Read read);
+  // The same for any T: put(w, value) and get(r) carry it between ranks.
+  template <class T, class NodeOf, class Read, class Put, class Get>
+  std::vector<T> gather_with(size_t n, NodeOf node_of, Read read, Put put, Get get);
   // At the end: the LPs' own figures (completions, hops, log lines) from the ranks that ran them.
   void gather_lp_figures();
   std::vector<NodeFigures> gather_node_figures(uint64_t cc_at_ns);

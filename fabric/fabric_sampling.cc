@@ -361,8 +361,8 @@ void Fabric::snapshot_window_start() {
   }
 }
 
-template <class T, class NodeOf, class Read>
-std::vector<T> Fabric::gather(size_t n, NodeOf node_of, Read read) {
+template <class T, class NodeOf, class Read, class Put, class Get>
+std::vector<T> Fabric::gather_with(size_t n, NodeOf node_of, Read read, Put put, Get get) {
   std::vector<T> v(n);
   if (!distributed()) {
     for (size_t i = 0; i < n; ++i) v[i] = read(i);
@@ -372,43 +372,35 @@ std::vector<T> Fabric::gather(size_t n, NodeOf node_of, Read read) {
   for (size_t i = 0; i < n; ++i) {
     if (!node_mine(node_of(i))) continue;
     w.put<uint64_t>(i);
-    w.put<T>(read(i));
+    put(w, read(i));
   }
   for (const std::string& bytes : ranks_->all_gather(w.str())) {
     ByteReader r(bytes);
     while (!r.done()) {
       const auto i = r.get<uint64_t>();
-      v.at(i) = r.get<T>();
+      v.at(i) = get(r);
     }
   }
   return v;
 }
 
+template <class T, class NodeOf, class Read>
+std::vector<T> Fabric::gather(size_t n, NodeOf node_of, Read read) {
+  return gather_with<T>(
+      n, node_of, read, [](ByteWriter& w, const T& x) { w.put<T>(x); },
+      [](ByteReader& r) { return r.get<T>(); });
+}
+
 std::vector<NodeFigures> Fabric::gather_node_figures(uint64_t cc_at_ns) {
-  const auto of = [&](uint32_t id) {
-    Node& n = nodes_[id];
-    return n.sw ? NodeFigures::of(*n.sw, n.control.get(), now_)
-                : NodeFigures::of(*n.nic, now_, cc_at_ns, distributed());
-  };
-  std::vector<NodeFigures> figures(nodes_.size());
-  if (!distributed()) {
-    for (uint32_t id = 0; id < nodes_.size(); ++id) figures[id] = of(id);
-    return figures;
-  }
-  ByteWriter w;
-  for (uint32_t id = 0; id < nodes_.size(); ++id) {
-    if (!node_mine(id)) continue;
-    w.put(id);
-    of(id).write(w);
-  }
-  for (const std::string& bytes : ranks_->all_gather(w.str())) {
-    ByteReader r(bytes);
-    while (!r.done()) {
-      const auto id = r.get<uint32_t>();
-      figures.at(id) = NodeFigures::read(r);
-    }
-  }
-  return figures;
+  return gather_with<NodeFigures>(
+      nodes_.size(), [](size_t id) { return static_cast<uint32_t>(id); },
+      [&](size_t id) {
+        Node& n = nodes_[id];
+        return n.sw ? NodeFigures::of(*n.sw, n.control.get(), now_)
+                    : NodeFigures::of(*n.nic, now_, cc_at_ns, distributed());
+      },
+      [](ByteWriter& w, const NodeFigures& f) { f.write(w); },
+      [](ByteReader& r) { return NodeFigures::read(r); });
 }
 
 void Fabric::gather_lp_figures() {
