@@ -11,45 +11,18 @@
 #include "dataplane/wire/packet_builder.h"
 #include "dataplane/wire/packet_parser.h"
 #include "dataplane/wire/pfc_frame.h"
+#include "tests/dataplane/egress/egress_frames.h"
 #include "tests/support/dpdk_test.h"
 
 using namespace spraynet;
 using spraynet::test::TestPool;
+using spraynet::test::kNoPort;
+using spraynet::test::kPfcMarker;
+using spraynet::test::make_frame;
+using spraynet::test::make_pfc;
+using spraynet::test::marker_of;
 
 namespace {
-
-constexpr uint16_t kNoPort = EgressPort::kNoIngressPort;
-constexpr uint16_t kPfcMarker = 0xFFFF;
-
-// A UDP frame of exactly `frame_bytes` (>= 60) whose UDP source port is `marker`.
-rte_mbuf* make_frame(const TestPool& pool, uint32_t frame_bytes, uint16_t marker) {
-  std::vector<uint8_t> payload(frame_bytes - 42, 0xAB);
-  FrameSpec f;
-  f.ip.src = 0x0A000001;
-  f.ip.dst = 0x0A000002;
-  f.udp.src_port = marker;
-  f.udp.dst_port = 9;
-  f.payload = payload;
-  rte_mbuf* m = build_udp_mbuf(pool.get(), f);
-  if (m == nullptr) throw std::runtime_error("build_udp_mbuf failed");
-  return m;
-}
-
-rte_mbuf* make_pfc(const TestPool& pool) {
-  const uint8_t src[6] = {0x02, 0, 0, 0, 0, 0x0B};
-  PfcFrame p;
-  p.class_enable = 1 << 3;
-  p.quanta[3] = 0xFFFF;
-  rte_mbuf* m = pool.alloc();
-  if (!build_pfc_frame(m, src, p)) throw std::runtime_error("build_pfc_frame failed");
-  return m;
-}
-
-uint16_t marker_of(const rte_mbuf* m) {
-  ParsedPacket p;
-  REQUIRE(PacketParser().parse(m, p) == ParseStatus::kOk);
-  return p.kind == PacketKind::kMacControl ? kPfcMarker : p.src_port;
-}
 
 EgressPortConfig wire_config() {
   EgressPortConfig c;
