@@ -26,15 +26,10 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(HERE, "..", "support"))
+from switch_paths import DPDK_RUN_DIR, PYTHON, ROCE_PCAP, SWITCH_EMU  # noqa: E402
 import pcaplib as P  # noqa: E402
 from waiting import wait_for  # noqa: E402
 
-ROOT = os.environ.get("SPRAYNET_SOURCE_DIR", os.path.dirname(os.path.dirname(HERE)))
-SWITCH_EMU = os.environ.get("SWITCH_EMU", os.path.join(ROOT, "build", "switch_emu", "switch_emu"))
-ROCE_PCAP = os.environ.get("ROCE_PCAP", os.path.join(ROOT, "build", "nic_emu", "roce_pcap"))
-PYTHON = "/usr/bin/python3"
-DPDK_RUN_DIR = "/var/run/dpdk"
 READY_S = 60        # EAL, the AF_XDP sockets and their XDP programs up (slow on a busy machine)
 CAPTURE_S = 30      # every frame through, once sent
 EXIT_S = 30         # after SIGTERM

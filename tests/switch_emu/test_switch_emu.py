@@ -25,22 +25,16 @@ from collections import Counter, defaultdict
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(HERE, "..", "support"))
+from switch_paths import DPDK_RUN_DIR, PYTHON, ROCE_PCAP, ROOT, SWITCH_EMU  # noqa: E402
 import pcaplib as P  # noqa: E402
 from waiting import wait_for  # noqa: E402  (re-exported: other suites import it from here)
 
 from scapy.all import IP, UDP, Ether, raw  # noqa: E402
 from scapy.contrib.roce import BTH  # noqa: E402
 
-ROOT = os.environ.get("SPRAYNET_SOURCE_DIR", os.path.dirname(os.path.dirname(HERE)))
-SWITCH_EMU = os.environ.get("SWITCH_EMU", os.path.join(ROOT, "build", "switch_emu", "switch_emu"))
-ROCE_PCAP = os.environ.get("ROCE_PCAP", os.path.join(ROOT, "build", "nic_emu", "roce_pcap"))
 SWITCH_PCAP = os.path.join(ROOT, "scripts", "switch-pcap.sh")
 TOPOLOGY = os.path.join(ROOT, "scripts", "topology.sh")
 TELEMETRY_PY = "/usr/bin/dpdk-telemetry.py"
-PYTHON = "/usr/bin/python3"
-DPDK_RUN_DIR = "/var/run/dpdk" if os.geteuid() == 0 else os.path.join(
-    os.environ.get("XDG_RUNTIME_DIR", "/tmp"), "dpdk")
 
 # Bounds, not sleeps: how long a condition may take before the test gives up on it. Generous,
 # because the machine is shared and slow; a healthy run meets each in a fraction.
