@@ -11,6 +11,7 @@
 
 #include "dataplane/egress/link_emulator.h"
 #include "fabric/cdf_plan.h"
+#include "fabric/fabric.h"
 #include "fabric/report_detail.h"
 
 namespace spraynet::fabric {
@@ -194,6 +195,30 @@ void write_csv(const std::string& dir, const std::vector<RunResult>& runs, const
   for (std::ofstream* o : {&summary, &per_run, &flows, &slowdown}) {
     o->flush();
     if (!*o) throw std::runtime_error("cannot write the CSV files in " + dir);
+  }
+}
+
+void write_timeseries(std::ostream& out, const Fabric& f, const RunResult& r,
+                      const std::string& prefix, double link_gbps) {
+  char line[256];
+  for (const LinkSample& s : f.timeseries()) {
+    out << prefix;
+    std::snprintf(line, sizeof line, "%s,%llu,%.1f,%s,%.4f,%llu,%d\n", r.mode.c_str(),
+                  static_cast<unsigned long long>(r.seed), static_cast<double>(s.t_ns) / 1000.0,
+                  f.link_names()[s.link].c_str(), s.util,
+                  static_cast<unsigned long long>(s.queue_bytes), s.paused ? 1 : 0);
+    out << line;
+  }
+  // With congestion control: a few QPs' DCQCN rates, as rows of link "qp:SRC>DST/INDEX" whose
+  // util is the rate over the link rate (queue_bytes and paused 0).
+  for (const auto& [name, gbps] : r.cc_timeline_rates) {
+    for (size_t i = 0; i < gbps.size() && i < r.cc_timeline_t_us.size(); ++i) {
+      out << prefix;
+      std::snprintf(line, sizeof line, "%s,%llu,%.1f,qp:%s,%.4f,0,0\n", r.mode.c_str(),
+                    static_cast<unsigned long long>(r.seed), r.cc_timeline_t_us[i], name.c_str(),
+                    static_cast<double>(gbps[i]) / link_gbps);
+      out << line;
+    }
   }
 }
 

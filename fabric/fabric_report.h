@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,7 @@
 
 namespace spraynet::fabric {
 
+class Fabric;
 class FlowSizeCdf;
 
 // A run's FCT slowdown (JSON "slowdown", docs/fabric_emu.md "FCT slowdown"): its bins and what
@@ -262,6 +264,12 @@ std::string format_header(const FabricConfig& config, const FlowSizeCdf* cdf = n
 // run). `run` names a scenario's run (a column when not empty). Appends when `append`.
 void write_csv(const std::string& dir, const std::vector<RunResult>& runs,
                const std::string& run, bool append);
+// --timeseries: the run's rows (mode, seed, t_us, link, util, queue_bytes, paused), each after
+// `prefix` (a scenario's run name and a comma, or nothing): every sampled fabric link, then
+// with congestion control a few QPs' DCQCN rates as links "qp:SRC>DST/INDEX" (util: the rate
+// over link_gbps).
+void write_timeseries(std::ostream& out, const Fabric& f, const RunResult& r,
+                      const std::string& prefix, double link_gbps);
 // The payload share of a full frame at this MTU on the wire, and the ideal ceiling:
 // min(1, capacity / offered load) x that share (permutation, alltoall, incast; else none).
 double payload_share(uint32_t mtu);
