@@ -741,33 +741,13 @@ SwitchPortCounters SwitchNode::port_counters(uint16_t port) const {
 
 PathSelectorCounters SwitchNode::group_counters(size_t g) const {
   PathSelectorCounters c{};
-  for (const auto& l : lanes_) {
-    const PathSelectorCounters& o = l->groups.at(g)->counters();
-    c.selected += o.selected;
-    c.sprayed += o.sprayed;
-    c.no_eligible_port += o.no_eligible_port;
-    c.rehashed_ineligible += o.rehashed_ineligible;
-    c.empty_table += o.empty_table;
-    c.missing_load += o.missing_load;
-  }
-  static_assert(sizeof(PathSelectorCounters) == 6 * sizeof(uint64_t),
-                "every PathSelectorCounters field is summed here");
+  for (const auto& l : lanes_) c += l->groups.at(g)->counters();
   return c;
 }
 
 FlowletCounters SwitchNode::group_flowlet_counters(size_t g) const {
   FlowletCounters c{};
-  for (const auto& l : lanes_) {
-    const FlowletCounters& o = l->groups.at(g)->flowlet_table().counters();
-    c.flowlets_started += o.flowlets_started;
-    c.flowlets_moved += o.flowlets_moved;
-    c.rerouted_ineligible += o.rerouted_ineligible;
-    c.no_eligible_member += o.no_eligible_member;
-    c.flowlets_expired += o.flowlets_expired;
-    c.collisions += o.collisions;
-  }
-  static_assert(sizeof(FlowletCounters) == 6 * sizeof(uint64_t),
-                "every FlowletCounters field is summed here");
+  for (const auto& l : lanes_) c += l->groups.at(g)->flowlet_table().counters();
   return c;
 }
 

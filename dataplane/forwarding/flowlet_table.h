@@ -33,6 +33,19 @@ struct FlowletCounters {
   // within the gap) and so follow that flow's member: the table is too small for the flows, as
   // in hardware. Flows whose 32-bit hashes are equal cannot be told apart and are not counted.
   uint64_t collisions = 0;
+
+  // Field by field (a switch sums its lanes' tables).
+  FlowletCounters& operator+=(const FlowletCounters& o) {
+    flowlets_started += o.flowlets_started;
+    flowlets_moved += o.flowlets_moved;
+    rerouted_ineligible += o.rerouted_ineligible;
+    no_eligible_member += o.no_eligible_member;
+    flowlets_expired += o.flowlets_expired;
+    collisions += o.collisions;
+    static_assert(sizeof(FlowletCounters) == 6 * sizeof(uint64_t),
+                  "every FlowletCounters field is summed here");
+    return *this;
+  }
 };
 
 class FlowletTable {

@@ -65,6 +65,19 @@ struct PathSelectorCounters {
   uint64_t rehashed_ineligible = 0;  // weighted/sprayed: the bucket's member was ineligible
   uint64_t empty_table = 0;          // weighted/sprayed with every weight 0: hashed instead
   uint64_t missing_load = 0;         // a member's port id was beyond port_loads: ineligible
+
+  // Field by field (a switch sums its lanes' copies).
+  PathSelectorCounters& operator+=(const PathSelectorCounters& o) {
+    selected += o.selected;
+    sprayed += o.sprayed;
+    no_eligible_port += o.no_eligible_port;
+    rehashed_ineligible += o.rehashed_ineligible;
+    empty_table += o.empty_table;
+    missing_load += o.missing_load;
+    static_assert(sizeof(PathSelectorCounters) == 6 * sizeof(uint64_t),
+                  "every PathSelectorCounters field is summed here");
+    return *this;
+  }
 };
 
 class PathSelector {
