@@ -15,10 +15,13 @@ mbuf: a pcap of a million flows needs a million), with a data room of 1024 bytes
 --device: the input port's device instead of a net_pcap of IN_PCAP (give "-"), e.g. net_memif.
 Frame sizes are on the wire with the FCS: a 64 B frame is 60 bytes in the pcap.
 """
+import os
 import random
 import struct
 import sys
-import zlib
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fuzz"))
+import make_seeds as seeds  # noqa: E402  (the RoCEv2 frame builder and its ICRC)
 
 
 def csum(data):
@@ -42,33 +45,13 @@ def udp_frame(frame_bytes, src_ip, dst_ip, sport, dport):
     return eth + ip + udp
 
 
-def icrc(ip_and_after):
-    """RoCEv2's invariant CRC over 8 bytes of 0xFF and the IP datagram with the variant fields
-    (TOS, TTL, IP checksum, UDP checksum, BTH's FECN/BECN byte) set to ones (IBA A17.8.1)."""
-    ip = bytearray(ip_and_after)
-    ip[1] = 0xFF
-    ip[8] = 0xFF
-    ip[10:12] = b"\xff\xff"
-    ip[26:28] = b"\xff\xff"
-    ip[32] = 0xFF
-    return struct.pack("<I", zlib.crc32(b"\xff" * 8 + bytes(ip)) & 0xFFFFFFFF)
-
-
 def roce_frame(frame_bytes, src_ip, dst_ip, sport, qp, psn, ppcid):
     """An RC SEND_ONLY to `qp` (payload what the frame size leaves, in whole words; a 64 B
-    frame has none and 2 bytes of Ethernet padding), PPCID in the UDP checksum field."""
+    frame has none and 2 bytes of Ethernet padding), PPCID in the UDP checksum field. Built by
+    fuzz/make_seeds.py's roce(), whose ICRC is checked there against the design's test vector."""
     payload_len = max(0, (frame_bytes - 4 - 14 - 20 - 8 - 12 - 4) // 4 * 4)
-    bth = struct.pack("!BBHII", 0x04, 0, 0xFFFF, qp & 0xFFFFFF, psn & 0xFFFFFF)
-    body = bth + bytes(payload_len)
-    udp = struct.pack("!HHHH", sport, 4791, 8 + len(body) + 4, ppcid) + body
-    ip_len = 20 + len(udp) + 4
-    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, ip_len, 0, 0x4000, 64, 17, 0,
-                     struct.pack("!I", src_ip), struct.pack("!I", dst_ip))
-    ip = ip[:10] + struct.pack("!H", csum(ip)) + ip[12:]
-    datagram = ip + udp
-    datagram += icrc(datagram)
-    eth = bytes.fromhex("020000000002" "020000000001" "0800")
-    frame = eth + datagram
+    frame = seeds.roce(0x04, qp, psn, bytes(payload_len), csum=ppcid, src=src_ip, dst=dst_ip,
+                       sport=sport)
     return frame + bytes(max(0, frame_bytes - 4 - len(frame)))
 
 

@@ -55,7 +55,7 @@ def icrc(ip_and_after):
 
 
 def roce(op, qp, psn, payload=b"", ack_req=False, reth=None, aeth=None, tos=0, ttl=64,
-         csum=0, vlan=None, src=0x0A000001, dst=0x0A000002):
+         csum=0, vlan=None, src=0x0A000001, dst=0x0A000002, sport=0xC123):
     pad = (4 - len(payload) % 4) % 4
     bth = struct.pack("!BBHII", op, pad << 4, 0xFFFF, qp & 0xFFFFFF,
                       (0x80000000 if ack_req else 0) | (psn & 0xFFFFFF))
@@ -65,7 +65,8 @@ def roce(op, qp, psn, payload=b"", ack_req=False, reth=None, aeth=None, tos=0, t
     if aeth is not None:
         ext += struct.pack("!I", (aeth[0] << 24) | (aeth[1] & 0xFFFFFF))
     body = bth + ext + payload + b"\0" * pad
-    datagram = ipv4(udp(body + b"\0\0\0\0", csum=csum), tos=tos, ttl=ttl, src=src, dst=dst)
+    datagram = ipv4(udp(body + b"\0\0\0\0", sport=sport, csum=csum), tos=tos, ttl=ttl, src=src,
+                    dst=dst)
     datagram = datagram[:-4] + icrc(datagram[:-4])
     return eth(0x0800, vlan) + datagram
 
