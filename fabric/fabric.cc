@@ -2,10 +2,8 @@
 
 #include <rte_mempool.h>
 #include <spdlog/spdlog.h>
-#include <sys/resource.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <stdexcept>
 
@@ -19,8 +17,6 @@ namespace spraynet::fabric {
 
 using detail::kBurst;
 using detail::kNever;
-using detail::percentile;
-
 
 Fabric::Fabric(const FabricConfig& config, FabricMode mode, uint64_t seed, rte_mempool* pool,
                const FlowSizeCdf* cdf, rte_mempool* segment_pool)

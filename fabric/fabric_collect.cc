@@ -2,24 +2,16 @@
 // the samplers' series.
 #include "fabric/fabric.h"
 
-#include <rte_mempool.h>
-#include <spdlog/spdlog.h>
 #include <sys/resource.h>
 
 #include <algorithm>
-#include <chrono>
-#include <cmath>
-#include <stdexcept>
 
-#include "dataplane/egress/link_emulator.h"
+#include <cmath>
+
 #include "fabric/fabric_detail.h"
-#include "fabric/flow_size_cdf.h"
-#include "fabric/frame_packer.h"
-#include "fabric/kernel/rank_bytes.h"
 
 namespace spraynet::fabric {
 
-using detail::kBurst;
 using detail::kNever;
 using detail::percentile;
 

@@ -23,7 +23,6 @@ using report_detail::modes_in_order;
 using report_detail::pool_slowdown;
 using report_detail::PooledSlowdown;
 using report_detail::spread;
-using report_detail::Spread;
 
 namespace {
 

@@ -2,26 +2,17 @@
 // fastest path, or over the flow's own path) and the FCT slowdown the papers report.
 #include "fabric/fabric.h"
 
-#include <rte_mempool.h>
-#include <spdlog/spdlog.h>
-#include <sys/resource.h>
-
 #include <algorithm>
-#include <chrono>
+
 #include <cmath>
-#include <stdexcept>
 
 #include "dataplane/egress/link_emulator.h"
 #include "fabric/fabric_detail.h"
 #include "fabric/flow_size_cdf.h"
-#include "fabric/frame_packer.h"
-#include "fabric/kernel/rank_bytes.h"
 
 namespace spraynet::fabric {
 
-using detail::kBurst;
 using detail::kNever;
-using detail::percentile;
 
 uint32_t Fabric::path_hops(uint32_t src, uint32_t dst) const {
   const HostSpec& a = topology_.hosts()[src];

@@ -14,7 +14,6 @@
 
 namespace spraynet::fabric {
 
-using report_detail::censored_text;
 using report_detail::modes_in_order;
 using report_detail::spread;
 using report_detail::Spread;
@@ -22,7 +21,6 @@ using report_detail::PooledSlowdown;
 using report_detail::pool_slowdown;
 
 namespace {
-
 
 nlohmann::json spread_json(const Spread& s) {
   return {{"mean", s.mean}, {"stddev", s.stddev}, {"min", s.min}, {"max", s.max}, {"n", s.n}};
@@ -48,7 +46,6 @@ const std::vector<std::pair<const char*, double (*)(const RunResult&)>>& metrics
   };
   return m;
 }
-
 
 nlohmann::json bin_json(const SlowdownBin& b) {
   return {{"lo_bytes", b.lo_bytes},
@@ -78,15 +75,9 @@ nlohmann::json slowdown_json(const SlowdownReport& s) {
           {"bins", bins}};
 }
 
-// One mode's slowdown with its seeds' messages pooled into the same bins (the first run's
-// binning; ventiles: the pooled messages' own chunks), and the 95% intervals of each bin's
-// mean and p99: across seeds (Student's t over the runs' own bin figures) when at least 3 runs
-// have messages in the bin, else a bootstrap over the pooled messages (kBootstrapResamples
-// draws, a fixed seed per bin).
+// pool_slowdown's (report_detail.h): bootstrap draws, and what counts as few messages.
 constexpr uint32_t kBootstrapResamples = 200;
 constexpr uint64_t kFewMessages = 100;
-
-
 
 }  // namespace
 

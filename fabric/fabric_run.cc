@@ -4,25 +4,15 @@
 #include "fabric/fabric.h"
 
 #include <rte_mempool.h>
-#include <spdlog/spdlog.h>
-#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
-#include <stdexcept>
 
-#include "dataplane/egress/link_emulator.h"
 #include "fabric/fabric_detail.h"
-#include "fabric/flow_size_cdf.h"
-#include "fabric/frame_packer.h"
-#include "fabric/kernel/rank_bytes.h"
 
 namespace spraynet::fabric {
 
-using detail::kBurst;
 using detail::kNever;
-using detail::percentile;
 
 RunResult Fabric::run(const std::function<void(uint64_t, uint64_t)>& progress) {
   const auto wall0 = std::chrono::steady_clock::now();

@@ -60,7 +60,11 @@ struct ModeFigures {
 
 ModeFigures gather_mode(const std::vector<RunResult>& runs, const std::string& mode);
 
-// One mode's slowdown with its seeds' messages pooled (fabric_report.cc).
+// One mode's slowdown with its seeds' messages pooled into the same bins (the first run's
+// binning; ventiles: the pooled messages' own chunks), and the 95% intervals of each bin's
+// mean and p99: across seeds (Student's t over the runs' own bin figures) when at least 3 runs
+// have messages in the bin, else a bootstrap over the pooled messages (a fixed seed per bin;
+// its draws are fabric_report.cc's kBootstrapResamples).
 struct PooledSlowdown {
   bool any = false;
   SlowdownBinning binning = SlowdownBinning::kSingle;

@@ -182,7 +182,7 @@ class ConservativeKernel {
     flushing_ = true;
     for (auto& lp : lps_) {
       if (!mine(lp->index)) continue;
-      lp->now = std::max(lp->now, t);
+      advance(lp->index, t);
       lp->out_min_t = kKernelNever;
       model_.end_round(lp->index);
       mail_min_t_ = std::min(mail_min_t_, lp->out_min_t);
