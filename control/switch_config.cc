@@ -106,7 +106,7 @@ GroupSettings parse_group(const SwitchConfig& c, const ConfigNode& n) {
                 "spray_path_divisor"});
   GroupSettings g;
   g.name = n.name("name");
-  g.mode = n.choice_or("mode", g.mode, {"ecmp", "weighted", "dlb", "drill"});
+  g.mode = n.choice_or("mode", g.mode, {"ecmp", "weighted", "dlb", "drill", "letflow"});
   g.ecmp_reduce = n.choice_or("ecmp_reduce", g.ecmp_reduce, {"modulo", "multiply"});
   g.spray_path_divisor =
       static_cast<uint32_t>(n.uint_or("spray_path_divisor", g.spray_path_divisor, 1, 256));
@@ -646,11 +646,11 @@ std::string switch_config_help() {
   h.line("      up: true", "true | false");
   h.line("groups:", "ECMP groups:");
   h.line("  - name: (required)", "unique; routes name it");
-  h.line("    mode: " + group.mode, "ecmp | weighted | dlb | drill");
+  h.line("    mode: " + group.mode, "ecmp | weighted | dlb | drill | letflow (flowlets on a random member)");
   h.line("    ports: (required)", "port names, each once");
   h.line("    weights: (equal)", "weighted only: one per port, 0..65535, not all 0; kept in force, "
          "scaled by link state");
-  h.line("    dlb_gap_ns: " + std::to_string(group.dlb_gap_ns), "1..10^10, the flowlet gap");
+  h.line("    dlb_gap_ns: " + std::to_string(group.dlb_gap_ns), "1..10^10, the flowlet gap (dlb, letflow)");
   h.line("    flowlet_entries: " + std::to_string(group.flowlet_entries), "power of two, 1..2^24");
   h.line("    ecmp_reduce: " + group.ecmp_reduce,
          "modulo (hash % N, the classic ECMP) | multiply ((hash * N) >> 32, no division)");

@@ -65,7 +65,7 @@ struct PortSettings {
 
 struct GroupSettings {
   std::string name;
-  std::string mode = "ecmp";  // ecmp | weighted | dlb | drill
+  std::string mode = "ecmp";  // ecmp | weighted | dlb | drill | letflow
   std::vector<uint16_t> ports;  // indices into SwitchConfig::ports
   std::vector<uint32_t> weights;  // weighted mode: initial weights (default equal)
   uint64_t dlb_gap_ns = 100'000;

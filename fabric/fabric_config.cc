@@ -39,6 +39,8 @@ std::string_view to_string(FabricMode mode) {
     case FabricMode::kWeighted: return "weighted";
     case FabricMode::kDlb: return "dlb";
     case FabricMode::kDrill: return "drill";
+    case FabricMode::kLetflow: return "letflow";
+    case FabricMode::kOblivious: return "oblivious";
     case FabricMode::kSpray: return "spray";
     case FabricMode::kSprayNoReorder: return "spray-noreorder";
   }
@@ -47,7 +49,7 @@ std::string_view to_string(FabricMode mode) {
 
 std::optional<FabricMode> parse_fabric_mode(std::string_view name) {
   for (auto m : {FabricMode::kEcmp, FabricMode::kEcmpQp, FabricMode::kWeighted, FabricMode::kDlb,
-                 FabricMode::kDrill, FabricMode::kSpray, FabricMode::kSprayNoReorder}) {
+                 FabricMode::kDrill, FabricMode::kLetflow, FabricMode::kOblivious, FabricMode::kSpray, FabricMode::kSprayNoReorder}) {
     if (to_string(m) == name) return m;
   }
   return std::nullopt;
@@ -322,7 +324,10 @@ std::string FabricConfig::effective_receive(FabricMode mode) const {
   // per-packet choice at the leaf). Left to rxe alone, every reordering is a NAK, and a NAK
   // that rxe's requester ignores during a retry leaves the QP to its 67 ms timer.
   if (receive == "reorder-buffer") {
-    return mode == FabricMode::kSpray || mode == FabricMode::kDrill ? receive : "none";
+    return mode == FabricMode::kSpray || mode == FabricMode::kDrill ||
+                   mode == FabricMode::kOblivious
+               ? receive
+               : "none";
   }
   return receive;
 }
@@ -494,6 +499,10 @@ std::string FabricConfig::check() const {
   if (reorder_window < 1 || reorder_window > 16384) return "reorder-window: 1..16384";
   if (max_in_flight < 66 || max_in_flight > 65536) return "max-in-flight: 66..65536";
   if (dlb_gap_ns < 1) return "dlb-gap-us: above 0";
+  if (letflow_timeout_ns < 1) return "letflow-timeout-us: above 0";
+  if (entropy_values < 2 || entropy_values > 16384 || (entropy_values & (entropy_values - 1)) != 0) {
+    return "entropy-values: a power of two from 2 to 16384";
+  }
   if (tcam_capacity < 16 || tcam_capacity > (1u << 20)) return "tcam-capacity: 16..1048576";
   if (tcam_roce_partition > tcam_capacity) {
     return "tcam-roce-partition: 0 (none) .. tcam-capacity (" + std::to_string(tcam_capacity) + ")";

@@ -643,6 +643,12 @@ nlohmann::json config_json(const FabricConfig& c) {
       {"warmup_us", static_cast<double>(c.warmup()) / 1000.0},
       {"seeds", std::to_string(c.seed_first) + "-" + std::to_string(c.seed_last)}};
   if (!c.slowdown_bins.empty()) j["slowdown_bins"] = c.slowdown_bins;  // only when given
+  if (std::find(c.modes.begin(), c.modes.end(), FabricMode::kLetflow) != c.modes.end()) {
+    j["letflow_timeout_us"] = static_cast<double>(c.letflow_timeout_ns) / 1000.0;
+  }
+  if (std::find(c.modes.begin(), c.modes.end(), FabricMode::kOblivious) != c.modes.end()) {
+    j["entropy_values"] = c.entropy_values;
+  }
   if (c.tiers == 3) {
     // Only three-tier configs say so: a two-tier report stays as it always was.
     j["tiers"] = c.tiers;

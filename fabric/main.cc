@@ -39,7 +39,7 @@
 #include "dataplane/runtime/program_args.h"
 #include "fabric/cdf_plan.h"
 #include "fabric/fabric.h"
-#include "fabric/fabric_flags.h"
+#include "fabric/config_keys.h"
 #include "fabric/huge_heap.h"
 #include "fabric/flow_size_cdf.h"
 #include "fabric/scenario.h"
@@ -134,9 +134,7 @@ int main(int argc, char** argv) {
       "and the host; =off removes it; counted in drops.checksum_filter and "
       "drops.host_checksum_filter). "
       "LINK: LEAF-SPINE (every parallel link), LEAF-SPINE#k, hN-LEAF; plane p>0: p1.leaf0-spine3."};
-  std::string config_file, json_file, timeseries_file, plots_dir, csv_dir, log_level = "warn";
-  std::vector<std::string> events;
-  std::vector<std::string> layout_hosts;
+  std::string config_file, log_level = "warn";
   bool quiet = false;
   bool reproducible = false;
   bool force = false;
@@ -160,21 +158,13 @@ int main(int argc, char** argv) {
                "cdf: run a plan past the limit (more than " + std::to_string(kMaxPlannedFlows) +
                    " expected flows per run), or a CDF whose sizes look like kilobytes (largest "
                    "flow below 1500 bytes or mean below 100 bytes)");
-  std::vector<Flag> flags = make_flags();
-  for (Flag& flag : flags) app.add_option("--" + flag.name, flag.value, flag.help);
-  app.add_option("--event", events,
-                 "a timed change to the fabric (see above); repeatable; added to the config "
-                 "file's `event:` list");
-  app.add_option("--ppcid-layout-host", layout_hosts,
-                 "HOST=ts-high|path-high: that host's NIC uses this PPCID layout whatever the "
-                 "fabric's (pitfall 2: one NIC on other firmware); repeatable");
-  app.add_option("--json", json_file, "write the report (config, runs, summary) here");
-  app.add_option("--timeseries", timeseries_file, "per-link utilisation and queue every sample-us, CSV");
-  app.add_option("--csv", csv_dir,
-                 "write DIR/summary.csv (the table, one row per mode), DIR/runs.csv (one row per "
-                 "run) and DIR/flows.csv (one row per QP and run: source, destination, QP, bytes, "
-                 "FCT, throughput, retransmissions, uplinks)");
-  app.add_option("--plots", plots_dir, "write PNGs here (with report.json and timeseries.csv) via scripts/fabric_plots.py");
+  // Every config key is a flag too (config_keys.h); each given flag's values, in the table's order.
+  const std::vector<ConfigKey>& keys = config_keys();
+  std::vector<std::vector<std::string>> flag_values(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    CLI::Option* o = app.add_option("--" + keys[i].name, flag_values[i], keys[i].help);
+    if (!keys[i].repeatable) o->expected(1)->multi_option_policy(CLI::MultiOptionPolicy::Throw);
+  }
   app.add_option("--log-level", log_level, "trace | debug | info | warn | error (warn)");
   app.add_flag("--quiet", quiet,
                "no progress on stderr (otherwise: runs over a second show one updating line on a "
@@ -272,8 +262,14 @@ int main(int argc, char** argv) {
           "--network-load: of the leaf uplinks' capacity for the inter-leaf traffic)");
     }
     for (ScenarioRun& e : experiments) {
-      for (const Flag& flag : flags) {
-        if (app.count("--" + flag.name) > 0) flag.apply(e.config, flag.value);
+      for (size_t i = 0; i < keys.size(); ++i) {
+        for (const std::string& v : flag_values[i]) {
+          try {
+            keys[i].set(e.config, v);
+          } catch (const std::invalid_argument& ex) {
+            throw std::invalid_argument("--" + keys[i].name + ": " + ex.what());
+          }
+        }
       }
       // Flags another workload would ignore are refused, not ignored.
       for (const char* name : {"cdf", "load", "network-load"}) {
@@ -282,10 +278,6 @@ int main(int argc, char** argv) {
                                       "workload " + std::string(to_string(e.config.workload)) +
                                       " would ignore it)");
         }
-      }
-      for (const std::string& text : events) e.config.events.push_back(parse_fabric_event(text));
-      for (const std::string& text : layout_hosts) {
-        e.config.ppcid_layout_hosts.push_back(parse_ppcid_layout_host(text));
       }
       if (const std::string why = e.config.check(); !why.empty()) {
         // "key: reason": name the flag when the command line set it (or gave the event), else
@@ -296,6 +288,10 @@ int main(int argc, char** argv) {
         bool from_flag = (given != nullptr && given->count() > 0) ||
                          e.config.source == "command line";
         if (key == "event") {
+          const std::vector<std::string>& events = flag_values[static_cast<size_t>(
+              std::find_if(keys.begin(), keys.end(),
+                           [](const ConfigKey& k) { return k.name == "event"; }) -
+              keys.begin())];
           from_flag = std::any_of(events.begin(), events.end(), [&](const std::string& t) {
             return why.find("'" + t + "'") != std::string::npos;
           });
@@ -446,14 +442,11 @@ int main(int argc, char** argv) {
     }
   };
 
-  // The file's output keys, where the flags did not say.
-  if (!scenario) {
-    const FabricConfig& c = experiments.front().config;
-    if (json_file.empty()) json_file = c.json_file;
-    if (timeseries_file.empty()) timeseries_file = c.timeseries_file;
-    if (plots_dir.empty()) plots_dir = c.plots_dir;
-    if (csv_dir.empty()) csv_dir = c.csv_dir;
-  }
+  // The outputs: the flags' over the file's, or over a scenario's first run (whose files name no
+  // outputs, so only the flags do).
+  const FabricConfig& first = experiments.front().config;
+  std::string json_file = first.json_file, timeseries_file = first.timeseries_file,
+              plots_dir = first.plots_dir, csv_dir = first.csv_dir;
   if (!speaker) {  // only rank 0 writes
     csv_dir.clear();
     plots_dir.clear();

@@ -24,6 +24,7 @@ std::string group_mode(FabricMode mode) {
     case FabricMode::kWeighted: return "weighted";
     case FabricMode::kDlb: return "dlb";
     case FabricMode::kDrill: return "drill";
+    case FabricMode::kLetflow: return "letflow";
     default: return "ecmp";  // sprayed packets use the bucket table whatever the mode
   }
 }
@@ -97,8 +98,9 @@ control::GroupSettings balanced_group(const FabricConfig& c, FabricMode mode, st
   control::GroupSettings g;
   g.name = std::move(name);
   g.mode = group_mode(mode);
-  g.dlb_gap_ns = c.dlb_gap_ns;
-  g.flowlet_entries = mode == FabricMode::kDlb ? 4096 : 16;  // memory: only DLB uses it
+  g.dlb_gap_ns = mode == FabricMode::kLetflow ? c.letflow_timeout_ns : c.dlb_gap_ns;
+  // Memory: only the flowlet modes use the table.
+  g.flowlet_entries = mode == FabricMode::kDlb || mode == FabricMode::kLetflow ? 4096 : 16;
   g.ports = std::move(ports);
   return g;
 }

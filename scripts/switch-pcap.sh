@@ -2,20 +2,21 @@
 # Runs the real switch_emu with IN.pcap as its input port and N net_pcap output ports
 # (OUTDIR/port0.pcap ...) in one ECMP group, then prints its counters: how a user checks
 # hashing and drops on their own capture.
-#   scripts/switch-pcap.sh IN.pcap OUTDIR [--ports N] [--mode ecmp|weighted|dlb|drill]
-#                          [--seed S] [--hash crc32c|crc32] [--dest-qp]
+#   scripts/switch-pcap.sh IN.pcap OUTDIR [--ports N] [--mode ecmp|weighted|dlb|drill|letflow]
+#                          [--seed S] [--hash crc32c|crc32] [--dest-qp] [--flowlet-gap-ns N]
+#                          [--flowlet-entries N]
 # Writes OUTDIR/switch.yaml (the config it ran), OUTDIR/stats.json (the full report) and
 # OUTDIR/portK.pcap. Every destination routes to the group; links are 100 Gbit/s.
 set -euo pipefail
 usage() {
-  sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 [ $# -ge 2 ] || usage
 IN=$1
 OUT=$2
 shift 2
-PORTS=8 MODE=ecmp SEED=0 HASH=crc32c DESTQP=false
+PORTS=8 MODE=ecmp SEED=0 HASH=crc32c DESTQP=false GAP=100000 ENTRIES=4096
 while [ $# -gt 0 ]; do
   case "$1" in
     --ports) PORTS=$2; shift 2 ;;
@@ -23,6 +24,8 @@ while [ $# -gt 0 ]; do
     --seed) SEED=$2; shift 2 ;;
     --hash) HASH=$2; shift 2 ;;
     --dest-qp) DESTQP=true; shift ;;
+    --flowlet-gap-ns) GAP=$2; shift 2 ;;
+    --flowlet-entries) ENTRIES=$2; shift 2 ;;
     -h|--help) usage ;;
     *) echo "switch-pcap.sh: unknown option $1" >&2; usage ;;
   esac
@@ -50,7 +53,7 @@ OUT_ABS=$(cd "$OUT" && pwd)
     echo "  - {name: port$i, device: \"net_pcap$((i + 1)),tx_pcap=$OUT_ABS/port$i.pcap\", queue_bytes: 67108864}"
   done
   echo "groups:"
-  printf "  - {name: out, mode: %s, ports: [" "$MODE"
+  printf "  - {name: out, mode: %s, dlb_gap_ns: %s, flowlet_entries: %s, ports: [" "$MODE" "$GAP" "$ENTRIES"
   for ((i = 0; i < PORTS; i++)); do printf "%sport%d" "$([ $i -gt 0 ] && echo ', ')" "$i"; done
   echo "]}"
   echo "routes:"

@@ -406,14 +406,14 @@ void register_acting(SwitchShared& s, const runtime::TscClock& clock, bool enabl
         return json{{"ok", 1}, {"id", *id}};
       });
   add_acting(enabled, log,
-      "/spraynet/group_mode", "Set a group's mode. Parameters: group,ecmp|weighted|dlb|drill",
+      "/spraynet/group_mode", "Set a group's mode. Parameters: group,ecmp|weighted|dlb|drill|letflow",
       [&s, log](std::string_view params) {
         const auto p = split_params(params);
         expect_params(p, 2, "group,mode");
         const size_t g = group_of(*s.node, p[0]);
         const auto mode = parse_lb_mode(p[1]);
         if (!mode) {
-          throw std::invalid_argument("mode must be ecmp, weighted, dlb or drill, got \"" + p[1] +
+          throw std::invalid_argument("mode must be ecmp, weighted, dlb, drill or letflow, got \"" + p[1] +
                                       "\"");
         }
         std::lock_guard<std::mutex> c(s.control_lock);

@@ -30,6 +30,17 @@ uint16_t least_loaded_eligible(std::span<const PathLoad> members, uint32_t tie_b
   return FlowletTable::kNoMember;  // not reached
 }
 
+uint16_t random_eligible(std::span<const PathLoad> members, uint32_t draw) {
+  uint32_t eligible = 0;
+  for (const PathLoad& m : members) eligible += m.eligible;
+  if (eligible == 0) return FlowletTable::kNoMember;
+  uint32_t pick = scale_to_range(draw, eligible);
+  for (size_t i = 0; i < members.size(); ++i) {
+    if (members[i].eligible && pick-- == 0) return static_cast<uint16_t>(i);
+  }
+  return FlowletTable::kNoMember;  // not reached
+}
+
 namespace {
 
 // Checked before the table is allocated: a bad size must not cost gigabytes first.
@@ -43,10 +54,20 @@ uint32_t validated_entries(uint32_t entries) {
 
 }  // namespace
 
-FlowletTable::FlowletTable(uint32_t entries, uint64_t gap_ns)
+FlowletTable::FlowletTable(uint32_t entries, uint64_t gap_ns, uint64_t seed)
     : pages_((validated_entries(entries) + kPageEntries - 1) / kPageEntries),
       mask_(entries - 1),
-      gap_ns_(gap_ns) {}
+      gap_ns_(gap_ns),
+      random_state_(seed) {}
+
+uint32_t FlowletTable::next_random() {
+  // splitmix64 (Steele, Lea and Flood, OOPSLA 2014): every seed, 0 included, gives a full-period
+  // sequence whose top 32 bits pass BigCrush.
+  uint64_t z = (random_state_ += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return static_cast<uint32_t>((z ^ (z >> 31)) >> 32);
+}
 
 void FlowletTable::make_page(std::unique_ptr<Entry[]>& page) {
   page = std::make_unique<Entry[]>(std::min(kPageEntries, mask_ + 1));
@@ -65,6 +86,23 @@ uint64_t FlowletTable::heap_bytes() const {
 
 uint16_t FlowletTable::select(uint32_t flow_hash, uint64_t now_ns,
                               std::span<const PathLoad> members) {
+  // Low hash bits chose the entry; the tie-break comes from all bits (a Fibonacci multiply
+  // moves them to the top, where scale_to_range looks).
+  return select_with(flow_hash, now_ns, members, [flow_hash](std::span<const PathLoad> m) {
+    return least_loaded_eligible(m, flow_hash * 0x9E3779B1u);
+  });
+}
+
+uint16_t FlowletTable::select_random(uint32_t flow_hash, uint64_t now_ns,
+                                     std::span<const PathLoad> members) {
+  return select_with(flow_hash, now_ns, members, [this](std::span<const PathLoad> m) {
+    return random_eligible(m, next_random());
+  });
+}
+
+template <class Place>
+uint16_t FlowletTable::select_with(uint32_t flow_hash, uint64_t now_ns,
+                                   std::span<const PathLoad> members, Place place) {
   Entry& e = entry(flow_hash & mask_);
   const bool used = e.member != kNoMember;
   // A clock that steps back (another lcore's timestamp) counts as no idle time at all.
@@ -78,9 +116,7 @@ uint16_t FlowletTable::select(uint32_t flow_hash, uint64_t now_ns,
     e.flow_tag = tag;
     return e.member;
   }
-  // Low hash bits chose the entry; the tie-break comes from all bits (a Fibonacci multiply
-  // moves them to the top, where scale_to_range looks).
-  const uint16_t chosen = least_loaded_eligible(members, flow_hash * 0x9E3779B1u);
+  const uint16_t chosen = place(members);
   if (chosen == kNoMember) {
     ++counters_.no_eligible_member;
     return kNoMember;

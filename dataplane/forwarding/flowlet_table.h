@@ -1,8 +1,14 @@
-// Dynamic load balancing (DLB) by flowlets, as switch ASICs do it: a flow's packets separated
-// by less than the flowlet gap stay on one member (so they cannot overtake each other), and a
-// burst that starts after a longer silence is a new flowlet, free to go to the least-loaded
-// eligible member. The table is indexed by hash & (entries - 1); flows that collide share an
-// entry, and so a member, exactly as in hardware.
+// Flowlets, as switch ASICs keep them: a flow's packets separated by less than the flowlet gap
+// stay on one member (so they cannot overtake each other), and a burst that starts after a
+// longer silence is a new flowlet, free to take another member. Where it goes is the scheme's:
+//   dlb      (dynamic load balancing) the least-loaded eligible member;
+//   letflow  (Vanini et al., "Let It Flow: Resilient Asymmetric Load Balancing with Flowlet
+//            Switching", NSDI 2017) an eligible member drawn uniformly at random: flowlets on a
+//            slow or congested path end sooner (its packets space out) and move, so that
+//            without measuring anything the traffic settles in proportion to what each path
+//            carries.
+// The table is indexed by hash & (entries - 1); flows that collide share an entry, and so a
+// member, exactly as in hardware.
 #pragma once
 
 #include <cstdint>
@@ -55,7 +61,8 @@ class FlowletTable {
   static constexpr uint32_t kMaxEntries = 1u << 24;
 
   // `entries` must be a power of two in [1, 2^24]; throws std::invalid_argument otherwise.
-  explicit FlowletTable(uint32_t entries, uint64_t gap_ns = kDefaultGapNs);
+  // `seed` seeds LetFlow's draws (select_random): the same seed and packets, the same members.
+  explicit FlowletTable(uint32_t entries, uint64_t gap_ns = kDefaultGapNs, uint64_t seed = 0);
 
   // The member (index into `members`) for a packet of the flow with this hash at now_ns.
   // An entry whose last packet is at most gap_ns old and whose member is still eligible keeps
@@ -64,6 +71,11 @@ class FlowletTable {
   // Every packet refreshes its entry's time. kNoMember when no member is eligible (the entry
   // is left as it was). members.size() must be below kNoMember.
   uint16_t select(uint32_t flow_hash, uint64_t now_ns, std::span<const PathLoad> members);
+
+  // LetFlow: the same, except that a new flowlet (or one whose member became ineligible) goes to
+  // an eligible member drawn uniformly at random from this table's seeded generator; one draw
+  // per new flowlet, none per packet that follows its flowlet.
+  uint16_t select_random(uint32_t flow_hash, uint64_t now_ns, std::span<const PathLoad> members);
 
   // Starts loading the entry select() will read for this hash, if its page exists: a caller
   // with a burst of packets prefetches them all before selecting, so that at 100K flows (a
@@ -112,13 +124,24 @@ class FlowletTable {
     return page[index & (kPageEntries - 1)];
   }
   void make_page(std::unique_ptr<Entry[]>& page);
+  // select()'s body: `place` chooses the member of a new flowlet (or kNoMember).
+  template <class Place>
+  uint16_t select_with(uint32_t flow_hash, uint64_t now_ns, std::span<const PathLoad> members,
+                       Place place);
+  // The next 32 bits of the generator (splitmix64: 8 bytes of state, every table has one).
+  uint32_t next_random();
 
   std::vector<std::unique_ptr<Entry[]>> pages_;
   size_t pages_made_ = 0;
   uint32_t mask_;
   uint64_t gap_ns_;
+  uint64_t random_state_;
   FlowletCounters counters_;
 };
+
+// An eligible member drawn uniformly with `draw` (scale_to_range over the eligible count), or
+// kNoMember. LetFlow's choice.
+uint16_t random_eligible(std::span<const PathLoad> members, uint32_t draw);
 
 // The eligible member with the fewest queued bytes, or kNoMember. Ties are broken by
 // `tie_break` (a hash or random value): among the k tied members it picks number

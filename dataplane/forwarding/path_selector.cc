@@ -59,6 +59,8 @@ std::string_view to_string(LbMode mode) {
       return "dlb";
     case LbMode::kDrill:
       return "drill";
+    case LbMode::kLetflow:
+      return "letflow";
   }
   return "?";
 }
@@ -68,6 +70,7 @@ std::optional<LbMode> parse_lb_mode(std::string_view name) {
   if (name == "weighted") return LbMode::kWeighted;
   if (name == "dlb") return LbMode::kDlb;
   if (name == "drill") return LbMode::kDrill;
+  if (name == "letflow") return LbMode::kLetflow;
   return std::nullopt;
 }
 
@@ -77,7 +80,8 @@ PathSelector::PathSelector(const PathGroupConfig& config)
       owned_(std::make_unique<const BucketTable>(
           BucketTable::build(std::vector<uint32_t>(members_.size(), 1)))),
       table_(owned_.get()),
-      flowlets_(config.dlb_table_entries, config.dlb_gap_ns),
+      // LetFlow's draws and DRILL's from different streams of the one seed.
+      flowlets_(config.dlb_table_entries, config.dlb_gap_ns, config.seed ^ 0x4C6574466C6F77ull),
       drill_(config.seed),
       member_loads_(members_.size()),
       member_packets_(members_.size(), 0),
@@ -202,6 +206,9 @@ uint16_t PathSelector::select(uint32_t flow_hash, uint64_t now_ns,
       break;
     case LbMode::kDrill:
       member = drill_.select(member_loads_);
+      break;
+    case LbMode::kLetflow:
+      member = flowlets_.select_random(flow_hash, now_ns, member_loads_);
       break;
   }
   if (member != BucketTable::kNoMember) ++counters_.selected;

@@ -9,6 +9,7 @@
 //             the eligible members by a Fibonacci multiply.
 //   dlb       the flowlet table: a flowlet stays on its member within the gap, a new one goes
 //             to the eligible member with the fewest queued bytes.
+//   letflow   the flowlet table, a new flowlet on an eligible member drawn at random (seeded).
 //   drill     per packet, the least loaded of two random members and the last winner.
 // Packets hit by a TCAM `spray` rule go through select_sprayed() whatever the mode: the member
 // comes from the packet's PPCID path id through the bucket table, so one QP's path ids spread
@@ -36,10 +37,11 @@
 
 namespace spraynet {
 
-enum class LbMode : uint8_t { kEcmp, kWeighted, kDlb, kDrill };
+enum class LbMode : uint8_t { kEcmp, kWeighted, kDlb, kDrill, kLetflow };
 
 std::string_view to_string(LbMode mode);
-std::optional<LbMode> parse_lb_mode(std::string_view name);  // ecmp | weighted | dlb | drill
+// ecmp | weighted | dlb | drill | letflow
+std::optional<LbMode> parse_lb_mode(std::string_view name);
 
 struct PathGroupConfig {
   LbMode mode = LbMode::kEcmp;
@@ -47,7 +49,7 @@ struct PathGroupConfig {
   std::vector<uint16_t> member_ports;
   uint64_t dlb_gap_ns = FlowletTable::kDefaultGapNs;
   uint32_t dlb_table_entries = 4096;  // power of two
-  uint64_t seed = 0;                  // DRILL's random samples
+  uint64_t seed = 0;                  // DRILL's random samples and LetFlow's draws
   // ecmp reduces the hash onto the members by multiply-shift instead of hash % N (the
   // articles' formula, the default).
   bool ecmp_multiply_shift = false;
@@ -114,11 +116,12 @@ class PathSelector {
   // other modes read nothing keyed by flow that is not already in cache). See
   // FlowletTable::prefetch.
   void prefetch(uint32_t flow_hash) const {
-    if (mode() == LbMode::kDlb) flowlets_.prefetch(flow_hash);
+    const LbMode m = mode();
+    if (m == LbMode::kDlb || m == LbMode::kLetflow) flowlets_.prefetch(flow_hash);
   }
 
-  // Changes the mode at run time (any thread). Entering dlb starts from the flowlets it last
-  // knew; those older than the gap are new flowlets anyway.
+  // Changes the mode at run time (any thread). Entering dlb or letflow starts from the flowlets
+  // the table last knew (the two share it); those older than the gap are new flowlets anyway.
   void set_mode(LbMode mode) { mode_.store(mode, std::memory_order_relaxed); }
 
   // Makes this selector a replica of `primary` for another lcore (a lane of the same switch):

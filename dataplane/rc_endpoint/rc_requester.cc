@@ -178,6 +178,10 @@ std::string RcRequesterConfig::check() const {
   if (retransmit_timeout_ns == 0) return "retransmit_timeout_ns: must be > 0";
   if (op != RcOp::kWrite && op != RcOp::kRead) return "op: must be write or read";
   if (first_psn > kPsnMask) return "first_psn: must fit 24 bits";
+  if (entropy_values > ObliviousEntropy::kMaxValues ||
+      (entropy_values & (entropy_values - 1)) != 0) {
+    return "entropy_values: must be 0 (off) or a power of two up to 16384";
+  }
   return {};
 }
 
@@ -213,6 +217,10 @@ RcRequester::RcRequester(const RcRequesterConfig& config, const RcQpAddress& add
       next_va_(config_.remote_va) {
   if (pool_ == nullptr) throw std::invalid_argument("pool: must not be null");
   if (address_.udp_src_port == 0) address_.udp_src_port = rxe_udp_source_port(address_.local_qp);
+  if (config_.entropy_values > 1) {
+    entropy_ = std::make_unique<ObliviousEntropy>(config_.entropy_values, address_.udp_src_port,
+                                                  config_.entropy_seed);
+  }
 
   // A full-MTU WRITE FIRST is the largest packet; a pool whose mbufs cannot hold it would
   // fail every allocation, which is a set-up error rather than back-pressure. Posted messages
@@ -339,6 +347,7 @@ rte_mbuf* RcRequester::build(const Message& msg, uint32_t index, bool ack_req) {
   const RcWritePacket w = seg.packet(index, psn_of(msg.first_seq));
 
   FrameSpec f = address_.frame(ip_id_);
+  if (entropy_) f.udp.src_port = entropy_->next();
   f.payload = payload_bytes_.first(w.length);
   RoceSpec r;
   r.opcode = w.opcode;
@@ -360,6 +369,7 @@ rte_mbuf* RcRequester::build_read(const Message& msg, uint32_t index) {
   // by what was received (whole MTUs) and its length the rest (init_req_packet: dma.resid).
   const uint32_t done = index * config_.mtu;
   FrameSpec f = address_.frame(ip_id_);
+  if (entropy_) f.udp.src_port = entropy_->next();
   RoceSpec r;
   r.opcode = opcode::kRcReadRequest;
   r.dest_qp = address_.peer_qp;
@@ -985,7 +995,8 @@ uint64_t RcRequester::memory_bytes() const {
   return sizeof(*this) + capacity_bytes(payload_) +
          (own_stats_ != nullptr ? sizeof(CompletionTimeStats) : 0) +
          deque_bytes<Message>(messages_.size()) + capacity_bytes(completions_) +
-         deque_bytes<uint64_t>(resend_.size());
+         deque_bytes<uint64_t>(resend_.size()) +
+         (entropy_ != nullptr ? sizeof(ObliviousEntropy) : 0);
 }
 
 }  // namespace spraynet

@@ -113,6 +113,7 @@
 #include <string>
 #include <vector>
 
+#include "dataplane/rc_endpoint/oblivious_entropy.h"
 #include "dataplane/rc_endpoint/rc_write_segmenter.h"
 #include "dataplane/wire/packet_builder.h"
 
@@ -228,6 +229,10 @@ struct RcRequesterConfig {
   // Not owned; outlives the endpoint and every packet it builds. Set: payloads are attached
   // from it (chained, no copy) and ICRCs of segments in it fold their known CRC; null: copied.
   PayloadStore* payload_store = nullptr;
+  // Oblivious entropy spraying (ObliviousEntropy): every packet's UDP source port the next of a
+  // per-QP permutation of this many values (a power of two, 2..16384); 0 or 1: the QP's port.
+  uint32_t entropy_values = 0;
+  uint64_t entropy_seed = 0;
 
   // Empty when valid, else "key: reason".
   std::string check() const;
@@ -461,6 +466,9 @@ class RcRequester {
   uint64_t next_message_ns_ = 0;  // the message gap: no new message before this
   uint64_t alloc_retry_at_ns_ = 0;
   uint16_t ip_id_ = 0;
+  // RcRequesterConfig::entropy_values; a pointer, so that QPs without it (most, and a cdf run
+  // has millions) pay 8 bytes for it.
+  std::unique_ptr<ObliviousEntropy> entropy_;
   RcRequesterCounters counters_;
 };
 

@@ -117,6 +117,9 @@ struct RcTrafficEngineConfig {
   // a CNP addressed to it (receive()) cuts that rate. Without, nothing paces a QP but its window.
   std::optional<DcqcnConfig> dcqcn;
   uint8_t ecn = 0;        // data packets' ECN codepoint (2: ECT(0), what a switch may mark CE)
+  // Oblivious entropy spraying by every requester (RcRequesterConfig::entropy_values; 0: off).
+  uint32_t entropy_values = 0;
+  uint64_t entropy_seed = 0;
   int16_t ack_dscp = -1;  // ACK/NAKs' DSCP; -1: the data's (RcQpAddress::ack_dscp)
 
   RcQpRole role_of(uint32_t qp_index) const;

@@ -109,7 +109,7 @@ lcores:
 TEST_CASE("errors name the file, the key and what is allowed") {
   CHECK(error_of("ports: []") == "test.yaml: ports: required: a list of one or more ports");
   CHECK(error_of(kPorts + "groups: [{name: g, mode: fastest, ports: [a]}]") ==
-        "test.yaml: groups[0].mode: must be one of ecmp|weighted|dlb|drill, got \"fastest\"");
+        "test.yaml: groups[0].mode: must be one of ecmp|weighted|dlb|drill|letflow, got \"fastest\"");
   CHECK(error_of(kPorts + "groups: [{name: g, ports: [a], ecmp_reduce: divide}]") ==
         "test.yaml: groups[0].ecmp_reduce: must be one of modulo|multiply, got \"divide\"");
   CHECK(parse(kPorts + "groups: [{name: g, ports: [a], ecmp_reduce: multiply}]")

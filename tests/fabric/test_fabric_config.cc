@@ -4,11 +4,13 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <set>
 
 #include "control/config_reader.h"
+#include "fabric/config_keys.h"
 #include "fabric/flow_size_cdf.h"
 #include "fabric/topology.h"
 #include "fabric/workload.h"
@@ -530,4 +532,63 @@ TEST_CASE("YAML: warmup 0 is none, network_load is the per-host load converted")
                     Catch::Contains("not both"));
   CHECK_THROWS_WITH(parse_fabric_config_yaml("fabric:\n  load: 0.3\n", "f.yaml"),
                     Catch::Contains("only with workload cdf"));
+}
+
+TEST_CASE("one table: every key is a flag and a YAML key, read the same way, refused by name") {
+  const std::vector<ConfigKey>& keys = config_keys();
+  std::set<std::string> names;
+  for (const ConfigKey& k : keys) {
+    CHECK(names.insert(k.name).second);  // each once
+    CHECK_FALSE(k.help.empty());
+    CHECK(k.yaml_key().find('-') == std::string::npos);
+  }
+  // Values that are no value of anything: every key but the free-text ones refuses them in YAML,
+  // naming the file and its key.
+  const std::set<std::string> free_text = {"json", "timeseries", "csv", "plots"};
+  for (const ConfigKey& k : keys) {
+    if (free_text.count(k.name) != 0) continue;
+    const std::string yaml = "fabric:\n  " + k.yaml_key() + ": " +
+                             (k.repeatable ? "['#bogus#']" : "'#bogus#'") + "\n";
+    CHECK_THROWS_WITH(parse_fabric_config_yaml(yaml, "f.yaml"),
+                      Catch::Contains("f.yaml") && Catch::Contains("fabric." + k.yaml_key()));
+  }
+  // The same values through the flags' setters and through YAML: the same config.
+  const std::vector<std::pair<std::string, std::string>> given = {
+      {"leaves", "4"},           {"dlb-gap-us", "4.35"},
+      {"mode", "ecmp,letflow"},  {"letflow-timeout-us", "250"},
+      {"pfc", "off"},            {"cnp-dscp", "40"},
+      {"event", "link-down:leaf0-spine1@10us"},
+      {"duration", "3ms"},       {"seeds", "2-3"}};
+  FabricConfig by_flags;
+  std::string yaml = "fabric:\n";
+  for (const auto& [name, value] : given) {
+    const auto k = std::find_if(keys.begin(), keys.end(),
+                                [&](const ConfigKey& key) { return key.name == name; });
+    REQUIRE(k != keys.end());
+    k->set(by_flags, value);
+    yaml += "  " + k->yaml_key() + ": " + (k->repeatable ? "['" + value + "']" : "'" + value + "'") +
+            "\n";
+  }
+  const FabricConfig by_yaml = parse_fabric_config_yaml(yaml, "f.yaml");
+  CHECK(by_yaml.leaves == 4);
+  CHECK(by_flags.leaves == 4);
+  CHECK(by_yaml.dlb_gap_ns == 4350);  // rounded, not truncated to 4349
+  CHECK(by_flags.dlb_gap_ns == 4350);
+  CHECK(by_yaml.modes == std::vector<FabricMode>{FabricMode::kEcmp, FabricMode::kLetflow});
+  CHECK(by_flags.modes == by_yaml.modes);
+  CHECK(by_yaml.letflow_timeout_ns == 250'000);
+  CHECK(by_flags.letflow_timeout_ns == 250'000);
+  CHECK_FALSE(by_yaml.pfc);
+  CHECK_FALSE(by_flags.pfc);
+  CHECK(by_yaml.cc.cnp_dscp == 40);
+  CHECK(by_flags.cc.cnp_dscp == 40);
+  CHECK(by_yaml.events.size() == 1);
+  CHECK(by_flags.events.size() == 1);
+  CHECK(by_yaml.duration_ns == 3'000'000);
+  CHECK(by_flags.duration_ns == 3'000'000);
+  CHECK(by_yaml.seed_last == 3);
+  CHECK(by_flags.seed_last == 3);
+  // A YAML list of modes is the comma list.
+  CHECK(parse_fabric_config_yaml("fabric:\n  mode: [dlb, letflow]\n", "f.yaml").modes ==
+        std::vector<FabricMode>{FabricMode::kDlb, FabricMode::kLetflow});
 }

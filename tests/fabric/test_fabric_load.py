@@ -146,7 +146,7 @@ class Refusals(unittest.TestCase):
     def test_network_load_ranges(self):
         self.refused([*SMALL, *CDF, "--network-load", "1.2"], "--network-load:",
                      "needs each host to offer 1.050", "at most 1.143")
-        self.refused([*SMALL, *CDF, "--network-load", "3"], "--network-load: (0, 2]")
+        self.refused([*SMALL, *CDF, "--network-load", "3"], "--network-load: must be a number in [0.001, 2], got '3'")
         self.refused(["--leaves", "1", "--hosts-per-leaf", "4", *CDF, "--network-load", "0.5"],
                      "--network-load:", "one leaf")
 

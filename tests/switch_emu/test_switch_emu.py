@@ -412,6 +412,70 @@ class EcmpCrc32Pcap(TempDirTest):
 # ---------------------------------------------------------------------------------------------
 # 2. Malformed input
 
+class LetflowPcap(TempDirTest):
+    """LetFlow on real net_pcap ports (issue 42): 4,000 UDP flows in 20,000 packets through
+    switch-pcap.sh --mode letflow with a flowlet gap of 10 s, so that no flowlet ends: each
+    flow's first packet draws a port at random and every later packet follows it. The flowlet
+    table (2^16 entries) is shared by the flows whose hashes meet in an entry, as in hardware:
+    the test computes each flow's entry itself (CRC32C & 0xFFFF) and checks that every flow
+    sharing an entry leaves where the entry's first flow went, and that the switch counted one
+    flowlet per entry used and the rest as collisions."""
+    FLOWS = 4000
+    PACKETS = 20_000
+    PORTS = 8
+    ENTRIES = 1 << 16
+
+    def test_flows_stay_on_one_random_port_and_the_flowlets_are_counted(self):
+        rng = random.Random(42)
+        flows = random_udp_flows(rng, self.FLOWS)
+        frames, order = flow_traffic(rng, flows, self.PACKETS)
+        in_pcap = os.path.join(self.tmp, "in.pcap")
+        P.write_pcap(in_pcap, frames)
+        outdir = os.path.join(self.tmp, "out")
+        r = switch_pcap(in_pcap, outdir, "--ports", str(self.PORTS), "--mode", "letflow",
+                        "--flowlet-gap-ns", "10000000000", "--flowlet-entries",
+                        str(self.ENTRIES))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        outputs = read_outputs(outdir, self.PORTS)
+        self.assertEqual(sum(len(o) for o in outputs), self.PACKETS)
+        port_of_flow = {}
+        for k, o in enumerate(outputs):
+            last = -1
+            for f in o:
+                seq, fi = struct.unpack_from("!QI", f, 14 + 20 + 8)
+                self.assertGreater(seq, last, f"port {k}: packets reordered")
+                last = seq
+                self.assertEqual(port_of_flow.setdefault(fi, k), k, f"flow {fi} moved")
+        self.assertEqual(len(port_of_flow), self.FLOWS)
+        # The entries, as the switch indexes them; the first packet of each entry chose.
+        entry_of = {}
+        for fi, (s, d, sp, dp) in enumerate(flows):
+            h = P.flow_hash(P.flow_key(s, d, sp, dp, P.PROTO_UDP), 0, "crc32c")
+            entry_of[fi] = h & (self.ENTRIES - 1)
+        first_port = {}
+        for fi in order:
+            first_port.setdefault(entry_of[fi], port_of_flow[fi])
+        for fi, k in port_of_flow.items():
+            self.assertEqual(k, first_port[entry_of[fi]], f"flow {fi} left its entry's port")
+        # The draws are uniform over the ports: chi-square over the entries' ports, 7 degrees
+        # of freedom, below the 99% quantile 18.475.
+        counts = Counter(first_port.values())
+        even = len(first_port) / self.PORTS
+        x2 = sum((counts.get(k, 0) - even) ** 2 / even for k in range(self.PORTS))
+        self.assertLess(x2, 18.475, counts)
+        with open(os.path.join(outdir, "stats.json")) as f:
+            st = json.load(f)
+        self.assertEqual(st["mempool_in_use_at_exit"], 0)
+        (group,) = st["groups"]
+        self.assertEqual(group["mode"], "letflow")
+        fl = group["flowlets"]
+        self.assertEqual(fl["entries"], self.ENTRIES)
+        self.assertEqual(fl["gap_ns"], 10_000_000_000)
+        self.assertEqual(fl["started"], len(first_port))
+        self.assertEqual(fl["expired"], 0)
+        self.assertEqual(group["member_packets"], [len(o) for o in outputs])
+
+
 class MalformedInput(TempDirTest):
     def build(self):
         """(frames, good frames, expected drop counts by stats.json name)."""

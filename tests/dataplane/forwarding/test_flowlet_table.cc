@@ -2,6 +2,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <cstdlib>
 #include <random>
 #include <stdexcept>
@@ -251,4 +252,91 @@ TEST_CASE("collisions and expired flowlets are counted") {
   CHECK(big.counters().collisions == 0);
   CHECK(big.counters().flowlets_started == 100000);
   CHECK(big.counters().flowlets_expired == 0);
+}
+
+namespace {
+
+// Pearson's statistic of `counts` against equal expectations.
+double chi_square_uniform(const std::vector<uint64_t>& counts) {
+  double total = 0;
+  for (uint64_t c : counts) total += static_cast<double>(c);
+  const double expected = total / static_cast<double>(counts.size());
+  double x2 = 0;
+  for (uint64_t c : counts) x2 += (static_cast<double>(c) - expected) * (c - expected) / expected;
+  return x2;
+}
+
+// The chi-square distribution's 99% quantile by the Wilson-Hilferty approximation (within 0.3%
+// of the tables for 5 or more degrees of freedom): z = 2.3263, the normal's 99% quantile.
+double chi_square_99(unsigned dof) {
+  const double k = dof, z = 2.3263478740408408;
+  const double a = 2.0 / (9.0 * k);
+  return k * std::pow(1.0 - a + z * std::sqrt(a), 3.0);
+}
+
+}  // namespace
+
+TEST_CASE("LetFlow: new flowlets take every eligible member equally often (chi-square at 99%)") {
+  CHECK(chi_square_99(7) == Approx(18.475).epsilon(0.003));  // the tables' values
+  CHECK(chi_square_99(5) == Approx(15.086).epsilon(0.003));
+  FlowletTable t(1 << 16, 100 * kUs, /*seed=*/42);
+  std::vector<PathLoad> m = idle_members(8);
+  m[0].queued_bytes = 10'000'000;  // LetFlow reads no load: a full queue is drawn as often
+  std::vector<uint64_t> counts(8, 0);
+  constexpr uint32_t kFlowlets = 16'000;
+  // One flow, a new flowlet every 200 us (twice the gap): every packet starts one.
+  for (uint32_t i = 0; i < kFlowlets; ++i) {
+    ++counts.at(t.select_random(0xABCD1234u, uint64_t{i} * 200 * kUs + 1, m));
+  }
+  CHECK(chi_square_uniform(counts) < chi_square_99(7));
+  CHECK(t.counters().flowlets_started == kFlowlets);
+  CHECK(t.counters().flowlets_expired == kFlowlets - 1);
+  // About 7/8 of them land elsewhere than the previous flowlet.
+  CHECK(t.counters().flowlets_moved == Approx(kFlowlets * 7.0 / 8).epsilon(0.03));
+
+  // Two ineligible members: never chosen, the six others equally.
+  FlowletTable u(1 << 16, 100 * kUs, 7);
+  m[2].eligible = false;
+  m[5].eligible = false;
+  std::vector<uint64_t> six(8, 0);
+  for (uint32_t f = 0; f < 12'000; ++f) ++six.at(u.select_random(f * 2654435761u, 5, m));
+  CHECK(six[2] == 0);
+  CHECK(six[5] == 0);
+  const std::vector<uint64_t> eligible = {six[0], six[1], six[3], six[4], six[6], six[7]};
+  CHECK(chi_square_uniform(eligible) < chi_square_99(5));
+}
+
+TEST_CASE("LetFlow: a flowlet keeps its member while its gaps stay within the timeout") {
+  FlowletTable t(4096, 100 * kUs, 3);
+  std::vector<PathLoad> m = idle_members(8);
+  const uint16_t first = t.select_random(77, 1000, m);
+  uint64_t now = 1000;
+  for (int i = 0; i < 1000; ++i) {
+    now += 99 * kUs;  // just inside the gap, for 99 ms
+    m[i % 8].queued_bytes = static_cast<uint64_t>(i) * 1000;  // loads change; LetFlow ignores
+    REQUIRE(t.select_random(77, now, m) == first);
+  }
+  CHECK(t.counters().flowlets_started == 1);
+  // Its member going down moves it at once, counted as such, to an eligible member.
+  m[first].eligible = false;
+  const uint16_t moved = t.select_random(77, now + 1, m);
+  CHECK(moved != first);
+  CHECK(moved < 8);
+  CHECK(t.counters().rerouted_ineligible == 1);
+  // Nothing eligible: kNoMember, counted, the entry left alone.
+  for (PathLoad& p : m) p.eligible = false;
+  CHECK(t.select_random(77, now + 2, m) == FlowletTable::kNoMember);
+  CHECK(t.counters().no_eligible_member == 1);
+}
+
+TEST_CASE("LetFlow: the same seed and packets give the same members; another seed differs") {
+  const auto run = [](uint64_t seed) {
+    FlowletTable t(256, 10 * kUs, seed);
+    std::vector<PathLoad> m = idle_members(16);
+    std::vector<uint16_t> out;
+    for (uint32_t i = 0; i < 500; ++i) out.push_back(t.select_random(i % 37, i * 7 * kUs, m));
+    return out;
+  };
+  CHECK(run(9) == run(9));
+  CHECK(run(9) != run(10));
 }

@@ -1527,3 +1527,30 @@ TEST_CASE("requester rxe: the responder's NAK invalid request fails the requeste
   CHECK(req.poll(cfg.retransmit_timeout_ns, pkts, 100) == 0);
   CHECK(pool.whole());
 }
+
+TEST_CASE("requester: oblivious entropy writes a new UDP source port per packet, ICRC valid") {
+  TestPool pool(1023, kBigRoom);
+  RcRequesterConfig cfg;
+  cfg.message_bytes = 64 * 1024;
+  cfg.mtu = 1024;
+  cfg.messages = 1;
+  cfg.entropy_values = 16;
+  cfg.entropy_seed = 3;
+  const RcQpAddress addr = requester_address();
+  RcRequester req(cfg, addr, pool.get());
+  std::vector<rte_mbuf*> out;
+  REQUIRE(req.poll(0, out, 1000) == 64);
+  // The ports the stage itself gives, for this QP's rxe port and seed.
+  ObliviousEntropy expected(16, rxe_udp_source_port(addr.local_qp), 3);
+  std::set<uint16_t> seen;
+  for (const rte_mbuf* m : out) {
+    const ParsedPacket p = parse_ok(m);  // parses, and the ICRC (which covers the port) verifies
+    CHECK(p.src_port == expected.next());
+    seen.insert(p.src_port);
+  }
+  CHECK(seen.size() == 16);
+  free_all(out);
+  cfg.entropy_values = 12;
+  CHECK_THROWS_WITH(RcRequester(cfg, addr, pool.get()), Catch::Contains("entropy_values"));
+  CHECK(pool.whole());
+}

@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+"""The load-balancing schemes the research simulators ship, in fabric_emu (issue 42): each one's
+paper claim on the fabric where it shows, checked on the JSON of real runs.
+
+LetFlow (Vanini et al., NSDI 2017): on an asymmetric fabric (one leaf-spine link at a quarter of
+its rate) flowlets on the slow path end sooner and move, so LetFlow carries more than ECMP,
+whose flows stay where the hash put them.
+
+Oblivious entropy spraying (Ultra Ethernet; htsim's UecMpOblivious): the NICs give each packet of
+a QP the next UDP source port of a per-QP permutation and the switches stay in ECMP mode; on the
+run.sh fabric it reaches the line rate's share with the reorder engine and no retransmission,
+and without a reordering receiver (--receive none) pays for the reordering as spray-noreorder
+does.
+
+FABRIC_EMU points at the program."""
+import json
+import os
+import subprocess
+import tempfile
+import unittest
+
+EMU = os.environ.get("FABRIC_EMU", "build/fabric/fabric_emu")
+
+# 2 leaves x 4 spines x 4 hosts (1:1), leaf0-spine0 at 25 of 100 Gbit/s, 256 KiB messages with
+# 50 us between a QP's messages.
+ASYMMETRIC = ["--leaves", "2", "--spines", "4", "--hosts-per-leaf", "4",
+              "--event", "rate:leaf0-spine0=25@0us", "--msg-bytes", "262144",
+              "--message-gap-us", "50", "--duration", "3ms", "--seeds", "1-6"]
+
+
+def run(*args, raw=False):
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "r.json")
+        p = subprocess.run([EMU, "--quiet", "--reproducible", "--json", out, *args],
+                           capture_output=True, text=True, timeout=600)
+        if p.returncode != 0:
+            raise AssertionError(f"fabric_emu {' '.join(args)} exited {p.returncode}:\n"
+                                 f"{p.stdout}\n{p.stderr}")
+        with open(out, "rb") as f:
+            data = f.read()
+        return data if raw else json.loads(data)
+
+
+def by_mode(report, mode):
+    return [r for r in report["runs"] if r["mode"] == mode]
+
+
+def mean(values):
+    values = list(values)
+    return sum(values) / len(values)
+
+
+class LetFlow(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.report = run(*ASYMMETRIC, "--mode", "ecmp,letflow")
+
+    def test_lossless_whole_and_flowlets_counted(self):
+        for r in self.report["runs"]:
+            self.assertTrue(r["ok"], r["warnings"])
+            self.assertEqual(r["lossless_drops"], {"headroom_overflow": 0, "queue_full": 0})
+            self.assertTrue(r["mempool_whole"])
+            self.assertEqual(r["mbufs_in_use_at_end"], 0)
+        for r in by_mode(self.report, "letflow"):
+            # At least each QP's first flowlet at its leaf (8 QPs).
+            self.assertGreaterEqual(r["flowlets_started"], 8)
+        for r in by_mode(self.report, "ecmp"):
+            self.assertEqual(r["flowlets_started"], 0)
+        self.assertEqual(self.report["config"]["letflow_timeout_us"], 100)
+
+    def test_beats_ecmp_on_the_asymmetric_fabric(self):
+        ecmp, letflow = by_mode(self.report, "ecmp"), by_mode(self.report, "letflow")
+        self.assertEqual(len(ecmp), 6)
+        self.assertEqual(len(letflow), 6)
+        t_ecmp = mean(r["throughput_fraction"] for r in ecmp)
+        t_letflow = mean(r["throughput_fraction"] for r in letflow)
+        self.assertGreater(t_letflow, t_ecmp * 1.03, (t_letflow, t_ecmp))
+        p99_ecmp = mean(r["fct_us"]["p99"] for r in ecmp)
+        p99_letflow = mean(r["fct_us"]["p99"] for r in letflow)
+        self.assertLess(p99_letflow, p99_ecmp, (p99_letflow, p99_ecmp))
+
+    def test_same_output_at_any_threads_and_jobs(self):
+        args = [*ASYMMETRIC[:-2], "--seeds", "1-2", "--mode", "letflow"]
+        one = run(*args, "--threads", "1", "--jobs", "1", raw=True)
+        self.assertEqual(one, run(*args, "--threads", "3", "--jobs", "2", raw=True))
+        # The seed matters: another seed draws other members.
+        other = run(*ASYMMETRIC[:-2], "--seeds", "3-4", "--mode", "letflow", raw=True)
+        self.assertNotEqual(json.loads(one)["runs"][0]["uplink_util_by_link"],
+                            json.loads(other)["runs"][0]["uplink_util_by_link"])
+
+    def test_bad_timeout_refused_with_key_and_range(self):
+        p = subprocess.run([EMU, "--letflow-timeout-us", "0"], capture_output=True, text=True)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("--letflow-timeout-us: must be microseconds in [0.001, 1e+06], got '0'",
+                      p.stderr)
+        with tempfile.NamedTemporaryFile("w", suffix=".yaml") as f:
+            f.write("fabric:\n  letflow_timeout_us: forever\n")
+            f.flush()
+            p = subprocess.run([EMU, "--config", f.name], capture_output=True, text=True)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn(f.name, p.stderr)
+        self.assertIn("fabric.letflow_timeout_us", p.stderr)
+
+
+class Oblivious(unittest.TestCase):
+    RUN_SH = ["--duration", "1ms", "--seeds", "1-4"]  # run.sh's fabric: 2 x 8 x 8, 100G
+
+    def test_line_rate_with_the_reorder_engine_and_no_retransmission(self):
+        rep = run(*self.RUN_SH, "--mode", "ecmp,oblivious")
+        self.assertEqual(rep["config"]["entropy_values"], 256)
+        obl = by_mode(rep, "oblivious")
+        self.assertEqual(len(obl), 4)
+        for r in obl:
+            self.assertTrue(r["ok"], r["warnings"])
+            self.assertEqual(r["receive"], "reorder-buffer")
+            self.assertGreaterEqual(r["throughput_fraction"], 0.95, r["seed"])
+            self.assertEqual(r["packets_retransmitted"], 0)
+            self.assertEqual(r["naks"], 0)
+            self.assertGreater(r["reorder"]["p99_depth"], 0)  # it did reorder
+            self.assertTrue(r["mempool_whole"])
+            # The switches stay in ECMP mode: no flowlet, no PPCID.
+            self.assertEqual(r["flowlets_started"], 0)
+        self.assertGreater(mean(r["throughput_fraction"] for r in obl),
+                           mean(r["throughput_fraction"] for r in by_mode(rep, "ecmp")) + 0.2)
+
+    def test_without_a_reordering_receiver_it_pays_as_spray_noreorder_does(self):
+        rep = run(*self.RUN_SH, "--mode", "oblivious,spray-noreorder", "--receive", "none")
+        for mode in ("oblivious", "spray-noreorder"):
+            runs = by_mode(rep, mode)
+            self.assertGreater(mean(r["retx_rate"] for r in runs), 0.01, mode)
+            self.assertLess(mean(r["throughput_fraction"] for r in runs), 0.5, mode)
+
+    def test_same_output_at_any_threads_and_bad_values_refused(self):
+        args = ["--duration", "300us", "--seeds", "1", "--mode", "oblivious"]
+        self.assertEqual(run(*args, "--threads", "1", raw=True),
+                         run(*args, "--threads", "2", raw=True))
+        p = subprocess.run([EMU, "--entropy-values", "100"], capture_output=True, text=True)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("entropy-values: a power of two from 2 to 16384", p.stderr)
+        p = subprocess.run([EMU, "--entropy-values", "1"], capture_output=True, text=True)
+        self.assertIn("--entropy-values: must be a whole number in [2, 16384], got '1'",
+                      p.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
