@@ -236,7 +236,7 @@ std::vector<ConfigKey> make_keys() {
          "permutation: write | read (RDMA READs: the destination's data comes back) (write)");
   key("mode",
       "comma-separated (a list in YAML): ecmp | ecmp-qp | weighted | dlb | drill | letflow | "
-      "oblivious | spray | spray-noreorder (ecmp,spray)",
+      "oblivious | reps | spray | spray-noreorder (ecmp,spray)",
       [](FabricConfig& c, const std::string& v) { c.modes = parse_mode_list(v); });
   f.back().comma_list = true;
   choice("spray-policy", &FabricConfig::spray_policy, {"rr", "weighted", "adaptive"},
@@ -292,8 +292,9 @@ std::vector<ConfigKey> make_keys() {
          "letflow: flowlet timeout; a flowlet idle this long goes to a random member (100, "
          "conweave-ns3's LetflowRouting)");
   u32("entropy-values", &FabricConfig::entropy_values, 2, 16384,
-      "oblivious: UDP source ports each QP cycles through, a new permutation every round, a "
-      "power of two (256)");
+      "oblivious, reps: the UDP source ports (entropy values) of each QP, a power of two; "
+      "oblivious cycles through them in a new order every round, reps draws from them what it "
+      "cannot recycle (256)");
   micros("control-period-us", &FabricConfig::control_period_ns, 1, 1e7,
          "weighted: control loop period (200000)");
   micros("nic-control-period-us", &FabricConfig::nic_control_period_ns, 1, 1e7,

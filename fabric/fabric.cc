@@ -67,9 +67,13 @@ Fabric::Fabric(const FabricConfig& config, FabricMode mode, uint64_t seed, rte_m
     engine.placement_window = spec.nic.placement.window;
     engine.placement_nak_delay_ns = spec.nic.placement.nak_delay_ns;
     if (config.payload == "shared") engine.payload_store = &payload_store_;
-    if (mode == FabricMode::kOblivious) {
+    if (mode == FabricMode::kOblivious || mode == FabricMode::kReps) {
       engine.entropy_values = config.entropy_values;
       engine.entropy_seed = seed * 0x9E3779B97F4A7C15ull + h;
+    }
+    if (mode == FabricMode::kReps) {
+      engine.entropy_reps = true;
+      engine.echo_entropy = true;  // and an ACK per packet: rxe's one per 65 is too few to learn
     }
     auto logger = std::make_shared<spdlog::logger>(spec.name, nic_log_[h]);
     logger->set_level(spdlog::level::info);

@@ -41,6 +41,7 @@ std::string_view to_string(FabricMode mode) {
     case FabricMode::kDrill: return "drill";
     case FabricMode::kLetflow: return "letflow";
     case FabricMode::kOblivious: return "oblivious";
+    case FabricMode::kReps: return "reps";
     case FabricMode::kSpray: return "spray";
     case FabricMode::kSprayNoReorder: return "spray-noreorder";
   }
@@ -49,7 +50,7 @@ std::string_view to_string(FabricMode mode) {
 
 std::optional<FabricMode> parse_fabric_mode(std::string_view name) {
   for (auto m : {FabricMode::kEcmp, FabricMode::kEcmpQp, FabricMode::kWeighted, FabricMode::kDlb,
-                 FabricMode::kDrill, FabricMode::kLetflow, FabricMode::kOblivious, FabricMode::kSpray, FabricMode::kSprayNoReorder}) {
+                 FabricMode::kDrill, FabricMode::kLetflow, FabricMode::kOblivious, FabricMode::kReps, FabricMode::kSpray, FabricMode::kSprayNoReorder}) {
     if (to_string(m) == name) return m;
   }
   return std::nullopt;
@@ -325,7 +326,7 @@ std::string FabricConfig::effective_receive(FabricMode mode) const {
   // that rxe's requester ignores during a retry leaves the QP to its 67 ms timer.
   if (receive == "reorder-buffer") {
     return mode == FabricMode::kSpray || mode == FabricMode::kDrill ||
-                   mode == FabricMode::kOblivious
+                   mode == FabricMode::kOblivious || mode == FabricMode::kReps
                ? receive
                : "none";
   }

@@ -25,13 +25,14 @@ enum class FabricMode : uint8_t {
   kDrill,           // per packet, the less loaded of two samples and the last winner
   kLetflow,         // flowlets on a member drawn at random (LetFlow, NSDI 2017)
   kOblivious,       // ECMP switches; each NIC QP's packets on a permutation of UDP source ports
+  kReps,            // ECMP switches; NIC QPs recycle the source ports ACKs echo (REPS)
   kSpray,           // NIC writes a path id per packet; leaves spray by TCAM rule
   kSprayNoReorder,  // the same with receive none, whatever --receive says (see receive)
 };
 std::string_view to_string(FabricMode mode);
 std::optional<FabricMode> parse_fabric_mode(std::string_view name);
 bool is_spray(FabricMode mode);
-inline constexpr const char* kModeNames = "ecmp | ecmp-qp | weighted | dlb | drill | letflow | oblivious | spray | spray-noreorder";
+inline constexpr const char* kModeNames = "ecmp | ecmp-qp | weighted | dlb | drill | letflow | oblivious | reps | spray | spray-noreorder";
 
 enum class Workload : uint8_t { kPermutation, kAllreduce, kAlltoall, kIncast, kCdf };
 std::string_view to_string(Workload w);
@@ -176,7 +177,7 @@ struct FabricConfig {
   uint64_t dlb_gap_ns = 100'000;  // 0 is not allowed by the flowlet table
   // LetFlow's flowlet timeout: conweave-ns3's LetflowRouting (100 us for 100G RoCE).
   uint64_t letflow_timeout_ns = 100'000;
-  // oblivious: the entropy values (UDP source ports) each QP cycles through; a power of two.
+  // oblivious, reps: the entropy values (UDP source ports) of each QP; a power of two.
   uint32_t entropy_values = 256;
   uint64_t control_period_ns = 200'000'000;
   // The NICs' own control loop (spray modes with spray_policy weighted): how often each NIC

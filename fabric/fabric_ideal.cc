@@ -103,7 +103,8 @@ std::vector<uint32_t> Fabric::build_ideal_paths() {
   // entropy spraying's every uplink.
   const bool spray = is_spray(mode_);
   const bool per_packet =
-      spray || mode_ == FabricMode::kDrill || mode_ == FabricMode::kOblivious;
+      spray || mode_ == FabricMode::kDrill || mode_ == FabricMode::kOblivious ||
+      mode_ == FabricMode::kReps;
   host_lanes_ = spray ? planes : 1;
   leaf_spine_lanes_ = per_packet ? (spray ? planes : 1) * config_.leaf_uplinks() : 1;
   spine_super_lanes_ = per_packet ? leaf_spine_lanes_ * config_.spine_uplinks() : 1;

@@ -425,6 +425,8 @@ void NicNode::notify_congestion(const ParsedPacket& p, uint64_t now_ns) {
   const RcQpAddress a = rc_->config().address(index);
   FrameSpec f = a.frame(cnp_ip_id_++);
   f.ip.tos = static_cast<uint8_t>(config_.cc.cnp_dscp << 2);  // Not-ECT: a CNP is never marked
+  // REPS: the marked packet's entropy back to its sender, which will not reuse it.
+  if (rc_->config().echo_entropy) f.udp.src_port = p.src_port;
   RoceSpec r;
   r.opcode = opcode::kCnp;
   r.dest_qp = a.peer_qp;

@@ -118,17 +118,17 @@ void RcPlacementResponder::set(std::vector<uint64_t>& map, uint64_t seq, bool v)
 void RcPlacementResponder::queue_ack() {
   // Cumulative: everything before expected has arrived. (Before the first PSN, first_psn - 1
   // says "nothing yet", as RcResponder answers a duplicate then.)
-  pending_ack_ = Control{true, kAckUnlimited, psn_add(expected_psn_, kPsnMask), msn_};
+  pending_ack_ = Control{true, kAckUnlimited, psn_add(expected_psn_, kPsnMask), msn_, echo_port_};
   // A NAK still waiting for an mbuf named a PSN that has arrived since.
   if (pending_nak_.valid && psn_before(pending_nak_.psn, expected_psn_)) pending_nak_.valid = false;
 }
 
 void RcPlacementResponder::queue_nak(uint32_t psn) {
-  pending_nak_ = Control{true, aeth::kNakPsnSequenceError, psn, msn_};
+  pending_nak_ = Control{true, aeth::kNakPsnSequenceError, psn, msn_, echo_port_};
 }
 
 bool RcPlacementResponder::send(const Control& c, std::vector<rte_mbuf*>& out) {
-  rte_mbuf* m = build_rc_ack(pool_, address_, ip_id_, c.psn, c.syndrome, c.msn);
+  rte_mbuf* m = build_rc_ack(pool_, address_, ip_id_, c.psn, c.syndrome, c.msn, c.src_port);
   if (m == nullptr) {
     ++counters_.pool_empty;
     return false;
@@ -205,6 +205,7 @@ bool RcPlacementResponder::advance(uint64_t now_ns) {
 size_t RcPlacementResponder::receive(rte_mbuf* m, const ParsedPacket& p, uint64_t now_ns,
                                      std::vector<rte_mbuf*>& out) {
   ++counters_.packets_received;
+  if (config_.echo_entropy) echo_port_ = p.src_port;
   const size_t before = out.size();
   if (!roce_packet_in_mbuf(m, p, p.payload_offset, p.payload_length + kIcrcSize)) {
     ++counters_.malformed;
@@ -229,7 +230,7 @@ size_t RcPlacementResponder::receive(rte_mbuf* m, const ParsedPacket& p, uint64_
     set(arrived_, seq, true);
     set(starts_, seq, starts_message(p.bth_opcode));
     set(ends_, seq, ends_message(p.bth_opcode));
-    set(ack_req_, seq, p.ack_req);
+    set(ack_req_, seq, p.ack_req || config_.echo_entropy);  // echo_entropy: ACK every packet
     ++counters_.placed;
     counters_.bytes_written += p.payload_length;
     counters_.max_distance = std::max<uint64_t>(counters_.max_distance, diff);

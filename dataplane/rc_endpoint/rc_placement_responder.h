@@ -73,6 +73,11 @@ struct RcPlacementResponderConfig {
   // Not owned; outlives the endpoint and every packet it builds. Set: payloads are attached
   // from it (chained, no copy) and ICRCs of segments in it fold their known CRC; null: copied.
   PayloadStore* payload_store = nullptr;
+  // ACK/NAKs leave with the UDP source port of the packet that made them (the entropy value it
+  // was sprayed on), so that a REPS sender learns which values reached it, and every packet is
+  // acknowledged, AckReq or not (as Ultra Ethernet acknowledges, and ns-3's L2_ACK_INTERVAL 1);
+  // false: the QP's port, ACKs as rxe sends them.
+  bool echo_entropy = false;
   // PSNs tracked from the cumulative point: expected .. expected + window - 1. A requester never
   // has a PSN more than max_in_flight - 1 after its oldest unacknowledged one, which is at or
   // before expected, so window >= the requester's max_in_flight never overflows. 1..kMaxWindow.
@@ -149,6 +154,7 @@ class RcPlacementResponder {
     uint8_t syndrome = 0;
     uint32_t psn = 0;
     uint32_t msn = 0;
+    uint16_t src_port = 0;  // 0: the QP's (see echo_entropy)
   };
   // Bit i of a bitmap is sequence number (PSNs since first_psn) s with s % bits_ == i.
   size_t slot(uint64_t seq) const { return static_cast<size_t>(seq % bits_); }
@@ -186,6 +192,7 @@ class RcPlacementResponder {
   Control pending_nak_;
   uint64_t retry_at_ns_ = 0;
   uint16_t ip_id_ = 0;
+  uint16_t echo_port_ = 0;  // echo_entropy: the source port of the packet being received
   RcPlacementResponderCounters counters_;
 };
 

@@ -46,7 +46,7 @@ FrameSpec RcQpAddress::frame(uint16_t ip_id) const {
 }
 
 rte_mbuf* build_rc_ack(rte_mempool* pool, const RcQpAddress& a, uint16_t ip_id, uint32_t psn,
-                       uint8_t syndrome, uint32_t msn) {
+                       uint8_t syndrome, uint32_t msn, uint16_t src_port) {
   RoceSpec r;
   r.opcode = opcode::kRcAck;
   r.dest_qp = a.peer_qp;
@@ -55,6 +55,7 @@ rte_mbuf* build_rc_ack(rte_mempool* pool, const RcQpAddress& a, uint16_t ip_id, 
   r.msn = msn & kPsnMask;
   FrameSpec f = a.frame(ip_id);
   f.ip.tos = static_cast<uint8_t>((a.ack_dscp >= 0 ? a.ack_dscp : a.dscp) << 2);  // Not-ECT
+  if (src_port != 0) f.udp.src_port = src_port;
   return build_roce_mbuf(pool, f, r);
 }
 
@@ -217,7 +218,10 @@ RcRequester::RcRequester(const RcRequesterConfig& config, const RcQpAddress& add
       next_va_(config_.remote_va) {
   if (pool_ == nullptr) throw std::invalid_argument("pool: must not be null");
   if (address_.udp_src_port == 0) address_.udp_src_port = rxe_udp_source_port(address_.local_qp);
-  if (config_.entropy_values > 1) {
+  if (config_.entropy_values > 1 && config_.entropy_reps) {
+    reps_ = std::make_unique<RepsEntropy>(config_.entropy_values, address_.udp_src_port,
+                                          config_.entropy_seed);
+  } else if (config_.entropy_values > 1) {
     entropy_ = std::make_unique<ObliviousEntropy>(config_.entropy_values, address_.udp_src_port,
                                                   config_.entropy_seed);
   }
@@ -348,6 +352,7 @@ rte_mbuf* RcRequester::build(const Message& msg, uint32_t index, bool ack_req) {
 
   FrameSpec f = address_.frame(ip_id_);
   if (entropy_) f.udp.src_port = entropy_->next();
+  if (reps_) f.udp.src_port = reps_->next();
   f.payload = payload_bytes_.first(w.length);
   RoceSpec r;
   r.opcode = w.opcode;
@@ -370,6 +375,7 @@ rte_mbuf* RcRequester::build_read(const Message& msg, uint32_t index) {
   const uint32_t done = index * config_.mtu;
   FrameSpec f = address_.frame(ip_id_);
   if (entropy_) f.udp.src_port = entropy_->next();
+  if (reps_) f.udp.src_port = reps_->next();
   RoceSpec r;
   r.opcode = opcode::kRcReadRequest;
   r.dest_qp = address_.peer_qp;
@@ -403,6 +409,7 @@ size_t RcRequester::poll(uint64_t now_ns, std::vector<rte_mbuf*>& out, size_t ma
     // the requester could have caused"): not while resending PSNs an ACK has overtaken.
     if (next_ > una_) {
       ++counters_.timeouts;
+      if (reps_) reps_->on_timeout(now_ns);  // a path lost: freeze on the values last known good
       retry_started_ = true;
       if (config_.selective_retransmit) {
         queue_resend(una_);
@@ -902,6 +909,7 @@ void RcRequester::receive(rte_mbuf* m, const ParsedPacket& p, uint64_t now_ns) {
         AethView(rte_pktmbuf_mtod(m, uint8_t*) + p.bth_offset + kBthSize).syndrome();
     if (aeth::is_ack(syndrome)) {
       ++counters_.acks_received;
+      if (reps_) reps_->on_ack(p.src_port, now_ns);  // the acknowledged packet's value
       handle_ack(p.psn, now_ns);
     } else if (syndrome == aeth::kNakPsnSequenceError) {
       ++counters_.naks_received;
@@ -996,7 +1004,8 @@ uint64_t RcRequester::memory_bytes() const {
          (own_stats_ != nullptr ? sizeof(CompletionTimeStats) : 0) +
          deque_bytes<Message>(messages_.size()) + capacity_bytes(completions_) +
          deque_bytes<uint64_t>(resend_.size()) +
-         (entropy_ != nullptr ? sizeof(ObliviousEntropy) : 0);
+         (entropy_ != nullptr ? sizeof(ObliviousEntropy) : 0) +
+         (reps_ != nullptr ? sizeof(RepsEntropy) : 0);
 }
 
 }  // namespace spraynet

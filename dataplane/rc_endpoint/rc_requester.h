@@ -114,6 +114,7 @@
 #include <vector>
 
 #include "dataplane/rc_endpoint/oblivious_entropy.h"
+#include "dataplane/rc_endpoint/reps_entropy.h"
 #include "dataplane/rc_endpoint/rc_write_segmenter.h"
 #include "dataplane/wire/packet_builder.h"
 
@@ -159,8 +160,10 @@ struct RcQpAddress {
 
 // An RC ACK or NAK (AETH `syndrome`, `msn`) for `psn`, from `a`'s side to its peer; nullptr
 // when the pool is empty. Shared by the responders, which differ only in when they answer.
+// `src_port`: the ACK's UDP source port, 0 for the QP's (an echo of the entropy the acknowledged
+// packet had, for REPS: RcResponderConfig::echo_entropy).
 rte_mbuf* build_rc_ack(rte_mempool* pool, const RcQpAddress& a, uint16_t ip_id, uint32_t psn,
-                       uint8_t syndrome, uint32_t msn);
+                       uint8_t syndrome, uint32_t msn, uint16_t src_port = 0);
 
 // Count, min, max and sum of durations.
 struct DurationSummary {
@@ -233,6 +236,10 @@ struct RcRequesterConfig {
   // per-QP permutation of this many values (a power of two, 2..16384); 0 or 1: the QP's port.
   uint32_t entropy_values = 0;
   uint64_t entropy_seed = 0;
+  // With entropy_values: REPS (RepsEntropy) instead of the oblivious permutation: values
+  // recycled from the ACKs that echo them (the responder's echo_entropy), never one a CNP
+  // marked, frozen by a retransmission timeout.
+  bool entropy_reps = false;
 
   // Empty when valid, else "key: reason".
   std::string check() const;
@@ -344,6 +351,13 @@ class RcRequester {
   size_t take_completions(std::vector<MessageCompletion>& out);
   bool has_completions() const { return !completions_.empty(); }
 
+  // A CNP echoing the value (UDP source port) of the packet that was marked: REPS never reuses
+  // it. Nothing without REPS.
+  void on_marked_entropy(uint16_t port) {
+    if (reps_) reps_->on_mark(port);
+  }
+  // REPS' counters (null without REPS).
+  const RepsCounters* reps_counters() const { return reps_ ? &reps_->counters() : nullptr; }
   const RcRequesterCounters& counters() const { return counters_; }
   const CompletionTimeStats& completion_times() const { return *stats_; }
   const RcRequesterConfig& config() const { return config_; }
@@ -469,6 +483,7 @@ class RcRequester {
   // RcRequesterConfig::entropy_values; a pointer, so that QPs without it (most, and a cdf run
   // has millions) pay 8 bytes for it.
   std::unique_ptr<ObliviousEntropy> entropy_;
+  std::unique_ptr<RepsEntropy> reps_;  // RcRequesterConfig::entropy_reps
   RcRequesterCounters counters_;
 };
 

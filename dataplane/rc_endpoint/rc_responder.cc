@@ -118,17 +118,17 @@ RcResponder::RcResponder(const RcResponderConfig& config, const RcQpAddress& add
 
 void RcResponder::queue_ack(uint32_t psn) {
   // ACKs are cumulative: the newest one says all the older ones said.
-  pending_ack_ = Control{true, kAckUnlimited, psn, msn_};
+  pending_ack_ = Control{true, kAckUnlimited, psn, msn_, echo_port_};
   // A NAK still waiting for an mbuf asked for a PSN that this ACK shows has since arrived.
   if (pending_nak_.valid && !psn_before(psn, pending_nak_.psn)) pending_nak_.valid = false;
 }
 
 void RcResponder::queue_nak(uint32_t psn) {
-  pending_nak_ = Control{true, aeth::kNakPsnSequenceError, psn, msn_};
+  pending_nak_ = Control{true, aeth::kNakPsnSequenceError, psn, msn_, echo_port_};
 }
 
 bool RcResponder::send(const Control& c, std::vector<rte_mbuf*>& out) {
-  rte_mbuf* m = build_rc_ack(pool_, address_, ip_id_, c.psn, c.syndrome, c.msn);
+  rte_mbuf* m = build_rc_ack(pool_, address_, ip_id_, c.psn, c.syndrome, c.msn, c.src_port);
   if (m == nullptr) {
     ++counters_.pool_empty;
     return false;
@@ -288,6 +288,7 @@ void RcResponder::fail_invalid_request(uint32_t psn) {
 size_t RcResponder::receive(rte_mbuf* m, const ParsedPacket& p, uint64_t now_ns,
                             std::vector<rte_mbuf*>& out) {
   ++counters_.packets_received;
+  if (config_.echo_entropy) echo_port_ = p.src_port;
   const size_t before = out.size();
   if (error_) {
     ++counters_.dropped_in_error;  // get_req in QP_STATE_ERROR: drained unanswered
@@ -342,7 +343,8 @@ size_t RcResponder::receive(rte_mbuf* m, const ParsedPacket& p, uint64_t now_ns,
         msn_ = psn_add(msn_, 1);  // the MSN is 24 bits in the AETH
         ++counters_.messages_received;
       }
-      if (p.ack_req) queue_ack(p.psn);
+      // echo_entropy: every packet acknowledged, so that each value sprayed on comes back.
+      if (p.ack_req || config_.echo_entropy) queue_ack(p.psn);
     } else {
       fail_invalid_request(p.psn);
     }

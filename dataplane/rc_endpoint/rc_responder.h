@@ -76,6 +76,11 @@ struct RcResponderConfig {
   // Not owned; outlives the endpoint and every packet it builds. Set: payloads are attached
   // from it (chained, no copy) and ICRCs of segments in it fold their known CRC; null: copied.
   PayloadStore* payload_store = nullptr;
+  // ACK/NAKs leave with the UDP source port of the packet that made them (the entropy value it
+  // was sprayed on), so that a REPS sender learns which values reached it, and every packet is
+  // acknowledged, AckReq or not (as Ultra Ethernet acknowledges, and ns-3's L2_ACK_INTERVAL 1);
+  // false: the QP's port, ACKs as rxe sends them.
+  bool echo_entropy = false;
 
   // Empty when valid, else "key: reason".
   std::string check() const;
@@ -151,6 +156,7 @@ class RcResponder {
     uint8_t syndrome = 0;
     uint32_t psn = 0;
     uint32_t msn = 0;
+    uint16_t src_port = 0;  // 0: the QP's (see echo_entropy)
   };
   // rxe's struct resp_res, READ part.
   struct ReadResource {
@@ -202,6 +208,7 @@ class RcResponder {
   std::span<const uint8_t> payload_bytes_;  // payload_, or its copy in the payload store
   uint64_t retry_at_ns_ = 0;
   uint16_t ip_id_ = 0;
+  uint16_t echo_port_ = 0;  // echo_entropy: the source port of the packet being received
   RcResponderCounters counters_;
 };
 

@@ -49,6 +49,7 @@ RcResponderConfig responder_config(const RcTrafficEngineConfig& c) {
   r.first_psn = c.first_psn;
   r.alloc_retry_ns = c.alloc_retry_ns;
   r.payload_store = c.payload_store;
+  r.echo_entropy = c.echo_entropy;
   return r;
 }
 
@@ -75,6 +76,7 @@ RcRequesterConfig RcTrafficEngineConfig::requester_config(uint32_t qp_index) con
     r.op = s.op;
   }
   r.entropy_values = entropy_values;
+  r.entropy_reps = entropy_reps;
   // Each QP its own order: the engine's seed mixed with the QP's local address.
   r.entropy_seed = entropy_seed ^ (uint64_t{local_ip} << 24) ^ (first_local_qp + qp_index);
   return r;
@@ -88,6 +90,7 @@ RcPlacementResponderConfig RcTrafficEngineConfig::placement_config() const {
   r.window = placement_window != 0 ? placement_window : max_in_flight;
   r.nak_delay_ns = placement_nak_delay_ns;
   r.payload_store = payload_store;
+  r.echo_entropy = echo_entropy;
   return r;
 }
 
@@ -524,6 +527,9 @@ size_t RcTrafficEngine::receive(rte_mbuf* m, const ParsedPacket& p, uint64_t now
     }
     drop = qp_[index].life == Life::kNotStarted ? &counters_.not_started : &counters_.no_requester;
   } else if (p.bth_opcode == opcode::kCnp) {
+    // REPS: the CNP echoes the marked packet's entropy, never to be reused (with or without
+    // congestion control).
+    if (RcRequester* r = qp_[index].requester.get()) r->on_marked_entropy(p.src_port);
     if (DcqcnRateControl* rate = qp_[index].rate.get()) {
       rate->on_cnp(now_ns);
       ++counters_.cnps;

@@ -120,6 +120,10 @@ struct RcTrafficEngineConfig {
   // Oblivious entropy spraying by every requester (RcRequesterConfig::entropy_values; 0: off).
   uint32_t entropy_values = 0;
   uint64_t entropy_seed = 0;
+  bool entropy_reps = false;  // with entropy_values: REPS (RcRequesterConfig::entropy_reps)
+  // Responders' ACK/NAKs, and the NIC's CNPs, carry the source port of the packet that made
+  // them (what a REPS sender learns from); false: the QP's port.
+  bool echo_entropy = false;
   int16_t ack_dscp = -1;  // ACK/NAKs' DSCP; -1: the data's (RcQpAddress::ack_dscp)
 
   RcQpRole role_of(uint32_t qp_index) const;

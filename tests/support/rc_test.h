@@ -52,8 +52,10 @@ inline ParsedPacket parse_ok(const rte_mbuf* m) {
 
 // A WRITE packet (`op`) from the requester to `dest_qp` with `payload` bytes; its RETH (on FIRST
 // and ONLY) names VA 0x1000, rkey 0x42 and `dma_length`.
+// `src_port`: 0 for the requester QP's rxe port (a sprayed packet has another).
 inline rte_mbuf* make_rc_write(rte_mempool* pool, uint8_t op, uint32_t psn, uint32_t payload,
-                               bool ack_req, uint32_t dest_qp, uint32_t dma_length) {
+                               bool ack_req, uint32_t dest_qp, uint32_t dma_length,
+                               uint16_t src_port = 0) {
   const RcQpAddress a = responder_address();
   std::vector<uint8_t> bytes(payload, 0x5A);
   FrameSpec f;
@@ -61,7 +63,7 @@ inline rte_mbuf* make_rc_write(rte_mempool* pool, uint8_t op, uint32_t psn, uint
   f.eth.dst = a.local_mac;
   f.ip.src = a.peer_ip;
   f.ip.dst = a.local_ip;
-  f.udp.src_port = rxe_udp_source_port(a.peer_qp);
+  f.udp.src_port = src_port != 0 ? src_port : rxe_udp_source_port(a.peer_qp);
   f.payload = bytes;
   RoceSpec r;
   r.opcode = op;

@@ -1554,3 +1554,57 @@ TEST_CASE("requester: oblivious entropy writes a new UDP source port per packet,
   CHECK_THROWS_WITH(RcRequester(cfg, addr, pool.get()), Catch::Contains("entropy_values"));
   CHECK(pool.whole());
 }
+
+TEST_CASE("requester: REPS reuses the port an ACK echoed, never one a CNP marked") {
+  TestPool pool(1023, kBigRoom);
+  RcRequesterConfig cfg;
+  cfg.message_bytes = 64 * 1024;
+  cfg.mtu = 1024;
+  cfg.messages = 1;
+  cfg.max_in_flight = 130;
+  cfg.entropy_values = 256;
+  cfg.entropy_reps = true;
+  cfg.entropy_seed = 5;
+  const RcQpAddress addr = requester_address();
+  RcRequester req(cfg, addr, pool.get());
+  std::vector<rte_mbuf*> out;
+  REQUIRE(req.poll(0, out, 4) == 4);
+  std::vector<uint16_t> sent;
+  for (const rte_mbuf* m : out) sent.push_back(parse_ok(m).src_port);
+  free_all(out);
+  // ACKs echoing the ports of packets 0 and 2; a CNP marking packet 1's, then its ACK.
+  const auto ack_on = [&](uint32_t psn, uint16_t port) {
+    rte_mbuf* m = make_response(pool.get(), req.address(), psn, 0x1F);
+    // The echo: the ACK's source port is the acknowledged packet's (ICRC rebuilt by hand).
+    FrameSpec f;
+    f.eth.src = addr.peer_mac;
+    f.eth.dst = addr.local_mac;
+    f.ip.src = addr.peer_ip;
+    f.ip.dst = addr.local_ip;
+    f.udp.src_port = port;
+    RoceSpec r;
+    r.opcode = opcode::kRcAck;
+    r.dest_qp = addr.local_qp;
+    r.psn = psn;
+    r.syndrome = 0x1F;
+    rte_pktmbuf_free(m);
+    rte_mbuf* echo = build_roce_mbuf(pool.get(), f, r);
+    REQUIRE(echo != nullptr);
+    req.receive(echo, parse_ok(echo), 10);
+  };
+  ack_on(0, sent[0]);
+  req.on_marked_entropy(sent[1]);
+  ack_on(1, sent[1]);
+  ack_on(2, sent[2]);
+  REQUIRE(req.poll(20, out, 3) == 3);
+  CHECK(parse_ok(out[0]).src_port == sent[0]);  // recycled, oldest first
+  CHECK(parse_ok(out[1]).src_port == sent[2]);  // sent[1] was marked: skipped
+  free_all(out);
+  const RepsCounters* c = req.reps_counters();
+  REQUIRE(c != nullptr);
+  CHECK(c->reused == 2);
+  CHECK(c->drawn == 5);  // the first four, and the third of the second poll: nothing left
+  CHECK(c->marked == 1);
+  CHECK(c->marked_not_recycled == 1);
+  CHECK(pool.whole());
+}

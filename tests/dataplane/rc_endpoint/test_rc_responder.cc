@@ -561,3 +561,27 @@ TEST_CASE("responder: a READ inside a WRITE message or with a payload is refused
   CHECK(resp.counters().read_requests == 0);
   CHECK(pool.whole());
 }
+
+TEST_CASE("responder: echo_entropy acknowledges every packet on the port it came on") {
+  TestPool pool;
+  RcResponderConfig c = config(0);
+  c.echo_entropy = true;
+  RcResponder resp(c, responder_address(), pool.get());
+  std::vector<rte_mbuf*> out;
+  const uint16_t ports[] = {0xC101, 0xC2F3, 0xC777};
+  const uint8_t ops[] = {opcode::kRcWriteFirst, opcode::kRcWriteMiddle, opcode::kRcWriteLast};
+  for (uint32_t i = 0; i < 3; ++i) {
+    // No AckReq on the first two: acknowledged all the same, each on its own packet's port.
+    rte_mbuf* w = test::make_rc_write(pool.get(), ops[i], i, i < 2 ? kMtu : 10, i == 2, 0x22,
+                                      3 * kMtu, ports[i]);
+    REQUIRE(deliver(resp, w, i + 1, out) == 1);
+    const ParsedPacket p = parse_ok(out[0]);  // the ICRC over the echoed port verifies
+    CHECK(p.bth_opcode == opcode::kRcAck);
+    CHECK(p.psn == i);
+    CHECK(p.src_port == ports[i]);
+    rte_pktmbuf_free(out[0]);
+    out.clear();
+  }
+  CHECK(resp.counters().acks_sent == 3);
+  CHECK(pool.whole());
+}
