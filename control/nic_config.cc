@@ -263,7 +263,8 @@ void parse_cc(NicConfig& c, const ConfigNode& n) {
 RcEngineSettings parse_rc_engine(const ConfigNode& n) {
   n.allow_only({"qps", "role", "op", "message_bytes", "mtu", "max_in_flight", "messages",
                 "retransmit_timeout_us", "local_ip", "peer_ip", "local_mac", "peer_mac", "first_qp",
-                "peer_first_qp", "first_psn", "dscp"});
+                "peer_first_qp", "first_psn", "dscp", "entropy", "entropy_values",
+                "echo_entropy"});
   RcEngineSettings r;
   r.qps = static_cast<uint32_t>(n.uint_or("qps", r.qps, 1, kMaxRcQps));
   const std::string role = n.choice_or("role", "both", {"requester", "responder", "both"});
@@ -298,6 +299,13 @@ RcEngineSettings parse_rc_engine(const ConfigNode& n) {
   }
   r.first_psn = static_cast<uint32_t>(n.uint_or("first_psn", r.first_psn, 0, kPsnMask));
   r.dscp = static_cast<uint8_t>(n.uint_or("dscp", r.dscp, 0, 63));
+  r.entropy = n.choice_or("entropy", r.entropy, {"fixed", "oblivious", "reps"});
+  r.entropy_values =
+      static_cast<uint32_t>(n.uint_or("entropy_values", r.entropy_values, 2, 16384));
+  if ((r.entropy_values & (r.entropy_values - 1)) != 0) {
+    n.fail("entropy_values", "must be a power of two, got " + std::to_string(r.entropy_values));
+  }
+  r.echo_entropy = n.boolean_or("echo_entropy", r.entropy == "reps");
   return r;
 }
 
@@ -452,6 +460,12 @@ RcTrafficEngineConfig rc_engine_config(const NicConfig& config) {
   r.local_ip = s.local_ip;
   r.peer_ip = s.peer_ip;
   r.dscp = s.dscp;
+  if (s.entropy != "fixed") {
+    r.entropy_values = s.entropy_values;
+    r.entropy_reps = s.entropy == "reps";
+    r.entropy_seed = config.seed;
+  }
+  r.echo_entropy = s.echo_entropy;
   r.ooo_placement = config.receive == ReceiveModel::kOooPlacement;
   r.placement_window = config.placement.window;
   r.placement_nak_delay_ns = config.placement.nak_delay_ns;
@@ -733,6 +747,13 @@ std::string nic_config_help() {
   line("    peer_first_qp: " + hex(e.peer_first_qp), "likewise, the peer's QPs");
   line("    first_psn: " + std::to_string(e.first_psn), "0.." + hex(kPsnMask));
   line("    dscp: " + std::to_string(e.dscp), "0..63");
+  line("    entropy: " + e.entropy,
+       "fixed | oblivious (each packet the next of a per-QP permutation of entropy_values UDP "
+       "source ports) | reps (REPS: ports recycled from the ACKs' echo, never a marked one)");
+  line("    entropy_values: " + std::to_string(e.entropy_values), "power of two, 2..16384");
+  line("    echo_entropy: (on with entropy reps)",
+       "true | false: ACK/NAKs and CNPs on the port of the packet that made them, every packet "
+       "acknowledged");
   const LatencyProbeConfig pr;
   line("  probe:",
        "optional: the latency probe (Pktgen-style timestamped UDP probes on one "

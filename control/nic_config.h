@@ -107,6 +107,13 @@ struct RcEngineSettings {
   uint32_t peer_first_qp = 0x11;
   uint32_t first_psn = 0;
   uint8_t dscp = 26;
+  // Entropy spraying of the requesters' UDP source ports: fixed (rxe's port per QP) | oblivious
+  // (a per-QP permutation of entropy_values ports) | reps (recycled from the ACKs' echo).
+  std::string entropy = "fixed";
+  uint32_t entropy_values = 256;  // a power of two, 2..16384
+  // ACK/NAKs and CNPs on the port of the packet that made them, every packet acknowledged: what
+  // a REPS sender learns from. Default: on with entropy reps.
+  bool echo_entropy = false;
 };
 
 // The latency probe (`nic: probe:`): Pktgen-style timestamped UDP probes sent on one uplink at

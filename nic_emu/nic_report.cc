@@ -209,8 +209,23 @@ json rc_engine_json(const NicNode& node) {
                {"rate_mbps", rates},
                {"cnps_dropped_no_cc", e->counters().cnp_no_cc}});
   }
+  // Entropy spraying of the UDP source ports (rc_engine entropy): REPS' reuse against new draws.
+  json entropy = {{"mode", e->config().entropy_values > 1
+                               ? (e->config().entropy_reps ? "reps" : "oblivious")
+                               : "fixed"},
+                  {"echo", e->config().echo_entropy}};
+  if (e->config().entropy_values > 1) entropy["values"] = e->config().entropy_values;
+  if (e->config().entropy_reps) {
+    const RepsCounters r = e->reps_totals();
+    entropy["reps"] = {{"reused", r.reused},           {"drawn", r.drawn},
+                       {"explored", r.explored},       {"frozen_sent", r.frozen_sent},
+                       {"recycled", r.recycled},       {"marked", r.marked},
+                       {"marked_not_recycled", r.marked_not_recycled},
+                       {"freezes", r.freezes}};
+  }
   return {{"qps", e->qps()},
           {"cc", cc},
+          {"entropy", entropy},
           {"receive", std::string(control::to_string(node.config().receive))},
           {"done", e->done()},
           {"requester",

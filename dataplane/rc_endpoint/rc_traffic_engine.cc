@@ -436,6 +436,7 @@ void RcTrafficEngine::retire(uint32_t i) {
       retired_flow_[retired_slot_[i]] = flow_counters(i);
     }
     retired_requesters_ += q.requester->counters();
+    if (const RepsCounters* r = q.requester->reps_counters()) retired_reps_ += *r;
     erase_sorted(requesters_, i);
   }
   if (q.responder) retired_responders_ += q.responder->counters();
@@ -657,6 +658,14 @@ bool RcTrafficEngine::done() const {
 RcRequesterCounters RcTrafficEngine::requester_totals() const {
   RcRequesterCounters sum = retired_requesters_;
   for (const uint32_t i : requesters_) sum += qp_[i].requester->counters();
+  return sum;
+}
+
+RepsCounters RcTrafficEngine::reps_totals() const {
+  RepsCounters sum = retired_reps_;
+  for (const uint32_t i : requesters_) {
+    if (const RepsCounters* r = qp_[i].requester->reps_counters()) sum += *r;
+  }
   return sum;
 }
 

@@ -271,6 +271,7 @@ class RcTrafficEngine {
   const RcEngineCounters& counters() const { return counters_; }
   // Sums over the QPs.
   RcRequesterCounters requester_totals() const;
+  RepsCounters reps_totals() const;  // every requester's REPS counters (zero without REPS)
   RcResponderCounters responder_totals() const;
   RcPlacementResponderCounters placement_totals() const;  // zero without ooo_placement
   // Message completion times of all requesters.
@@ -349,6 +350,7 @@ class RcTrafficEngine {
   // Retired one-shot QPs: their requesters' counters summed, each one's flow counters, and their
   // reaction points' figures (the rate integral to retirement, then idle at line rate).
   RcRequesterCounters retired_requesters_;
+  RepsCounters retired_reps_;
   RcResponderCounters retired_responders_;
   RcPlacementResponderCounters retired_placement_;
   // Retired requesters' figures, in the order they retired, and per QP index its entry there

@@ -30,7 +30,22 @@ struct RepsCounters {
   uint64_t recycled = 0;             // ACKed values put into the ring
   uint64_t marked = 0;               // values a CNP marked
   uint64_t marked_not_recycled = 0;  // ACKs of marked values, kept out of the ring
-  uint64_t freezes = 0;              // timeouts that froze the ring
+  uint64_t freezes = 0;           // timeouts that froze the ring
+
+  // Field by field (an engine sums its QPs').
+  RepsCounters& operator+=(const RepsCounters& o) {
+    reused += o.reused;
+    drawn += o.drawn;
+    explored += o.explored;
+    frozen_sent += o.frozen_sent;
+    recycled += o.recycled;
+    marked += o.marked;
+    marked_not_recycled += o.marked_not_recycled;
+    freezes += o.freezes;
+    static_assert(sizeof(RepsCounters) == 8 * sizeof(uint64_t),
+                  "every RepsCounters field is summed here");
+    return *this;
+  }
 };
 
 class RepsEntropy {

@@ -431,7 +431,7 @@ TEST_CASE("errors name the file, the key and what is allowed") {
       {one_uplink("  rc_engine: {msgs: 1}\n"),
        "test.yaml: nic.rc_engine.msgs: unknown key (allowed here: qps|role|op|message_bytes|mtu|"
        "max_in_flight|messages|retransmit_timeout_us|local_ip|peer_ip|local_mac|peer_mac|"
-       "first_qp|peer_first_qp|first_psn|dscp)"},
+       "first_qp|peer_first_qp|first_psn|dscp|entropy|entropy_values|echo_entropy)"},
       // Cross-checks fail at the key the file gave.
       {one_uplink("  reorder: {max_qps: 4}\n  rc_engine: {qps: 8}\n"),
        "test.yaml: nic.rc_engine.qps: rc_engine.qps (8) must be at most reorder.max_qps (4): "
@@ -677,4 +677,30 @@ TEST_CASE("NIC names are checked like the switch's; a key with no value is refus
   CHECK(error_of(one_uplink("  reorder:\n    window:\n")) ==
         "test.yaml: nic.reorder.window: has no value: give one, or leave the key out for its "
         "default");
+}
+
+TEST_CASE("rc_engine entropy: fixed by default; oblivious and reps with their values; echo on with reps") {
+  const auto load = [](const std::string& engine) {
+    return parse("nic:\n  uplinks:\n    - {name: up0, device: net_null0}\n  rc_engine: {" +
+                 engine + "}\n");
+  };
+  const NicConfig d = load("qps: 1");
+  CHECK(d.rc_engine->entropy == "fixed");
+  CHECK_FALSE(d.rc_engine->echo_entropy);
+  CHECK(rc_engine_config(d).entropy_values == 0);
+  const NicConfig o = load("qps: 1, entropy: oblivious, entropy_values: 64");
+  CHECK(rc_engine_config(o).entropy_values == 64);
+  CHECK_FALSE(rc_engine_config(o).entropy_reps);
+  CHECK_FALSE(rc_engine_config(o).echo_entropy);
+  const NicConfig r = load("qps: 1, entropy: reps");
+  CHECK(rc_engine_config(r).entropy_values == 256);
+  CHECK(rc_engine_config(r).entropy_reps);
+  CHECK(rc_engine_config(r).echo_entropy);
+  CHECK(rc_engine_config(load("qps: 1, echo_entropy: true")).echo_entropy);
+  CHECK_THROWS_WITH(load("entropy: random"), Catch::Contains("nic.rc_engine.entropy") &&
+                                                 Catch::Contains("fixed|oblivious|reps"));
+  CHECK_THROWS_WITH(load("entropy: reps, entropy_values: 100"),
+                    Catch::Contains("nic.rc_engine.entropy_values") &&
+                        Catch::Contains("power of two"));
+  CHECK_THROWS_WITH(load("entropy_values: 1"), Catch::Contains("[2, 16384]"));
 }

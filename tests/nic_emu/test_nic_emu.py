@@ -78,6 +78,98 @@ def run_nic(cfg_text, tmp, name):
     return r
 
 
+class EntropySprayingOnTheWire(unittest.TestCase):
+    """Issue 42 on real ports: NIC A's requesters spray their UDP source ports (entropy:
+    oblivious, 16 values) into a pcap uplink; NIC B (echo_entropy) answers A's capture. Every
+    frame is genuine (scapy recomputes each ICRC, which covers the port); each QP's first 16
+    packets use 16 distinct ports (a permutation); B acknowledges every packet, on the port of
+    the packet it acknowledges."""
+
+    QPS, PACKETS = 2, 32  # per QP: two messages of 16 packets at MTU 1024
+
+    def port_psn(self, frame):
+        ihl = (frame[14] & 0xF) * 4
+        sport = struct.unpack("!H", frame[14 + ihl:14 + ihl + 2])[0]
+        _, qp, psn, opcode = roce_fields(frame)
+        return sport, qp, psn, opcode
+
+    def test_ports_permuted_and_echoed(self):
+        with tempfile.TemporaryDirectory(prefix="nic_emu_entropy_") as t:
+            empty = os.path.join(t, "empty.pcap")
+            with open(empty, "wb") as f:
+                f.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1))
+            a_tx, b_tx = os.path.join(t, "a.pcap"), os.path.join(t, "b.pcap")
+
+            def nic(name, rx, tx, engine):
+                return (f"nic:\n  name: {name}\n  uplinks:\n"
+                        f"    - {{name: up0, device: \"net_pcap0,rx_pcap={rx},tx_pcap={tx}\"}}\n"
+                        f"  spray: {{mode: flow}}\n  rc_engine: {{{engine}}}\n")
+            common = f"qps: {self.QPS}, retransmit_timeout_us: 1000000, mtu: 1024"
+            a = run_nic(nic("a", empty, a_tx,
+                            f"{common}, role: requester, messages: 2, message_bytes: 16384, "
+                            "entropy: oblivious, entropy_values: 16"), t, "a")
+            self.assertEqual(a.returncode, 0, a.stdout + a.stderr)
+            b = run_nic(nic("b", a_tx, b_tx,
+                            f"{common}, role: responder, local_ip: 10.0.0.2, "
+                            "peer_ip: 10.0.0.1, echo_entropy: true"), t, "b")
+            self.assertEqual(b.returncode, 0, b.stdout + b.stderr)
+            data, acks = frames(a_tx), frames(b_tx)
+            for frame in data + acks:
+                self.assertTrue(icrc_ok(frame))
+            by_qp = defaultdict(list)
+            port_of = {}
+            for frame in data:
+                sport, qp, psn, _ = self.port_psn(frame)
+                by_qp[qp].append(sport)
+                port_of[(qp, psn)] = sport
+            self.assertEqual(len(by_qp), self.QPS)
+            for qp, ports in by_qp.items():
+                self.assertGreaterEqual(len(ports), self.PACKETS)
+                for k in range(0, 32, 16):
+                    self.assertEqual(len(set(ports[k:k + 16])), 16, (hex(qp), ports[k:k + 16]))
+                self.assertEqual(len({p >> 4 for p in ports}), 1)  # the QP's own upper bits
+            # One ACK per data packet, each on its packet's port (the ACK's DestQP is A's QP,
+            # which is B's peer: first_qp 0x11 on both sides here).
+            self.assertEqual(len(acks), len(data))
+            for frame in acks:
+                sport, qp, psn, opcode = self.port_psn(frame)
+                self.assertEqual(opcode, 0x11)  # RC ACKNOWLEDGE
+                self.assertEqual(sport, port_of[(qp, psn)], (hex(qp), psn))
+
+            # REPS on the wire: A (entropy reps) takes B's echoing ACKs back from a capture and
+            # reuses the ports they carry; the report counts it.
+            c_tx = os.path.join(t, "c.pcap")
+            stats = os.path.join(t, "c.json")
+            cfg = nic("c", b_tx, c_tx, f"{common}, role: requester, messages: 20, "
+                      "message_bytes: 16384, entropy: reps, entropy_values: 16")
+            path = os.path.join(t, "c.yaml")
+            with open(path, "w") as f:
+                f.write(cfg)
+            prefix = f"nicc{os.getpid()}"
+            r = subprocess.run([NIC_EMU, "--no-huge", "-m", "1024", "--no-pci", "--file-prefix",
+                                prefix, "--log-level", "lib.eal:error", "--", "--config", path,
+                                "--idle-exit-ms", "300", "--stats", stats],
+                               capture_output=True, text=True, timeout=TIMEOUT_S, cwd=t)
+            shutil.rmtree(f"/var/run/dpdk/{prefix}", ignore_errors=True)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            with open(stats) as f:
+                ent = json.load(f)["rc_engine"]["entropy"]
+            self.assertEqual(ent["mode"], "reps")
+            self.assertTrue(ent["echo"])
+            self.assertEqual(ent["values"], 16)
+            reps = ent["reps"]
+            # Each of B's ACKs carries a port of A's QPs with the same upper bits as C's (same
+            # QP numbers, same rxe ports): every ACK that reached C's QPs was recycled, and
+            # every packet was either reused or drawn.
+            self.assertGreater(reps["recycled"], 0)
+            self.assertGreater(reps["reused"], 0)
+            sent = sum(1 for _ in frames(c_tx))
+            self.assertEqual(reps["reused"] + reps["drawn"] + reps["explored"] +
+                             reps["frozen_sent"], sent)
+            for frame in frames(c_tx):
+                self.assertTrue(icrc_ok(frame))
+
+
 class ReadRequestsAndResponses(unittest.TestCase):
     """NIC A's RC engine RDMA-READs from B (op: read) over two pcap uplinks; B's RC engine
     answers the READ requests it replays from A's captures. Both captures are decoded by tshark
