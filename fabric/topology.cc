@@ -2,6 +2,7 @@
 
 #include <stdexcept>
 
+#include "dataplane/splitmix64.h"
 #include "dataplane/wire/roce_headers.h"
 
 namespace spraynet::fabric {
@@ -30,12 +31,7 @@ std::string group_mode(FabricMode mode) {
 }
 
 // A SplitMix64 step: per-switch hash seeds that differ in every bit.
-uint64_t mix(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
+uint64_t mix(uint64_t x) { return splitmix64_next(x); }
 
 control::SwitchConfig base_switch(const FabricConfig& c, FabricMode mode, const std::string& name,
                                   uint64_t seed, uint32_t switch_index) {

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "dataplane/memory_usage.h"
+#include "dataplane/splitmix64.h"
 
 namespace spraynet {
 
@@ -61,12 +62,7 @@ FlowletTable::FlowletTable(uint32_t entries, uint64_t gap_ns, uint64_t seed)
       random_state_(seed) {}
 
 uint32_t FlowletTable::next_random() {
-  // splitmix64 (Steele, Lea and Flood, OOPSLA 2014): every seed, 0 included, gives a full-period
-  // sequence whose top 32 bits pass BigCrush.
-  uint64_t z = (random_state_ += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return static_cast<uint32_t>((z ^ (z >> 31)) >> 32);
+  return static_cast<uint32_t>(splitmix64_next(random_state_) >> 32);
 }
 
 void FlowletTable::make_page(std::unique_ptr<Entry[]>& page) {

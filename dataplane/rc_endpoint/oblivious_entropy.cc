@@ -3,6 +3,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "dataplane/splitmix64.h"
+
 namespace spraynet {
 
 ObliviousEntropy::ObliviousEntropy(uint32_t values, uint16_t base_port, uint64_t seed)
@@ -15,12 +17,7 @@ ObliviousEntropy::ObliviousEntropy(uint32_t values, uint16_t base_port, uint64_t
   xor_ = draw() & mask_;
 }
 
-uint32_t ObliviousEntropy::draw() {
-  uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return static_cast<uint32_t>((z ^ (z >> 31)) >> 32);
-}
+uint32_t ObliviousEntropy::draw() { return static_cast<uint32_t>(splitmix64_next(state_) >> 32); }
 
 uint16_t ObliviousEntropy::next() {
   const uint32_t ev = (index_ ^ xor_) & mask_;

@@ -3,6 +3,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "dataplane/splitmix64.h"
+
 namespace spraynet {
 
 RepsEntropy::RepsEntropy(uint32_t values, uint16_t base_port, uint64_t seed,
@@ -16,10 +18,7 @@ RepsEntropy::RepsEntropy(uint32_t values, uint16_t base_port, uint64_t seed,
 }
 
 uint32_t RepsEntropy::draw() {
-  uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return static_cast<uint32_t>((z ^ (z >> 31)) >> 32) & mask_;
+  return static_cast<uint32_t>(splitmix64_next(state_) >> 32) & mask_;
 }
 
 uint32_t RepsEntropy::fresh() const {
