@@ -90,8 +90,7 @@ std::string CdfPlan::refusal() const {
 std::string describe_receive(const FabricConfig& c, FabricMode mode) {
   const std::string r = c.effective_receive(mode);
   if (r == "reorder-buffer") {
-    return mode == FabricMode::kSpray || mode == FabricMode::kDrill ||
-                   mode == FabricMode::kOblivious || mode == FabricMode::kReps
+    return spreads_per_packet(mode)
                ? "reorder engine + rxe (receive reorder-buffer: the default for a mode that "
                  "reorders per packet)"
                : "reorder engine + rxe";

@@ -67,7 +67,7 @@ Fabric::Fabric(const FabricConfig& config, FabricMode mode, uint64_t seed, rte_m
     engine.placement_window = spec.nic.placement.window;
     engine.placement_nak_delay_ns = spec.nic.placement.nak_delay_ns;
     if (config.payload == "shared") engine.payload_store = &payload_store_;
-    if (mode == FabricMode::kOblivious || mode == FabricMode::kReps) {
+    if (is_entropy_spray(mode)) {
       engine.entropy_values = config.entropy_values;
       engine.entropy_seed = seed * 0x9E3779B97F4A7C15ull + h;
     }

@@ -60,6 +60,14 @@ bool is_spray(FabricMode mode) {
   return mode == FabricMode::kSpray || mode == FabricMode::kSprayNoReorder;
 }
 
+bool is_entropy_spray(FabricMode mode) {
+  return mode == FabricMode::kOblivious || mode == FabricMode::kReps;
+}
+
+bool spreads_per_packet(FabricMode mode) {
+  return is_spray(mode) || mode == FabricMode::kDrill || is_entropy_spray(mode);
+}
+
 std::string_view to_string(Workload w) {
   switch (w) {
     case Workload::kPermutation: return "permutation";
@@ -321,14 +329,11 @@ std::string FabricConfig::host_ppcid_layout(const std::string& name) const {
 
 std::string FabricConfig::effective_receive(FabricMode mode) const {
   if (mode == FabricMode::kSprayNoReorder) return "none";
-  // The modes that put one QP's packets on several paths reorder them: spray, and DRILL (its
-  // per-packet choice at the leaf). Left to rxe alone, every reordering is a NAK, and a NAK
+  // The modes that put one QP's packets on several paths reorder them (spreads_per_packet).
+  // Left to rxe alone, every reordering is a NAK, and a NAK
   // that rxe's requester ignores during a retry leaves the QP to its 67 ms timer.
   if (receive == "reorder-buffer") {
-    return mode == FabricMode::kSpray || mode == FabricMode::kDrill ||
-                   mode == FabricMode::kOblivious || mode == FabricMode::kReps
-               ? receive
-               : "none";
+    return spreads_per_packet(mode) ? receive : "none";  // spray-noreorder returned above
   }
   return receive;
 }

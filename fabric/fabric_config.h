@@ -32,6 +32,11 @@ enum class FabricMode : uint8_t {
 std::string_view to_string(FabricMode mode);
 std::optional<FabricMode> parse_fabric_mode(std::string_view name);
 bool is_spray(FabricMode mode);
+// The NIC chooses each packet's UDP source port (oblivious, reps) for ECMP switches to hash.
+bool is_entropy_spray(FabricMode mode);
+// One QP's packets take several paths, so its receiver sees them reordered: spray (with or
+// without the reorder engine), DRILL's per-packet choice at the leaf, entropy spraying.
+bool spreads_per_packet(FabricMode mode);
 inline constexpr const char* kModeNames = "ecmp | ecmp-qp | weighted | dlb | drill | letflow | oblivious | reps | spray | spray-noreorder";
 
 enum class Workload : uint8_t { kPermutation, kAllreduce, kAlltoall, kIncast, kCdf };

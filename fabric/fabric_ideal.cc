@@ -102,9 +102,7 @@ std::vector<uint32_t> Fabric::build_ideal_paths() {
   // A sprayed QP's packets take every plane and every uplink at once, DRILL's and oblivious
   // entropy spraying's every uplink.
   const bool spray = is_spray(mode_);
-  const bool per_packet =
-      spray || mode_ == FabricMode::kDrill || mode_ == FabricMode::kOblivious ||
-      mode_ == FabricMode::kReps;
+  const bool per_packet = spreads_per_packet(mode_);
   host_lanes_ = spray ? planes : 1;
   leaf_spine_lanes_ = per_packet ? (spray ? planes : 1) * config_.leaf_uplinks() : 1;
   spine_super_lanes_ = per_packet ? leaf_spine_lanes_ * config_.spine_uplinks() : 1;

@@ -646,9 +646,7 @@ nlohmann::json config_json(const FabricConfig& c) {
   if (std::find(c.modes.begin(), c.modes.end(), FabricMode::kLetflow) != c.modes.end()) {
     j["letflow_timeout_us"] = static_cast<double>(c.letflow_timeout_ns) / 1000.0;
   }
-  if (std::find_if(c.modes.begin(), c.modes.end(), [](FabricMode m) {
-        return m == FabricMode::kOblivious || m == FabricMode::kReps;
-      }) != c.modes.end()) {
+  if (std::any_of(c.modes.begin(), c.modes.end(), is_entropy_spray)) {
     j["entropy_values"] = c.entropy_values;
   }
   if (c.tiers == 3) {
