@@ -40,6 +40,8 @@ RcRequesterConfig base_requester_config(const RcTrafficEngineConfig& c) {
   r.selective_retransmit = c.ooo_placement;
   r.op = c.op;
   r.payload_store = c.payload_store;
+  r.entropy_values = c.entropy_values;
+  r.entropy_reps = c.entropy_reps;
   return r;
 }
 
@@ -75,8 +77,6 @@ RcRequesterConfig RcTrafficEngineConfig::requester_config(uint32_t qp_index) con
     r.message_gap_ns = s.message_gap_ns;
     r.op = s.op;
   }
-  r.entropy_values = entropy_values;
-  r.entropy_reps = entropy_reps;
   // Each QP its own order: the engine's seed mixed with the QP's local address.
   r.entropy_seed = entropy_seed ^ (uint64_t{local_ip} << 24) ^ (first_local_qp + qp_index);
   return r;
@@ -118,10 +118,6 @@ RcQpAddress RcTrafficEngineConfig::address(uint32_t qp_index) const {
 }
 
 std::string RcTrafficEngineConfig::check() const {
-  if (entropy_values > ObliviousEntropy::kMaxValues ||
-      (entropy_values & (entropy_values - 1)) != 0) {
-    return "entropy_values: must be 0 (off) or a power of two up to 16384";
-  }
   if (qps == 0) return "qps: must be >= 1";
   if (first_local_qp + uint64_t{qps} - 1 > kPsnMask) return "first_local_qp: QPs run past 2^24";
   if (max_burst == 0) return "max_burst: must be >= 1";

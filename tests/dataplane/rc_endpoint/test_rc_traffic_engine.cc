@@ -479,6 +479,10 @@ TEST_CASE("engine: next_event_ns, done() and configuration checks") {
   bad = cfg.a;
   bad.max_burst = 0;
   CHECK_FALSE(bad.check().empty());
+  bad = cfg.a;
+  bad.entropy_values = 12;  // not a power of two: the requesters' check, named
+  CHECK(bad.check() == "entropy_values: must be 0 (off) or a power of two up to 16384");
+  CHECK_THROWS_AS(RcTrafficEngine(bad, pool.get()), std::invalid_argument);
   CHECK(pool.whole());
 }
 
