@@ -103,10 +103,16 @@ uint16_t port_ref(const SwitchConfig& c, const ConfigNode& n, std::string_view k
 
 GroupSettings parse_group(const SwitchConfig& c, const ConfigNode& n) {
   n.allow_only({"name", "mode", "ports", "weights", "dlb_gap_ns", "flowlet_entries", "ecmp_reduce",
-                "spray_path_divisor"});
+                "spray_path_divisor", "leaf"});
   GroupSettings g;
   g.name = n.name("name");
-  g.mode = n.choice_or("mode", g.mode, {"ecmp", "weighted", "dlb", "drill", "letflow"});
+  g.mode = n.choice_or("mode", g.mode, {"ecmp", "weighted", "dlb", "drill", "letflow", "conga"});
+  if (n.has("leaf")) {
+    if (g.mode != "conga") n.fail("leaf", "only a conga group names a destination leaf");
+    g.conga_leaf = static_cast<int>(n.uint("leaf", 0, 255));
+  } else if (g.mode == "conga") {
+    n.fail("leaf", "required for mode conga: the leaf (0..255) behind this group's routes");
+  }
   g.ecmp_reduce = n.choice_or("ecmp_reduce", g.ecmp_reduce, {"modulo", "multiply"});
   g.spray_path_divisor =
       static_cast<uint32_t>(n.uint_or("spray_path_divisor", g.spray_path_divisor, 1, 256));
@@ -117,6 +123,10 @@ GroupSettings parse_group(const SwitchConfig& c, const ConfigNode& n) {
     const uint16_t idx = port_ref(c, n, "ports", name);
     if (!seen.insert(idx).second) n.fail("ports", "port \"" + name + "\" listed twice");
     g.ports.push_back(idx);
+  }
+  if (g.mode == "conga" && g.ports.size() > CongaTables::kUplinks) {
+    n.fail("ports", "a conga group has at most " + std::to_string(CongaTables::kUplinks) +
+                        " ports (LBTag is 4 bits), got " + std::to_string(g.ports.size()));
   }
   for (uint64_t w : n.uint_list("weights", 0, 65535)) g.weights.push_back(static_cast<uint32_t>(w));
   if (!g.weights.empty() && g.mode != "weighted") {
@@ -406,10 +416,45 @@ int SwitchConfig::port_index(const std::string& n) const {
   return -1;
 }
 
+void parse_conga(SwitchConfig& c, const ConfigNode& n) {
+  n.allow_only({"leaf", "vtep", "leaves", "vni", "t_dre_us", "alpha", "quantisation_bits",
+                "aging_us"});
+  CongaSettings& k = c.conga;
+  k.enabled = true;
+  const auto address = [](const ConfigNode& node, std::string_view key) {
+    const Ipv4Prefix p = node.prefix(key);
+    if (p.length != 32) node.fail(key, "a tunnel address (10.0.0.254), not a prefix");
+    return p.address;
+  };
+  if (n.has("leaf")) {
+    k.leaf = static_cast<int>(n.uint("leaf", 0, 255));
+    k.vtep = address(n, "vtep");
+  } else if (n.has("vtep") || n.has("leaves")) {
+    n.fail("leaf", "required with vtep and leaves (a leaf's id, 0..255; a spine has none of them)");
+  }
+  std::set<uint32_t> ids;
+  if (k.leaf >= 0) ids.insert(static_cast<uint32_t>(k.leaf));
+  for (const auto& l : n.list("leaves")) {
+    l.allow_only({"leaf", "vtep"});
+    const auto id = static_cast<uint8_t>(l.uint("leaf", 0, 255));
+    if (!ids.insert(id).second) l.fail("leaf", "leaf " + std::to_string(id) + " listed twice");
+    k.leaves.emplace_back(id, address(l, "vtep"));
+  }
+  k.vni = static_cast<uint32_t>(n.uint_or("vni", k.vni, 0, 0xFFFFFF));
+  const auto micros = [&](std::string_view key, uint64_t def, double lo, double hi) {
+    const double us = n.number_or(key, static_cast<double>(def) / 1000.0, lo, hi);
+    return static_cast<uint64_t>(us * 1000.0 + 0.5);
+  };
+  k.dre.t_dre_ns = micros("t_dre_us", k.dre.t_dre_ns, 0.001, 1e6);
+  k.dre.alpha = n.number_or("alpha", k.dre.alpha, 1e-6, 1.0);
+  k.dre.bits = static_cast<unsigned>(n.uint_or("quantisation_bits", k.dre.bits, 1, 3));
+  k.aging_ns = micros("aging_us", k.aging_ns, 0.001, 1e7);
+}
+
 SwitchConfig parse_switch_config(const ConfigNode& root) {
   root.allow_only({"name", "seed", "ppcid_layout", "mempool_mbufs", "mbuf_data_room", "route_table",
-                   "ports", "groups", "routes", "tcam", "hash", "qos", "pfc", "ecn", "control",
-                   "lcores", "idle_backoff", "telemetry"});
+                   "ports", "groups", "routes", "tcam", "hash", "qos", "pfc", "ecn", "conga",
+                   "control", "lcores", "idle_backoff", "telemetry"});
   SwitchConfig c;
   c.file = root.file();
   c.name = root.name_or("name", c.name);
@@ -492,6 +537,24 @@ SwitchConfig parse_switch_config(const ConfigNode& root) {
     c.qos.pcp_to_tc = class_map(*q, "pcp_to_tc", 7);
   }
 
+  if (auto k = root.optional_child("conga")) parse_conga(c, *k);
+  for (size_t i = 0; i < c.groups.size(); ++i) {
+    const GroupSettings& g = c.groups[i];
+    if (g.conga_leaf < 0) continue;
+    const std::string where = "groups[" + std::to_string(i) + "] (" + g.name + ")";
+    if (c.conga.leaf < 0) {
+      throw ConfigError(c.file, where + ".mode",
+                        "conga needs a conga: block with this switch's leaf: and vtep:");
+    }
+    const bool known = std::any_of(c.conga.leaves.begin(), c.conga.leaves.end(),
+                                   [&](const auto& l) { return l.first == g.conga_leaf; });
+    if (!known) {
+      throw ConfigError(c.file, where + ".leaf",
+                        "leaf " + std::to_string(g.conga_leaf) +
+                            " has no tunnel address: list it in conga.leaves (and not this "
+                            "switch's own leaf)");
+    }
+  }
   if (auto p = root.optional_child("pfc")) parse_pfc(c, *p);
   if (auto e = root.optional_child("ecn")) parse_ecn(c, *e);  // after pfc: its default classes
   if (auto k = root.optional_child("control")) parse_control(c, *k);
@@ -564,6 +627,15 @@ SwitchConfig parse_switch_config(const ConfigNode& root) {
       polled[idx][q] = static_cast<int>(s.lcore);
     }
     c.lcores.push_back(s);
+  }
+  if (c.conga.enabled && c.lcores.size() > 1) {
+    root.fail("lcores", "conga keeps one set of tables and DREs per switch: one lcore, got " +
+                            std::to_string(c.lcores.size()));
+  }
+  if (c.conga.enabled && c.qos.trust != "dscp") {
+    throw ConfigError(c.file, "qos.trust",
+                      "conga's overlay carries no VLAN tag, so spines classify by the DSCP it "
+                      "copies: trust dscp");
   }
   if (!c.lcores.empty()) {
     for (size_t i = 0; i < c.ports.size(); ++i) {
@@ -646,11 +718,14 @@ std::string switch_config_help() {
   h.line("      up: true", "true | false");
   h.line("groups:", "ECMP groups:");
   h.line("  - name: (required)", "unique; routes name it");
-  h.line("    mode: " + group.mode, "ecmp | weighted | dlb | drill | letflow (flowlets on a random member)");
+  h.line("    mode: " + group.mode,
+         "ecmp | weighted | dlb | drill | letflow (flowlets on a random member) | conga "
+         "(flowlets on the least congested uplink; needs the conga: block and leaf:)");
+  h.line("    leaf: (none)", "conga only, 0..255: the leaf behind the group's routes");
   h.line("    ports: (required)", "port names, each once");
   h.line("    weights: (equal)", "weighted only: one per port, 0..65535, not all 0; kept in force, "
          "scaled by link state");
-  h.line("    dlb_gap_ns: " + std::to_string(group.dlb_gap_ns), "1..10^10, the flowlet gap (dlb, letflow)");
+  h.line("    dlb_gap_ns: " + std::to_string(group.dlb_gap_ns), "1..10^10, the flowlet gap (dlb, letflow, conga)");
   h.line("    flowlet_entries: " + std::to_string(group.flowlet_entries), "power of two, 1..2^24");
   h.line("    ecmp_reduce: " + group.ecmp_reduce,
          "modulo (hash % N, the classic ECMP) | multiply ((hash * N) >> 32, no division)");
@@ -691,6 +766,21 @@ std::string switch_config_help() {
   h.line("  trust: " + d.qos.trust, "dscp (class = DSCP >> 3) | pcp (class = PCP)");
   h.line("  dscp_to_tc:", "overrides: a list of {code: 0..63, tc: 0..7}");
   h.line("  pcp_to_tc:", "overrides: a list of {code: 0..7, tc: 0..7}");
+  h.line("conga:", "a conga: section turns CONGA on (docs/switch_emu.md, \"CONGA\"); one lcore, "
+         "qos.trust dscp:");
+  h.line("  leaf: (none)", "0..255: this switch is that leaf; absent: a spine (DREs and CE only)");
+  h.line("  vtep: (required on a leaf)", "this leaf's tunnel address (outer IPv4 source/dest)");
+  h.line("  leaves:", "the other leaves (a leaf's conga groups name them):");
+  h.line("    - leaf: (required)", "0..255, each once");
+  h.line("      vtep: (required)", "its tunnel address");
+  h.line("  vni: 1", "0..2^24-1, the overlay's VXLAN network identifier");
+  h.line("  t_dre_us: " + n(static_cast<double>(d.conga.dre.t_dre_ns) / 1000.0),
+         "0.001..10^6: the DRE's decay period (conweave-ns3: 50)");
+  h.line("  alpha: " + n(d.conga.dre.alpha), "(0, 1]: X *= 1 - alpha every t_dre (0.2)");
+  h.line("  quantisation_bits: " + std::to_string(d.conga.dre.bits),
+         "1..3: metric levels 2^bits over C x t_dre / alpha (3, the header's CE width)");
+  h.line("  aging_us: " + n(static_cast<double>(d.conga.aging_ns) / 1000.0),
+         "0.001..10^7: a table entry not updated this long counts as unknown (500)");
   h.line("pfc:", "a pfc: section turns PFC on (enabled defaults to true inside it):");
   h.line("  enabled: true", "true | false");
   h.line("  priorities: [3]", "lossless priorities 0..7, at least one");

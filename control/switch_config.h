@@ -12,6 +12,8 @@
 #include "control/config_reader.h"
 #include "dataplane/egress/ecn_marker.h"
 #include "dataplane/egress/shared_buffer.h"
+#include "dataplane/forwarding/conga_tables.h"
+#include "dataplane/forwarding/discounting_rate_estimator.h"
 #include "dataplane/forwarding/route_table.h"
 #include "dataplane/forwarding/tcam.h"
 
@@ -65,7 +67,8 @@ struct PortSettings {
 
 struct GroupSettings {
   std::string name;
-  std::string mode = "ecmp";  // ecmp | weighted | dlb | drill | letflow
+  std::string mode = "ecmp";  // ecmp | weighted | dlb | drill | letflow | conga
+  int conga_leaf = -1;        // conga: the leaf behind the group's destinations (`leaf:`)
   std::vector<uint16_t> ports;  // indices into SwitchConfig::ports
   std::vector<uint32_t> weights;  // weighted mode: initial weights (default equal)
   uint64_t dlb_gap_ns = 100'000;
@@ -162,6 +165,20 @@ struct EcnSettings {
 };
 
 // The control loop (control/control_loop.h): period, reweighting formula, EWMA.
+// CONGA (dataplane/wire/conga_overlay.h, docs/switch_emu.md "CONGA"). A `conga:` block turns it
+// on: every port keeps a DRE and raises the CE of overlay packets it sends (a spine needs no
+// more); a leaf (`leaf:` set) also tunnels what its conga groups carry to the group's leaf and
+// takes the overlay off what arrives for its own `vtep`.
+struct CongaSettings {
+  bool enabled = false;
+  int leaf = -1;  // this switch's leaf id (0..255); -1: a spine
+  uint32_t vtep = 0;  // this leaf's tunnel address (host order)
+  std::vector<std::pair<uint8_t, uint32_t>> leaves;  // (leaf id, tunnel address) of the others
+  uint32_t vni = 1;
+  DreSettings dre;
+  uint64_t aging_ns = CongaTables::kDefaultAgingNs;
+};
+
 struct ControlSettings {
   uint64_t period_ms = 200;
   double target_utilisation = 0.6;  // u_target of the bucket formula
@@ -223,6 +240,7 @@ struct SwitchConfig {
   QosSettings qos;
   PfcSettings pfc;
   EcnSettings ecn;
+  CongaSettings conga;
   ControlSettings control;
   IdleBackoffSettings idle_backoff;
   TelemetrySettings telemetry;

@@ -291,6 +291,16 @@ std::vector<ConfigKey> make_keys() {
   micros("letflow-timeout-us", &FabricConfig::letflow_timeout_ns, 0.001, 1e6,
          "letflow: flowlet timeout; a flowlet idle this long goes to a random member (100, "
          "conweave-ns3's LetflowRouting)");
+  micros("conga-flowlet-timeout-us", &FabricConfig::conga_flowlet_ns, 0.001, 1e6,
+         "conga: flowlet timeout (100, conweave-ns3's network-load-balance.cc at 100 Gbit/s)");
+  micros("conga-dre-us", &FabricConfig::conga_dre_ns, 0.001, 1e6,
+         "conga: T_dre, the DRE's decay period; X *= 1 - alpha every T_dre (50)");
+  dbl("conga-alpha", &FabricConfig::conga_alpha, 1e-6, 1,
+      "conga: the DRE's alpha; its time constant is T_dre / alpha (0.2)");
+  u32("conga-quantisation-bits", &FabricConfig::conga_bits, 1, 3,
+      "conga: bits of the congestion metric, levels of C x T_dre / alpha (3, the CE field)");
+  micros("conga-aging-us", &FabricConfig::conga_aging_ns, 0.001, 1e7,
+         "conga: a table entry not updated this long counts as unknown (500)");
   u32("entropy-values", &FabricConfig::entropy_values, 2, 16384,
       "oblivious, reps: the UDP source ports (entropy values) of each QP, a power of two; "
       "oblivious cycles through them in a new order every round, reps draws from them what it "

@@ -277,6 +277,13 @@ RunResult Fabric::collect(double wall_s) {
       for (uint64_t v : f.sw_drops.parse) sw_parse += v;
       r.control_publications += f.control_publications;
       r.flowlets_started += f.flowlets_started;
+      if (mode_ == FabricMode::kConga) {
+        f.conga.for_each([&](std::string_view name, uint64_t v) { r.conga[std::string(name)] += v; });
+        r.conga["feedback_received"] += f.conga_tables.feedback_received;
+        r.conga["from_leaf_updates"] += f.conga_tables.arrivals;
+        r.conga["bad_leaf"] += f.conga_tables.bad_leaf;
+        r.conga["table_entries_at_end"] += f.conga_entries;
+      }
     } else {
       for (const NodeFigures::Port& port : f.ports) {
         const uint64_t before = paused_ns;

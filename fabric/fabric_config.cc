@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "control/config_reader.h"
+#include "dataplane/forwarding/conga_tables.h"
 #include "fabric/slowdown.h"
 
 namespace spraynet::fabric {
@@ -40,6 +41,7 @@ std::string_view to_string(FabricMode mode) {
     case FabricMode::kDlb: return "dlb";
     case FabricMode::kDrill: return "drill";
     case FabricMode::kLetflow: return "letflow";
+    case FabricMode::kConga: return "conga";
     case FabricMode::kOblivious: return "oblivious";
     case FabricMode::kReps: return "reps";
     case FabricMode::kSpray: return "spray";
@@ -50,7 +52,7 @@ std::string_view to_string(FabricMode mode) {
 
 std::optional<FabricMode> parse_fabric_mode(std::string_view name) {
   for (auto m : {FabricMode::kEcmp, FabricMode::kEcmpQp, FabricMode::kWeighted, FabricMode::kDlb,
-                 FabricMode::kDrill, FabricMode::kLetflow, FabricMode::kOblivious, FabricMode::kReps, FabricMode::kSpray, FabricMode::kSprayNoReorder}) {
+                 FabricMode::kDrill, FabricMode::kLetflow, FabricMode::kConga, FabricMode::kOblivious, FabricMode::kReps, FabricMode::kSpray, FabricMode::kSprayNoReorder}) {
     if (to_string(m) == name) return m;
   }
   return std::nullopt;
@@ -506,6 +508,20 @@ std::string FabricConfig::check() const {
   if (max_in_flight < 66 || max_in_flight > 65536) return "max-in-flight: 66..65536";
   if (dlb_gap_ns < 1) return "dlb-gap-us: above 0";
   if (letflow_timeout_ns < 1) return "letflow-timeout-us: above 0";
+  if (std::find(modes.begin(), modes.end(), FabricMode::kConga) != modes.end()) {
+    // The paper's setting: a leaf-spine, each leaf's uplinks named by 4 bits.
+    if (tiers != 2) return "mode conga: two tiers only (CONGA balances a leaf-spine)";
+    if (spines * links_per_spine > CongaTables::kUplinks) {
+      return "mode conga: at most 16 uplinks per leaf (spines x links-per-spine; LBTag is 4 "
+             "bits), got " +
+             std::to_string(spines * links_per_spine);
+    }
+    if (conga_dre_ns < 1) return "conga-dre-us: above 0";
+    if (!(conga_alpha > 0 && conga_alpha <= 1)) return "conga-alpha: in (0, 1]";
+    if (conga_bits < 1 || conga_bits > 3) return "conga-quantisation-bits: 1..3";
+    if (conga_flowlet_ns < 1) return "conga-flowlet-timeout-us: above 0";
+    if (conga_aging_ns < 1) return "conga-aging-us: above 0";
+  }
   if (entropy_values < 2 || entropy_values > 16384 || (entropy_values & (entropy_values - 1)) != 0) {
     return "entropy-values: a power of two from 2 to 16384";
   }

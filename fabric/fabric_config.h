@@ -24,6 +24,7 @@ enum class FabricMode : uint8_t {
   kDlb,             // flowlets on the least-queued eligible member
   kDrill,           // per packet, the less loaded of two samples and the last winner
   kLetflow,         // flowlets on a member drawn at random (LetFlow, NSDI 2017)
+  kConga,           // flowlets on the least congested uplink, leaf-to-leaf feedback (CONGA)
   kOblivious,       // ECMP switches; each NIC QP's packets on a permutation of UDP source ports
   kReps,            // ECMP switches; NIC QPs recycle the source ports ACKs echo (REPS)
   kSpray,           // NIC writes a path id per packet; leaves spray by TCAM rule
@@ -37,7 +38,7 @@ bool is_entropy_spray(FabricMode mode);
 // One QP's packets take several paths, so its receiver sees them reordered: spray (with or
 // without the reorder engine), DRILL's per-packet choice at the leaf, entropy spraying.
 bool spreads_per_packet(FabricMode mode);
-inline constexpr const char* kModeNames = "ecmp | ecmp-qp | weighted | dlb | drill | letflow | oblivious | reps | spray | spray-noreorder";
+inline constexpr const char* kModeNames = "ecmp | ecmp-qp | weighted | dlb | drill | letflow | conga | oblivious | reps | spray | spray-noreorder";
 
 enum class Workload : uint8_t { kPermutation, kAllreduce, kAlltoall, kIncast, kCdf };
 std::string_view to_string(Workload w);
@@ -182,6 +183,13 @@ struct FabricConfig {
   uint64_t dlb_gap_ns = 100'000;  // 0 is not allowed by the flowlet table
   // LetFlow's flowlet timeout: conweave-ns3's LetflowRouting (100 us for 100G RoCE).
   uint64_t letflow_timeout_ns = 100'000;
+  // CONGA: conweave-ns3's network-load-balance.cc at 100 Gbit/s (flowlet 100 us, T_dre 50 us,
+  // alpha 0.2, 3 bits, aging 500 us).
+  uint64_t conga_flowlet_ns = 100'000;
+  uint64_t conga_dre_ns = 50'000;
+  double conga_alpha = 0.2;
+  uint32_t conga_bits = 3;
+  uint64_t conga_aging_ns = 500'000;
   // oblivious, reps: the entropy values (UDP source ports) of each QP; a power of two.
   uint32_t entropy_values = 256;
   uint64_t control_period_ns = 200'000'000;

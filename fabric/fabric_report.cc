@@ -324,6 +324,7 @@ nlohmann::json to_json(const RunResult& r) {
   j["drops"] = r.drops;
   j["tcam_fallback_qps"] = r.tcam_fallback_qps;
   j["flowlets_started"] = r.flowlets_started;
+  if (!r.conga.empty()) j["conga"] = r.conga;  // mode conga only
   j["control_publications"] = r.control_publications;
   j["dead_link_frames"] = r.dead_link_frames;
   j["dead_link_frames_after_1ms"] = r.dead_link_tx_after_1ms;
@@ -645,6 +646,13 @@ nlohmann::json config_json(const FabricConfig& c) {
   if (!c.slowdown_bins.empty()) j["slowdown_bins"] = c.slowdown_bins;  // only when given
   if (std::find(c.modes.begin(), c.modes.end(), FabricMode::kLetflow) != c.modes.end()) {
     j["letflow_timeout_us"] = static_cast<double>(c.letflow_timeout_ns) / 1000.0;
+  }
+  if (std::find(c.modes.begin(), c.modes.end(), FabricMode::kConga) != c.modes.end()) {
+    j["conga"] = {{"flowlet_timeout_us", static_cast<double>(c.conga_flowlet_ns) / 1000.0},
+                  {"t_dre_us", static_cast<double>(c.conga_dre_ns) / 1000.0},
+                  {"alpha", c.conga_alpha},
+                  {"quantisation_bits", c.conga_bits},
+                  {"aging_us", static_cast<double>(c.conga_aging_ns) / 1000.0}};
   }
   if (std::any_of(c.modes.begin(), c.modes.end(), is_entropy_spray)) {
     j["entropy_values"] = c.entropy_values;

@@ -49,6 +49,11 @@ NodeFigures NodeFigures::of(const switch_emu::SwitchNode& sw, const control::Con
   for (size_t g = 0; g < sw.group_count(); ++g) {
     f.flowlets_started += sw.group(g).flowlet_table().counters().flowlets_started;
   }
+  f.conga = sw.conga_counters();
+  if (const CongaTables* t = sw.conga_tables()) {
+    f.conga_tables = t->counters();
+    f.conga_entries = t->live_entries(now_ns);
+  }
   return f;
 }
 
@@ -100,6 +105,9 @@ void NodeFigures::write(ByteWriter& w) const {
     w.put(pfc_watchdog_frames_suppressed);
     w.put(control_publications);
     w.put(flowlets_started);
+    w.put(conga);
+    w.put(conga_tables);
+    w.put(conga_entries);
     return;
   }
   w.put(ppcid);
@@ -139,6 +147,9 @@ NodeFigures NodeFigures::read(ByteReader& r) {
     f.pfc_watchdog_frames_suppressed = r.get<uint64_t>();
     f.control_publications = r.get<uint64_t>();
     f.flowlets_started = r.get<uint64_t>();
+    f.conga = r.get<switch_emu::CongaCounters>();
+    f.conga_tables = r.get<CongaTableCounters>();
+    f.conga_entries = r.get<uint64_t>();
     return f;
   }
   f.ppcid = r.get<nic_emu::PpcidCounters>();

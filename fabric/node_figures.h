@@ -41,6 +41,10 @@ struct NodeFigures {
   uint64_t pfc_watchdog_frames_suppressed = 0;
   uint64_t control_publications = 0;
   uint64_t flowlets_started = 0;
+  // CONGA (a switch with a conga: block).
+  switch_emu::CongaCounters conga{};
+  CongaTableCounters conga_tables{};
+  uint64_t conga_entries = 0;  // live table entries at the end
 
   // NIC.
   nic_emu::PpcidCounters ppcid{};

@@ -64,6 +64,12 @@ control::SwitchConfig base_switch(const FabricConfig& c, FabricMode mode, const 
   // (an rte_rib takes three of RTE_MAX_MEMZONE's 2560: 32 spines per pod of 16 pods make 1280
   // switches); two tiers keep the rib, and their reports' memory figures.
   s.route_table = c.tiers == 3 ? RouteTableBackend::kHash : RouteTableBackend::kRib;
+  if (mode == FabricMode::kConga) {
+    // Every switch keeps DREs and raises CE; leaves add their id and tables (see Topology).
+    s.conga.enabled = true;
+    s.conga.dre = DreSettings{c.conga_dre_ns, c.conga_alpha, c.conga_bits};
+    s.conga.aging_ns = c.conga_aging_ns;
+  }
   if (c.cc.enabled()) {
     // DCQCN's congestion point: every port marks the lossless class (the RoCE data's, class 3).
     s.ecn.enabled = true;
@@ -97,6 +103,19 @@ control::GroupSettings balanced_group(const FabricConfig& c, FabricMode mode, st
   g.dlb_gap_ns = mode == FabricMode::kLetflow ? c.letflow_timeout_ns : c.dlb_gap_ns;
   // Memory: only the flowlet modes use the table.
   g.flowlet_entries = mode == FabricMode::kDlb || mode == FabricMode::kLetflow ? 4096 : 16;
+  g.ports = std::move(ports);
+  return g;
+}
+
+// A CONGA leaf's group towards leaf `dl`: flowlets on the least congested uplink, tunnelled.
+control::GroupSettings conga_group(const FabricConfig& c, std::string name,
+                                   std::vector<uint16_t> ports, uint32_t dl) {
+  control::GroupSettings g;
+  g.name = std::move(name);
+  g.mode = "conga";
+  g.conga_leaf = static_cast<int>(dl);
+  g.dlb_gap_ns = c.conga_flowlet_ns;
+  g.flowlet_entries = 4096;
   g.ports = std::move(ports);
   return g;
 }
@@ -234,11 +253,20 @@ Topology::Topology(const FabricConfig& c, FabricMode mode, uint64_t seed)
         }
       }
       s.leaf_group.assign(leaves_per_plane_, -1);
+      if (mode == FabricMode::kConga) {  // two tiers (FabricConfig::check): pod 0
+        s.config.conga.leaf = static_cast<int>(l);
+        s.config.conga.vtep = vtep_ip(l);
+        for (uint32_t dl = 0; dl < L; ++dl) {
+          if (dl != l) s.config.conga.leaves.emplace_back(static_cast<uint8_t>(dl), vtep_ip(dl));
+        }
+      }
       for (uint32_t dl = 0; dl < L; ++dl) {
         if (dl == l) continue;
+        const std::string name = "to_" + pod + "leaf" + std::to_string(dl);
         s.leaf_group[q * L + dl] = static_cast<int32_t>(
             add_route(s.config, 0x0A000000u | (q << 16) | (dl << 8), 24,
-                      balanced_group(c, mode, "to_" + pod + "leaf" + std::to_string(dl), uplinks)));
+                      mode == FabricMode::kConga ? conga_group(c, name, uplinks, dl)
+                                                 : balanced_group(c, mode, name, uplinks)));
       }
       for (uint32_t r = 0; clos && r < c.pods; ++r) {
         // Every leaf of every other pod over every uplink (any spine reaches it through its

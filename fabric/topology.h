@@ -120,6 +120,9 @@ class Topology {
   static uint32_t host_ip(uint32_t leaf, uint32_t index, uint32_t pod = 0) {
     return 0x0A000000u | (pod << 16) | (leaf << 8) | (index + 1);
   }
+  // CONGA: a leaf's tunnel address, the last of its /24 (hosts are .1 to .254): the spines'
+  // route to the leaf carries the overlay to it.
+  static uint32_t vtep_ip(uint32_t leaf) { return 0x0A000000u | (leaf << 8) | 0xFF; }
 
  private:
   void spread_cable_delays(const FabricConfig& config, uint64_t seed);

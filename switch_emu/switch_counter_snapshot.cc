@@ -26,6 +26,7 @@ void visit_words(SwitchCounterView& v, Visit&& visit) {
   }
   visit(v.pfc.data(), v.pfc.size() * sizeof(SwitchPfcPortSnapshot));
   visit(&v.pfc_buffer, sizeof v.pfc_buffer);
+  visit(&v.conga, sizeof v.conga);
 }
 
 size_t words_of(SwitchCounterView& v) {
@@ -148,6 +149,17 @@ void fill_counter_view(const SwitchNode& node, uint64_t now_ns, SwitchCounterVie
     view.pfc.clear();
     view.pfc_buffer = {};
   }
+  view.conga = conga_snapshot(node, now_ns);
+}
+
+SwitchCongaSnapshot conga_snapshot(const SwitchNode& node, uint64_t now_ns) {
+  SwitchCongaSnapshot s{};
+  s.counters = node.conga_counters();
+  if (const CongaTables* t = node.conga_tables()) {
+    s.tables = t->counters();
+    s.table_entries = t->live_entries(now_ns);
+  }
+  return s;
 }
 
 void fill_lane_counter_view(const SwitchNode& node, unsigned lane, uint64_t now_ns,
@@ -191,6 +203,7 @@ void fill_lane_counter_view(const SwitchNode& node, unsigned lane, uint64_t now_
   }
   view.pfc.clear();
   view.pfc_buffer = {};
+  view.conga = {};  // a CONGA switch has one lane
 }
 
 SwitchCounterSnapshot::SwitchCounterSnapshot(const SwitchNode& node)

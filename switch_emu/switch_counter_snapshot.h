@@ -80,6 +80,13 @@ struct SwitchGroupSnapshot {
   std::vector<uint64_t> member_packets;  // by member index
 };
 
+// CONGA's counters (all zero without a conga: block).
+struct SwitchCongaSnapshot {
+  CongaCounters counters;
+  CongaTableCounters tables;  // a leaf's
+  uint64_t table_entries;     // live entries in both tables at publication
+};
+
 struct SwitchCounterView {
   uint64_t published_ns = 0;  // the now_ns of the call that published it
   SwitchDropCounters drops;
@@ -88,6 +95,7 @@ struct SwitchCounterView {
   std::vector<SwitchGroupSnapshot> groups;
   std::vector<SwitchPfcPortSnapshot> pfc;  // by port; empty without PFC
   SwitchPfcBufferSnapshot pfc_buffer{};    // zero without PFC
+  SwitchCongaSnapshot conga{};
   // The identity over this copy (the same terms as SwitchNode::accounting()).
   SwitchAccounting accounting() const;
 };
@@ -100,6 +108,7 @@ SwitchGroupSnapshot group_snapshot(const SwitchNode& node, size_t group);
 // Needs PFC on (node.pfc() not null).
 SwitchPfcPortSnapshot pfc_port_snapshot(const SwitchNode& node, uint16_t port);
 SwitchPfcBufferSnapshot pfc_buffer_snapshot(const PfcState& pfc);
+SwitchCongaSnapshot conga_snapshot(const SwitchNode& node, uint64_t now_ns);
 // Every counter of `node` now, into `view` (its vectors resized to the node's).
 void fill_counter_view(const SwitchNode& node, uint64_t now_ns, SwitchCounterView& view);
 

@@ -13,6 +13,7 @@
 
 #include "dataplane/egress/egress_memory.h"
 #include "dataplane/wire/flow_key.h"
+#include "dataplane/wire/conga_overlay.h"
 #include "dataplane/wire/ipv4_ttl.h"
 #include "dataplane/wire/pfc_frame.h"
 
@@ -129,6 +130,7 @@ SwitchNode::SwitchNode(const control::SwitchConfig& config, rte_mempool* pool,
   port_next_.resize(n);
   for (size_t i = 0; i < n; ++i) egress_[i]->set_next_event_slot(&port_next_, i);
   owner_.assign(n, 0);
+  make_conga();
   lanes_.push_back(make_lane());
 }
 
@@ -161,6 +163,10 @@ std::unique_ptr<SwitchNode::Lane> SwitchNode::make_lane() const {
 }
 
 unsigned SwitchNode::add_lane(std::span<const uint16_t> ports) {
+  if (conga_) {
+    throw std::invalid_argument("add_lane: a CONGA switch keeps one set of tables and DREs: one "
+                                "lane");
+  }
   for (const uint16_t p : ports) {
     if (p >= egress_.size()) {
       throw std::invalid_argument("add_lane: port " + std::to_string(p) + " of " +
@@ -368,6 +374,11 @@ void SwitchNode::receive(unsigned lane, uint16_t port, rte_mbuf** pkts, uint16_t
         handle_mac_control(L, port, m, now_ns);
         continue;
       }
+      if (conga_ && parsed[nip].kind == PacketKind::kUdp &&
+          parsed[nip].dst_port == kVxlanUdpPort &&
+          !conga_arrival(L, port, m, parsed[nip], now_ns)) {
+        continue;
+      }
       ip[nip] = &parsed[nip];
       ip_mbufs[nip] = m;
       ++nip;
@@ -467,6 +478,7 @@ void SwitchNode::forward(unsigned lane, Lane& L, uint16_t in_port, rte_mbuf* m,
   }
 
   uint16_t out_port;
+  int tunnel_leaf = -1;  // CONGA: the leaf this packet is tunnelled to
   if (pinned) {
     if (quarantined) {
       L.counters.quarantined++;
@@ -483,7 +495,12 @@ void SwitchNode::forward(unsigned lane, Lane& L, uint16_t in_port, rte_mbuf* m,
                          p.kind == PacketKind::kRoce && p.udp_checksum != 0;
     const uint8_t path = sprayed ? ppcid_decode(p.udp_checksum, ppcid_layout_).path_id : 0;
     const bool all_eligible = L.ineligible[view_of_tc_[tc]] == 0;
+    // A CONGA leaf tunnels what its conga groups carry (its own host's traffic to another leaf).
+    if (conga_ && conga_->tables && sel.mode() == LbMode::kConga) {
+      tunnel_leaf = conga_->group_leaf[group];
+    }
     const auto choose = [&](std::span<const PathLoad> view, bool all) {
+      if (tunnel_leaf >= 0) return conga_select(sel, tunnel_leaf, hash, view, now_ns);
       return sprayed ? sel.select_sprayed(hash, path, now_ns, view, all)
                      : sel.select(hash, now_ns, view, all);
     };
@@ -515,6 +532,10 @@ void SwitchNode::forward(unsigned lane, Lane& L, uint16_t in_port, rte_mbuf* m,
 
   // TTL >= 2 was checked above: this decrements it and patches the checksum.
   decrement_ttl(rte_pktmbuf_mtod(m, uint8_t*) + p.l3_offset);
+  if (tunnel_leaf >= 0 &&
+      !conga_tunnel(L, in_port, m, *L.groups[group], out_port, tunnel_leaf, hash, now_ns)) {
+    return;
+  }
   // Priority follows the traffic class 1:1 (PFC priority n pauses class n).
   enqueue(lane, L, out_port, in_port, m, tc, tc, now_ns);
 }
@@ -524,6 +545,7 @@ __attribute__((always_inline)) inline void SwitchNode::enqueue_owned(Lane& L, ui
                                                                      uint16_t in_port, rte_mbuf* m,
                                uint8_t tc, uint8_t priority, uint64_t now_ns) {
   EgressPort& e = lane_egress(L, out_port);
+  if (conga_) conga_departure(out_port, m, now_ns);
   const EgressEnqueueResult r = e.enqueue(m, tc, in_port, priority, now_ns);
   if (r == EgressEnqueueResult::kQueued) {
     L.ports[out_port].forwarded_packets++;
@@ -790,6 +812,11 @@ MemoryUsage SwitchNode::memory_usage() const {
   m.queues += capacity_bytes(egress_) + capacity_bytes(lane_egress_) + capacity_bytes(queues_) +
               capacity_bytes(egress_config_);
   if (pfc_) m.queues += pfc_->memory_bytes();
+  if (conga_) {
+    m.routes += sizeof(Conga) + capacity_bytes(conga_->dre) + capacity_bytes(conga_->vtep) +
+                capacity_bytes(conga_->group_leaf) + capacity_bytes(conga_->metrics);
+    if (conga_->tables) m.routes += sizeof(CongaTables) + conga_->tables->heap_bytes();
+  }
   for (rte_ring* r : rings_) m.queues += static_cast<uint64_t>(rte_ring_get_memsize(r->size));
   m.other =
       sizeof(*this) + capacity_bytes(macs_) + capacity_bytes(lanes_) + capacity_bytes(owner_) +
@@ -900,6 +927,8 @@ void SwitchNode::set_link_up(uint16_t port, bool up, uint64_t now_ns) {
 
 void SwitchNode::set_link_rate_gbps(uint16_t port, double rate_gbps, uint64_t now_ns) {
   for (EgressPort* e : queues_.at(port)) e->set_link_rate_gbps(rate_gbps, now_ns);
+  // CONGA's metric is the rate over the link's capacity: the new one from now.
+  if (conga_) conga_->dre.at(port).set_rate_gbps(rate_gbps);
   for (auto& l : lanes_) l->loads_stale = true;  // frames due were started under the old settings
 }
 

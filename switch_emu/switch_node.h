@@ -41,6 +41,8 @@
 #include "dataplane/egress/egress_port.h"
 #include "dataplane/egress/pfc_state.h"
 #include "dataplane/memory_usage.h"
+#include "dataplane/forwarding/conga_tables.h"
+#include "dataplane/forwarding/discounting_rate_estimator.h"
 #include "dataplane/forwarding/flow_hasher.h"
 #include "dataplane/forwarding/path_selector.h"
 #include "dataplane/forwarding/route_cache.h"
@@ -74,6 +76,7 @@ namespace spraynet::switch_emu {
   /* a mirror copy could not be allocated (the original went on): a copy lost, not a packet */ \
   X(mirror_no_mbuf)                                                                            \
   X(bad_port)            /* receive() on a port the node does not have */                      \
+  X(conga_no_headroom)   /* a CONGA leaf could not prepend the overlay (mbuf headroom < 50) */  \
   X(lane_handoff_full)   /* the ring to the egress port's lane was full (holds the pool) */    \
   X(lane_handoff_unsent) /* handed to a lane that stopped before taking it: freed at the end */
 
@@ -114,6 +117,19 @@ static_assert(sizeof(SwitchPortCounters) == sizeof(uint64_t) * SwitchPortCounter
   X(quarantine_kept)     /* quarantine rule, PSN % 100 < keep_percent: normal path */    \
   X(lane_handoffs)       /* handed to the lane owning the egress port */                 \
   X(lane_handoffs_taken) /* taken from another lane and enqueued on egress */
+
+// CONGA's switch-wide counts (the node's tables add theirs: CongaTableCounters).
+#define SPRAYNET_CONGA_COUNTERS(X)                                                           \
+  X(encapsulated) /* leaf: packets given the overlay towards another leaf */                 \
+  X(decapsulated) /* leaf: overlay packets for this leaf's address, overlay taken off */     \
+  X(transit)      /* overlay packets sent on with their overlay (a spine, or another leaf's) */ \
+  X(ce_raised)    /* overlay packets whose CE this switch raised */                          \
+  X(feedback_carried) /* packets sent with a From-Leaf entry piggybacked */
+
+struct CongaCounters {
+  SPRAYNET_CONGA_COUNTERS(SPRAYNET_COUNTER_FIELD)
+  SPRAYNET_COUNTER_METHODS(CongaCounters, SPRAYNET_CONGA_COUNTERS)
+};
 
 struct SwitchCounters {
   SPRAYNET_SWITCH_COUNTERS(SPRAYNET_COUNTER_FIELD)
@@ -241,6 +257,12 @@ class SwitchNode {
   // The same into `out`, in place (a publication keeps the vector's storage).
   void group_member_packets(size_t i, std::vector<uint64_t>& out) const;
   Tcam& tcam() { return *tcam_; }
+  // CONGA (config conga: block): whether it is on, the node's counters, its leaf tables (null on
+  // a spine or without CONGA) and a port's DRE metric now.
+  bool conga_enabled() const { return conga_ != nullptr; }
+  CongaCounters conga_counters() const { return conga_ ? conga_->counters : CongaCounters{}; }
+  const CongaTables* conga_tables() const { return conga_ ? conga_->tables.get() : nullptr; }
+  uint8_t conga_port_metric(uint16_t port, uint64_t now_ns) const;
 
   // Summed over the lanes.
   SwitchDropCounters drops() const;
@@ -355,6 +377,19 @@ class SwitchNode {
     if (queues_[port].size() > 1) return *lanes_.at(lane);
     return parallel_ ? *lanes_[owner_[port]] : *lanes_.front();
   }
+  // CONGA (switch_conga.cc). An overlay packet that arrived on `port`: a leaf's own is recorded
+  // and decapsulated, `p` parsed again from the inner frame. False: m freed and counted.
+  bool conga_arrival(Lane& lane, uint16_t port, rte_mbuf* m, ParsedPacket& p, uint64_t now_ns);
+  // The uplink for a packet this leaf tunnels to `leaf` by group `sel`.
+  uint16_t conga_select(PathSelector& sel, int leaf, uint32_t hash, std::span<const PathLoad> view,
+                        uint64_t now_ns);
+  // Wraps m for `leaf`, leaving by out_port of `sel`. False: m freed and counted.
+  bool conga_tunnel(Lane& lane, uint16_t in_port, rte_mbuf* m, const PathSelector& sel,
+                    uint16_t out_port, int leaf, uint32_t hash, uint64_t now_ns);
+  // Every frame queued on out_port: its DRE counts it, an overlay frame's CE is raised.
+  void conga_departure(uint16_t out_port, rte_mbuf* m, uint64_t now_ns);
+  void make_conga();
+
   // After a lane is added: which wire ports get an egress per lane.
   void assign_port_queues();
   void handle_mac_control(Lane& lane, uint16_t port, rte_mbuf* m, uint64_t now_ns);
@@ -397,6 +432,17 @@ class SwitchNode {
   std::array<uint8_t, 8> lossless_tc_{};
   size_t view_count_ = 1;
   EarliestEvent port_next_;  // each egress port's next event (EgressPort keeps it; one lane)
+
+  // CONGA's state, when the config has a conga: block (one lane: the config allows one lcore).
+  struct Conga {
+    std::vector<DiscountingRateEstimator> dre;  // by port
+    std::unique_ptr<CongaTables> tables;        // a leaf's; null on a spine
+    std::vector<uint32_t> vtep;                 // by leaf id: its tunnel address (0: unknown)
+    std::vector<int> group_leaf;                // by group: its destination leaf, or -1
+    std::vector<uint8_t> metrics;               // conga_select's scratch, by member
+    CongaCounters counters;
+  };
+  std::unique_ptr<Conga> conga_;
 
   std::vector<std::unique_ptr<Lane>> lanes_;
   std::vector<uint16_t> owner_;              // port -> its lane

@@ -248,7 +248,22 @@ json report_json(SwitchNode& node, uint64_t now_ns) {
     j["pfc"] = pfc;
     j["pfc_buffer"] = pfc_buffer_json(*node.pfc());
   }
+  if (node.conga_enabled()) j["conga"] = conga_json(node.config(), conga_snapshot(node, now_ns));
   j["accounting"] = accounting_json(node);
+  return j;
+}
+
+json conga_json(const control::SwitchConfig& config, const SwitchCongaSnapshot& conga) {
+  const control::CongaSettings& k = config.conga;
+  json j = {{"enabled", k.enabled}};
+  if (!k.enabled) return j;
+  j["role"] = k.leaf >= 0 ? "leaf" : "spine";
+  if (k.leaf >= 0) j["leaf"] = k.leaf;
+  conga.counters.for_each([&j](std::string_view name, uint64_t v) { j[std::string(name)] = v; });
+  j["feedback_received"] = conga.tables.feedback_received;
+  j["from_leaf_updates"] = conga.tables.arrivals;
+  j["bad_leaf"] = conga.tables.bad_leaf;
+  j["table_entries"] = conga.table_entries;
   return j;
 }
 

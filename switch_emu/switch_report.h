@@ -37,5 +37,7 @@ nlohmann::json pfc_buffer_json(const PfcState& pfc, const SwitchPfcBufferSnapsho
 // All of the above: {"switch", "ports": [...], "drops", "counters", "groups": [...], "tcam",
 // "pfc": [...] (when enabled)}.
 nlohmann::json report_json(SwitchNode& node, uint64_t now_ns);
+// CONGA: the switch's role, its counters and its tables' (docs/switch_emu.md, "CONGA").
+nlohmann::json conga_json(const control::SwitchConfig& config, const SwitchCongaSnapshot& conga);
 
 }  // namespace spraynet::switch_emu

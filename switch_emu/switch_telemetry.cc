@@ -189,6 +189,12 @@ void register_reading(SwitchShared& s, const runtime::TscClock& clock) {
                            }
                            return j;
                          });
+  TelemetryCommands::add("/spraynet/conga",
+                         "CONGA: role, packets tunnelled and decapsulated, CE raised, feedback "
+                         "carried and received, live table entries. No parameters",
+                         [&s](std::string_view) {
+                           return conga_json(s.node->config(), published(s).conga);
+                         });
   TelemetryCommands::add("/spraynet/pfc_buffer",
                          "The shared lossless buffer: pool used and peak, threshold, headroom used "
                          "and overflows. No parameters",
@@ -412,9 +418,14 @@ void register_acting(SwitchShared& s, const runtime::TscClock& clock, bool enabl
         expect_params(p, 2, "group,mode");
         const size_t g = group_of(*s.node, p[0]);
         const auto mode = parse_lb_mode(p[1]);
-        if (!mode) {
+        if (!mode || *mode == LbMode::kConga) {
           throw std::invalid_argument("mode must be ecmp, weighted, dlb, drill or letflow, got \"" + p[1] +
                                       "\"");
+        }
+        if (s.node->config().groups[g].conga_leaf >= 0) {
+          // Its packets are tunnelled to its leaf: that is the config's (conga: block, leaf:).
+          throw std::invalid_argument("group " + p[0] +
+                                      " is a conga group: its mode is the config's");
         }
         std::lock_guard<std::mutex> c(s.control_lock);
         s.node->group(g).set_mode(*mode);

@@ -31,6 +31,27 @@ uint16_t least_loaded_eligible(std::span<const PathLoad> members, uint32_t tie_b
   return FlowletTable::kNoMember;  // not reached
 }
 
+uint16_t least_metric_eligible(std::span<const PathLoad> members, std::span<const uint8_t> metrics,
+                               uint32_t draw) {
+  unsigned least = 256;
+  uint32_t ties = 0;
+  for (size_t i = 0; i < members.size() && i < metrics.size(); ++i) {
+    if (!members[i].eligible) continue;
+    if (metrics[i] < least) {
+      least = metrics[i];
+      ties = 1;
+    } else if (metrics[i] == least) {
+      ++ties;
+    }
+  }
+  if (ties == 0) return FlowletTable::kNoMember;
+  uint32_t pick = scale_to_range(draw, ties);
+  for (size_t i = 0; i < members.size() && i < metrics.size(); ++i) {
+    if (members[i].eligible && metrics[i] == least && pick-- == 0) return static_cast<uint16_t>(i);
+  }
+  return FlowletTable::kNoMember;  // not reached
+}
+
 uint16_t random_eligible(std::span<const PathLoad> members, uint32_t draw) {
   uint32_t eligible = 0;
   for (const PathLoad& m : members) eligible += m.eligible;
@@ -93,6 +114,14 @@ uint16_t FlowletTable::select_random(uint32_t flow_hash, uint64_t now_ns,
                                      std::span<const PathLoad> members) {
   return select_with(flow_hash, now_ns, members, [this](std::span<const PathLoad> m) {
     return random_eligible(m, next_random());
+  });
+}
+
+uint16_t FlowletTable::select_least_congested(uint32_t flow_hash, uint64_t now_ns,
+                                              std::span<const PathLoad> members,
+                                              std::span<const uint8_t> metrics) {
+  return select_with(flow_hash, now_ns, members, [this, metrics](std::span<const PathLoad> m) {
+    return least_metric_eligible(m, metrics, next_random());
   });
 }
 

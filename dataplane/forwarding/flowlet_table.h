@@ -2,6 +2,9 @@
 // stay on one member (so they cannot overtake each other), and a burst that starts after a
 // longer silence is a new flowlet, free to take another member. Where it goes is the scheme's:
 //   dlb      (dynamic load balancing) the least-loaded eligible member;
+//   conga    (Alizadeh et al., SIGCOMM 2014) the eligible member with the smallest congestion
+//            metric the caller gives (max of the local DRE and the remote leaf's feedback),
+//            ties drawn at random;
 //   letflow  (Vanini et al., "Let It Flow: Resilient Asymmetric Load Balancing with Flowlet
 //            Switching", NSDI 2017) an eligible member drawn uniformly at random: flowlets on a
 //            slow or congested path end sooner (its packets space out) and move, so that
@@ -77,6 +80,13 @@ class FlowletTable {
   // per new flowlet, none per packet that follows its flowlet.
   uint16_t select_random(uint32_t flow_hash, uint64_t now_ns, std::span<const PathLoad> members);
 
+  // CONGA: a new flowlet (or one whose member became ineligible) goes to the eligible member
+  // with the smallest metrics[i], ties drawn uniformly from this table's generator. metrics has
+  // one entry per member.
+  uint16_t select_least_congested(uint32_t flow_hash, uint64_t now_ns,
+                                  std::span<const PathLoad> members,
+                                  std::span<const uint8_t> metrics);
+
   // Starts loading the entry select() will read for this hash, if its page exists: a caller
   // with a burst of packets prefetches them all before selecting, so that at 100K flows (a
   // table of megabytes) the entries' cache misses overlap instead of coming one by one.
@@ -142,6 +152,11 @@ class FlowletTable {
 // An eligible member drawn uniformly with `draw` (scale_to_range over the eligible count), or
 // kNoMember. LetFlow's choice.
 uint16_t random_eligible(std::span<const PathLoad> members, uint32_t draw);
+
+// The eligible member with the smallest metric (metrics[i] for members[i]), or kNoMember; among
+// k tied members, number scale_to_range(draw, k). CONGA's choice.
+uint16_t least_metric_eligible(std::span<const PathLoad> members, std::span<const uint8_t> metrics,
+                               uint32_t draw);
 
 // The eligible member with the fewest queued bytes, or kNoMember. Ties are broken by
 // `tie_break` (a hash or random value): among the k tied members it picks number

@@ -61,6 +61,8 @@ std::string_view to_string(LbMode mode) {
       return "drill";
     case LbMode::kLetflow:
       return "letflow";
+    case LbMode::kConga:
+      return "conga";
   }
   return "?";
 }
@@ -71,6 +73,7 @@ std::optional<LbMode> parse_lb_mode(std::string_view name) {
   if (name == "dlb") return LbMode::kDlb;
   if (name == "drill") return LbMode::kDrill;
   if (name == "letflow") return LbMode::kLetflow;
+  if (name == "conga") return LbMode::kConga;
   return std::nullopt;
 }
 
@@ -208,9 +211,21 @@ uint16_t PathSelector::select(uint32_t flow_hash, uint64_t now_ns,
       member = drill_.select(member_loads_);
       break;
     case LbMode::kLetflow:
+    case LbMode::kConga:
       member = flowlets_.select_random(flow_hash, now_ns, member_loads_);
       break;
   }
+  if (member != BucketTable::kNoMember) ++counters_.selected;
+  return to_port(member);
+}
+
+uint16_t PathSelector::select_conga(uint32_t flow_hash, uint64_t now_ns,
+                                    std::span<const PathLoad> port_loads,
+                                    std::span<const uint8_t> metrics) {
+  const uint32_t eligible = gather_loads(port_loads);
+  if (eligible == 0) return to_port(BucketTable::kNoMember);
+  const uint16_t member =
+      flowlets_.select_least_congested(flow_hash, now_ns, member_loads_, metrics);
   if (member != BucketTable::kNoMember) ++counters_.selected;
   return to_port(member);
 }

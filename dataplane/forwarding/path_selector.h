@@ -10,6 +10,10 @@
 //   dlb       the flowlet table: a flowlet stays on its member within the gap, a new one goes
 //             to the eligible member with the fewest queued bytes.
 //   letflow   the flowlet table, a new flowlet on an eligible member drawn at random (seeded).
+//   conga     a leaf's uplinks under CONGA: the flowlet table, a new flowlet on the eligible
+//             member with the smallest congestion metric the switch gives (select_conga: the
+//             max of the uplink's DRE and the destination leaf's feedback), ties at random.
+//             select() in this mode (a packet the switch does not tunnel) is letflow's.
 //   drill     per packet, the least loaded of two random members and the last winner.
 // Packets hit by a TCAM `spray` rule go through select_sprayed() whatever the mode: the member
 // comes from the packet's PPCID path id through the bucket table, so one QP's path ids spread
@@ -37,10 +41,10 @@
 
 namespace spraynet {
 
-enum class LbMode : uint8_t { kEcmp, kWeighted, kDlb, kDrill, kLetflow };
+enum class LbMode : uint8_t { kEcmp, kWeighted, kDlb, kDrill, kLetflow, kConga };
 
 std::string_view to_string(LbMode mode);
-// ecmp | weighted | dlb | drill | letflow
+// ecmp | weighted | dlb | drill | letflow | conga
 std::optional<LbMode> parse_lb_mode(std::string_view name);
 
 struct PathGroupConfig {
@@ -112,15 +116,23 @@ class PathSelector {
   uint16_t select_sprayed(uint32_t flow_hash, uint8_t path_id, uint64_t now_ns,
                           std::span<const PathLoad> port_loads, bool all_eligible = false);
 
+  // CONGA: the port for a packet of this flow given each member's congestion metric
+  // (metrics[i] for member i: max of its local DRE metric and the remote feedback). kNoPort
+  // when no member is eligible. The flowlet table keeps a flowlet on its member within the gap.
+  uint16_t select_conga(uint32_t flow_hash, uint64_t now_ns, std::span<const PathLoad> port_loads,
+                        std::span<const uint8_t> metrics);
+
   // What select() will read for this hash, started loading now (dlb: its flowlet entry; the
   // other modes read nothing keyed by flow that is not already in cache). See
   // FlowletTable::prefetch.
   void prefetch(uint32_t flow_hash) const {
     const LbMode m = mode();
-    if (m == LbMode::kDlb || m == LbMode::kLetflow) flowlets_.prefetch(flow_hash);
+    if (m == LbMode::kDlb || m == LbMode::kLetflow || m == LbMode::kConga) {
+      flowlets_.prefetch(flow_hash);
+    }
   }
 
-  // Changes the mode at run time (any thread). Entering dlb or letflow starts from the flowlets
+  // Changes the mode at run time (any thread). Entering dlb, letflow or conga starts from the flowlets
   // the table last knew (the two share it); those older than the gap are new flowlets anyway.
   void set_mode(LbMode mode) { mode_.store(mode, std::memory_order_relaxed); }
 

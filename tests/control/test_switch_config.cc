@@ -109,7 +109,7 @@ lcores:
 TEST_CASE("errors name the file, the key and what is allowed") {
   CHECK(error_of("ports: []") == "test.yaml: ports: required: a list of one or more ports");
   CHECK(error_of(kPorts + "groups: [{name: g, mode: fastest, ports: [a]}]") ==
-        "test.yaml: groups[0].mode: must be one of ecmp|weighted|dlb|drill|letflow, got \"fastest\"");
+        "test.yaml: groups[0].mode: must be one of ecmp|weighted|dlb|drill|letflow|conga, got \"fastest\"");
   CHECK(error_of(kPorts + "groups: [{name: g, ports: [a], ecmp_reduce: divide}]") ==
         "test.yaml: groups[0].ecmp_reduce: must be one of modulo|multiply, got \"divide\"");
   CHECK(parse(kPorts + "groups: [{name: g, ports: [a], ecmp_reduce: multiply}]")
@@ -323,6 +323,8 @@ TEST_CASE("switch_emu --help lists exactly the keys the loader accepts, at every
       {"pfc.", p + "pfc: {zzz: 1}\n"},
       {"pfc.watchdog.", p + "pfc: {watchdog: {zzz: 1}}\n"},
       {"ecn.", p + "ecn: {zzz: 1}\n"},
+      {"conga.", p + "conga: {zzz: 1}\n"},
+      {"conga.leaves[].", p + "conga: {leaf: 0, vtep: 10.0.0.1, leaves: [{zzz: 1}]}\n"},
       {"control.", p + "control: {zzz: 1}\n"},
       {"idle_backoff.", p + "idle_backoff: {zzz: 1}\n"},
       {"telemetry.", p + "telemetry: {zzz: 1}\n"},
@@ -622,4 +624,80 @@ ports:
             .starts_with("test.yaml: ports[0].tx_queues: "));
   CHECK(error_of("ports: [{name: a, device: x, tx_descriptors: 8}]")
             .starts_with("test.yaml: ports[0].tx_descriptors: "));
+}
+
+TEST_CASE("conga: a leaf's block and groups read; errors name the key and the range") {
+  const std::string leaf = kPorts + R"(
+groups:
+  - {name: up, mode: conga, leaf: 3, ports: [b, c], dlb_gap_ns: 50000}
+routes:
+  - {prefix: 10.0.3.0/24, group: up}
+conga:
+  leaf: 1
+  vtep: 10.0.1.255
+  leaves: [{leaf: 3, vtep: 10.0.3.255}]
+  t_dre_us: 20
+  alpha: 0.1
+  quantisation_bits: 2
+  aging_us: 1000
+)";
+  const SwitchConfig c = parse(leaf);
+  CHECK(c.conga.enabled);
+  CHECK(c.conga.leaf == 1);
+  CHECK(c.conga.vtep == 0x0A0001FF);
+  REQUIRE(c.conga.leaves.size() == 1);
+  CHECK(c.conga.leaves[0] == std::pair<uint8_t, uint32_t>{3, 0x0A0003FF});
+  CHECK(c.conga.dre.t_dre_ns == 20000);
+  CHECK(c.conga.dre.alpha == 0.1);
+  CHECK(c.conga.dre.bits == 2);
+  CHECK(c.conga.aging_ns == 1000000);
+  CHECK(c.conga.vni == 1);
+  CHECK(c.groups[0].mode == "conga");
+  CHECK(c.groups[0].conga_leaf == 3);
+  // Without the block CONGA is off; a spine's block has no leaf.
+  CHECK_FALSE(parse(kPorts).conga.enabled);
+  const SwitchConfig spine = parse(kPorts + "conga: {t_dre_us: 50}\n");
+  CHECK(spine.conga.enabled);
+  CHECK(spine.conga.leaf == -1);
+  CHECK(spine.conga.dre.t_dre_ns == 50000);
+  CHECK(spine.conga.dre.alpha == 0.2);
+  CHECK(spine.conga.aging_ns == 500000);
+
+  const auto replaced = [&](const std::string& from, const std::string& to) {
+    std::string y = leaf;
+    y.replace(y.find(from), from.size(), to);
+    return error_of(y);
+  };
+  CHECK(replaced("alpha: 0.1", "alpha: 0") ==
+        "test.yaml: conga.alpha: must be a number in [1e-06, 1], got \"0\"");
+  CHECK(replaced("quantisation_bits: 2", "quantisation_bits: 4") ==
+        "test.yaml: conga.quantisation_bits: must be an integer in [1, 3], got \"4\"");
+  CHECK(replaced("t_dre_us: 20", "t_dre_us: 0") ==
+        "test.yaml: conga.t_dre_us: must be a number in [0.001, 1e+06], got \"0\"");
+  CHECK(replaced("leaf: 1\n", "leaf: 256\n") ==
+        "test.yaml: conga.leaf: must be an integer in [0, 255], got \"256\"");
+  CHECK(replaced("vtep: 10.0.1.255", "vtep: 10.0.1.0/24") ==
+        "test.yaml: conga.vtep: a tunnel address (10.0.0.254), not a prefix");
+  CHECK(replaced("{leaf: 3, vtep: 10.0.3.255}", "{leaf: 1, vtep: 10.0.3.255}") ==
+        "test.yaml: conga.leaves[0].leaf: leaf 1 listed twice");
+  CHECK(replaced("leaves: [{leaf: 3, vtep: 10.0.3.255}]", "leaves: []") ==
+        "test.yaml: groups[0] (up).leaf: leaf 3 has no tunnel address: list it in conga.leaves "
+        "(and not this switch's own leaf)");
+  CHECK(replaced("mode: conga, leaf: 3, ", "mode: conga, ") ==
+        "test.yaml: groups[0].leaf: required for mode conga: the leaf (0..255) behind this "
+        "group's routes");
+  CHECK(replaced("mode: conga, leaf: 3, ", "mode: dlb, leaf: 3, ") ==
+        "test.yaml: groups[0].leaf: only a conga group names a destination leaf");
+  CHECK(error_of(kPorts + "groups:\n  - {name: up, mode: conga, leaf: 3, ports: [b]}\n") ==
+        "test.yaml: groups[0] (up).mode: conga needs a conga: block with this switch's leaf: and "
+        "vtep:");
+  CHECK(error_of(kPorts + "conga: {vtep: 10.0.0.255}\n") ==
+        "test.yaml: conga.leaf: required with vtep and leaves (a leaf's id, 0..255; a spine has "
+        "none of them)");
+  CHECK(error_of(kPorts + "conga: {}\nqos: {trust: pcp}\n") ==
+        "test.yaml: qos.trust: conga's overlay carries no VLAN tag, so spines classify by the "
+        "DSCP it copies: trust dscp");
+  CHECK(error_of(kPorts + "conga: {}\nlcores:\n  - {lcore: 1, ports: [a]}\n  - {lcore: 2, ports: "
+                          "[b, c]}\n") ==
+        "test.yaml: lcores: conga keeps one set of tables and DREs per switch: one lcore, got 2");
 }

@@ -6,6 +6,10 @@ LetFlow (Vanini et al., NSDI 2017): on an asymmetric fabric (one leaf-spine link
 its rate) flowlets on the slow path end sooner and move, so LetFlow carries more than ECMP,
 whose flows stay where the hash put them.
 
+CONGA (Alizadeh et al., SIGCOMM 2014): on the same fabric each new flowlet takes the uplink with
+the least congestion (the max of the local DRE and what the destination leaf fed back), so the
+slow link carries less than a fair share, and CONGA carries more than ECMP and LetFlow.
+
 Entropy spraying at the NIC with ECMP switches: oblivious (Ultra Ethernet; htsim's
 UecMpOblivious), each packet of a QP on the next UDP source port of a per-QP permutation, reaches
 the line rate's share on the run.sh fabric with the reorder engine and no retransmission; REPS
@@ -51,10 +55,26 @@ def mean(values):
     return sum(values) / len(values)
 
 
+_ASYMMETRIC_REPORT = []
+
+
+def asymmetric_report():
+    """ECMP, LetFlow and CONGA on the asymmetric fabric, run once for both test classes."""
+    if not _ASYMMETRIC_REPORT:
+        _ASYMMETRIC_REPORT.append(run(*ASYMMETRIC, "--mode", "ecmp,letflow,conga"))
+    return _ASYMMETRIC_REPORT[0]
+
+
+def slow_link_share(r):
+    """leaf0's bytes up its slow link (to spine0) over all its uplink bytes."""
+    util = r["uplink_util_by_link"]
+    return util["leaf0>spine0#0"] / sum(v for k, v in util.items() if k.startswith("leaf0>"))
+
+
 class LetFlow(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.report = run(*ASYMMETRIC, "--mode", "ecmp,letflow")
+        cls.report = asymmetric_report()
 
     def test_lossless_whole_and_flowlets_counted(self):
         for r in self.report["runs"]:
@@ -67,6 +87,7 @@ class LetFlow(unittest.TestCase):
             self.assertGreaterEqual(r["flowlets_started"], 8)
         for r in by_mode(self.report, "ecmp"):
             self.assertEqual(r["flowlets_started"], 0)
+            self.assertNotIn("conga", r)
         self.assertEqual(self.report["config"]["letflow_timeout_us"], 100)
 
     def test_beats_ecmp_on_the_asymmetric_fabric(self):
@@ -101,6 +122,85 @@ class LetFlow(unittest.TestCase):
         self.assertEqual(p.returncode, 2)
         self.assertIn(f.name, p.stderr)
         self.assertIn("fabric.letflow_timeout_us", p.stderr)
+
+
+class Conga(unittest.TestCase):
+    """CONGA on the asymmetric fabric, against the ECMP and LetFlow runs of the same seeds."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.report = asymmetric_report()
+
+    def test_lossless_whole_and_the_loop_runs(self):
+        runs = by_mode(self.report, "conga")
+        self.assertEqual(len(runs), 6)
+        for r in runs:
+            self.assertTrue(r["ok"], r["warnings"])
+            self.assertEqual(r["lossless_drops"], {"headroom_overflow": 0, "queue_full": 0})
+            self.assertTrue(r["mempool_whole"])
+            self.assertEqual(r["drops"]["switch_parse"], 0)
+            k = r["conga"]
+            # Every packet between the leaves went in the overlay and came out of it (the ones
+            # still in flight at the end excepted); the spines passed it on; CE rose; feedback
+            # flowed both ways and nothing named a leaf or uplink beyond the tables.
+            self.assertGreater(k["encapsulated"], 10000)
+            self.assertLessEqual(k["encapsulated"] - k["decapsulated"], 2000)
+            self.assertGreater(k["transit"], 0.9 * k["encapsulated"])
+            self.assertGreater(k["ce_raised"], 0)
+            self.assertGreater(k["feedback_received"], 0.5 * k["decapsulated"])
+            self.assertEqual(k["bad_leaf"], 0)
+            self.assertGreater(k["table_entries_at_end"], 0)
+            self.assertGreaterEqual(r["flowlets_started"], 8)
+        cfg = self.report["config"]["conga"]
+        self.assertEqual(cfg, {"flowlet_timeout_us": 100, "t_dre_us": 50, "alpha": 0.2,
+                               "quantisation_bits": 3, "aging_us": 500})
+
+    def test_less_than_a_fair_share_on_the_slow_link(self):
+        # Four uplinks: a fair share is a quarter; ECMP puts more than CONGA there.
+        share = mean(slow_link_share(r) for r in by_mode(self.report, "conga"))
+        ecmp = mean(slow_link_share(r) for r in by_mode(self.report, "ecmp"))
+        self.assertLess(share, 0.25, share)
+        self.assertLess(share, ecmp, (share, ecmp))
+
+    def test_beats_ecmp_and_letflow(self):
+        t = {m: mean(r["throughput_fraction"] for r in by_mode(self.report, m))
+             for m in ("ecmp", "letflow", "conga")}
+        self.assertGreater(t["conga"], t["ecmp"] * 1.05, t)
+        self.assertGreater(t["conga"], t["letflow"], t)
+        p99 = {m: mean(r["fct_us"]["p99"] for r in by_mode(self.report, m))
+               for m in ("ecmp", "letflow", "conga")}
+        self.assertLess(p99["conga"], p99["ecmp"], p99)
+        self.assertLess(p99["conga"], p99["letflow"], p99)
+
+    def test_same_output_at_any_threads_and_jobs(self):
+        args = [*ASYMMETRIC[:-2], "--seeds", "1-2", "--mode", "conga"]
+        self.assertEqual(run(*args, "--threads", "1", "--jobs", "1", raw=True),
+                         run(*args, "--threads", "3", "--jobs", "2", raw=True))
+
+    def test_bad_parameters_refused_with_key_and_range(self):
+        for flag, value, message in [
+                ("--conga-alpha", "0", "--conga-alpha: must be a number in [1e-06, 1], got '0'"),
+                ("--conga-quantisation-bits", "4",
+                 "--conga-quantisation-bits: must be a whole number in [1, 3], got '4'"),
+                ("--conga-dre-us", "0", "--conga-dre-us: must be microseconds in [0.001, 1e+06]"),
+                ("--conga-aging-us", "x", "--conga-aging-us: must be microseconds")]:
+            p = subprocess.run([EMU, flag, value], capture_output=True, text=True)
+            self.assertEqual(p.returncode, 2, flag)
+            self.assertIn(message, p.stderr)
+        p = subprocess.run([EMU, "--mode", "conga", "--tiers", "3", "--pods", "2"],
+                           capture_output=True, text=True)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("mode conga: two tiers only", p.stderr)
+        p = subprocess.run([EMU, "--mode", "conga", "--spines", "17"], capture_output=True,
+                           text=True)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("at most 16 uplinks per leaf", p.stderr)
+        with tempfile.NamedTemporaryFile("w", suffix=".yaml") as f:
+            f.write("fabric:\n  conga_alpha: 2\n")
+            f.flush()
+            p = subprocess.run([EMU, "--config", f.name], capture_output=True, text=True)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("fabric.conga_alpha", p.stderr)
 
 
 class EntropySpraying(unittest.TestCase):

@@ -8,8 +8,11 @@ spraynet.* fields must equal the PPCID decoded here from the bytes (ARCHITECTURE
 the path id of the uplink the NIC sent it on and the layout in nic_emu's report. Captures with
 corrupted check nibbles are read under both layouts; under the other one, a receiving nic_emu
 configured so (scripts/reorder-pcap.sh) counts each verdict (the C++ ppcid_read) as often as the
-dissector gives it. Skips when tshark is missing or runs no Lua scripts (as root, init.lua
-decides).
+dissector gives it. Sprayed and unsprayed frames wrapped here in CONGA's VXLAN overlay
+(dataplane/wire/conga_overlay.h) must show the spraynet.conga.* fields read back from the bytes
+written (only with VXLAN flags I and C, FB_LBTag and FB_Metric only with FB valid) and still the
+inner RoCEv2 packet's PPCID, not the outer UDP checksum. Skips when tshark is missing or runs
+no Lua scripts (as root, init.lua decides).
 
 Run by meson with NIC_EMU and ROCE_PCAP set; Debian's /usr/bin/python3 has scapy."""
 import json
@@ -23,7 +26,7 @@ import unittest
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
-from scapy.all import Ether, raw, rdpcap, wrpcap  # noqa: E402
+from scapy.all import IP, UDP, Ether, Raw, raw, rdpcap, wrpcap  # noqa: E402
 
 ROOT = os.environ.get("SPRAYNET_SOURCE_DIR",
                       os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
@@ -40,6 +43,11 @@ TSHARK_HOME = tempfile.TemporaryDirectory(prefix="wireshark_home_")
 FIELDS = ["ppcid", "layout", "path_id", "timestamp", "check", "check_ok", "layout_swapped",
           "verdict", "ecn_ce", "cnp", "expert.bad_check", "expert.layout_mismatch",
           "expert.unknown_path"]
+CONGA_FIELDS = ["conga.lbtag", "conga.ce", "conga.fb_valid", "conga.fb_lbtag", "conga.fb_metric",
+                "conga.vni", "conga.src_leaf"]
+VXLAN_PORT = 4789
+VXLAN_I, VXLAN_C = 0x08, 0x40  # VXLAN flags: VNI valid, CONGA fields present
+OVERLAY = 14 + 20 + 8 + 8  # outer Ethernet, IPv4, UDP, VXLAN
 
 
 def run(cmd, **kw):
@@ -78,18 +86,18 @@ def empty_pcap(tmp):
     return path
 
 
-def tshark(path, *prefs):
+def tshark(path, *prefs, fields=FIELDS):
     """One dict of spraynet.* values per packet (None where a field is absent)."""
     cmd = ["tshark", "-X", f"lua_script:{LUA}", "-r", path, "-T", "fields",
            "-E", "separator=\t", "-e", "frame.number"]
     for p in prefs:
         cmd += ["-o", f"spraynet.{p}"]
-    for f in FIELDS:
+    for f in fields:
         cmd += ["-e", "spraynet." + f]
     rows = []
     for line in run(cmd).stdout.splitlines():
         vals = line.split("\t")[1:]
-        rows.append({f: v or None for f, v in zip(FIELDS, vals)})
+        rows.append({f: v or None for f, v in zip(fields, vals)})
     return rows
 
 
@@ -132,6 +140,40 @@ def wire(frame):
     bth = udp + 8
     return (csum, frame[15] & 3, frame[bth], int.from_bytes(frame[bth + 5:bth + 8], "big"),
             int.from_bytes(frame[bth + 9:bth + 12], "big"))
+
+
+def vxlan_word(flags, lbtag, ce, fb, vni, src_leaf):
+    """The 8 VXLAN bytes as dataplane/wire/conga_overlay.h lays them out; fb is (FB_LBTag,
+    FB_Metric), or None for FB valid 0 (byte 2 then 0, as conga_encapsulate writes it)."""
+    b1 = lbtag << 4 | ce << 1 | (fb is not None)
+    b2 = fb[0] << 4 | fb[1] << 1 if fb else 0
+    return bytes([flags, b1, b2, 0]) + vni.to_bytes(3, "big") + bytes([src_leaf])
+
+
+def overlay(inner, word, ecn=None):
+    """inner in the overlay as a source leaf wraps it: the inner MACs, IPv4 with the inner DSCP
+    and ECN (or this ECN: a spine's mark), DF, TTL 64, UDP from 0xC000 | hash with checksum 0."""
+    tos = inner[15] if ecn is None else inner[15] & ~3 | ecn
+    outer = IP(src="10.0.0.255", dst="10.0.1.255", tos=tos, ttl=64, flags="DF", id=0)
+    return inner[:14] + raw(outer / UDP(sport=0xC123, dport=VXLAN_PORT, chksum=0)
+                            / Raw(word + inner))
+
+
+def conga(frame):
+    """(spraynet.conga.* values read from the bytes, the frame RoCEv2 is read from): the fields
+    only for UDP to 4789 with VXLAN flags I and C, the FB ones only with FB valid."""
+    udp = 14 + (frame[14] & 0xF) * 4
+    if struct.unpack("!H", frame[udp + 2:udp + 4])[0] != VXLAN_PORT:
+        return {}, frame
+    vx, inner = frame[udp + 8:udp + 16], frame[udp + 16:]
+    if vx[0] & (VXLAN_I | VXLAN_C) != VXLAN_I | VXLAN_C:
+        return {}, inner
+    fields = {"conga.lbtag": vx[1] >> 4, "conga.ce": vx[1] >> 1 & 7,
+              "conga.fb_valid": vx[1] & 1, "conga.vni": int.from_bytes(vx[4:7], "big"),
+              "conga.src_leaf": vx[7]}
+    if vx[1] & 1:
+        fields.update({"conga.fb_lbtag": vx[2] >> 4, "conga.fb_metric": vx[2] >> 1 & 7})
+    return fields, inner
 
 
 def frames(path):
@@ -333,6 +375,67 @@ class WiresharkDissector(unittest.TestCase):
             self.assert_ppcid(row, frame, "ts-high", range(8, 16), f"packet {i + 1}")[0]
             for i, (row, (_, frame)) in enumerate(zip(rows, sent)))
         self.assertGreater(verdicts["unknown_path"], 0)
+
+    def test_conga_overlay_fields_and_the_inner_ppcid(self):
+        sprayed = [f for k in range(UPLINKS)
+                   for f in frames(os.path.join(self.spray_out["ts-high"][0], f"uplink{k}.pcap"))]
+        ect = next(f for f in sprayed if wire(f)[1] != 3)
+        ce = next(f for f in sprayed if wire(f)[1] == 3)
+        unsprayed = frames(self.host)[0]
+        # (what, VXLAN flags, (LBTag, CE, (FB_LBTag, FB_Metric) or None, VNI, source leaf), inner
+        # frame, outer ECN or None to copy the inner one); flags None: the inner frame, bare.
+        cases = [
+            ("CONGA with feedback", VXLAN_I | VXLAN_C, (5, 3, (9, 6), 1, 2), ect, None),
+            ("CONGA, every field at its maximum", VXLAN_I | VXLAN_C,
+             (15, 7, (15, 7), 0xFFFFFF, 255), ce, None),
+            ("CONGA without feedback, unsprayed inner", VXLAN_I | VXLAN_C, (3, 0, None, 1, 0),
+             unsprayed, None),
+            ("CONGA, outer CE on an ECT inner", VXLAN_I | VXLAN_C, (1, 7, None, 7, 4), ect, 3),
+            # The same bits as the first case, but without C they are plain VXLAN's reserved ones.
+            ("plain VXLAN", VXLAN_I, (5, 3, (9, 6), 1, 2), ect, None),
+            ("C without I", VXLAN_C, (5, 3, (9, 6), 1, 2), ect, None),
+            ("no overlay", None, None, ect, None),
+        ]
+        path = os.path.join(self.tmp, "conga.pcap")
+        wrpcap(path, [Ether(inner if flags is None else overlay(inner, vxlan_word(flags, *f), ecn))
+                      for _, flags, f, inner, ecn in cases])
+        sent = frames(path)
+        rows = tshark(path, fields=FIELDS + CONGA_FIELDS)
+        self.assertEqual(len(rows), len(cases))
+        carrying = 0
+        for (what, flags, f, inner, ecn), row, frame in zip(cases, rows, sent):
+            want, roce = conga(frame)  # from the bytes as written
+            if want:
+                # The test's encoder agrees with the header's layout, field by field.
+                lbtag, ce_metric, fb, vni, leaf = f
+                self.assertEqual(want, {"conga.lbtag": lbtag, "conga.ce": ce_metric,
+                                        "conga.fb_valid": int(fb is not None), "conga.vni": vni,
+                                        "conga.src_leaf": leaf,
+                                        **({"conga.fb_lbtag": fb[0], "conga.fb_metric": fb[1]}
+                                           if fb else {})}, what)
+                carrying += 1
+            for name in CONGA_FIELDS:
+                got = row[name]
+                if name == "conga.fb_valid" and got is not None:
+                    got = int(flag(got))
+                elif got is not None:
+                    got = int(got, 0)
+                self.assertEqual(got, want.get(name), f"{what}: {name}")
+            # The PPCID and the rest come from the inner RoCEv2 packet (UDP to 4791), never the
+            # outer UDP header to 4789 with its checksum 0.
+            self.assertEqual(roce, inner, what)
+            csum, inner_ecn, opcode, _, _ = wire(roce)
+            if csum:
+                self.assert_ppcid(row, roce, "ts-high", range(256), what)
+            else:
+                self.assertEqual((row["ppcid"], row["verdict"], row["path_id"]),
+                                 ("0x0000", "absent", None), what)
+                self.assertEqual(flag(row["ecn_ce"]), inner_ecn == 3, what)
+                self.assertEqual(flag(row["cnp"]), opcode == CNP, what)
+            if ecn is not None:  # the spine's mark is on the outer header only
+                self.assertEqual((frame[15] & 3, inner_ecn, flag(row["ecn_ce"])),
+                                 (ecn, 2, False), what)
+        self.assertEqual(carrying, 4)
 
     def test_cnps_and_ce_are_marked(self):
         rows, sent = tshark(self.cnp_pcap), frames(self.cnp_pcap)

@@ -1,5 +1,6 @@
 -- spraynet.lua: Wireshark/tshark postdissector that reads a RoCEv2 packet's UDP checksum as
--- the PPCID spraynet's NIC writes there (dataplane/wire/ppcid.h), and marks ECN CE and CNPs.
+-- the PPCID spraynet's NIC writes there (dataplane/wire/ppcid.h), marks ECN CE and CNPs, and
+-- decodes the CONGA fields of the leaves' VXLAN overlay (spraynet.conga.*, below).
 --
 --   tshark -X lua_script:tools/wireshark/spraynet.lua -r uplink0.pcap \
 --          -T fields -e spraynet.path_id -e spraynet.verdict
@@ -19,6 +20,19 @@
 -- "Known path ids" preference lists the fabric's ids (spray-pcap.sh: uplink k is path k+1).
 -- Left empty, every id the layout can carry counts as known (as fabric_paths auto does).
 -- Like the C++ parser, only RoCEv2 over IPv4 on UDP destination port 4791 is read.
+--
+-- It also decodes CONGA's overlay (dataplane/wire/conga_overlay.h) into a "spraynet.conga"
+-- tree: Wireshark's VXLAN dissector already takes UDP 4789 and the inner frame, but shows
+-- CONGA's fields only as VXLAN-GBP bits and a group policy id. The VXLAN word of a CONGA frame:
+--   byte 0   flags: 0x08 (I, VNI valid) | 0x40 (C, CONGA fields present)
+--   byte 1   LBTag (bits 7-4) | CE (bits 3-1) | FB valid (bit 0)
+--   byte 2   FB_LBTag (bits 7-4) | FB_Metric (bits 3-1)
+--   byte 3   0;  bytes 4-6 VNI;  byte 7 source leaf id
+-- Only a VXLAN header with both I and C set gets the tree (plain VXLAN reserves those bits).
+-- FB_LBTag and FB_Metric are left out while FB valid is 0: the encapsulating leaf then writes
+-- byte 2 as 0, which would read as "feedback: tag 0 uncongested" if shown.
+-- Under the overlay the PPCID is read from the inner RoCEv2 UDP header (destination port 4791),
+-- never from the outer one to 4789, whose checksum is always 0.
 
 local spraynet = Proto("spraynet", "spraynet PPCID")
 
@@ -120,6 +134,31 @@ local function read_ppcid(value, configured, qp, psn)
   return "unknown_path", path, configured
 end
 
+-- CONGA's overlay: its own protocol, so "spraynet.conga" filters frames that carry the fields
+-- and -O spraynet.conga shows just them; the postdissector below fills it in.
+local conga = Proto("spraynet.conga", "spraynet CONGA overlay")
+
+local VXLAN_FLAG_I, VXLAN_FLAG_CONGA = 0x08, 0x40
+local VXLAN_BYTES = 8
+
+-- Masks on bytes 1 and 2 let Wireshark show each field's bits (0101 .... = LBTag: 5).
+local cf = {
+  lbtag = ProtoField.uint8("spraynet.conga.lbtag", "LBTag", base.DEC, nil, 0xF0,
+                           "Uplink of the source leaf the packet left on"),
+  ce = ProtoField.uint8("spraynet.conga.ce", "CE", base.DEC, nil, 0x0E,
+                        "Largest congestion metric on the path so far (0-7)"),
+  fb_valid = ProtoField.bool("spraynet.conga.fb_valid", "FB valid", 8, nil, 0x01,
+                             "FB_LBTag and FB_Metric carry feedback"),
+  fb_lbtag = ProtoField.uint8("spraynet.conga.fb_lbtag", "FB_LBTag", base.DEC, nil, 0xF0,
+                              "Feedback: an uplink of the leaf this packet goes to"),
+  fb_metric = ProtoField.uint8("spraynet.conga.fb_metric", "FB_Metric", base.DEC, nil, 0x0E,
+                               "Feedback: the CE lately seen on FB_LBTag's path (0-7)"),
+  vni = ProtoField.uint24("spraynet.conga.vni", "VNI", base.DEC),
+  src_leaf = ProtoField.uint8("spraynet.conga.src_leaf", "Source leaf", base.DEC),
+}
+conga.fields = cf
+
+local f_vxlan = Field.new("vxlan")  -- the protocol item: its range is the 8-byte VXLAN header
 local f_ecn = Field.new("ip.dsfield.ecn")
 local f_dport = Field.new("udp.dstport")
 local f_csum = Field.new("udp.checksum")
@@ -131,6 +170,60 @@ local f_psn = Field.new("infiniband.bth.psn")
 local function last(field)
   local all = { field() }
   return all[#all]
+end
+
+-- A "spraynet.conga" tree for every VXLAN header with I and C set (one per overlay; a frame
+-- tunnelled twice would get two). The bytes are read from the header itself: Wireshark's vxlan.*
+-- fields cut these bits as VXLAN-GBP's (a 16-bit flags word over bytes 0-1, where LBTag, CE and
+-- FB valid show as reserved, Don't Learn and Policy Applied bits; a Group Policy ID over 2-3).
+local function add_conga(tree, pinfo)
+  for _, vx in ipairs({ f_vxlan() }) do
+    local r = vx.range
+    if r:len() >= VXLAN_BYTES then
+      local flags = r(0, 1):uint()
+      if bit.band(flags, VXLAN_FLAG_I) ~= 0 and bit.band(flags, VXLAN_FLAG_CONGA) ~= 0 then
+        local b1, b2 = r(1, 1):uint(), r(2, 1):uint()
+        local lbtag, ce = bit.rshift(b1, 4), bit.band(bit.rshift(b1, 1), 7)
+        local fb_valid = bit.band(b1, 1) == 1
+        local src_leaf = r(7, 1):uint()
+        local t = tree:add(conga, r(0, VXLAN_BYTES))
+        t:add(cf.lbtag, r(1, 1))
+        t:add(cf.ce, r(1, 1))
+        t:add(cf.fb_valid, r(1, 1))
+        local fb = "no FB"
+        if fb_valid then
+          t:add(cf.fb_lbtag, r(2, 1))
+          t:add(cf.fb_metric, r(2, 1))
+          fb = string.format("FB tag %d metric %d", bit.rshift(b2, 4),
+                             bit.band(bit.rshift(b2, 1), 7))
+        end
+        t:add(cf.vni, r(4, 3))
+        t:add(cf.src_leaf, r(7, 1))
+        t:set_text(string.format("spraynet CONGA overlay, leaf %d, LBTag %d, CE %d, %s",
+                                 src_leaf, lbtag, ce, fb))
+        pinfo.cols.info:append(string.format(" [CONGA leaf %d tag %d CE %d %s]", src_leaf,
+                                             lbtag, ce, fb))
+      end
+    end
+  end
+end
+
+-- The RoCEv2 UDP header's destination port and checksum fields, or nil. Under CONGA's overlay
+-- a frame has two UDP headers, the outer one to VXLAN's 4789 (checksum 0) first: take the last
+-- header to 4791 and the checksum 4 bytes after its port, so the two always come from the same
+-- header, however many UDP headers precede or follow it.
+local function rocev2_udp()
+  local dports, csums = { f_dport() }, { f_csum() }
+  for i = #dports, 1, -1 do
+    local dport = dports[i]
+    if dport.value == ROCEV2_PORT then
+      for _, csum in ipairs(csums) do
+        if csum.range:offset() == dport.range:offset() + 4 then return dport, csum end
+      end
+      return nil
+    end
+  end
+  return nil
 end
 
 -- The PPCID's fields and expert info under t, for a packet the sprayer wrote one into.
@@ -165,10 +258,13 @@ local function add_ppcid(t, pinfo, range, value, configured, qp, psn)
 end
 
 function spraynet.dissector(tvb, pinfo, tree)
-  local opcode, qp, psn = last(f_opcode), last(f_qp), last(f_psn)
-  local ecn, dport, csum = last(f_ecn), last(f_dport), last(f_csum)
+  add_conga(tree, pinfo)  -- whatever the inner frame carries
+
+  -- The BTH and the IPv4 header are the innermost ones: the RoCEv2 packet's, not the overlay's
+  -- (so ecn_ce is the inner header's mark; a spine's mark on the outer one is ip.dsfield.ecn).
+  local opcode, qp, psn, ecn = last(f_opcode), last(f_qp), last(f_psn), last(f_ecn)
+  local dport, csum = rocev2_udp()
   if not (opcode and qp and psn and ecn and dport and csum) then return end
-  if dport.value ~= ROCEV2_PORT then return end
 
   local t = tree:add(spraynet, csum.range)
   t:add(pf.ppcid, csum.range, csum.value)
