@@ -292,6 +292,16 @@ RunResult Fabric::collect(double wall_s) {
         r.pfc_ports_paused += ever;
         r.pfc_nic_uplinks_paused += ever;
       }
+      if (mode_ == FabricMode::kReps) {
+        const RepsCounters& k = f.reps;
+        for (const auto& [name, v] :
+             {std::pair<const char*, uint64_t>{"reused", k.reused}, {"drawn", k.drawn},
+              {"explored", k.explored}, {"frozen_sent", k.frozen_sent}, {"recycled", k.recycled},
+              {"marked", k.marked}, {"marked_not_recycled", k.marked_not_recycled},
+              {"freezes", k.freezes}}) {
+          r.reps[name] += v;
+        }
+      }
     }
   }
   r.pfc_nic_paused_us = static_cast<double>(nic_paused_ns) / 1000.0;

@@ -325,6 +325,7 @@ nlohmann::json to_json(const RunResult& r) {
   j["tcam_fallback_qps"] = r.tcam_fallback_qps;
   j["flowlets_started"] = r.flowlets_started;
   if (!r.conga.empty()) j["conga"] = r.conga;  // mode conga only
+  if (!r.reps.empty()) j["reps"] = r.reps;     // mode reps only
   j["control_publications"] = r.control_publications;
   j["dead_link_frames"] = r.dead_link_frames;
   j["dead_link_frames_after_1ms"] = r.dead_link_tx_after_1ms;

@@ -79,6 +79,7 @@ NodeFigures NodeFigures::of(nic_emu::NicNode& nic, uint64_t now_ns, uint64_t cc_
   f.responder_totals = rc->responder_totals();
   f.placement_totals = rc->placement_totals();
   f.cc = rc->cc_summary(cc_at_ns);
+  f.reps = rc->reps_totals();
   if (per_qp) f.requesters.resize(rc->qps());
   for (uint32_t q = 0; q < rc->qps(); ++q) {
     const RcQpFlowCounters k = rc->flow_counters(q);
@@ -121,6 +122,7 @@ void NodeFigures::write(ByteWriter& w) const {
   w.put(responder_totals);
   w.put(placement_totals);
   w.put(cc);
+  w.put(reps);
   w.put(qps_never_acked);
   w.put_vector(requesters);
   w.put(heat_map.has_value());
@@ -163,6 +165,7 @@ NodeFigures NodeFigures::read(ByteReader& r) {
   f.responder_totals = r.get<RcResponderCounters>();
   f.placement_totals = r.get<RcPlacementResponderCounters>();
   f.cc = r.get<RcCcSummary>();
+  f.reps = r.get<RepsCounters>();
   f.qps_never_acked = r.get<uint64_t>();
   f.requesters = r.get_vector<RcQpFlowCounters>();
   if (r.get<bool>()) {

@@ -58,6 +58,7 @@ struct NodeFigures {
   RcResponderCounters responder_totals{};
   RcPlacementResponderCounters placement_totals{};
   RcCcSummary cc{};
+  RepsCounters reps{};  // mode reps: every requester's
   uint64_t qps_never_acked = 0;
   std::vector<RcQpFlowCounters> requesters;  // per QP index: its flow's (has_requester set)
   std::optional<nic_emu::QpHeatMap> heat_map;  // per_qp only
