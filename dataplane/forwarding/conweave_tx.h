@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "dataplane/forwarding/path_load.h"
+#include "dataplane/wire/conweave_overlay.h"
 
 namespace spraynet {
 
@@ -40,18 +41,6 @@ struct ConweaveSettings {
 
 // Empty when usable, else the key and its range.
 std::string check_conweave_settings(const ConweaveSettings& s);
-
-enum class ConweaveFlag : uint8_t { kData = 1, kInit = 2, kTail = 3 };
-
-// What a data packet carries between the leaves.
-struct ConweaveTag {
-  uint8_t member = 0;  // the source leaf's uplink (for NOTIFY)
-  uint8_t epoch = 0;   // wraps: compared as serial numbers
-  uint8_t phase = 0;   // 1: sent on the new path after this epoch's TAIL
-  ConweaveFlag flag = ConweaveFlag::kData;
-  uint32_t ts_tx = 0;    // the source leaf's clock when it sent the packet (ns, low 32 bits)
-  uint32_t ts_tail = 0;  // this epoch's TAIL's ts_tx, 0 before the reroute
-};
 
 struct ConweaveTxCounters {
   uint64_t packets = 0;

@@ -27,11 +27,11 @@
 #include <cstdint>
 #include <optional>
 
+#include "dataplane/wire/vxlan_tunnel.h"
+
 namespace spraynet {
 
-inline constexpr uint16_t kVxlanUdpPort = 4789;
-inline constexpr uint16_t kCongaOverlayBytes = 14 + 20 + 8 + 8;
-inline constexpr uint8_t kVxlanFlagI = 0x08;
+inline constexpr uint16_t kCongaOverlayBytes = kVxlanOuterBytes;
 inline constexpr uint8_t kVxlanFlagConga = 0x40;
 inline constexpr unsigned kCongaMaxLbTags = 16;  // LBTag is 4 bits
 inline constexpr uint8_t kCongaMaxMetric = 7;    // CE and FB_Metric are 3 bits
