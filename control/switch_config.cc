@@ -106,12 +106,15 @@ GroupSettings parse_group(const SwitchConfig& c, const ConfigNode& n) {
                 "spray_path_divisor", "leaf"});
   GroupSettings g;
   g.name = n.name("name");
-  g.mode = n.choice_or("mode", g.mode, {"ecmp", "weighted", "dlb", "drill", "letflow", "conga"});
+  g.mode = n.choice_or("mode", g.mode,
+                       {"ecmp", "weighted", "dlb", "drill", "letflow", "conga", "conweave"});
+  const bool tunnelled = g.mode == "conga" || g.mode == "conweave";
   if (n.has("leaf")) {
-    if (g.mode != "conga") n.fail("leaf", "only a conga group names a destination leaf");
+    if (!tunnelled) n.fail("leaf", "only a conga or conweave group names a destination leaf");
     g.conga_leaf = static_cast<int>(n.uint("leaf", 0, 255));
-  } else if (g.mode == "conga") {
-    n.fail("leaf", "required for mode conga: the leaf (0..255) behind this group's routes");
+  } else if (tunnelled) {
+    n.fail("leaf", "required for mode " + g.mode +
+                       ": the leaf (0..255) behind this group's routes");
   }
   g.ecmp_reduce = n.choice_or("ecmp_reduce", g.ecmp_reduce, {"modulo", "multiply"});
   g.spray_path_divisor =
@@ -124,9 +127,10 @@ GroupSettings parse_group(const SwitchConfig& c, const ConfigNode& n) {
     if (!seen.insert(idx).second) n.fail("ports", "port \"" + name + "\" listed twice");
     g.ports.push_back(idx);
   }
-  if (g.mode == "conga" && g.ports.size() > CongaTables::kUplinks) {
-    n.fail("ports", "a conga group has at most " + std::to_string(CongaTables::kUplinks) +
-                        " ports (LBTag is 4 bits), got " + std::to_string(g.ports.size()));
+  if (tunnelled && g.ports.size() > CongaTables::kUplinks) {
+    n.fail("ports", "a " + g.mode + " group has at most " + std::to_string(CongaTables::kUplinks) +
+                        " ports (the uplink is 4 bits on the wire), got " +
+                        std::to_string(g.ports.size()));
   }
   for (uint64_t w : n.uint_list("weights", 0, 65535)) g.weights.push_back(static_cast<uint32_t>(w));
   if (!g.weights.empty() && g.mode != "weighted") {
@@ -416,34 +420,68 @@ int SwitchConfig::port_index(const std::string& n) const {
   return -1;
 }
 
-void parse_conga(SwitchConfig& c, const ConfigNode& n) {
-  n.allow_only({"leaf", "vtep", "leaves", "vni", "t_dre_us", "alpha", "quantisation_bits",
-                "aging_us"});
-  CongaSettings& k = c.conga;
-  k.enabled = true;
+// A leaf overlay's `leaf`, `vtep`, `leaves` and `vni` (conga:, conweave:); `leaf_required`: a
+// block without them is refused (ConWeave has no spine part).
+void parse_overlay_leaves(const ConfigNode& n, int& leaf, uint32_t& vtep,
+                          std::vector<std::pair<uint8_t, uint32_t>>& leaves, uint32_t& vni,
+                          bool leaf_required) {
   const auto address = [](const ConfigNode& node, std::string_view key) {
     const Ipv4Prefix p = node.prefix(key);
     if (p.length != 32) node.fail(key, "a tunnel address (10.0.0.254), not a prefix");
     return p.address;
   };
-  if (n.has("leaf")) {
-    k.leaf = static_cast<int>(n.uint("leaf", 0, 255));
-    k.vtep = address(n, "vtep");
+  if (n.has("leaf") || leaf_required) {
+    leaf = static_cast<int>(n.uint("leaf", 0, 255));
+    vtep = address(n, "vtep");
   } else if (n.has("vtep") || n.has("leaves")) {
     n.fail("leaf", "required with vtep and leaves (a leaf's id, 0..255; a spine has none of them)");
   }
   std::set<uint32_t> ids;
-  if (k.leaf >= 0) ids.insert(static_cast<uint32_t>(k.leaf));
+  if (leaf >= 0) ids.insert(static_cast<uint32_t>(leaf));
   for (const auto& l : n.list("leaves")) {
     l.allow_only({"leaf", "vtep"});
     const auto id = static_cast<uint8_t>(l.uint("leaf", 0, 255));
     if (!ids.insert(id).second) l.fail("leaf", "leaf " + std::to_string(id) + " listed twice");
-    k.leaves.emplace_back(id, address(l, "vtep"));
+    leaves.emplace_back(id, address(l, "vtep"));
   }
-  k.vni = static_cast<uint32_t>(n.uint_or("vni", k.vni, 0, 0xFFFFFF));
+  vni = static_cast<uint32_t>(n.uint_or("vni", vni, 0, 0xFFFFFF));
+}
+
+// Microseconds in [lo, hi] read, nanoseconds kept (rounded).
+uint64_t micros_or(const ConfigNode& n, std::string_view key, uint64_t def_ns, double lo,
+                   double hi) {
+  const double us = n.number_or(key, static_cast<double>(def_ns) / 1000.0, lo, hi);
+  return static_cast<uint64_t>(us * 1000.0 + 0.5);
+}
+
+void parse_conweave(SwitchConfig& c, const ConfigNode& n) {
+  n.allow_only({"leaf", "vtep", "leaves", "vni", "base_rtt_us", "reply_extra_us", "path_pause_us",
+                "tx_expiry_us", "voq_flush_extra_us", "voq_default_wait_us", "aging_us",
+                "voq_limit_packets", "control_dscp"});
+  ConweaveSwitchSettings& k = c.conweave;
+  k.enabled = true;
+  parse_overlay_leaves(n, k.leaf, k.vtep, k.leaves, k.vni, true);
+  ConweaveSettings& p = k.params;
+  k.base_rtt_ns = micros_or(n, "base_rtt_us", k.base_rtt_ns, 0, 1e6);
+  p.reply_extra_ns = micros_or(n, "reply_extra_us", p.reply_extra_ns, 0, 1e6);
+  p.path_pause_ns = micros_or(n, "path_pause_us", p.path_pause_ns, 0, 1e6);
+  p.tx_expiry_ns = micros_or(n, "tx_expiry_us", p.tx_expiry_ns, 1, 1e6);
+  p.voq_flush_extra_ns = micros_or(n, "voq_flush_extra_us", p.voq_flush_extra_ns, 0, 1e6);
+  p.voq_default_wait_ns = micros_or(n, "voq_default_wait_us", p.voq_default_wait_ns, 1, 1e6);
+  p.aging_ns = micros_or(n, "aging_us", p.aging_ns, 1, 1e7);
+  p.voq_limit_packets =
+      static_cast<uint32_t>(n.uint_or("voq_limit_packets", p.voq_limit_packets, 1, 1u << 20));
+  k.control_dscp = static_cast<uint8_t>(n.uint_or("control_dscp", k.control_dscp, 0, 63));
+}
+
+void parse_conga(SwitchConfig& c, const ConfigNode& n) {
+  n.allow_only({"leaf", "vtep", "leaves", "vni", "t_dre_us", "alpha", "quantisation_bits",
+                "aging_us"});
+  CongaSettings& k = c.conga;
+  k.enabled = true;
+  parse_overlay_leaves(n, k.leaf, k.vtep, k.leaves, k.vni, false);
   const auto micros = [&](std::string_view key, uint64_t def, double lo, double hi) {
-    const double us = n.number_or(key, static_cast<double>(def) / 1000.0, lo, hi);
-    return static_cast<uint64_t>(us * 1000.0 + 0.5);
+    return micros_or(n, key, def, lo, hi);
   };
   k.dre.t_dre_ns = micros("t_dre_us", k.dre.t_dre_ns, 0.001, 1e6);
   k.dre.alpha = n.number_or("alpha", k.dre.alpha, 1e-6, 1.0);
@@ -454,7 +492,7 @@ void parse_conga(SwitchConfig& c, const ConfigNode& n) {
 SwitchConfig parse_switch_config(const ConfigNode& root) {
   root.allow_only({"name", "seed", "ppcid_layout", "mempool_mbufs", "mbuf_data_room", "route_table",
                    "ports", "groups", "routes", "tcam", "hash", "qos", "pfc", "ecn", "conga",
-                   "control", "lcores", "idle_backoff", "telemetry"});
+                   "conweave", "control", "lcores", "idle_backoff", "telemetry"});
   SwitchConfig c;
   c.file = root.file();
   c.name = root.name_or("name", c.name);
@@ -538,21 +576,28 @@ SwitchConfig parse_switch_config(const ConfigNode& root) {
   }
 
   if (auto k = root.optional_child("conga")) parse_conga(c, *k);
+  if (auto k = root.optional_child("conweave")) parse_conweave(c, *k);
+  if (c.conga.enabled && c.conweave.enabled) {
+    root.fail("conweave", "a switch runs CONGA or ConWeave, not both (it has a conga: block)");
+  }
   for (size_t i = 0; i < c.groups.size(); ++i) {
     const GroupSettings& g = c.groups[i];
     if (g.conga_leaf < 0) continue;
     const std::string where = "groups[" + std::to_string(i) + "] (" + g.name + ")";
-    if (c.conga.leaf < 0) {
+    const bool conga = g.mode == "conga";
+    if ((conga ? c.conga.leaf : c.conweave.leaf) < 0) {
       throw ConfigError(c.file, where + ".mode",
-                        "conga needs a conga: block with this switch's leaf: and vtep:");
+                        g.mode + " needs a " + g.mode +
+                            ": block with this switch's leaf: and vtep:");
     }
-    const bool known = std::any_of(c.conga.leaves.begin(), c.conga.leaves.end(),
+    const auto& leaves = conga ? c.conga.leaves : c.conweave.leaves;
+    const bool known = std::any_of(leaves.begin(), leaves.end(),
                                    [&](const auto& l) { return l.first == g.conga_leaf; });
     if (!known) {
       throw ConfigError(c.file, where + ".leaf",
                         "leaf " + std::to_string(g.conga_leaf) +
-                            " has no tunnel address: list it in conga.leaves (and not this "
-                            "switch's own leaf)");
+                            " has no tunnel address: list it in " + g.mode +
+                            ".leaves (and not this switch's own leaf)");
     }
   }
   if (auto p = root.optional_child("pfc")) parse_pfc(c, *p);
@@ -628,14 +673,17 @@ SwitchConfig parse_switch_config(const ConfigNode& root) {
     }
     c.lcores.push_back(s);
   }
-  if (c.conga.enabled && c.lcores.size() > 1) {
-    root.fail("lcores", "conga keeps one set of tables and DREs per switch: one lcore, got " +
+  const char* overlay = c.conga.enabled ? "conga" : c.conweave.enabled ? "conweave" : nullptr;
+  if (overlay != nullptr && c.lcores.size() > 1) {
+    root.fail("lcores", std::string(overlay) +
+                            " keeps one set of tables per switch: one lcore, got " +
                             std::to_string(c.lcores.size()));
   }
-  if (c.conga.enabled && c.qos.trust != "dscp") {
+  if (overlay != nullptr && c.qos.trust != "dscp") {
     throw ConfigError(c.file, "qos.trust",
-                      "conga's overlay carries no VLAN tag, so spines classify by the DSCP it "
-                      "copies: trust dscp");
+                      std::string(overlay) +
+                          "'s overlay carries no VLAN tag, so spines classify by the DSCP it "
+                          "copies: trust dscp");
   }
   if (!c.lcores.empty()) {
     for (size_t i = 0; i < c.ports.size(); ++i) {
@@ -720,8 +768,9 @@ std::string switch_config_help() {
   h.line("  - name: (required)", "unique; routes name it");
   h.line("    mode: " + group.mode,
          "ecmp | weighted | dlb | drill | letflow (flowlets on a random member) | conga "
-         "(flowlets on the least congested uplink; needs the conga: block and leaf:)");
-  h.line("    leaf: (none)", "conga only, 0..255: the leaf behind the group's routes");
+         "(flowlets on the least congested uplink; needs the conga: block and leaf:) | conweave "
+         "(RoCE data rerouted off slow paths, reordering masked; the conweave: block and leaf:)");
+  h.line("    leaf: (none)", "conga and conweave only, 0..255: the leaf behind the group's routes");
   h.line("    ports: (required)", "port names, each once");
   h.line("    weights: (equal)", "weighted only: one per port, 0..65535, not all 0; kept in force, "
          "scaled by link state");
@@ -781,6 +830,23 @@ std::string switch_config_help() {
          "1..3: metric levels 2^bits over C x t_dre / alpha (3, the header's CE width)");
   h.line("  aging_us: " + n(static_cast<double>(d.conga.aging_ns) / 1000.0),
          "0.001..10^7: a table entry not updated this long counts as unknown (500)");
+  h.line("conweave:", "a conweave: section makes this switch a ConWeave leaf (docs/switch_emu.md, "
+         "\"ConWeave\"); one lcore, qos.trust dscp:");
+  h.line("  leaf: (required)", "0..255: this switch's leaf id");
+  h.line("  vtep: (required)", "this leaf's tunnel address");
+  h.line("  leaves:", "the other leaves (a leaf's conweave groups name them):");
+  h.line("    - leaf: (required)", "0..255, each once");
+  h.line("      vtep: (required)", "its tunnel address");
+  h.line("  vni: 1", "0..2^24-1");
+  h.line("  base_rtt_us: 4", "0..10^6: leaf to leaf and back, propagation (conweave-ns3: 4)");
+  h.line("  reply_extra_us: 4", "0..10^6: an RTT reply later than base_rtt + this: the path is slow");
+  h.line("  path_pause_us: 16", "0..10^6: a NOTIFYed uplink is avoided this long");
+  h.line("  tx_expiry_us: 300", "1..10^6: a flow idle this long starts over on a new path");
+  h.line("  voq_flush_extra_us: 16", "0..10^6: the margin on a held queue's predicted release");
+  h.line("  voq_default_wait_us: 200", "1..10^6: the wait when no old-path timing is known");
+  h.line("  aging_us: 2000", "1..10^7: flows idle this long are forgotten");
+  h.line("  voq_limit_packets: 4096", "1..2^20 per flow: beyond it a packet passes out of order");
+  h.line("  control_dscp: 48", "0..63: the DSCP of RTT replies, CLEARs and NOTIFYs");
   h.line("pfc:", "a pfc: section turns PFC on (enabled defaults to true inside it):");
   h.line("  enabled: true", "true | false");
   h.line("  priorities: [3]", "lossless priorities 0..7, at least one");

@@ -13,6 +13,7 @@
 #include "dataplane/egress/ecn_marker.h"
 #include "dataplane/egress/shared_buffer.h"
 #include "dataplane/forwarding/conga_tables.h"
+#include "dataplane/forwarding/conweave_tx.h"
 #include "dataplane/forwarding/discounting_rate_estimator.h"
 #include "dataplane/forwarding/route_table.h"
 #include "dataplane/forwarding/tcam.h"
@@ -67,8 +68,8 @@ struct PortSettings {
 
 struct GroupSettings {
   std::string name;
-  std::string mode = "ecmp";  // ecmp | weighted | dlb | drill | letflow | conga
-  int conga_leaf = -1;        // conga: the leaf behind the group's destinations (`leaf:`)
+  std::string mode = "ecmp";  // ecmp | weighted | dlb | drill | letflow | conga | conweave
+  int conga_leaf = -1;        // conga, conweave: the leaf behind the group's destinations (`leaf:`)
   std::vector<uint16_t> ports;  // indices into SwitchConfig::ports
   std::vector<uint32_t> weights;  // weighted mode: initial weights (default equal)
   uint64_t dlb_gap_ns = 100'000;
@@ -179,6 +180,21 @@ struct CongaSettings {
   uint64_t aging_ns = CongaTables::kDefaultAgingNs;
 };
 
+// ConWeave (dataplane/forwarding/conweave_tx.h, conweave_rx.h; docs/switch_emu.md "ConWeave"): a
+// `conweave:` block on a leaf. Its conweave groups tunnel RoCE data to the group's leaf, which
+// holds what a reroute would deliver out of order. Spines need nothing: they route the overlay.
+struct ConweaveSwitchSettings {
+  bool enabled = false;
+  int leaf = -1;
+  uint32_t vtep = 0;
+  std::vector<std::pair<uint8_t, uint32_t>> leaves;
+  uint32_t vni = 1;
+  // Leaf to leaf and back, propagation only, as conweave-ns3 sets it (1 us links, 2 hops: 4 us).
+  uint64_t base_rtt_ns = 4'000;
+  ConweaveSettings params;
+  uint8_t control_dscp = 48;  // RTT replies, CLEARs, NOTIFYs: a class PFC does not pause
+};
+
 struct ControlSettings {
   uint64_t period_ms = 200;
   double target_utilisation = 0.6;  // u_target of the bucket formula
@@ -241,6 +257,7 @@ struct SwitchConfig {
   PfcSettings pfc;
   EcnSettings ecn;
   CongaSettings conga;
+  ConweaveSwitchSettings conweave;
   ControlSettings control;
   IdleBackoffSettings idle_backoff;
   TelemetrySettings telemetry;

@@ -301,6 +301,28 @@ std::vector<ConfigKey> make_keys() {
       "conga: bits of the congestion metric, levels of C x T_dre / alpha (3, the CE field)");
   micros("conga-aging-us", &FabricConfig::conga_aging_ns, 0.001, 1e7,
          "conga: a table entry not updated this long counts as unknown (500)");
+  // ConWeave's, in FabricConfig::conweave (conweave-ns3's run.py names, in microseconds).
+  const auto weave = [&](const char* name, uint64_t ConweaveSettings::*m, double min, double max,
+                         const std::string& help) {
+    key(name, help, [m, min, max](FabricConfig& c, const std::string& v) {
+      c.conweave.*m =
+          static_cast<uint64_t>(std::llround(number_in(v, min, max, "microseconds") * 1000.0));
+    });
+  };
+  weave("conweave-reply-extra-us", &ConweaveSettings::reply_extra_ns, 0, 1e6,
+        "conweave: an RTT reply later than the base RTT plus this marks the path slow (4, "
+        "conweave-ns3's run.py CONWEAVE_REPLY_TIMEOUT_EXTRA)");
+  weave("conweave-path-pause-us", &ConweaveSettings::path_pause_ns, 0, 1e6,
+        "conweave: a NOTIFYed uplink is avoided this long (16, CONWEAVE_PATH_PAUSE_TIME)");
+  weave("conweave-tx-expiry-us", &ConweaveSettings::tx_expiry_ns, 1, 1e6,
+        "conweave: a flow idle this long starts over on a new path (300, "
+        "CONWEAVE_TX_EXPIRY_TIME)");
+  weave("conweave-voq-flush-extra-us", &ConweaveSettings::voq_flush_extra_ns, 0, 1e6,
+        "conweave: the margin on a held queue's predicted release (16, "
+        "CONWEAVE_EXTRA_VOQ_FLUSH_TIME)");
+  weave("conweave-voq-default-wait-us", &ConweaveSettings::voq_default_wait_ns, 1, 1e6,
+        "conweave: the hold when no old-path timing is known (200, "
+        "CONWEAVE_DEFAULT_VOQ_WAITING_TIME)");
   u32("entropy-values", &FabricConfig::entropy_values, 2, 16384,
       "oblivious, reps: the UDP source ports (entropy values) of each QP, a power of two; "
       "oblivious cycles through them in a new order every round, reps draws from them what it "

@@ -284,6 +284,27 @@ RunResult Fabric::collect(double wall_s) {
         r.conga["bad_leaf"] += f.conga_tables.bad_leaf;
         r.conga["table_entries_at_end"] += f.conga_entries;
       }
+      if (mode_ == FabricMode::kConweave) {
+        const ConweaveTxCounters& t = f.conweave_tx;
+        const ConweaveRxCounters& x = f.conweave_rx;
+        for (const auto& [name, v] : std::initializer_list<std::pair<const char*, uint64_t>>{
+                 {"epochs", t.epochs}, {"rtt_timeouts", t.timeouts}, {"expiries", t.expiries},
+                 {"reroutes", t.reroutes}, {"no_good_path", t.no_good_path},
+                 {"timely_replies", t.timely_replies}, {"late_replies", t.late_replies},
+                 {"clears_received", t.clears}, {"notifies_received", t.notifies},
+                 {"held", x.held}, {"voq_full", x.voq_full},
+                 {"previous_epoch_packets", x.previous_epoch},
+                 {"released_by_tail", x.flushes_by_tail},
+                 {"released_by_timeout", x.flushes_by_timeout},
+                 {"late_after_timeout", x.late_after_timeout},
+                 {"rtt_replies_sent", x.rtt_replies}, {"clears_sent", x.clears},
+                 {"notifies_sent", x.notifies},
+                 {"control_no_mbuf", f.sw_counters.conweave_control_no_mbuf}}) {
+          r.conweave[name] += v;
+        }
+        r.conweave["max_queue_depth"] =
+            std::max(r.conweave["max_queue_depth"], x.max_queue_depth);
+      }
     } else {
       for (const NodeFigures::Port& port : f.ports) {
         const uint64_t before = paused_ns;

@@ -42,6 +42,7 @@ std::string_view to_string(FabricMode mode) {
     case FabricMode::kDrill: return "drill";
     case FabricMode::kLetflow: return "letflow";
     case FabricMode::kConga: return "conga";
+    case FabricMode::kConweave: return "conweave";
     case FabricMode::kOblivious: return "oblivious";
     case FabricMode::kReps: return "reps";
     case FabricMode::kSpray: return "spray";
@@ -52,7 +53,7 @@ std::string_view to_string(FabricMode mode) {
 
 std::optional<FabricMode> parse_fabric_mode(std::string_view name) {
   for (auto m : {FabricMode::kEcmp, FabricMode::kEcmpQp, FabricMode::kWeighted, FabricMode::kDlb,
-                 FabricMode::kDrill, FabricMode::kLetflow, FabricMode::kConga, FabricMode::kOblivious, FabricMode::kReps, FabricMode::kSpray, FabricMode::kSprayNoReorder}) {
+                 FabricMode::kDrill, FabricMode::kLetflow, FabricMode::kConga, FabricMode::kConweave, FabricMode::kOblivious, FabricMode::kReps, FabricMode::kSpray, FabricMode::kSprayNoReorder}) {
     if (to_string(m) == name) return m;
   }
   return std::nullopt;
@@ -521,6 +522,18 @@ std::string FabricConfig::check() const {
     if (conga_bits < 1 || conga_bits > 3) return "conga-quantisation-bits: 1..3";
     if (conga_flowlet_ns < 1) return "conga-flowlet-timeout-us: above 0";
     if (conga_aging_ns < 1) return "conga-aging-us: above 0";
+  }
+  if (std::find(modes.begin(), modes.end(), FabricMode::kConweave) != modes.end()) {
+    // conweave-ns3's leaf-spine: ConWeave runs at the leaves, the spines only route.
+    if (tiers != 2) return "mode conweave: two tiers only (ConWeave's leaves, a leaf-spine)";
+    if (spines * links_per_spine > CongaTables::kUplinks) {
+      return "mode conweave: at most 16 uplinks per leaf (spines x links-per-spine; the uplink "
+             "is 4 bits on the wire), got " +
+             std::to_string(spines * links_per_spine);
+    }
+    if (const std::string why = check_conweave_settings(conweave); !why.empty()) {
+      return "conweave-" + why;
+    }
   }
   if (entropy_values < 2 || entropy_values > 16384 || (entropy_values & (entropy_values - 1)) != 0) {
     return "entropy-values: a power of two from 2 to 16384";

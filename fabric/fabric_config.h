@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "control/cc_settings.h"
+#include "dataplane/forwarding/conweave_tx.h"
 
 namespace spraynet::fabric {
 
@@ -25,6 +26,7 @@ enum class FabricMode : uint8_t {
   kDrill,           // per packet, the less loaded of two samples and the last winner
   kLetflow,         // flowlets on a member drawn at random (LetFlow, NSDI 2017)
   kConga,           // flowlets on the least congested uplink, leaf-to-leaf feedback (CONGA)
+  kConweave,        // RoCE flows rerouted off slow paths, reordering masked at the leaf (ConWeave)
   kOblivious,       // ECMP switches; each NIC QP's packets on a permutation of UDP source ports
   kReps,            // ECMP switches; NIC QPs recycle the source ports ACKs echo (REPS)
   kSpray,           // NIC writes a path id per packet; leaves spray by TCAM rule
@@ -38,7 +40,7 @@ bool is_entropy_spray(FabricMode mode);
 // One QP's packets take several paths, so its receiver sees them reordered: spray (with or
 // without the reorder engine), DRILL's per-packet choice at the leaf, entropy spraying.
 bool spreads_per_packet(FabricMode mode);
-inline constexpr const char* kModeNames = "ecmp | ecmp-qp | weighted | dlb | drill | letflow | conga | oblivious | reps | spray | spray-noreorder";
+inline constexpr const char* kModeNames = "ecmp | ecmp-qp | weighted | dlb | drill | letflow | conga | conweave | oblivious | reps | spray | spray-noreorder";
 
 enum class Workload : uint8_t { kPermutation, kAllreduce, kAlltoall, kIncast, kCdf };
 std::string_view to_string(Workload w);
@@ -190,6 +192,8 @@ struct FabricConfig {
   double conga_alpha = 0.2;
   uint32_t conga_bits = 3;
   uint64_t conga_aging_ns = 500'000;
+  // ConWeave: conweave-ns3's run.py values for its leaf-spine (dataplane/forwarding/conweave_tx.h).
+  ConweaveSettings conweave;
   // oblivious, reps: the entropy values (UDP source ports) of each QP; a power of two.
   uint32_t entropy_values = 256;
   uint64_t control_period_ns = 200'000'000;

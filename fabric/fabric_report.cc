@@ -326,6 +326,7 @@ nlohmann::json to_json(const RunResult& r) {
   j["flowlets_started"] = r.flowlets_started;
   if (!r.conga.empty()) j["conga"] = r.conga;  // mode conga only
   if (!r.reps.empty()) j["reps"] = r.reps;     // mode reps only
+  if (!r.conweave.empty()) j["conweave"] = r.conweave;  // mode conweave only
   j["control_publications"] = r.control_publications;
   j["dead_link_frames"] = r.dead_link_frames;
   j["dead_link_frames_after_1ms"] = r.dead_link_tx_after_1ms;
@@ -654,6 +655,15 @@ nlohmann::json config_json(const FabricConfig& c) {
                   {"alpha", c.conga_alpha},
                   {"quantisation_bits", c.conga_bits},
                   {"aging_us", static_cast<double>(c.conga_aging_ns) / 1000.0}};
+  }
+  if (std::find(c.modes.begin(), c.modes.end(), FabricMode::kConweave) != c.modes.end()) {
+    const auto us = [](uint64_t ns) { return static_cast<double>(ns) / 1000.0; };
+    j["conweave"] = {{"reply_extra_us", us(c.conweave.reply_extra_ns)},
+                     {"path_pause_us", us(c.conweave.path_pause_ns)},
+                     {"tx_expiry_us", us(c.conweave.tx_expiry_ns)},
+                     {"voq_flush_extra_us", us(c.conweave.voq_flush_extra_ns)},
+                     {"voq_default_wait_us", us(c.conweave.voq_default_wait_ns)},
+                     {"base_rtt_us", us(4 * c.delay_ns)}};
   }
   if (std::any_of(c.modes.begin(), c.modes.end(), is_entropy_spray)) {
     j["entropy_values"] = c.entropy_values;

@@ -191,6 +191,7 @@ struct RunResult {
   // CONGA, every switch summed (mode conga; the report shows it then only).
   std::map<std::string, uint64_t> conga;
   std::map<std::string, uint64_t> reps;  // mode reps: the NICs' REPS counters, summed
+  std::map<std::string, uint64_t> conweave;  // mode conweave: the leaves' counters, summed
   uint64_t control_publications = 0;  // weighted: bucket tables published, all switches
   // Weighted mode: per leaf, the buckets each uplink holds (null otherwise). Hosts with two or
   // more uplinks: how their bytes split between them (null otherwise). See fabric.cc.

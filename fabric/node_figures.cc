@@ -49,6 +49,8 @@ NodeFigures NodeFigures::of(const switch_emu::SwitchNode& sw, const control::Con
   for (size_t g = 0; g < sw.group_count(); ++g) {
     f.flowlets_started += sw.group(g).flowlet_table().counters().flowlets_started;
   }
+  if (const ConweaveTx* tx = sw.conweave_tx()) f.conweave_tx = tx->counters();
+  if (const ConweaveRx* rx = sw.conweave_rx()) f.conweave_rx = rx->counters();
   f.conga = sw.conga_counters();
   if (const CongaTables* t = sw.conga_tables()) {
     f.conga_tables = t->counters();
@@ -109,6 +111,8 @@ void NodeFigures::write(ByteWriter& w) const {
     w.put(conga);
     w.put(conga_tables);
     w.put(conga_entries);
+    w.put(conweave_tx);
+    w.put(conweave_rx);
     return;
   }
   w.put(ppcid);
@@ -152,6 +156,8 @@ NodeFigures NodeFigures::read(ByteReader& r) {
     f.conga = r.get<switch_emu::CongaCounters>();
     f.conga_tables = r.get<CongaTableCounters>();
     f.conga_entries = r.get<uint64_t>();
+    f.conweave_tx = r.get<ConweaveTxCounters>();
+    f.conweave_rx = r.get<ConweaveRxCounters>();
     return f;
   }
   f.ppcid = r.get<nic_emu::PpcidCounters>();

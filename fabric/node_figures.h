@@ -45,6 +45,9 @@ struct NodeFigures {
   switch_emu::CongaCounters conga{};
   CongaTableCounters conga_tables{};
   uint64_t conga_entries = 0;  // live table entries at the end
+  // ConWeave (a leaf with a conweave: block).
+  ConweaveTxCounters conweave_tx{};
+  ConweaveRxCounters conweave_rx{};
 
   // NIC.
   nic_emu::PpcidCounters ppcid{};

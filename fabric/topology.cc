@@ -107,6 +107,17 @@ control::GroupSettings balanced_group(const FabricConfig& c, FabricMode mode, st
   return g;
 }
 
+// A ConWeave leaf's group towards leaf `dl`: its ConweaveTx chooses for the RoCE data.
+control::GroupSettings conweave_group(std::string name, std::vector<uint16_t> ports, uint32_t dl) {
+  control::GroupSettings g;
+  g.name = std::move(name);
+  g.mode = "conweave";
+  g.conga_leaf = static_cast<int>(dl);
+  g.flowlet_entries = 16;
+  g.ports = std::move(ports);
+  return g;
+}
+
 // A CONGA leaf's group towards leaf `dl`: flowlets on the least congested uplink, tunnelled.
 control::GroupSettings conga_group(const FabricConfig& c, std::string name,
                                    std::vector<uint16_t> ports, uint32_t dl) {
@@ -253,6 +264,20 @@ Topology::Topology(const FabricConfig& c, FabricMode mode, uint64_t seed)
         }
       }
       s.leaf_group.assign(leaves_per_plane_, -1);
+      if (mode == FabricMode::kConweave) {  // two tiers (FabricConfig::check): pod 0
+        control::ConweaveSwitchSettings& w = s.config.conweave;
+        w.enabled = true;
+        w.leaf = static_cast<int>(l);
+        w.vtep = vtep_ip(l);
+        for (uint32_t dl = 0; dl < L; ++dl) {
+          if (dl != l) w.leaves.emplace_back(static_cast<uint8_t>(dl), vtep_ip(dl));
+        }
+        // Leaf to spine to leaf and back: four cables, propagation only (conweave-ns3's
+        // m_rxToRId2BaseRTT: 4 x 1 us on its leaf-spine).
+        w.base_rtt_ns = 4 * c.delay_ns;
+        w.params = c.conweave;
+        w.control_dscp = c.cc.cnp_dscp;
+      }
       if (mode == FabricMode::kConga) {  // two tiers (FabricConfig::check): pod 0
         s.config.conga.leaf = static_cast<int>(l);
         s.config.conga.vtep = vtep_ip(l);
@@ -265,8 +290,9 @@ Topology::Topology(const FabricConfig& c, FabricMode mode, uint64_t seed)
         const std::string name = "to_" + pod + "leaf" + std::to_string(dl);
         s.leaf_group[q * L + dl] = static_cast<int32_t>(
             add_route(s.config, 0x0A000000u | (q << 16) | (dl << 8), 24,
-                      mode == FabricMode::kConga ? conga_group(c, name, uplinks, dl)
-                                                 : balanced_group(c, mode, name, uplinks)));
+                      mode == FabricMode::kConga      ? conga_group(c, name, uplinks, dl)
+                      : mode == FabricMode::kConweave ? conweave_group(name, uplinks, dl)
+                                                      : balanced_group(c, mode, name, uplinks)));
       }
       for (uint32_t r = 0; clos && r < c.pods; ++r) {
         // Every leaf of every other pod over every uplink (any spine reaches it through its

@@ -90,7 +90,7 @@ bool SwitchNode::conga_tunnel(Lane& L, uint16_t in_port, rte_mbuf* m, const Path
   }
   const CongaTunnel tunnel{config_.conga.vtep, conga_->vtep[static_cast<size_t>(leaf)], hash};
   if (!conga_encapsulate(m, tunnel, f)) {
-    count_drop(L, in_port, &SwitchDropCounters::conga_no_headroom);
+    count_drop(L, in_port, &SwitchDropCounters::overlay_no_headroom);
     rte_pktmbuf_free(m);
     return false;
   }

@@ -131,6 +131,7 @@ SwitchNode::SwitchNode(const control::SwitchConfig& config, rte_mempool* pool,
   for (size_t i = 0; i < n; ++i) egress_[i]->set_next_event_slot(&port_next_, i);
   owner_.assign(n, 0);
   make_conga();
+  make_conweave();
   lanes_.push_back(make_lane());
 }
 
@@ -163,7 +164,7 @@ std::unique_ptr<SwitchNode::Lane> SwitchNode::make_lane() const {
 }
 
 unsigned SwitchNode::add_lane(std::span<const uint16_t> ports) {
-  if (conga_) {
+  if (conga_ || conweave_) {
     throw std::invalid_argument("add_lane: a CONGA switch keeps one set of tables and DREs: one "
                                 "lane");
   }
@@ -374,10 +375,9 @@ void SwitchNode::receive(unsigned lane, uint16_t port, rte_mbuf** pkts, uint16_t
         handle_mac_control(L, port, m, now_ns);
         continue;
       }
-      if (conga_ && parsed[nip].kind == PacketKind::kUdp &&
-          parsed[nip].dst_port == kVxlanUdpPort &&
-          !conga_arrival(L, port, m, parsed[nip], now_ns)) {
-        continue;
+      if (parsed[nip].kind == PacketKind::kUdp && parsed[nip].dst_port == kVxlanUdpPort) {
+        if (conga_ && !conga_arrival(L, port, m, parsed[nip], now_ns)) continue;
+        if (conweave_ && !conweave_arrival(L, port, m, parsed[nip], now_ns)) continue;
       }
       ip[nip] = &parsed[nip];
       ip_mbufs[nip] = m;
@@ -404,6 +404,8 @@ void SwitchNode::receive(unsigned lane, uint16_t port, rte_mbuf** pkts, uint16_t
       forward(lane, L, port, ip_mbufs[i], parsed[i], match[i], group[i], hash[i], now_ns);
     }
   }
+  // What a TAIL in this burst let out of a reorder queue follows it.
+  if (conweave_) conweave_poll(L, now_ns);
 }
 
 void SwitchNode::handle_mac_control(Lane& L, uint16_t port, rte_mbuf* m, uint64_t now_ns) {
@@ -479,6 +481,8 @@ void SwitchNode::forward(unsigned lane, Lane& L, uint16_t in_port, rte_mbuf* m,
 
   uint16_t out_port;
   int tunnel_leaf = -1;  // CONGA: the leaf this packet is tunnelled to
+  ConweaveTag weave_tag;
+  bool weave_tunnel = false;
   if (pinned) {
     if (quarantined) {
       L.counters.quarantined++;
@@ -495,11 +499,14 @@ void SwitchNode::forward(unsigned lane, Lane& L, uint16_t in_port, rte_mbuf* m,
                          p.kind == PacketKind::kRoce && p.udp_checksum != 0;
     const uint8_t path = sprayed ? ppcid_decode(p.udp_checksum, ppcid_layout_).path_id : 0;
     const bool all_eligible = L.ineligible[view_of_tc_[tc]] == 0;
-    // A CONGA leaf tunnels what its conga groups carry (its own host's traffic to another leaf).
+    // A CONGA leaf tunnels what its conga groups carry (its own host's traffic to another leaf);
+    // a ConWeave leaf, the RoCE data its conweave groups carry.
     if (conga_ && conga_->tables && sel.mode() == LbMode::kConga) {
       tunnel_leaf = conga_->group_leaf[group];
     }
+    const bool weave = conweave_ && conweave_tunnels(p, group);
     const auto choose = [&](std::span<const PathLoad> view, bool all) {
+      if (weave) return conweave_select(p, group, view, now_ns, weave_tag);
       if (tunnel_leaf >= 0) return conga_select(sel, tunnel_leaf, hash, view, now_ns);
       return sprayed ? sel.select_sprayed(hash, path, now_ns, view, all)
                      : sel.select(hash, now_ns, view, all);
@@ -528,6 +535,7 @@ void SwitchNode::forward(unsigned lane, Lane& L, uint16_t in_port, rte_mbuf* m,
       rte_pktmbuf_free(m);
       return;
     }
+    weave_tunnel = weave;
   }
 
   // TTL >= 2 was checked above: this decrements it and patches the checksum.
@@ -536,6 +544,7 @@ void SwitchNode::forward(unsigned lane, Lane& L, uint16_t in_port, rte_mbuf* m,
       !conga_tunnel(L, in_port, m, *L.groups[group], out_port, tunnel_leaf, hash, now_ns)) {
     return;
   }
+  if (weave_tunnel && !conweave_tunnel(L, in_port, m, group, weave_tag, hash)) return;
   // Priority follows the traffic class 1:1 (PFC priority n pauses class n).
   enqueue(lane, L, out_port, in_port, m, tc, tc, now_ns);
 }
@@ -631,6 +640,7 @@ void SwitchNode::take_handoffs(unsigned lane) {
 void SwitchNode::poll(unsigned lane, uint64_t now_ns) {
   Lane& L = *lanes_[lane];
   if (parallel_) take_handoffs(lane);  // only parallel lanes hand frames over
+  if (conweave_) conweave_poll(L, now_ns);
   if (!pfc_) return;
   // PFC's lanes are serialised (lanes_run_in_parallel): whichever lane polls runs the switch's
   // PFC timers and queues its frames on any port.
@@ -708,6 +718,7 @@ uint16_t SwitchNode::take_in_flight(uint16_t port, rte_mbuf** out, uint64_t* arr
 uint64_t SwitchNode::next_event_ns(uint64_t now_ns) const {
   uint64_t next = port_next_.earliest();
   if (pfc_) next = std::min(next, pfc_->next_event_ns(now_ns));
+  if (conweave_) next = std::min(next, conweave_->rx.next_due_ns());
   return next;
 }
 
@@ -721,7 +732,7 @@ bool SwitchNode::idle() const {
   for (const rte_ring* r : rings_) {
     if (rte_ring_count(r) != 0) return false;
   }
-  return true;
+  return !conweave_ || conweave_->rx.held_now() == 0;
 }
 
 bool SwitchNode::idle(unsigned lane) const {
@@ -795,8 +806,9 @@ SwitchAccounting SwitchAccounting::of(const SwitchDropCounters& drops,
   SwitchAccounting a;
   a.received = drops.bad_port;
   for (const auto& p : ports) a.received += p.rx_packets;
-  a.generated = counters.pfc_frames_sent + counters.mirrored;
-  a.consumed = counters.pfc_received;
+  a.generated = counters.pfc_frames_sent + counters.mirrored + counters.conweave_control_sent;
+  a.consumed = counters.pfc_received + counters.conweave_control_consumed;
+  a.held = counters.conweave_held - counters.conweave_released;
   a.pipeline_dropped = drops.total() - drops.egress_refused - drops.mirror_no_mbuf;
   a.in_lane_handoff = counters.lane_handoffs - counters.lane_handoffs_taken;
   a.egress = egress;
@@ -812,6 +824,11 @@ MemoryUsage SwitchNode::memory_usage() const {
   m.queues += capacity_bytes(egress_) + capacity_bytes(lane_egress_) + capacity_bytes(queues_) +
               capacity_bytes(egress_config_);
   if (pfc_) m.queues += pfc_->memory_bytes();
+  if (conweave_) {
+    m.routes += sizeof(Conweave) + conweave_->tx.heap_bytes() + conweave_->rx.heap_bytes() +
+                capacity_bytes(conweave_->vtep) + capacity_bytes(conweave_->group_leaf) +
+                capacity_bytes(conweave_->released);
+  }
   if (conga_) {
     m.routes += sizeof(Conga) + capacity_bytes(conga_->dre) + capacity_bytes(conga_->vtep) +
                 capacity_bytes(conga_->group_leaf) + capacity_bytes(conga_->metrics);
@@ -871,6 +888,18 @@ void SwitchNode::free_all() {
         rte_pktmbuf_free(m);
       }
     }
+  }
+  if (conweave_) {
+    // Held in a reorder queue when the switch stopped: released and dropped, counted.
+    Lane& L = *lanes_[0];
+    conweave_->released.clear();
+    conweave_->rx.take_all(conweave_->released);
+    for (rte_mbuf* m : conweave_->released) {
+      ++L.counters.conweave_released;
+      ++L.drops.reorder_held_at_exit;
+      rte_pktmbuf_free(m);
+    }
+    conweave_->released.clear();
   }
   for (auto& e : egress_) e->free_all();
   for (auto& e : lane_egress_) e->free_all();

@@ -42,6 +42,8 @@
 #include "dataplane/egress/pfc_state.h"
 #include "dataplane/memory_usage.h"
 #include "dataplane/forwarding/conga_tables.h"
+#include "dataplane/forwarding/conweave_rx.h"
+#include "dataplane/forwarding/conweave_tx.h"
 #include "dataplane/forwarding/discounting_rate_estimator.h"
 #include "dataplane/forwarding/flow_hasher.h"
 #include "dataplane/forwarding/path_selector.h"
@@ -76,9 +78,10 @@ namespace spraynet::switch_emu {
   /* a mirror copy could not be allocated (the original went on): a copy lost, not a packet */ \
   X(mirror_no_mbuf)                                                                            \
   X(bad_port)            /* receive() on a port the node does not have */                      \
-  X(conga_no_headroom)   /* a CONGA leaf could not prepend the overlay (mbuf headroom < 50) */  \
+  X(overlay_no_headroom) /* a CONGA or ConWeave leaf could not prepend its overlay (headroom) */ \
   X(lane_handoff_full)   /* the ring to the egress port's lane was full (holds the pool) */    \
-  X(lane_handoff_unsent) /* handed to a lane that stopped before taking it: freed at the end */
+  X(lane_handoff_unsent) /* handed to a lane that stopped before taking it: freed at the end */ \
+  X(reorder_held_at_exit) /* in a ConWeave reorder queue when the switch stopped: freed */
 
 // Every packet the node takes in is forwarded, or counted here under exactly one cause (and
 // every mirror copy it could not make, under mirror_no_mbuf). Summable: per-lcore copies add up.
@@ -107,6 +110,11 @@ struct SwitchPortCounters {
 static_assert(sizeof(SwitchPortCounters) == sizeof(uint64_t) * SwitchPortCounters::kCounters);
 
 #define SPRAYNET_SWITCH_COUNTERS(X)                                                      \
+  X(conweave_held)     /* ConWeave: taken into a reorder queue (accounting: held) */     \
+  X(conweave_released) /* ... and let out of it (forwarded or dropped from there) */      \
+  X(conweave_control_sent) /* RTT replies, CLEARs, NOTIFYs made (accounting: generated) */ \
+  X(conweave_control_consumed) /* those that arrived for this leaf (consumed) */          \
+  X(conweave_control_no_mbuf) /* a control message not made: no mbuf */                   \
   X(pfc_received)                                                                        \
   X(pfc_frames_sent)                                                                     \
   X(mirrored)                                                                            \
@@ -148,9 +156,11 @@ struct SwitchAccounting {
   uint64_t consumed = 0;         // PFC frames received and honoured
   uint64_t pipeline_dropped = 0;
   uint64_t in_lane_handoff = 0;  // handed from one lane to another, not yet taken
+  uint64_t held = 0;             // in ConWeave's reorder queues
   EgressAccounting egress;  // summed over the ports; egress.offered: what the node offered them
   bool node_balanced() const {
-    return received + generated == consumed + pipeline_dropped + in_lane_handoff + egress.offered;
+    return received + generated ==
+           consumed + pipeline_dropped + in_lane_handoff + held + egress.offered;
   }
   bool balanced() const { return node_balanced() && egress.balanced(); }
   // The terms from the counters that count them: SwitchNode::accounting() and a published copy
@@ -263,6 +273,9 @@ class SwitchNode {
   CongaCounters conga_counters() const { return conga_ ? conga_->counters : CongaCounters{}; }
   const CongaTables* conga_tables() const { return conga_ ? conga_->tables.get() : nullptr; }
   uint8_t conga_port_metric(uint16_t port, uint64_t now_ns) const;
+  // ConWeave (config conweave: block): its two stages (null without it).
+  const ConweaveTx* conweave_tx() const { return conweave_ ? &conweave_->tx : nullptr; }
+  const ConweaveRx* conweave_rx() const { return conweave_ ? &conweave_->rx : nullptr; }
 
   // Summed over the lanes.
   SwitchDropCounters drops() const;
@@ -389,6 +402,24 @@ class SwitchNode {
   // Every frame queued on out_port: its DRE counts it, an overlay frame's CE is raised.
   void conga_departure(uint16_t out_port, rte_mbuf* m, uint64_t now_ns);
   void make_conga();
+  // ConWeave (switch_conweave.cc). An overlay frame for this leaf: a control message is
+  // consumed, a data packet decapsulated (p parsed again) and maybe held. False: m taken.
+  bool conweave_arrival(Lane& lane, uint16_t port, rte_mbuf* m, ParsedPacket& p, uint64_t now_ns);
+  // Whether `p` is RoCE data this leaf tunnels by group `group` (its ConweaveTx chooses).
+  bool conweave_tunnels(const ParsedPacket& p, uint32_t group) const;
+  // The uplink for it, and the tag it goes with.
+  uint16_t conweave_select(const ParsedPacket& p, uint32_t group, std::span<const PathLoad> view,
+                           uint64_t now_ns, ConweaveTag& tag);
+  bool conweave_tunnel(Lane& lane, uint16_t in_port, rte_mbuf* m, uint32_t group,
+                       const ConweaveTag& tag, uint32_t hash);
+  // Sends a control message to `leaf` through the pipeline.
+  void conweave_send(Lane& lane, uint16_t in_port, uint8_t leaf, const ConweaveWire& message,
+                     uint64_t now_ns);
+  // Forwards what the reorder queues release by now_ns; ages the tables now and then.
+  void conweave_poll(Lane& lane, uint64_t now_ns);
+  // One frame into the pipeline after receive's counting: parse, classify, route, forward.
+  void route_one(Lane& lane, uint16_t in_port, rte_mbuf* m, uint64_t now_ns);
+  void make_conweave();
 
   // After a lane is added: which wire ports get an egress per lane.
   void assign_port_queues();
@@ -443,6 +474,16 @@ class SwitchNode {
     CongaCounters counters;
   };
   std::unique_ptr<Conga> conga_;
+  struct Conweave {
+    Conweave(const ConweaveSettings& s, uint64_t seed) : tx(s, seed), rx(s) {}
+    ConweaveTx tx;
+    ConweaveRx rx;
+    std::vector<uint32_t> vtep;  // by leaf id (0: unknown)
+    std::vector<int> group_leaf;
+    std::vector<rte_mbuf*> released;  // scratch
+    uint64_t next_age_ns = 0;
+  };
+  std::unique_ptr<Conweave> conweave_;
 
   std::vector<std::unique_ptr<Lane>> lanes_;
   std::vector<uint16_t> owner_;              // port -> its lane

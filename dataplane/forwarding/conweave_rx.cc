@@ -17,7 +17,8 @@ ConweaveRxCounters& ConweaveRxCounters::operator+=(const ConweaveRxCounters& o) 
   clears += o.clears;
   notifies += o.notifies;
   aged += o.aged;
-  static_assert(sizeof(ConweaveRxCounters) == 11 * sizeof(uint64_t),
+  late_after_timeout += o.late_after_timeout;
+  static_assert(sizeof(ConweaveRxCounters) == 12 * sizeof(uint64_t),
                 "every ConweaveRxCounters field is summed here");
   return *this;
 }
@@ -55,10 +56,14 @@ ConweaveRx::Result ConweaveRx::on_data(uint64_t flow_key, const ConweaveTag& tag
   bool ooo = false;
   const bool is_tail = tag.flag == ConweaveFlag::kTail;
   if (is_new) {
+    f.released_by_timeout = false;
     f.phase = is_tail ? 1 : 0;
     ooo = tag.phase > f.phase;
     f.phase0_cache = tag.phase == 0;
   } else {
+    if (tag.phase == 0 && f.phase == 1 && !f.reordering && f.released_by_timeout) {
+      ++counters_.late_after_timeout;
+    }
     if (is_tail) {
       if (!f.reordering) f.phase = 1;  // else the flush sets it
     } else if (f.phase < tag.phase) {
@@ -121,6 +126,7 @@ ConweaveRx::Result ConweaveRx::on_data(uint64_t flow_key, const ConweaveTag& tag
 
 void ConweaveRx::flush(Flow& f, std::vector<rte_mbuf*>& out) {
   ++(f.flush_by_tail ? counters_.flushes_by_tail : counters_.flushes_by_timeout);
+  f.released_by_timeout = !f.flush_by_tail;
   out.insert(out.end(), f.queue.begin(), f.queue.end());
   held_now_ -= f.queue.size();
   f.queue.clear();

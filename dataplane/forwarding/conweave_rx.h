@@ -36,6 +36,9 @@ struct ConweaveRxCounters {
   uint64_t clears = 0;              // TAILs answered
   uint64_t notifies = 0;            // CE-marked packets reported
   uint64_t aged = 0;
+  // Old-path packets that arrived after their queue was let out by the deadline: delivered out of
+  // order (the prediction was short).
+  uint64_t late_after_timeout = 0;
 
   ConweaveRxCounters& operator+=(const ConweaveRxCounters& o);
 };
@@ -83,6 +86,7 @@ class ConweaveRx {
     uint32_t tail_ts = 0;
     bool reordering = false;
     bool flush_by_tail = false;
+    bool released_by_timeout = false;  // this epoch's queue was let out by the deadline
     uint64_t flush_at_ns = kNever;
     std::deque<rte_mbuf*> queue;
   };

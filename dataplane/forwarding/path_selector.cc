@@ -63,6 +63,8 @@ std::string_view to_string(LbMode mode) {
       return "letflow";
     case LbMode::kConga:
       return "conga";
+    case LbMode::kConweave:
+      return "conweave";
   }
   return "?";
 }
@@ -74,6 +76,7 @@ std::optional<LbMode> parse_lb_mode(std::string_view name) {
   if (name == "drill") return LbMode::kDrill;
   if (name == "letflow") return LbMode::kLetflow;
   if (name == "conga") return LbMode::kConga;
+  if (name == "conweave") return LbMode::kConweave;
   return std::nullopt;
 }
 
@@ -185,10 +188,10 @@ uint16_t PathSelector::to_port(uint16_t member) {
 uint16_t PathSelector::select(uint32_t flow_hash, uint64_t now_ns,
                               std::span<const PathLoad> port_loads, bool all_eligible) {
   const LbMode m = mode();
-  if ((m == LbMode::kEcmp || m == LbMode::kWeighted) &&
+  if ((m == LbMode::kEcmp || m == LbMode::kWeighted || m == LbMode::kConweave) &&
       all_members_eligible(port_loads, all_eligible)) {
     const auto n = static_cast<uint32_t>(members_.size());
-    const uint16_t member = m == LbMode::kEcmp
+    const uint16_t member = m != LbMode::kWeighted
                                 ? hash_over_eligible(flow_hash, n)
                                 : from_bucket(bucket_table(), flow_hash, flow_hash, n, true);
     ++counters_.selected;
@@ -199,6 +202,7 @@ uint16_t PathSelector::select(uint32_t flow_hash, uint64_t now_ns,
   uint16_t member = BucketTable::kNoMember;
   switch (m) {
     case LbMode::kEcmp:
+    case LbMode::kConweave:
       member = hash_over_eligible(flow_hash, eligible);
       break;
     case LbMode::kWeighted:

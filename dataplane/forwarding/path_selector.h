@@ -14,6 +14,8 @@
 //             member with the smallest congestion metric the switch gives (select_conga: the
 //             max of the uplink's DRE and the destination leaf's feedback), ties at random.
 //             select() in this mode (a packet the switch does not tunnel) is letflow's.
+//   conweave  a ConWeave leaf's uplinks: the switch's ConweaveTx chooses for the RoCE data it
+//             tunnels; select() (acknowledgements, CNPs: untunnelled) is ecmp's.
 //   drill     per packet, the least loaded of two random members and the last winner.
 // Packets hit by a TCAM `spray` rule go through select_sprayed() whatever the mode: the member
 // comes from the packet's PPCID path id through the bucket table, so one QP's path ids spread
@@ -41,10 +43,10 @@
 
 namespace spraynet {
 
-enum class LbMode : uint8_t { kEcmp, kWeighted, kDlb, kDrill, kLetflow, kConga };
+enum class LbMode : uint8_t { kEcmp, kWeighted, kDlb, kDrill, kLetflow, kConga, kConweave };
 
 std::string_view to_string(LbMode mode);
-// ecmp | weighted | dlb | drill | letflow | conga
+// ecmp | weighted | dlb | drill | letflow | conga | conweave
 std::optional<LbMode> parse_lb_mode(std::string_view name);
 
 struct PathGroupConfig {

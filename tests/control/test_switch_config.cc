@@ -109,7 +109,7 @@ lcores:
 TEST_CASE("errors name the file, the key and what is allowed") {
   CHECK(error_of("ports: []") == "test.yaml: ports: required: a list of one or more ports");
   CHECK(error_of(kPorts + "groups: [{name: g, mode: fastest, ports: [a]}]") ==
-        "test.yaml: groups[0].mode: must be one of ecmp|weighted|dlb|drill|letflow|conga, got \"fastest\"");
+        "test.yaml: groups[0].mode: must be one of ecmp|weighted|dlb|drill|letflow|conga|conweave, got \"fastest\"");
   CHECK(error_of(kPorts + "groups: [{name: g, ports: [a], ecmp_reduce: divide}]") ==
         "test.yaml: groups[0].ecmp_reduce: must be one of modulo|multiply, got \"divide\"");
   CHECK(parse(kPorts + "groups: [{name: g, ports: [a], ecmp_reduce: multiply}]")
@@ -325,6 +325,8 @@ TEST_CASE("switch_emu --help lists exactly the keys the loader accepts, at every
       {"ecn.", p + "ecn: {zzz: 1}\n"},
       {"conga.", p + "conga: {zzz: 1}\n"},
       {"conga.leaves[].", p + "conga: {leaf: 0, vtep: 10.0.0.1, leaves: [{zzz: 1}]}\n"},
+      {"conweave.", p + "conweave: {zzz: 1}\n"},
+      {"conweave.leaves[].", p + "conweave: {leaf: 0, vtep: 10.0.0.1, leaves: [{zzz: 1}]}\n"},
       {"control.", p + "control: {zzz: 1}\n"},
       {"idle_backoff.", p + "idle_backoff: {zzz: 1}\n"},
       {"telemetry.", p + "telemetry: {zzz: 1}\n"},
@@ -687,7 +689,7 @@ conga:
         "test.yaml: groups[0].leaf: required for mode conga: the leaf (0..255) behind this "
         "group's routes");
   CHECK(replaced("mode: conga, leaf: 3, ", "mode: dlb, leaf: 3, ") ==
-        "test.yaml: groups[0].leaf: only a conga group names a destination leaf");
+        "test.yaml: groups[0].leaf: only a conga or conweave group names a destination leaf");
   CHECK(error_of(kPorts + "groups:\n  - {name: up, mode: conga, leaf: 3, ports: [b]}\n") ==
         "test.yaml: groups[0] (up).mode: conga needs a conga: block with this switch's leaf: and "
         "vtep:");
@@ -699,5 +701,41 @@ conga:
         "DSCP it copies: trust dscp");
   CHECK(error_of(kPorts + "conga: {}\nlcores:\n  - {lcore: 1, ports: [a]}\n  - {lcore: 2, ports: "
                           "[b, c]}\n") ==
-        "test.yaml: lcores: conga keeps one set of tables and DREs per switch: one lcore, got 2");
+        "test.yaml: lcores: conga keeps one set of tables per switch: one lcore, got 2");
+}
+
+TEST_CASE("conweave: a leaf's block read with conweave-ns3's defaults; errors name the key") {
+  const std::string leaf = kPorts + R"(
+groups:
+  - {name: up, mode: conweave, leaf: 2, ports: [b, c]}
+routes:
+  - {prefix: 10.0.2.0/24, group: up}
+conweave:
+  leaf: 0
+  vtep: 10.0.0.255
+  leaves: [{leaf: 2, vtep: 10.0.2.255}]
+)";
+  const SwitchConfig c = parse(leaf);
+  CHECK(c.conweave.enabled);
+  CHECK(c.conweave.leaf == 0);
+  CHECK(c.conweave.vtep == 0x0A0000FF);
+  CHECK(c.conweave.base_rtt_ns == 4000);
+  CHECK(c.conweave.params.reply_extra_ns == 4000);
+  CHECK(c.conweave.params.path_pause_ns == 16000);
+  CHECK(c.conweave.params.tx_expiry_ns == 300000);
+  CHECK(c.conweave.params.voq_flush_extra_ns == 16000);
+  CHECK(c.conweave.params.voq_default_wait_ns == 200000);
+  CHECK(c.conweave.params.aging_ns == 2000000);
+  CHECK(c.conweave.control_dscp == 48);
+  CHECK(c.groups[0].mode == "conweave");
+  CHECK(c.groups[0].conga_leaf == 2);
+  const auto with = [&](const std::string& extra) { return error_of(leaf + extra); };
+  CHECK(with("  tx_expiry_us: 0\n") ==
+        "test.yaml: conweave.tx_expiry_us: must be a number in [1, 1e+06], got \"0\"");
+  CHECK(with("  control_dscp: 64\n") ==
+        "test.yaml: conweave.control_dscp: must be an integer in [0, 63], got \"64\"");
+  CHECK(with("conga: {}\n") ==
+        "test.yaml: conweave: a switch runs CONGA or ConWeave, not both (it has a conga: block)");
+  CHECK(error_of(kPorts + "conweave: {base_rtt_us: 8}\n") ==
+        "test.yaml: conweave.leaf: required");
 }

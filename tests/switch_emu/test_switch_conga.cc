@@ -218,7 +218,7 @@ TEST_CASE("a CONGA leaf without headroom for the overlay drops and counts") {
   std::memcpy(rte_pktmbuf_append(m, 1000), rte_pktmbuf_mtod(built, const void*), 1000);
   rte_pktmbuf_free(built);
   leaf0.receive(0, &m, 1, 0);
-  CHECK(leaf0.drops().conga_no_headroom == 1);
+  CHECK(leaf0.drops().overlay_no_headroom == 1);
   CHECK(leaf0.accounting().balanced());
   leaf0.free_all();
   CHECK(pool.whole());
