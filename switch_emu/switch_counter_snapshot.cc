@@ -27,6 +27,7 @@ void visit_words(SwitchCounterView& v, Visit&& visit) {
   visit(v.pfc.data(), v.pfc.size() * sizeof(SwitchPfcPortSnapshot));
   visit(&v.pfc_buffer, sizeof v.pfc_buffer);
   visit(&v.conga, sizeof v.conga);
+  visit(&v.conweave, sizeof v.conweave);
 }
 
 size_t words_of(SwitchCounterView& v) {
@@ -150,6 +151,17 @@ void fill_counter_view(const SwitchNode& node, uint64_t now_ns, SwitchCounterVie
     view.pfc_buffer = {};
   }
   view.conga = conga_snapshot(node, now_ns);
+  view.conweave = conweave_snapshot(node);
+}
+
+SwitchConweaveSnapshot conweave_snapshot(const SwitchNode& node) {
+  SwitchConweaveSnapshot s{};
+  if (const ConweaveTx* tx = node.conweave_tx()) s.tx = tx->counters();
+  if (const ConweaveRx* rx = node.conweave_rx()) {
+    s.rx = rx->counters();
+    s.held_now = rx->held_now();
+  }
+  return s;
 }
 
 SwitchCongaSnapshot conga_snapshot(const SwitchNode& node, uint64_t now_ns) {
@@ -203,7 +215,8 @@ void fill_lane_counter_view(const SwitchNode& node, unsigned lane, uint64_t now_
   }
   view.pfc.clear();
   view.pfc_buffer = {};
-  view.conga = {};  // a CONGA switch has one lane
+  view.conga = {};     // a CONGA switch has one lane
+  view.conweave = {};  // as a ConWeave one
 }
 
 SwitchCounterSnapshot::SwitchCounterSnapshot(const SwitchNode& node)

@@ -87,6 +87,13 @@ struct SwitchCongaSnapshot {
   uint64_t table_entries;     // live entries in both tables at publication
 };
 
+// ConWeave's counters (all zero without a conweave: block).
+struct SwitchConweaveSnapshot {
+  ConweaveTxCounters tx;
+  ConweaveRxCounters rx;
+  uint64_t held_now;  // packets in the reorder queues at publication
+};
+
 struct SwitchCounterView {
   uint64_t published_ns = 0;  // the now_ns of the call that published it
   SwitchDropCounters drops;
@@ -96,6 +103,7 @@ struct SwitchCounterView {
   std::vector<SwitchPfcPortSnapshot> pfc;  // by port; empty without PFC
   SwitchPfcBufferSnapshot pfc_buffer{};    // zero without PFC
   SwitchCongaSnapshot conga{};
+  SwitchConweaveSnapshot conweave{};
   // The identity over this copy (the same terms as SwitchNode::accounting()).
   SwitchAccounting accounting() const;
 };
@@ -109,6 +117,7 @@ SwitchGroupSnapshot group_snapshot(const SwitchNode& node, size_t group);
 SwitchPfcPortSnapshot pfc_port_snapshot(const SwitchNode& node, uint16_t port);
 SwitchPfcBufferSnapshot pfc_buffer_snapshot(const PfcState& pfc);
 SwitchCongaSnapshot conga_snapshot(const SwitchNode& node, uint64_t now_ns);
+SwitchConweaveSnapshot conweave_snapshot(const SwitchNode& node);
 // Every counter of `node` now, into `view` (its vectors resized to the node's).
 void fill_counter_view(const SwitchNode& node, uint64_t now_ns, SwitchCounterView& view);
 

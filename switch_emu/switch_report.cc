@@ -249,6 +249,9 @@ json report_json(SwitchNode& node, uint64_t now_ns) {
     j["pfc_buffer"] = pfc_buffer_json(*node.pfc());
   }
   if (node.conga_enabled()) j["conga"] = conga_json(node.config(), conga_snapshot(node, now_ns));
+  if (node.conweave_tx() != nullptr) {
+    j["conweave"] = conweave_json(node.config(), conweave_snapshot(node));
+  }
   j["accounting"] = accounting_json(node);
   return j;
 }
@@ -264,6 +267,34 @@ json conga_json(const control::SwitchConfig& config, const SwitchCongaSnapshot& 
   j["from_leaf_updates"] = conga.tables.arrivals;
   j["bad_leaf"] = conga.tables.bad_leaf;
   j["table_entries"] = conga.table_entries;
+  return j;
+}
+
+json conweave_json(const control::SwitchConfig& config, const SwitchConweaveSnapshot& w) {
+  json j = {{"enabled", config.conweave.enabled}};
+  if (!config.conweave.enabled) return j;
+  j["leaf"] = config.conweave.leaf;
+  const ConweaveTxCounters& t = w.tx;
+  j["source"] = {{"packets", t.packets},           {"epochs", t.epochs},
+                 {"rtt_timeouts", t.timeouts},     {"expiries", t.expiries},
+                 {"reroutes", t.reroutes},         {"no_good_path", t.no_good_path},
+                 {"timely_replies", t.timely_replies}, {"late_replies", t.late_replies},
+                 {"clears", t.clears},             {"notifies", t.notifies},
+                 {"aged", t.aged},                 {"no_eligible_member", t.no_eligible_member}};
+  const ConweaveRxCounters& x = w.rx;
+  j["destination"] = {{"packets", x.packets},
+                      {"held", x.held},
+                      {"held_now", w.held_now},
+                      {"voq_full", x.voq_full},
+                      {"previous_epoch", x.previous_epoch},
+                      {"released_by_tail", x.flushes_by_tail},
+                      {"released_by_timeout", x.flushes_by_timeout},
+                      {"late_after_timeout", x.late_after_timeout},
+                      {"max_queue_depth", x.max_queue_depth},
+                      {"rtt_replies", x.rtt_replies},
+                      {"clears", x.clears},
+                      {"notifies", x.notifies},
+                      {"aged", x.aged}};
   return j;
 }
 

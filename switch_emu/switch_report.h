@@ -39,5 +39,8 @@ nlohmann::json pfc_buffer_json(const PfcState& pfc, const SwitchPfcBufferSnapsho
 nlohmann::json report_json(SwitchNode& node, uint64_t now_ns);
 // CONGA: the switch's role, its counters and its tables' (docs/switch_emu.md, "CONGA").
 nlohmann::json conga_json(const control::SwitchConfig& config, const SwitchCongaSnapshot& conga);
+// ConWeave: the leaf's source and destination counters (docs/switch_emu.md, "ConWeave").
+nlohmann::json conweave_json(const control::SwitchConfig& config,
+                             const SwitchConweaveSnapshot& conweave);
 
 }  // namespace spraynet::switch_emu

@@ -195,6 +195,12 @@ void register_reading(SwitchShared& s, const runtime::TscClock& clock) {
                          [&s](std::string_view) {
                            return conga_json(s.node->config(), published(s).conga);
                          });
+  TelemetryCommands::add("/spraynet/conweave",
+                         "ConWeave: the source leaf's epochs, timeouts, reroutes and replies, the "
+                         "destination's held packets and releases. No parameters",
+                         [&s](std::string_view) {
+                           return conweave_json(s.node->config(), published(s).conweave);
+                         });
   TelemetryCommands::add("/spraynet/pfc_buffer",
                          "The shared lossless buffer: pool used and peak, threshold, headroom used "
                          "and overflows. No parameters",
@@ -418,14 +424,14 @@ void register_acting(SwitchShared& s, const runtime::TscClock& clock, bool enabl
         expect_params(p, 2, "group,mode");
         const size_t g = group_of(*s.node, p[0]);
         const auto mode = parse_lb_mode(p[1]);
-        if (!mode || *mode == LbMode::kConga) {
+        if (!mode || *mode == LbMode::kConga || *mode == LbMode::kConweave) {
           throw std::invalid_argument("mode must be ecmp, weighted, dlb, drill or letflow, got \"" + p[1] +
                                       "\"");
         }
         if (s.node->config().groups[g].conga_leaf >= 0) {
           // Its packets are tunnelled to its leaf: that is the config's (conga: block, leaf:).
           throw std::invalid_argument("group " + p[0] +
-                                      " is a conga group: its mode is the config's");
+                                      " tunnels to a leaf: its mode is the config's");
         }
         std::lock_guard<std::mutex> c(s.control_lock);
         s.node->group(g).set_mode(*mode);

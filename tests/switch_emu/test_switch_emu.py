@@ -599,6 +599,132 @@ class CongaPcap(TempDirTest):
         self.assertGreaterEqual(c["table_entries"], 0)
 
 
+class ConweavePcap(TempDirTest):
+    """ConWeave on real net_pcap ports (issue 43): configs/conweave-leaf0-pcap.yaml, whose
+    deadline is nothing (every epoch's second packet is its TAIL, the rest of the epoch rerouted),
+    then configs/conweave-leaf1-pcap.yaml fed leaf 0's uplink captures with each epoch's new-path
+    packets put first. Checked: every frame between the leaves carries the overlay (flags I|W,
+    leaf 0, the uplink it left by, send times, the TAIL's time on the new path's packets), the
+    inner frame is the host's routed once with a valid ICRC; leaf 1 holds the early packets and
+    lets them out behind their TAIL, so its host sees every QP in PSN order without the overlay;
+    it answers each INIT and TAIL towards leaf 0; every mbuf back in both runs. What leaf 0 does
+    depends on how fast the capture is replayed (a slow replay expires epochs); what the test
+    checks holds either way."""
+    QPS = 8
+    MESSAGES = 4
+
+    def run_config(self, name, cwd):
+        stats = os.path.join(cwd, f"{name}.json")
+        r = run_switch(unique_prefix("weave"),
+                       os.path.join(ROOT, "configs", f"conweave-{name}-pcap.yaml"),
+                       "--idle-exit-ms", "300", "--stats", stats, cwd=cwd)
+        self.assertEqual(r.returncode, 0, f"{name}:\n{r.stdout}\n{r.stderr}")
+        self.assertIn("mempool: 0 mbufs in use at exit", r.stdout, name)
+        with open(stats) as f:
+            st = json.load(f)
+        self.assertEqual(st["drops"]["total"], 0, st["drops"])
+        return st
+
+    @staticmethod
+    def fields(frame):
+        v = frame[42:58]
+        return {"flags": v[0], "message": v[1] >> 6, "flag": (v[1] >> 4) & 3,
+                "phase": (v[1] >> 3) & 1, "epoch": v[2], "uplink": v[3] & 0xF,
+                "vni": int.from_bytes(v[4:7], "big"), "leaf": v[7],
+                "ts_tx": int.from_bytes(v[8:12], "big"), "ts_tail": int.from_bytes(v[12:16], "big"),
+                "dst": socket.inet_ntoa(frame[30:34]), "dport": struct.unpack("!H", frame[36:38])[0]}
+
+    def test_overlay_holds_and_order_at_the_host(self):
+        cwd = self.tmp
+        os.makedirs(os.path.join(cwd, "out", "conweave"))
+        g = subprocess.run([ROCE_PCAP, "--out", os.path.join(cwd, "out/conweave/host0.pcap"),
+                            "--qps", str(self.QPS), "--messages", str(self.MESSAGES),
+                            "--msg-bytes", "3000", "--mtu", "1024", "--dst-ip", "10.0.1.2",
+                            "--tos", str(26 << 2 | 2), "--seed", "7"],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(g.returncode, 0, g.stderr)
+        sent = P.read_pcap(os.path.join(cwd, "out/conweave/host0.pcap"))
+        routed = {bytes(P.routed(f)) for f in sent}
+
+        leaf0 = self.run_config("leaf0", cwd)
+        frames = []  # (qp, psn, fields, frame)
+        for k in range(2):
+            for f in P.read_pcap(os.path.join(cwd, f"out/conweave/leaf0-up{k}.pcap")):
+                w = self.fields(f)
+                self.assertEqual((w["flags"], w["message"], w["leaf"], w["vni"], w["dst"],
+                                  w["dport"]), (0x28, 0, 0, 1, "10.0.1.255", 4789))
+                self.assertEqual(w["uplink"], k, "the uplink field names the port it left by")
+                inner = f[58:]
+                self.assertIn(inner, routed)
+                p = Ether(inner)
+                self.assertEqual(p[BTH].compute_icrc(None), inner[-4:], "inner ICRC")
+                frames.append((p[BTH].dqpn, p[BTH].psn, w, f))
+        self.assertEqual(len(frames), len(sent))
+        by_qp = defaultdict(list)
+        for qp, psn, w, f in frames:
+            by_qp[qp].append((psn, w, f))
+        tails = inits = 0
+        for qp, fs in by_qp.items():
+            fs.sort(key=lambda x: x[0])
+            self.assertEqual(fs[0][1]["flag"], 2, f"QP {qp:#x}: its first packet is an INIT")
+            self.assertEqual(fs[0][1]["epoch"], 1)
+            epoch_tail = {}
+            for psn, w, f in fs:
+                inits += w["flag"] == 2
+                if w["flag"] == 3:
+                    tails += 1
+                    self.assertEqual(w["phase"], 0, "the TAIL is the old path's last")
+                    epoch_tail[w["epoch"]] = (w["ts_tx"], w["uplink"])
+                if w["phase"] == 1:
+                    self.assertIn(w["epoch"], epoch_tail, "phase 1 only after its epoch's TAIL")
+                    self.assertEqual(w["ts_tail"], epoch_tail[w["epoch"]][0])
+                elif w["flag"] != 3 and w["epoch"] in epoch_tail:
+                    self.fail(f"QP {qp:#x}: phase 0 after the TAIL of epoch {w['epoch']}")
+        src = leaf0["conweave"]["source"]
+        self.assertEqual(src["epochs"], inits)
+        self.assertEqual(src["rtt_timeouts"], tails)
+        self.assertGreater(tails, 0, "a zero deadline makes TAILs")
+
+        # Leaf 1 gets each QP's epochs in order, each epoch's phase-1 packets first.
+        merged = []
+        for qp, fs in sorted(by_qp.items()):
+            for epoch in dict.fromkeys(w["epoch"] for _, w, _ in fs):
+                mine = [x for x in fs if x[1]["epoch"] == epoch]
+                merged += [f for _, w, f in mine if w["phase"] == 1]
+                merged += [f for _, w, f in mine if w["phase"] == 0]
+        P.write_pcap(os.path.join(cwd, "out/conweave/to-leaf1.pcap"), merged)
+        early = sum(1 for _, _, w, _ in frames if w["phase"] == 1)
+        self.assertGreater(early, 0, "rerouted packets to hold")
+        leaf1 = self.run_config("leaf1", cwd)
+        got = P.read_pcap(os.path.join(cwd, "out/conweave/host1.pcap"))
+        self.assertEqual(len(got), len(sent))
+        twice = {bytes(P.routed(P.routed(f))) for f in sent}
+        last = {}
+        for f in got:
+            self.assertIn(f, twice, "the host's packet, overlay gone, routed at both leaves")
+            p = Ether(f)
+            qp, psn = p[BTH].dqpn, p[BTH].psn
+            if qp in last:
+                self.assertEqual(psn, (last[qp] + 1) % (1 << 24), f"QP {qp:#x} in PSN order")
+            last[qp] = psn
+            self.assertEqual(p[BTH].compute_icrc(None), f[-4:])
+        dst = leaf1["conweave"]["destination"]
+        self.assertEqual(dst["held"], early)
+        self.assertEqual(dst["held_now"], 0)
+        self.assertEqual(dst["released_by_timeout"], 0)
+        self.assertEqual(dst["rtt_replies"], inits)
+        self.assertEqual(dst["clears"], tails)
+        # Its answers left for leaf 0: an RTT reply per INIT, a CLEAR per TAIL, 60 bytes each.
+        back = P.read_pcap(os.path.join(cwd, "out/conweave/leaf1-up0.pcap"))
+        kinds = Counter(self.fields(f)["message"] for f in back)
+        self.assertEqual(kinds, Counter({1: inits, 2: tails}))
+        for f in back:
+            self.assertEqual(len(f), 60)
+            self.assertEqual(self.fields(f)["dst"], "10.0.0.255")
+            self.assertEqual(Ether(f)[IP].tos, 48 << 2, "the control class, DSCP 48")
+        self.assertEqual(leaf1["counters"]["conweave_control_sent"], inits + tails)
+
+
 class MalformedInput(TempDirTest):
     def build(self):
         """(frames, good frames, expected drop counts by stats.json name)."""

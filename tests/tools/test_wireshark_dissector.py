@@ -11,8 +11,12 @@ configured so (scripts/reorder-pcap.sh) counts each verdict (the C++ ppcid_read)
 dissector gives it. Sprayed and unsprayed frames wrapped here in CONGA's VXLAN overlay
 (dataplane/wire/conga_overlay.h) must show the spraynet.conga.* fields read back from the bytes
 written (only with VXLAN flags I and C, FB_LBTag and FB_Metric only with FB valid) and still the
-inner RoCEv2 packet's PPCID, not the outer UDP checksum. Skips when tshark is missing or runs
-no Lua scripts (as root, init.lua decides).
+inner RoCEv2 packet's PPCID, not the outer UDP checksum. Frames in ConWeave's overlay
+(dataplane/wire/conweave_overlay.h: VXLAN flags I and W, 8 more bytes) must show the
+spraynet.conweave.* fields read back from the bytes, the inner RoCEv2 packet dissected after the 8
+bytes (data) or nothing after them (control messages); CONGA and plain VXLAN frames must dissect
+as Wireshark's own VXLAN dissector has them. Skips when tshark is missing or runs no Lua scripts
+(as root, init.lua decides).
 
 Run by meson with NIC_EMU and ROCE_PCAP set; Debian's /usr/bin/python3 has scapy."""
 import json
@@ -47,7 +51,18 @@ CONGA_FIELDS = ["conga.lbtag", "conga.ce", "conga.fb_valid", "conga.fb_lbtag", "
                 "conga.vni", "conga.src_leaf"]
 VXLAN_PORT = 4789
 VXLAN_I, VXLAN_C = 0x08, 0x40  # VXLAN flags: VNI valid, CONGA fields present
+VXLAN_W = 0x20  # VXLAN flag: ConWeave fields present
 OVERLAY = 14 + 20 + 8 + 8  # outer Ethernet, IPv4, UDP, VXLAN
+CONWEAVE_FIELDS = ["conweave.message", "conweave.flag", "conweave.phase", "conweave.epoch",
+                   "conweave.uplink", "conweave.vni", "conweave.leaf", "conweave.ts_tx",
+                   "conweave.ts_tail", "conweave.flow_key"]
+# conweave_overlay.h's names: byte 1 bits 7-6 (message) and, for data, bits 5-4 (flag).
+CW_DATA, CW_RTT_REPLY, CW_CLEAR, CW_NOTIFY = 0, 1, 2, 3
+CW_MESSAGE_NAMES = {CW_DATA: "data", CW_RTT_REPLY: "RTT reply", CW_CLEAR: "CLEAR",
+                    CW_NOTIFY: "NOTIFY"}
+CW_FLAG_DATA, CW_FLAG_INIT, CW_FLAG_TAIL = 1, 2, 3
+CW_FLAG_NAMES = {CW_FLAG_DATA: "DATA", CW_FLAG_INIT: "INIT", CW_FLAG_TAIL: "TAIL"}
+CONTROL_DSCP = 48  # switch_emu's control_dscp default
 
 
 def run(cmd, **kw):
@@ -86,19 +101,41 @@ def empty_pcap(tmp):
     return path
 
 
-def tshark(path, *prefs, fields=FIELDS):
-    """One dict of spraynet.* values per packet (None where a field is absent)."""
+def tshark(path, *prefs, fields=FIELDS, extra=()):
+    """One dict of spraynet.* values per packet (None where a field is absent), and of the
+    fields named in extra under their full names."""
     cmd = ["tshark", "-X", f"lua_script:{LUA}", "-r", path, "-T", "fields",
            "-E", "separator=\t", "-e", "frame.number"]
     for p in prefs:
         cmd += ["-o", f"spraynet.{p}"]
+    names = list(fields) + list(extra)
     for f in fields:
         cmd += ["-e", "spraynet." + f]
+    for f in extra:
+        cmd += ["-e", f]
     rows = []
     for line in run(cmd).stdout.splitlines():
         vals = line.split("\t")[1:]
-        rows.append({f: v or None for f, v in zip(fields, vals)})
+        rows.append({f: v or None for f, v in zip(names, vals)})
     return rows
+
+
+def tshark_tree(path, lua):
+    """tshark -V's packet trees, one list of lines per packet, with the spraynet script or
+    without any."""
+    cmd = ["tshark", *(["-X", f"lua_script:{LUA}"] if lua else []), "-r", path, "-V"]
+    return [block.splitlines() for block in run(cmd).stdout.split("\n\n") if block.strip()]
+
+
+def without_spraynet(lines):
+    """A packet tree without the top-level spraynet* trees (a line at column 0 opens a tree)."""
+    out, skipping = [], False
+    for line in lines:
+        if not line.startswith(" "):
+            skipping = line.startswith("spraynet")
+        if not skipping:
+            out.append(line)
+    return out
 
 
 def flag(v):
@@ -157,6 +194,49 @@ def overlay(inner, word, ecn=None):
     outer = IP(src="10.0.0.255", dst="10.0.1.255", tos=tos, ttl=64, flags="DF", id=0)
     return inner[:14] + raw(outer / UDP(sport=0xC123, dport=VXLAN_PORT, chksum=0)
                             / Raw(word + inner))
+
+
+def conweave_word(message, flag, phase, epoch, uplink, vni, leaf, flags=VXLAN_I | VXLAN_W):
+    """The 8 VXLAN bytes as dataplane/wire/conweave_overlay.h lays them out."""
+    b1 = message << 6 | flag << 4 | phase << 3
+    return bytes([flags, b1, epoch, uplink]) + vni.to_bytes(3, "big") + bytes([leaf])
+
+
+def conweave_data(inner, word, ts_tx, ts_tail, ecn=None):
+    """inner in ConWeave's overlay: the VXLAN word, the send and TAIL times, the inner frame."""
+    return overlay(inner, word + struct.pack("!II", ts_tx, ts_tail), ecn)
+
+
+def conweave_control(macs, word, flow_key):
+    """A control message as conweave_control() writes it: the outer headers with DSCP
+    control_dscp, the VXLAN word, the flow key and 2 bytes of padding to Ethernet's 60."""
+    outer = IP(src="10.0.1.255", dst="10.0.0.255", tos=CONTROL_DSCP << 2, ttl=64, flags="DF",
+               id=0)
+    return macs[:12] + b"\x08\x00" + raw(outer / UDP(sport=0xC001, dport=VXLAN_PORT, chksum=0)
+                                         / Raw(word + flow_key.to_bytes(8, "big"))) + b"\0\0"
+
+
+def conweave(frame):
+    """(spraynet.conweave.* values read from the bytes, the inner frame or None): the fields only
+    for UDP to 4789 with VXLAN flags I and W; a data frame's flag, times and inner frame, a
+    control message's flow key."""
+    udp = 14 + (frame[14] & 0xF) * 4
+    if struct.unpack("!H", frame[udp + 2:udp + 4])[0] != VXLAN_PORT:
+        return {}, frame
+    vx, extra = frame[udp + 8:udp + 16], frame[udp + 16:udp + 24]
+    if vx[0] & (VXLAN_I | VXLAN_W) != VXLAN_I | VXLAN_W:
+        return {}, frame[udp + 16:]
+    message = vx[1] >> 6
+    fields = {"conweave.message": message, "conweave.phase": vx[1] >> 3 & 1,
+              "conweave.epoch": vx[2], "conweave.uplink": vx[3] & 0xF,
+              "conweave.vni": int.from_bytes(vx[4:7], "big"), "conweave.leaf": vx[7]}
+    if message == CW_DATA:
+        ts_tx, ts_tail = struct.unpack("!II", extra)
+        fields.update({"conweave.flag": vx[1] >> 4 & 3, "conweave.ts_tx": ts_tx,
+                       "conweave.ts_tail": ts_tail})
+        return fields, frame[udp + 24:]
+    fields["conweave.flow_key"] = int.from_bytes(extra, "big")
+    return fields, None
 
 
 def conga(frame):

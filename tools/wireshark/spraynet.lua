@@ -1,6 +1,7 @@
 -- spraynet.lua: Wireshark/tshark postdissector that reads a RoCEv2 packet's UDP checksum as
 -- the PPCID spraynet's NIC writes there (dataplane/wire/ppcid.h), marks ECN CE and CNPs, and
--- decodes the CONGA fields of the leaves' VXLAN overlay (spraynet.conga.*, below).
+-- decodes the leaves' VXLAN overlays: CONGA's fields (spraynet.conga.*) and ConWeave's
+-- (spraynet.conweave.*, with the inner frame after them), both below.
 --
 --   tshark -X lua_script:tools/wireshark/spraynet.lua -r uplink0.pcap \
 --          -T fields -e spraynet.path_id -e spraynet.verdict
@@ -31,8 +32,8 @@
 -- Only a VXLAN header with both I and C set gets the tree (plain VXLAN reserves those bits).
 -- FB_LBTag and FB_Metric are left out while FB valid is 0: the encapsulating leaf then writes
 -- byte 2 as 0, which would read as "feedback: tag 0 uncongested" if shown.
--- Under the overlay the PPCID is read from the inner RoCEv2 UDP header (destination port 4791),
--- never from the outer one to 4789, whose checksum is always 0.
+-- Under either overlay the PPCID is read from the inner RoCEv2 UDP header (destination port
+-- 4791), never from the outer one to 4789, whose checksum is always 0.
 
 local spraynet = Proto("spraynet", "spraynet PPCID")
 
@@ -157,6 +158,109 @@ local cf = {
   src_leaf = ProtoField.uint8("spraynet.conga.src_leaf", "Source leaf", base.DEC),
 }
 conga.fields = cf
+
+-- ConWeave's overlay (dataplane/wire/conweave_overlay.h), a "spraynet.conweave" tree of its own
+-- for the same reasons. Unlike CONGA's it cannot be left to Wireshark's VXLAN dissector: 8 more
+-- bytes follow the VXLAN word, which that dissector would read as the inner frame's MACs. So this
+-- protocol takes UDP 4789 from it, decodes a VXLAN header with both I and W (0x20) set and the
+-- inner frame after the 8 bytes, and hands every other VXLAN frame back untouched.
+--   byte 0   flags: 0x08 (I) | 0x20 (W, ConWeave fields present)
+--   byte 1   message (bits 7-6: 0 data, 1 RTT reply, 2 CLEAR, 3 NOTIFY) | flag (bits 5-4, data
+--            only: 1 DATA, 2 INIT = RTT request, 3 TAIL) | phase (bit 3: sent on the new path)
+--   byte 2   epoch;  byte 3 the source leaf's uplink (bits 3-0);  bytes 4-6 VNI;  byte 7 leaf
+--   extra 8  data: ts_tx, ts_tail (32-bit ns each); RTT reply, CLEAR, NOTIFY: a 64-bit flow key
+-- Control messages carry nothing after the flow key (60-byte frames, 2 of them Ethernet padding).
+local conweave = Proto("spraynet.conweave", "spraynet ConWeave overlay")
+
+local VXLAN_FLAG_CONWEAVE = 0x20
+local VXLAN_PORT = 4789
+local CONWEAVE_EXTRA = 8
+local CW_DATA = 0
+local CW_MESSAGES = { [0] = "data", [1] = "RTT reply", [2] = "CLEAR", [3] = "NOTIFY" }
+local CW_FLAGS = { [1] = "DATA", [2] = "INIT", [3] = "TAIL" }
+
+local wf = {
+  message = ProtoField.uint8("spraynet.conweave.message", "Message", base.DEC, CW_MESSAGES, 0xC0,
+                             "Data packet or a destination leaf's control message"),
+  flag = ProtoField.uint8("spraynet.conweave.flag", "Flag", base.DEC, CW_FLAGS, 0x30,
+                          "Data packets: INIT asks for an RTT reply, TAIL is the epoch's last on "
+                          .. "the old path"),
+  phase = ProtoField.uint8("spraynet.conweave.phase", "Phase", base.DEC, nil, 0x08,
+                           "1: sent on the new path after the epoch's TAIL"),
+  epoch = ProtoField.uint8("spraynet.conweave.epoch", "Epoch", base.DEC),
+  uplink = ProtoField.uint8("spraynet.conweave.uplink", "Uplink", base.DEC, nil, 0x0F,
+                            "The source leaf's uplink (a NOTIFY names the congested one)"),
+  vni = ProtoField.uint24("spraynet.conweave.vni", "VNI", base.DEC),
+  leaf = ProtoField.uint8("spraynet.conweave.leaf", "Leaf", base.DEC, nil, nil,
+                          "The sending leaf: the source leaf of data, the destination leaf of control"),
+  ts_tx = ProtoField.uint32("spraynet.conweave.ts_tx", "Send time", base.DEC, nil, nil,
+                            "The source leaf's clock when it sent the packet (ns, low 32 bits)"),
+  ts_tail = ProtoField.uint32("spraynet.conweave.ts_tail", "TAIL send time", base.DEC, nil, nil,
+                              "This epoch's TAIL's send time (ns), 0 before the reroute"),
+  flow_key = ProtoField.uint64("spraynet.conweave.flow_key", "Flow key", base.HEX, nil, nil,
+                               "The flow the control message is about"),
+}
+conweave.fields = wf
+
+-- VXLAN's own dissector, taken before the entry is replaced. Wireshark 4.0 registers it under no
+-- name (Dissector.get("vxlan") is nil there), so the table's entry comes first.
+local udp_port = DissectorTable.get("udp.port")
+local vxlan = udp_port:get_dissector(VXLAN_PORT)
+if vxlan == nil then
+  local ok, d = pcall(Dissector.get, "vxlan")
+  vxlan = ok and d or nil
+end
+local eth = Dissector.get("eth_withoutfcs")
+
+function conweave.dissector(tvb, pinfo, tree)
+  local want = bit.bor(VXLAN_FLAG_I, VXLAN_FLAG_CONWEAVE)
+  if tvb:len() < VXLAN_BYTES + CONWEAVE_EXTRA or bit.band(tvb(0, 1):uint(), want) ~= want then
+    -- Not ConWeave's (nor for conweave_parse()): VXLAN's dissector as before; CONGA's tree
+    -- comes from the postdissector.
+    if vxlan == nil then return 0 end
+    return vxlan:call(tvb, pinfo, tree)
+  end
+  pinfo.cols.protocol = "ConWeave"
+  pinfo.cols.info:clear()  -- as VXLAN's dissector does: the outer UDP ports tell nothing here
+  local b1 = tvb(1, 1):uint()
+  local message, flag, phase = bit.rshift(b1, 6), bit.band(bit.rshift(b1, 4), 3),
+                               bit.band(bit.rshift(b1, 3), 1)
+  local epoch, uplink, leaf = tvb(2, 1):uint(), bit.band(tvb(3, 1):uint(), 0xF), tvb(7, 1):uint()
+  local t = tree:add(conweave, tvb(0, VXLAN_BYTES + CONWEAVE_EXTRA))
+  t:add(wf.message, tvb(1, 1))
+  -- Control messages carry the encoder's default flag in bits 5-4; they mean nothing there.
+  if message == CW_DATA then t:add(wf.flag, tvb(1, 1)) end
+  t:add(wf.phase, tvb(1, 1))
+  t:add(wf.epoch, tvb(2, 1))
+  t:add(wf.uplink, tvb(3, 1))
+  t:add(wf.vni, tvb(4, 3))
+  t:add(wf.leaf, tvb(7, 1))
+  local what
+  if message == CW_DATA then
+    t:add(wf.ts_tx, tvb(8, 4))
+    t:add(wf.ts_tail, tvb(12, 4))
+    -- Flag 0 is no valid data frame (conweave_parse() drops it): shown, not guessed at.
+    what = string.format("data %s epoch %d phase %d uplink %d", CW_FLAGS[flag] or "flag 0",
+                         epoch, phase, uplink)
+  else
+    t:add(wf.flow_key, tvb(8, 8))
+    what = string.format("%s epoch %d", CW_MESSAGES[message], epoch)
+  end
+  t:set_text(string.format("spraynet ConWeave overlay, leaf %d, %s", leaf, what))
+  local summary = string.format("[ConWeave leaf %d %s]", leaf, what)
+  local rest = VXLAN_BYTES + CONWEAVE_EXTRA
+  if message == CW_DATA and tvb:len() > rest then
+    eth:call(tvb(rest):tvb(), pinfo, tree)
+    -- After the inner frame's dissectors, which set the info column rather than append to it.
+    pinfo.cols.info:append(" " .. summary)
+  else
+    pinfo.cols.info = summary
+  end
+  return tvb:len()
+end
+-- Every frame to 4789 now passes through this protocol, so frame.protocols lists
+-- spraynet.conweave before vxlan even for CONGA and plain VXLAN (the trees are unchanged).
+udp_port:add(VXLAN_PORT, conweave)
 
 local f_vxlan = Field.new("vxlan")  -- the protocol item: its range is the 8-byte VXLAN header
 local f_ecn = Field.new("ip.dsfield.ecn")
