@@ -19,7 +19,7 @@ Writes into DIR (created if needed), printing each PNG's path as it is written:
                        (fraction of line rate); for an all-reduce the bus bandwidth (Gbit/s),
                        busbw / line rate and the job completion time
     fct_cdf.png        CDF of message completion times ("fct_samples_us"), all seeds pooled
-    slowdown.png       p50 and p99 FCT slowdown per flow-size bin ("slowdown"), per mode
+    slowdown.png       mean, p50 and p99 FCT slowdown per flow-size bin ("slowdown"), per mode
     reorder_depth.png  reorder-depth histogram per mode, all seeds pooled ("reorder")
     pfc_timeline.png   paused ports over time per mode, first seed ("pfc" "timeline")
     goodput_timeline.png  fabric goodput over time per mode, first seed ("goodput_timeline"),
@@ -725,7 +725,9 @@ def plot_fct_cdf(plt, ticker, ctx, out_dir, written):
 
 
 def plot_slowdown(plt, ticker, ctx, out_dir, written):
-    # mode -> bin_hi -> [count, sum(count*p50), sum(count*p99), seeds]
+    # mode -> bin_hi -> [count, sum(count*mean), sum(count*p50), sum(count*p99), then the
+    # unweighted sums of the three, runs]. Mean and p99 per bin are what ConWeave's Figure 12
+    # plots (conweave-ns3 analysis/plot_fct.py); p50 beside them.
     per_mode = {}
     seeds = {}
     for run in ctx["runs"]:
@@ -742,25 +744,32 @@ def plot_slowdown(plt, ticker, ctx, out_dir, written):
                 continue
             hi = num(b.get("hi_bytes", b.get("bin_hi_bytes")))
             p50, p99 = num(b.get("p50")), num(b.get("p99"))
+            mean = num(b.get("mean"))
             count = num(b.get("count"))
             if hi is None or hi <= 0 or p50 is None or p99 is None:
                 continue
+            if count is not None and count == 0:
+                continue  # an empty bin has no slowdown (its figures read 0)
+            if mean is None:
+                mean = p50  # the old reports have no mean
             w = count if count is not None and count > 0 else 0.0
-            a = acc.setdefault(hi, [0.0, 0.0, 0.0, 0.0, 0.0, 0])
+            a = acc.setdefault(hi, [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0])
             a[0] += w
-            a[1] += w * p50
-            a[2] += w * p99
-            a[3] += p50  # unweighted fallback when every count is 0
-            a[4] += p99
-            a[5] += 1
+            a[1] += w * mean
+            a[2] += w * p50
+            a[3] += w * p99
+            a[4] += mean  # unweighted fallback when every count is 0
+            a[5] += p50
+            a[6] += p99
+            a[7] += 1
     per_mode = {m: acc for m, acc in per_mode.items() if acc}
     if not per_mode:
         note("slowdown.png skipped: no run has 'slowdown' bins")
         return
     modes = ordered_modes(ctx["modes"], per_mode.keys())
     pooled_seeds = any(len(seeds[m]) > 1 for m in modes)
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.8), sharex=True)
-    for col_i, (ax, which, label) in enumerate(zip(axes, (1, 2), ("p50", "p99"))):
+    fig, axes = plt.subplots(1, 3, figsize=(17, 4.8), sharex=True)
+    for col_i, (ax, which, label) in enumerate(zip(axes, (1, 2, 3), ("mean", "p50", "p99"))):
         ymax, ymin = 1.0, 1.0
         for mode, col in zip(modes, mode_colours(plt, ctx, modes)):
             acc = per_mode[mode]
@@ -768,7 +777,7 @@ def plot_slowdown(plt, ticker, ctx, out_dir, written):
             ys = []
             for x in xs:
                 a = acc[x]
-                ys.append(a[which] / a[0] if a[0] > 0 else a[which + 2] / a[5])
+                ys.append(a[which] / a[0] if a[0] > 0 else a[which + 3] / a[7])
             ymax = max(ymax, max(ys))
             ymin = min(ymin, min(ys))
             ax.plot(xs, ys, marker="o", markersize=4, linewidth=1.4, color=col, label=mode)

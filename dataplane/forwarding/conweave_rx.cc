@@ -90,7 +90,7 @@ ConweaveRx::Result ConweaveRx::on_data(uint64_t flow_key, const ConweaveTag& tag
   // (7) The queue.
   if (tag.phase == 0) {
     if (f.reordering) {
-      f.flush_at_ns = std::max(deadline, now_ns);
+      set_due(flow_key, f, std::max(deadline, now_ns));
       f.flush_by_tail = is_tail;
     }
   } else if (ooo) {
@@ -99,7 +99,7 @@ ConweaveRx::Result ConweaveRx::on_data(uint64_t flow_key, const ConweaveTag& tag
     } else {
       if (!f.reordering) {
         f.reordering = true;
-        f.flush_at_ns = std::max(deadline, now_ns);
+        set_due(flow_key, f, std::max(deadline, now_ns));
         f.flush_by_tail = false;
       }
       f.queue.push_back(m);
@@ -124,6 +124,12 @@ ConweaveRx::Result ConweaveRx::on_data(uint64_t flow_key, const ConweaveTag& tag
   return r;
 }
 
+void ConweaveRx::set_due(uint64_t key, Flow& f, uint64_t at_ns) {
+  if (f.flush_at_ns != kNever) due_.erase({f.flush_at_ns, key});
+  f.flush_at_ns = at_ns;
+  due_.insert({at_ns, key});
+}
+
 void ConweaveRx::flush(Flow& f, std::vector<rte_mbuf*>& out) {
   ++(f.flush_by_tail ? counters_.flushes_by_tail : counters_.flushes_by_timeout);
   f.released_by_timeout = !f.flush_by_tail;
@@ -137,23 +143,18 @@ void ConweaveRx::flush(Flow& f, std::vector<rte_mbuf*>& out) {
 }
 
 void ConweaveRx::take_due(uint64_t now_ns, std::vector<rte_mbuf*>& out) {
-  if (held_now_ == 0 && next_due_ns() == kNever) return;
-  // Flows in order of their deadlines (then keys), so that the output does not depend on the
-  // map's iteration order.
-  std::vector<std::pair<uint64_t, uint64_t>> due;
-  for (const auto& [key, f] : flows_) {
-    if (f.reordering && f.flush_at_ns <= now_ns) due.emplace_back(f.flush_at_ns, key);
+  // In order of the deadlines (then keys): the output does not depend on the map's order.
+  while (!due_.empty() && due_.begin()->first <= now_ns) {
+    const uint64_t key = due_.begin()->second;
+    due_.erase(due_.begin());
+    Flow& f = flows_.at(key);
+    f.flush_at_ns = kNever;
+    flush(f, out);
   }
-  std::sort(due.begin(), due.end());
-  for (const auto& [at, key] : due) flush(flows_.at(key), out);
 }
 
 uint64_t ConweaveRx::next_due_ns() const {
-  uint64_t next = kNever;
-  for (const auto& [key, f] : flows_) {
-    if (f.reordering) next = std::min(next, f.flush_at_ns);
-  }
-  return next;
+  return due_.empty() ? kNever : due_.begin()->first;
 }
 
 void ConweaveRx::take_all(std::vector<rte_mbuf*>& out) {
@@ -170,6 +171,7 @@ void ConweaveRx::take_all(std::vector<rte_mbuf*>& out) {
     f.reordering = false;
     f.flush_at_ns = kNever;
   }
+  due_.clear();
 }
 
 void ConweaveRx::age(uint64_t now_ns) {
@@ -185,7 +187,9 @@ void ConweaveRx::age(uint64_t now_ns) {
 }
 
 uint64_t ConweaveRx::heap_bytes() const {
-  uint64_t b = flows_.bucket_count() * sizeof(void*);
+  // A set node: the key pair and three pointers and a colour.
+  uint64_t b = flows_.bucket_count() * sizeof(void*) +
+               due_.size() * (sizeof(std::pair<uint64_t, uint64_t>) + 4 * sizeof(void*));
   for (const auto& [key, f] : flows_) {
     b += sizeof(std::pair<const uint64_t, Flow>) + 2 * sizeof(void*) +
          f.queue.size() * sizeof(rte_mbuf*);

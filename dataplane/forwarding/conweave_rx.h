@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <set>
 #include <unordered_map>
 #include <vector>
 
@@ -91,9 +92,13 @@ class ConweaveRx {
     std::deque<rte_mbuf*> queue;
   };
   void flush(Flow& f, std::vector<rte_mbuf*>& out);
+  // (Re)arms the flow's release at at_ns.
+  void set_due(uint64_t key, Flow& f, uint64_t at_ns);
 
   ConweaveSettings settings_;
   std::unordered_map<uint64_t, Flow> flows_;
+  // The flows holding packets, by release time: next_due_ns() and take_due() without a scan.
+  std::set<std::pair<uint64_t, uint64_t>> due_;
   uint64_t held_now_ = 0;
   ConweaveRxCounters counters_;
 };

@@ -21,6 +21,7 @@ as Wireshark's own VXLAN dissector has them. Skips when tshark is missing or run
 Run by meson with NIC_EMU and ROCE_PCAP set; Debian's /usr/bin/python3 has scapy."""
 import json
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -124,15 +125,22 @@ def tshark_tree(path, lua):
     """tshark -V's packet trees, one list of lines per packet, with the spraynet script or
     without any."""
     cmd = ["tshark", *(["-X", f"lua_script:{LUA}"] if lua else []), "-r", path, "-V"]
-    return [block.splitlines() for block in run(cmd).stdout.split("\n\n") if block.strip()]
+    packets = []
+    for line in run(cmd).stdout.splitlines():
+        # Blank lines also part a packet's tree from its hex dump: only "Frame N:" starts one.
+        if line.startswith("Frame "):
+            packets.append([])
+        packets[-1].append(line)
+    return packets
 
 
 def without_spraynet(lines):
-    """A packet tree without the top-level spraynet* trees (a line at column 0 opens a tree)."""
+    """A packet tree without the postdissector's top-level PPCID and CONGA trees (a line at
+    column 0 opens a tree); any other spraynet tree stays in, to be caught."""
     out, skipping = [], False
     for line in lines:
         if not line.startswith(" "):
-            skipping = line.startswith("spraynet")
+            skipping = re.match(r"spraynet (PPCID|no PPCID|CONGA overlay)", line) is not None
         if not skipping:
             out.append(line)
     return out
@@ -516,6 +524,149 @@ class WiresharkDissector(unittest.TestCase):
                 self.assertEqual((frame[15] & 3, inner_ecn, flag(row["ecn_ce"])),
                                  (ecn, 2, False), what)
         self.assertEqual(carrying, 4)
+
+    def sprayed_and_unsprayed(self):
+        """(an ECT sprayed frame, a CE-marked sprayed frame, an unsprayed frame): genuine RoCEv2
+        from roce_pcap and nic_emu."""
+        sprayed = [f for k in range(UPLINKS)
+                   for f in frames(os.path.join(self.spray_out["ts-high"][0], f"uplink{k}.pcap"))]
+        return (next(f for f in sprayed if wire(f)[1] != 3),
+                next(f for f in sprayed if wire(f)[1] == 3), frames(self.host)[0])
+
+    def assert_conweave_fields(self, row, want, what):
+        for name in CONWEAVE_FIELDS:
+            got = row[name]
+            self.assertEqual(None if got is None else int(got, 0), want.get(name),
+                             f"{what}: {name}")
+
+    def test_conweave_data_frames_and_the_inner_roce_packet(self):
+        ect, ce, unsprayed = self.sprayed_and_unsprayed()
+        # (what, (message, flag, phase, epoch, uplink, VNI, leaf), ts_tx, ts_tail, inner frame,
+        # outer ECN or None to copy the inner one)
+        cases = [
+            ("INIT, phase 0", (CW_DATA, CW_FLAG_INIT, 0, 200, 6, 0x000102, 9), 0x11223344, 0,
+             ect, None),
+            # The TAIL carries its own send time as the epoch's TAIL time.
+            ("TAIL, phase 0", (CW_DATA, CW_FLAG_TAIL, 0, 200, 6, 0x000102, 9), 0x11225566,
+             0x11225566, ce, None),
+            ("DATA, phase 1 after the reroute, outer CE on an ECT inner",
+             (CW_DATA, CW_FLAG_DATA, 1, 201, 2, 7, 9), 0x11227788, 0x11225566, ect, 3),
+            ("every field at its maximum, unsprayed inner",
+             (CW_DATA, CW_FLAG_DATA, 1, 255, 15, 0xFFFFFF, 255), 0xFFFFFFFF, 0xFFFFFFFF,
+             unsprayed, None),
+        ]
+        path = os.path.join(self.tmp, "conweave-data.pcap")
+        wrpcap(path, [Ether(conweave_data(inner, conweave_word(*f), tx, tail, ecn))
+                      for _, f, tx, tail, inner, ecn in cases])
+        sent = frames(path)
+        rows = tshark(path, fields=FIELDS + CONWEAVE_FIELDS,
+                      extra=["frame.protocols", "infiniband.bth.destqp", "infiniband.bth.psn",
+                             "_ws.col.Info"])
+        self.assertEqual(len(rows), len(cases))
+        for (what, f, tx, tail, inner, ecn), row, frame in zip(cases, rows, sent):
+            want, roce = conweave(frame)  # from the bytes as written
+            message, flag_, phase, epoch, uplink, vni, leaf = f
+            # The test's encoder agrees with the header's layout, field by field.
+            self.assertEqual(want, {"conweave.message": message, "conweave.flag": flag_,
+                                    "conweave.phase": phase, "conweave.epoch": epoch,
+                                    "conweave.uplink": uplink, "conweave.vni": vni,
+                                    "conweave.leaf": leaf, "conweave.ts_tx": tx,
+                                    "conweave.ts_tail": tail}, what)
+            self.assertEqual(roce, inner, what)
+            self.assert_conweave_fields(row, want, what)
+            # The inner frame starts after the 8 extra bytes, not after the VXLAN word, and is
+            # dissected through to the BTH; Wireshark's VXLAN dissector is left out.
+            self.assertEqual(row["frame.protocols"].split(":")[:10],
+                             ["eth", "ethertype", "ip", "udp", "spraynet.conweave",
+                              "eth", "ethertype", "ip", "udp", "infiniband"], what)
+            csum, inner_ecn, opcode, qp, psn = wire(roce)
+            self.assertEqual((int(row["infiniband.bth.destqp"], 0),
+                              int(row["infiniband.bth.psn"])), (qp, psn), what)
+            if csum:
+                self.assert_ppcid(row, roce, "ts-high", range(256), what)
+            else:
+                self.assertEqual((row["ppcid"], row["verdict"], row["path_id"]),
+                                 ("0x0000", "absent", None), what)
+                self.assertEqual(flag(row["ecn_ce"]), inner_ecn == 3, what)
+                self.assertEqual(flag(row["cnp"]), opcode == CNP, what)
+            if ecn is not None:  # the spine's mark is on the outer header only
+                self.assertEqual((frame[15] & 3, inner_ecn, flag(row["ecn_ce"])),
+                                 (ecn, 2, False), what)
+            summary = (f" [ConWeave leaf {want['conweave.leaf']} data "
+                       f"{CW_FLAG_NAMES[want['conweave.flag']]} epoch {want['conweave.epoch']} "
+                       f"phase {want['conweave.phase']} uplink {want['conweave.uplink']}]")
+            info = row["_ws.col.Info"]
+            self.assertIn(summary, info, what)
+            self.assertTrue(info.startswith("RC RDMA Write"), what)  # the inner packet's
+            if csum:
+                self.assertLess(info.index(summary), info.index(" [PPCID path "), what)
+
+    def test_conweave_control_messages(self):
+        macs = frames(self.host)[0]
+        key = 0x0102030405060708
+        # (what, (message, flag, phase, epoch, uplink, VNI, leaf)); bits 5-4 hold the flag
+        # conweave_control() leaves at its default (DATA), which means nothing in a control frame.
+        cases = [
+            ("RTT reply", (CW_RTT_REPLY, CW_FLAG_DATA, 0, 7, 5, 0x000102, 1)),
+            ("CLEAR", (CW_CLEAR, CW_FLAG_DATA, 0, 7, 5, 0x000102, 1)),
+            ("NOTIFY of uplink 3, phase 1", (CW_NOTIFY, CW_FLAG_DATA, 1, 8, 3, 0x000102, 1)),
+        ]
+        path = os.path.join(self.tmp, "conweave-control.pcap")
+        wrpcap(path, [Ether(conweave_control(macs, conweave_word(*f), key)) for _, f in cases])
+        sent = frames(path)
+        rows = tshark(path, fields=FIELDS + CONWEAVE_FIELDS,
+                      extra=["frame.protocols", "eth.padding", "infiniband.bth.psn",
+                             "_ws.col.Protocol", "_ws.col.Info"])
+        self.assertEqual(len(rows), len(cases))
+        for (what, f), row, frame in zip(cases, rows, sent):
+            udp = 14 + (frame[14] & 0xF) * 4
+            self.assertEqual((len(frame), struct.unpack("!H", frame[16:18])[0],
+                              struct.unpack("!H", frame[udp + 4:udp + 6])[0]), (60, 44, 24), what)
+            want, inner = conweave(frame)
+            message, _, phase, epoch, uplink, vni, leaf = f
+            self.assertEqual(want, {"conweave.message": message, "conweave.phase": phase,
+                                    "conweave.epoch": epoch, "conweave.uplink": uplink,
+                                    "conweave.vni": vni, "conweave.leaf": leaf,
+                                    "conweave.flow_key": key}, what)
+            self.assertIsNone(inner, what)
+            self.assert_conweave_fields(row, want, what)  # no flag, ts_tx or ts_tail
+            # Nothing after the flow key but the Ethernet padding: no inner frame, no RoCE.
+            self.assertEqual(row["frame.protocols"], "eth:ethertype:ip:udp:spraynet.conweave",
+                             what)
+            self.assertEqual(row["eth.padding"], frame[udp + 24:].hex(), what)
+            self.assertEqual((row["infiniband.bth.psn"], row["ppcid"], row["verdict"]),
+                             (None, None, None), what)
+            self.assertEqual(row["_ws.col.Protocol"], "ConWeave", what)
+            self.assertEqual(row["_ws.col.Info"],
+                             f"[ConWeave leaf {want['conweave.leaf']} "
+                             f"{CW_MESSAGE_NAMES[want['conweave.message']]} "
+                             f"epoch {want['conweave.epoch']}]", what)
+
+    def test_conga_and_plain_vxlan_dissect_as_wiresharks_own(self):
+        # Taking UDP 4789 from Wireshark's VXLAN dissector must change nothing for the frames it
+        # hands back: their trees are the ones tshark gives with no script at all, but for the
+        # spraynet trees the postdissector adds and the one more entry in frame.protocols.
+        ect, _, unsprayed = self.sprayed_and_unsprayed()
+        cases = [("CONGA", VXLAN_I | VXLAN_C, (5, 3, (9, 6), 1, 2), ect),
+                 ("CONGA, unsprayed inner", VXLAN_I | VXLAN_C, (3, 0, None, 1, 0), unsprayed),
+                 ("plain VXLAN", VXLAN_I, (0, 0, None, 0x000102, 0), ect),
+                 ("W without I", VXLAN_W, (0, 0, None, 0x000102, 0), ect),
+                 ("C without I", VXLAN_C, (5, 3, (9, 6), 1, 2), ect)]
+        path = os.path.join(self.tmp, "vxlan.pcap")
+        wrpcap(path, [Ether(overlay(inner, vxlan_word(flags, *f))) for _, flags, f, inner in cases])
+        own, ours = tshark_tree(path, lua=False), tshark_tree(path, lua=True)
+        self.assertEqual((len(own), len(ours)), (len(cases), len(cases)))
+        protocols = "    [Protocols in frame: "
+        for (what, *_), theirs, mine in zip(cases, own, ours):
+            expect = [line.replace(":udp:vxlan:", ":udp:spraynet.conweave:vxlan:", 1)
+                      if line.startswith(protocols) else line for line in theirs]
+            self.assertEqual(sum(line.startswith(protocols) for line in expect), 1, what)
+            self.assertIn(":udp:spraynet.conweave:vxlan:", "\n".join(expect), what)
+            self.assertEqual(without_spraynet(mine), expect, what)
+        rows = tshark(path, fields=CONWEAVE_FIELDS + ["conga.src_leaf"])
+        self.assertEqual([r["conga.src_leaf"] is not None for r in rows],
+                         [True, True, False, False, False])
+        self.assertTrue(all(r[name] is None for r in rows for name in CONWEAVE_FIELDS))
 
     def test_cnps_and_ce_are_marked(self):
         rows, sent = tshark(self.cnp_pcap), frames(self.cnp_pcap)

@@ -192,7 +192,7 @@ local wf = {
                             "The source leaf's uplink (a NOTIFY names the congested one)"),
   vni = ProtoField.uint24("spraynet.conweave.vni", "VNI", base.DEC),
   leaf = ProtoField.uint8("spraynet.conweave.leaf", "Leaf", base.DEC, nil, nil,
-                          "The sending leaf: the source leaf of data, the destination leaf of control"),
+                          "The sending leaf: data's source leaf, a control message's destination"),
   ts_tx = ProtoField.uint32("spraynet.conweave.ts_tx", "Send time", base.DEC, nil, nil,
                             "The source leaf's clock when it sent the packet (ns, low 32 bits)"),
   ts_tail = ProtoField.uint32("spraynet.conweave.ts_tail", "TAIL send time", base.DEC, nil, nil,
