@@ -111,7 +111,7 @@ GroupSettings parse_group(const SwitchConfig& c, const ConfigNode& n) {
   const bool tunnelled = g.mode == "conga" || g.mode == "conweave";
   if (n.has("leaf")) {
     if (!tunnelled) n.fail("leaf", "only a conga or conweave group names a destination leaf");
-    g.conga_leaf = static_cast<int>(n.uint("leaf", 0, 255));
+    g.overlay_leaf = static_cast<int>(n.uint("leaf", 0, 255));
   } else if (tunnelled) {
     n.fail("leaf", "required for mode " + g.mode +
                        ": the leaf (0..255) behind this group's routes");
@@ -480,13 +480,10 @@ void parse_conga(SwitchConfig& c, const ConfigNode& n) {
   CongaSettings& k = c.conga;
   k.enabled = true;
   parse_overlay_leaves(n, k.leaf, k.vtep, k.leaves, k.vni, false);
-  const auto micros = [&](std::string_view key, uint64_t def, double lo, double hi) {
-    return micros_or(n, key, def, lo, hi);
-  };
-  k.dre.t_dre_ns = micros("t_dre_us", k.dre.t_dre_ns, 0.001, 1e6);
+  k.dre.t_dre_ns = micros_or(n, "t_dre_us", k.dre.t_dre_ns, 0.001, 1e6);
   k.dre.alpha = n.number_or("alpha", k.dre.alpha, 1e-6, 1.0);
   k.dre.bits = static_cast<unsigned>(n.uint_or("quantisation_bits", k.dre.bits, 1, 3));
-  k.aging_ns = micros("aging_us", k.aging_ns, 0.001, 1e7);
+  k.aging_ns = micros_or(n, "aging_us", k.aging_ns, 0.001, 1e7);
 }
 
 SwitchConfig parse_switch_config(const ConfigNode& root) {
@@ -582,7 +579,7 @@ SwitchConfig parse_switch_config(const ConfigNode& root) {
   }
   for (size_t i = 0; i < c.groups.size(); ++i) {
     const GroupSettings& g = c.groups[i];
-    if (g.conga_leaf < 0) continue;
+    if (g.overlay_leaf < 0) continue;
     const std::string where = "groups[" + std::to_string(i) + "] (" + g.name + ")";
     const bool conga = g.mode == "conga";
     if ((conga ? c.conga.leaf : c.conweave.leaf) < 0) {
@@ -592,10 +589,10 @@ SwitchConfig parse_switch_config(const ConfigNode& root) {
     }
     const auto& leaves = conga ? c.conga.leaves : c.conweave.leaves;
     const bool known = std::any_of(leaves.begin(), leaves.end(),
-                                   [&](const auto& l) { return l.first == g.conga_leaf; });
+                                   [&](const auto& l) { return l.first == g.overlay_leaf; });
     if (!known) {
       throw ConfigError(c.file, where + ".leaf",
-                        "leaf " + std::to_string(g.conga_leaf) +
+                        "leaf " + std::to_string(g.overlay_leaf) +
                             " has no tunnel address: list it in " + g.mode +
                             ".leaves (and not this switch's own leaf)");
     }

@@ -69,7 +69,7 @@ struct PortSettings {
 struct GroupSettings {
   std::string name;
   std::string mode = "ecmp";  // ecmp | weighted | dlb | drill | letflow | conga | conweave
-  int conga_leaf = -1;        // conga, conweave: the leaf behind the group's destinations (`leaf:`)
+  int overlay_leaf = -1;  // conga, conweave: the leaf behind the group's destinations (`leaf:`)
   std::vector<uint16_t> ports;  // indices into SwitchConfig::ports
   std::vector<uint32_t> weights;  // weighted mode: initial weights (default equal)
   uint64_t dlb_gap_ns = 100'000;

@@ -112,7 +112,7 @@ control::GroupSettings conweave_group(std::string name, std::vector<uint16_t> po
   control::GroupSettings g;
   g.name = std::move(name);
   g.mode = "conweave";
-  g.conga_leaf = static_cast<int>(dl);
+  g.overlay_leaf = static_cast<int>(dl);
   g.flowlet_entries = 16;
   g.ports = std::move(ports);
   return g;
@@ -124,7 +124,7 @@ control::GroupSettings conga_group(const FabricConfig& c, std::string name,
   control::GroupSettings g;
   g.name = std::move(name);
   g.mode = "conga";
-  g.conga_leaf = static_cast<int>(dl);
+  g.overlay_leaf = static_cast<int>(dl);
   g.dlb_gap_ns = c.conga_flowlet_ns;
   g.flowlet_entries = 4096;
   g.ports = std::move(ports);

@@ -18,14 +18,11 @@ void SwitchNode::make_conga() {
   for (const auto& port : config_.ports) conga_->dre.emplace_back(k.dre, port.link.rate_gbps);
   conga_->group_leaf.assign(config_.groups.size(), -1);
   if (k.leaf < 0) return;  // a spine: DREs and CE only
-  unsigned leaves = static_cast<unsigned>(k.leaf) + 1;
-  for (const auto& [id, vtep] : k.leaves) leaves = std::max(leaves, unsigned{id} + 1);
-  conga_->tables = std::make_unique<CongaTables>(leaves, k.aging_ns);
-  conga_->vtep.assign(leaves, 0);
-  conga_->vtep[static_cast<size_t>(k.leaf)] = k.vtep;
-  for (const auto& [id, vtep] : k.leaves) conga_->vtep[id] = vtep;
+  conga_->vtep = vtep_by_leaf(k.leaf, k.vtep, k.leaves);
+  conga_->tables =
+      std::make_unique<CongaTables>(static_cast<unsigned>(conga_->vtep.size()), k.aging_ns);
   for (size_t g = 0; g < config_.groups.size(); ++g) {
-    conga_->group_leaf[g] = config_.groups[g].conga_leaf;
+    conga_->group_leaf[g] = config_.groups[g].overlay_leaf;
   }
   conga_->metrics.resize(CongaTables::kUplinks);
 }
@@ -54,11 +51,25 @@ bool SwitchNode::conga_arrival(Lane& L, uint16_t port, rte_mbuf* m, ParsedPacket
   ++conga_->counters.decapsulated;
   const ParseStatus s = parser_.parse(m, p);
   if (s == ParseStatus::kOk && p.kind != PacketKind::kMacControl) return true;
+  drop_unparsed(L, port, s, m);
+  return false;
+}
+
+std::vector<uint32_t> SwitchNode::vtep_by_leaf(
+    int leaf, uint32_t vtep, std::span<const std::pair<uint8_t, uint32_t>> leaves) {
+  size_t n = static_cast<size_t>(leaf) + 1;
+  for (const auto& [id, address] : leaves) n = std::max(n, size_t{id} + 1);
+  std::vector<uint32_t> out(n, 0);
+  out[static_cast<size_t>(leaf)] = vtep;
+  for (const auto& [id, address] : leaves) out[id] = address;
+  return out;
+}
+
+void SwitchNode::drop_unparsed(Lane& L, uint16_t port, ParseStatus s, rte_mbuf* m) {
   const size_t cause = static_cast<size_t>(s == ParseStatus::kOk ? ParseStatus::kNotIpv4 : s);
   L.drops.parse[cause]++;
   L.port_drops[port].parse[cause]++;
   rte_pktmbuf_free(m);
-  return false;
 }
 
 uint16_t SwitchNode::conga_select(PathSelector& sel, int leaf, uint32_t hash,

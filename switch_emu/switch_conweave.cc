@@ -30,15 +30,11 @@ void SwitchNode::make_conweave() {
   const control::ConweaveSwitchSettings& k = config_.conweave;
   if (!k.enabled) return;
   conweave_ = std::make_unique<Conweave>(k.params, config_.seed * 0x9E3779B97F4A7C15ull + 43);
-  unsigned leaves = static_cast<unsigned>(k.leaf) + 1;
-  for (const auto& [id, vtep] : k.leaves) leaves = std::max(leaves, unsigned{id} + 1);
-  conweave_->vtep.assign(leaves, 0);
-  conweave_->vtep[static_cast<size_t>(k.leaf)] = k.vtep;
-  for (const auto& [id, vtep] : k.leaves) conweave_->vtep[id] = vtep;
+  conweave_->vtep = vtep_by_leaf(k.leaf, k.vtep, k.leaves);
   conweave_->group_leaf.assign(config_.groups.size(), -1);
   for (size_t g = 0; g < config_.groups.size(); ++g) {
     if (config_.groups[g].mode == "conweave") {
-      conweave_->group_leaf[g] = config_.groups[g].conga_leaf;
+      conweave_->group_leaf[g] = config_.groups[g].overlay_leaf;
     }
   }
 }
@@ -63,10 +59,7 @@ bool SwitchNode::conweave_arrival(Lane& L, uint16_t port, rte_mbuf* m, ParsedPac
       conweave_decapsulate(m);
       const ParseStatus s = parser_.parse(m, p);
       if (s != ParseStatus::kOk || p.kind == PacketKind::kMacControl) {
-        const size_t cause = static_cast<size_t>(s == ParseStatus::kOk ? ParseStatus::kNotIpv4 : s);
-        L.drops.parse[cause]++;
-        L.port_drops[port].parse[cause]++;
-        rte_pktmbuf_free(m);
+        drop_unparsed(L, port, s, m);
         return false;
       }
       const uint64_t key = conweave_flow_key(p);
@@ -183,10 +176,7 @@ void SwitchNode::route_one(Lane& L, uint16_t in_port, rte_mbuf* m, uint64_t now_
   ParsedPacket p;
   const ParseStatus s = parser_.parse(m, p);
   if (s != ParseStatus::kOk || p.kind == PacketKind::kMacControl) {
-    const size_t cause = static_cast<size_t>(s == ParseStatus::kOk ? ParseStatus::kNotIpv4 : s);
-    L.drops.parse[cause]++;
-    L.port_drops[in_port].parse[cause]++;
-    rte_pktmbuf_free(m);
+    drop_unparsed(L, in_port, s, m);
     return;
   }
   const ParsedPacket* ip[1] = {&p};

@@ -165,8 +165,8 @@ std::unique_ptr<SwitchNode::Lane> SwitchNode::make_lane() const {
 
 unsigned SwitchNode::add_lane(std::span<const uint16_t> ports) {
   if (conga_ || conweave_) {
-    throw std::invalid_argument("add_lane: a CONGA switch keeps one set of tables and DREs: one "
-                                "lane");
+    throw std::invalid_argument("add_lane: a CONGA or ConWeave switch keeps one set of tables: "
+                                "one lane");
   }
   for (const uint16_t p : ports) {
     if (p >= egress_.size()) {

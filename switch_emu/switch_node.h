@@ -402,6 +402,12 @@ class SwitchNode {
   // Every frame queued on out_port: its DRE counts it, an overlay frame's CE is raised.
   void conga_departure(uint16_t out_port, rte_mbuf* m, uint64_t now_ns);
   void make_conga();
+  // By leaf id: its tunnel address (0: none), from a leaf overlay's block (conga:, conweave:).
+  static std::vector<uint32_t> vtep_by_leaf(int leaf, uint32_t vtep,
+                                            std::span<const std::pair<uint8_t, uint32_t>> leaves);
+  // A frame that did not parse as IP where IP was expected (status kOk: it parsed as MAC
+  // control): counted under its parse status on `port`, and freed.
+  static void drop_unparsed(Lane& lane, uint16_t port, ParseStatus status, rte_mbuf* m);
   // ConWeave (switch_conweave.cc). An overlay frame for this leaf: a control message is
   // consumed, a data packet decapsulated (p parsed again) and maybe held. False: m taken.
   bool conweave_arrival(Lane& lane, uint16_t port, rte_mbuf* m, ParsedPacket& p, uint64_t now_ns);

@@ -428,7 +428,7 @@ void register_acting(SwitchShared& s, const runtime::TscClock& clock, bool enabl
           throw std::invalid_argument("mode must be ecmp, weighted, dlb, drill or letflow, got \"" + p[1] +
                                       "\"");
         }
-        if (s.node->config().groups[g].conga_leaf >= 0) {
+        if (s.node->config().groups[g].overlay_leaf >= 0) {
           // Its packets are tunnelled to its leaf: that is the config's (conga: block, leaf:).
           throw std::invalid_argument("group " + p[0] +
                                       " tunnels to a leaf: its mode is the config's");

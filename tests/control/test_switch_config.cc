@@ -655,7 +655,7 @@ conga:
   CHECK(c.conga.aging_ns == 1000000);
   CHECK(c.conga.vni == 1);
   CHECK(c.groups[0].mode == "conga");
-  CHECK(c.groups[0].conga_leaf == 3);
+  CHECK(c.groups[0].overlay_leaf == 3);
   // Without the block CONGA is off; a spine's block has no leaf.
   CHECK_FALSE(parse(kPorts).conga.enabled);
   const SwitchConfig spine = parse(kPorts + "conga: {t_dre_us: 50}\n");
@@ -728,7 +728,7 @@ conweave:
   CHECK(c.conweave.params.aging_ns == 2000000);
   CHECK(c.conweave.control_dscp == 48);
   CHECK(c.groups[0].mode == "conweave");
-  CHECK(c.groups[0].conga_leaf == 2);
+  CHECK(c.groups[0].overlay_leaf == 2);
   const auto with = [&](const std::string& extra) { return error_of(leaf + extra); };
   CHECK(with("  tx_expiry_us: 0\n") ==
         "test.yaml: conweave.tx_expiry_us: must be a number in [1, 1e+06], got \"0\"");
