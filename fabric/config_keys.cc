@@ -334,6 +334,11 @@ std::vector<ConfigKey> make_keys() {
          "their uplinks (200000)");
   u32("tcam-spray-rules", &FabricConfig::tcam_spray_rules, 0, 1 << 20,
       "spray: a leaf's TCAM spray_rule_limit; QPs beyond it fall back to ECMP (16384)");
+  choice("spray-rules", &FabricConfig::spray_rules, {"per-qp", "all-roce"},
+         "spray: the leaves' TCAM spray rules: per-qp (one per sprayed QP and one for its ACKs, "
+         "counted against tcam-spray-rules, as the articles configure them) | all-roce (one rule "
+         "per leaf for every RoCEv2 packet with a PPCID, as a fabric that sprays all RDMA does; "
+         "the cdf workloads make a QP per message) (per-qp)");
   u32("tcam-capacity", &FabricConfig::tcam_capacity, 16, 1 << 20,
       "spray: the rules a leaf's TCAM holds in all, whatever spray-rule limit it is told (16384)");
   u32("tcam-roce-partition", &FabricConfig::tcam_roce_partition, 0, 1 << 20,

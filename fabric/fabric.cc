@@ -353,6 +353,8 @@ void Fabric::install_spray_rules() {
   if (!is_spray(mode_)) return;
   // One spray rule per sprayed QP at its sender's leaf in every plane (and one for its ACKs at
   // the receiver's leaf): the leaf then picks the uplink per packet from the PPCID's path id.
+  // all-roce: the topology gave every leaf one catch-all rule instead.
+  if (config_.spray_rules == "all-roce") return;
   std::vector<uint32_t> next_id(topology_.switches().size(), 0);
   const auto add = [&](uint32_t host, uint32_t src_ip, uint32_t dst_ip, uint32_t qpn, uint32_t parity) {
     for (uint32_t p = 0; p < config_.planes; ++p) {

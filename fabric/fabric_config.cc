@@ -488,6 +488,7 @@ std::string FabricConfig::check() const {
       return "fabric-paths: at most 16 where a NIC uses ppcid-layout ts-high (4 bits of path id)";
     }
   }
+  if (spray_rules != "per-qp" && spray_rules != "all-roce") return "spray-rules: per-qp | all-roce";
   if (receive != "reorder-buffer" && receive != "ooo-placement" && receive != "none") {
     return "receive: reorder-buffer | ooo-placement | none";
   }

@@ -201,6 +201,9 @@ struct FabricConfig {
   // reads its uplinks' link state and republishes its spray weights.
   uint64_t nic_control_period_ns = 200'000'000;
   uint32_t tcam_spray_rules = 16384;  // a leaf's spray_rule_limit
+  // "per-qp" (a rule per sprayed QP and one for its ACKs, the articles' set-up) or "all-roce"
+  // (one catch-all rule per leaf: with a QP per message, per-QP rules would never fit).
+  std::string spray_rules = "per-qp";
   uint32_t tcam_capacity = 16384;     // the rules a leaf's TCAM holds in all (the hardware's size)
   // A TCAM partition of this many rules for the sprayed QPs' rules (0: none, they share the
   // default partition, i.e. the whole TCAM).

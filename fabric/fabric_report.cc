@@ -65,6 +65,11 @@ nlohmann::json bin_json(const SlowdownBin& b) {
 nlohmann::json slowdown_json(const SlowdownReport& s) {
   nlohmann::json bins = nlohmann::json::array();
   for (const SlowdownBin& b : s.bins) bins.push_back(bin_json(b));
+  // Every message of this run in one: what a scenario measures (slowdown.all.mean), as
+  // summary.<mode>.slowdown.all pools it over the seeds.
+  nlohmann::json all = bin_json(bin_stats(s.samples, 0, 0));
+  all.erase("lo_bytes");
+  all.erase("hi_bytes");
   return {{"binning", std::string(to_string(s.binning))},
           {"percentile", "nearest-rank"},
           {"warmup_ns", s.warmup_ns},
@@ -72,6 +77,7 @@ nlohmann::json slowdown_json(const SlowdownReport& s) {
           {"messages", s.samples.size()},
           {"unfinished", s.unfinished},
           {"excluded_warmup", s.excluded_warmup},
+          {"all", all},
           {"bins", bins}};
 }
 
@@ -646,6 +652,7 @@ nlohmann::json config_json(const FabricConfig& c) {
       {"warmup_us", static_cast<double>(c.warmup()) / 1000.0},
       {"seeds", std::to_string(c.seed_first) + "-" + std::to_string(c.seed_last)}};
   if (!c.slowdown_bins.empty()) j["slowdown_bins"] = c.slowdown_bins;  // only when given
+  if (c.spray_rules != "per-qp") j["spray_rules"] = c.spray_rules;  // only when not the default
   if (std::find(c.modes.begin(), c.modes.end(), FabricMode::kLetflow) != c.modes.end()) {
     j["letflow_timeout_us"] = static_cast<double>(c.letflow_timeout_ns) / 1000.0;
   }

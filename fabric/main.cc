@@ -147,10 +147,12 @@ int main(int argc, char** argv) {
   bool quick = false;
   app.add_option("--scenario", scenario_name,
                  "NAME or a file: a scenario (configs/scenarios/NAME.yaml: a claim of the "
-                 "articles, run and given its verdict) or a preset (configs/presets/NAME.yaml: "
-                 "a published set-up, conweave-os2 or hpcc-websearch, run and reported with no "
-                 "verdict; docs/presets.md); 'list' lists both. Flags given apply over each of "
-                 "its runs");
+                 "articles, run and given its verdict), a research claim (configs/research/"
+                 "NAME.yaml: a paper's headline claim on its preset, given its verdict; "
+                 "docs/RESEARCH.md) or a preset (configs/presets/NAME.yaml: a published set-up, "
+                 "conweave-os2 or hpcc-websearch, run and reported with no verdict; "
+                 "docs/presets.md); 'list' lists all three. Flags given apply over each of its "
+                 "runs");
   app.add_flag("--quick", quick,
                "with --scenario: its quick form (fewer seeds, shorter runs, a preset's smaller "
                "fabric)");
@@ -238,6 +240,10 @@ int main(int argc, char** argv) {
       for (const std::string& name : list_scenarios(dir)) {
         const Scenario s = load_scenario(scenario_path(dir, name), false);
         std::printf("%-18s %s\n", name.c_str(), s.claim.c_str());
+      }
+      for (const std::string& name : list_scenarios(default_research_dir())) {
+        const Scenario s = load_scenario(default_research_dir() + "/" + name + ".yaml", false);
+        std::printf("%-18s [research] %s\n", name.c_str(), s.claim.c_str());
       }
       for (const std::string& name : list_scenarios(default_preset_dir())) {
         const Scenario s = load_scenario(default_preset_dir() + "/" + name + ".yaml", false);
@@ -759,7 +765,8 @@ int main(int argc, char** argv) {
     out << report.dump(1) << "\n";
   }
   ts.close();
-  if (!plots_dir.empty() && !scenario) {
+  // A scenario's runs are plotted together, each mode named "run:mode".
+  if (!plots_dir.empty()) {
     const std::string cmd = "python3 '" + default_plots_script() + "' --json '" + json_file +
                             "' --timeseries '" + timeseries_file + "' --out '" + plots_dir + "'";
     if (std::system(cmd.c_str()) != 0) {

@@ -18,7 +18,7 @@ namespace spraynet::fabric {
 // ---- expressions ----
 
 struct ScenarioExpr::Node {
-  char op = 0;  // 0: leaf; + - * / ; 'n': negate
+  char op = 0;  // 0: leaf; + - * / ; 'n': negate; 'm' / 'M': min / max of a and b
   double number = 0;
   std::string name;  // leaf: a measure name, or empty for a number
   std::shared_ptr<const Node> a, b;
@@ -99,9 +99,30 @@ class ExprParser {
       const size_t from = i_;
       while (i_ < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[i_])) || s_[i_] == '_')) ++i_;
       leaf->name = s_.substr(from, i_ - from);
+      skip();
+      if (i_ < s_.size() && s_[i_] == '(') return call(leaf->name);
       return leaf;
     }
     fail("a number, a name or '('");
+  }
+
+  // min(e, e, ...) and max(...), seed by seed: "the best of the other schemes" is a paper's
+  // usual baseline. Folded into binary nodes, left to right.
+  NodePtr call(const std::string& fn) {
+    if (fn != "min" && fn != "max") fail("an operator (only min( and max( take arguments)");
+    ++i_;  // '('
+    NodePtr n = expr();
+    for (;;) {
+      skip();
+      if (i_ < s_.size() && s_[i_] == ',') {
+        ++i_;
+        n = binary(fn == "min" ? 'm' : 'M', n, expr());
+        continue;
+      }
+      if (i_ >= s_.size() || s_[i_] != ')') fail("',' or ')'");
+      ++i_;
+      return n;
+    }
   }
 
   const std::string& s_;
@@ -135,6 +156,8 @@ std::vector<double> eval_node(const ScenarioExpr::Node& n, const Values& v) {
       case '+': r[i] = x + y; break;
       case '-': r[i] = x - y; break;
       case '*': r[i] = x * y; break;
+      case 'm': r[i] = std::min(x, y); break;
+      case 'M': r[i] = std::max(x, y); break;
       // x / 0: infinite or NaN, which the report shows as it is rather than hiding.
       default: r[i] = x / y; break;
     }
@@ -241,8 +264,8 @@ Scenario parse_scenario(const control::ConfigNode& root, const std::string& name
   if (preset) {
     n.allow_only({"about", "source", "scaled", "fabric", "quick", "runs"});
   } else {
-    n.allow_only({"claim", "article", "source", "scaled", "fabric", "quick", "runs", "measure",
-                  "figures", "verdict"});
+    n.allow_only({"claim", "article", "source", "scaled", "setup", "fabric", "quick", "runs",
+                  "measure", "figures", "verdict"});
   }
   Scenario s;
   s.file = name;
@@ -253,7 +276,23 @@ Scenario parse_scenario(const control::ConfigNode& root, const std::string& name
   s.source = n.string_or("source", "");
   s.scaled = n.string_or("scaled", "");
 
-  const FabricConfig base = apply_fabric_map(n, "fabric", FabricConfig{});
+  // setup: a preset's fabric (and, with --quick, its quick form) to start from, so that a
+  // paper's claim is measured on the set-up that presets/NAME.yaml documents, not a copy of it.
+  FabricConfig start;
+  if (!preset && n.has("setup")) {
+    const std::string setup = n.string("setup");
+    const std::string path = default_preset_dir() + "/" + setup + ".yaml";
+    if (setup.find('/') != std::string::npos || !std::filesystem::exists(path)) {
+      std::string known;
+      for (const std::string& p : list_scenarios(default_preset_dir())) known += (known.empty() ? "" : ", ") + p;
+      n.fail("setup", "one of the presets in " + default_preset_dir() + ": " +
+                          (known.empty() ? "none" : known) + ", got '" + setup + "'");
+    }
+    const Scenario p = load_scenario(path, quick);
+    if (p.runs.size() != 1) n.fail("setup", "preset '" + setup + "' has several runs; a setup is one");
+    start = p.runs.front().config;
+  }
+  const FabricConfig base = apply_fabric_map(n, "fabric", start);
   const std::vector<control::ConfigNode> runs = n.list("runs");
   const auto finish_run = [&](const std::string& run_name, FabricConfig c,
                               const control::ConfigNode* run) {
@@ -358,25 +397,33 @@ std::string default_preset_dir() {
   return tree_path("configs/presets");
 }
 
+std::string default_research_dir() {
+  if (const char* env = std::getenv("SPRAYNET_RESEARCH")) return env;
+  return tree_path("configs/research");
+}
+
 std::string find_scenario(const std::string& name_or_path) {
   if (name_or_path.find('/') != std::string::npos || name_or_path.ends_with(".yaml")) {
     return name_or_path;
   }
-  const std::string preset = default_preset_dir() + "/" + name_or_path + ".yaml";
   const std::string scenarios = default_scenario_dir();
-  if (!std::filesystem::exists(scenarios + "/" + name_or_path + ".yaml") &&
-      std::filesystem::exists(preset)) {
-    return preset;
+  if (!std::filesystem::exists(scenarios + "/" + name_or_path + ".yaml")) {
+    for (const std::string& dir : {default_research_dir(), default_preset_dir()}) {
+      const std::string path = dir + "/" + name_or_path + ".yaml";
+      if (std::filesystem::exists(path)) return path;
+    }
   }
   try {
     return scenario_path(scenarios, name_or_path);
   } catch (const std::invalid_argument& e) {
-    std::string known;
-    for (const std::string& n : list_scenarios(default_preset_dir())) {
-      known += (known.empty() ? "" : ", ") + n;
+    std::string what = e.what();
+    for (const auto& [kind, dir] : {std::pair<std::string, std::string>{"research claims", default_research_dir()},
+                                    {"presets", default_preset_dir()}}) {
+      std::string known;
+      for (const std::string& n : list_scenarios(dir)) known += (known.empty() ? "" : ", ") + n;
+      what += "; " + kind + " in " + dir + ": " + (known.empty() ? "none" : known);
     }
-    throw std::invalid_argument(std::string(e.what()) + "; presets in " + default_preset_dir() +
-                                ": " + (known.empty() ? "none" : known));
+    throw std::invalid_argument(what);
   }
 }
 

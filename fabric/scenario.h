@@ -7,6 +7,8 @@
 //     article: the article's figure, as it gives it ("ECMP ~60%, spraying ~95%")
 //     source: where in the articles
 //     scaled: which time constants are scaled down to run here, and why (empty: none)
+//     setup: PRESET             optional: start from configs/presets/PRESET.yaml's fabric (and
+//                               its quick form with --quick); `fabric` and `quick` then apply
 //     fabric: {...}             the base experiment: fabric_emu's YAML keys (see --help)
 //     quick: {...}              overrides for --quick (fewer seeds, shorter runs)
 //     runs:                     named variants of the base, each with its own overrides;
@@ -21,7 +23,7 @@
 //       - {say: does not hold, why: the likely reason}
 //
 // A metric is a path into one run's JSON report ("fct_us.p99", "drops.queue_full"). Expressions
-// take + - * / and parentheses over measure names and numbers; they are evaluated seed by seed
+// take + - * /, parentheses, min(...) and max(...) over measure names and numbers; they are evaluated seed by seed
 // (a measure of one value broadcasts), so a figure's spread is over seeds. Conditions compare
 // two expressions' means with < <= > >= == !=. Nothing in the verdict is a constant chosen to
 // make it hold: the rules are written before the run and the numbers pick one.
@@ -119,8 +121,12 @@ Scenario parse_scenario_yaml(const std::string& yaml, const std::string& name, b
 std::string default_scenario_dir();
 // configs/presets under the source tree, or $SPRAYNET_PRESETS.
 std::string default_preset_dir();
-// --scenario NAME: the scenario of that name, else the preset; a path is taken as it is. An
-// unknown name is an error listing both.
+// configs/research under the source tree, or $SPRAYNET_RESEARCH: scenarios that test a paper's
+// headline claim on its published set-up (`setup: PRESET`). Their full forms take minutes to
+// hours, so scripts/claims.sh runs them only with --research; the tests run their --quick forms.
+std::string default_research_dir();
+// --scenario NAME: the scenario of that name, else the research claim, else the preset; a path
+// is taken as it is. An unknown name is an error listing all three.
 std::string find_scenario(const std::string& name_or_path);
 // Names (file stems) of the scenarios in `dir`, sorted.
 std::vector<std::string> list_scenarios(const std::string& dir);

@@ -245,6 +245,11 @@ Topology::Topology(const FabricConfig& c, FabricMode mode, uint64_t seed)
       s.pod = q;
       s.index = gl;
       s.config = base_switch(c, mode, s.name, seed, switch_index++);
+      // spray-rules all-roce: the spines' catch-all at the leaf too (Fabric adds per-QP rules
+      // otherwise).
+      if (is_spray(mode) && c.spray_rules == "all-roce") {
+        s.config.tcam.rules.push_back(transit_spray_rule(c));
+      }
       for (uint32_t i = 0; i < H; ++i) {
         s.config.ports.push_back(port(c, "h" + std::to_string(gl * H + i)));
         control::GroupSettings g;

@@ -50,7 +50,7 @@ def finite(v):
 
 
 def figure_values(f, measures):
-    """The figure's value per seed: its expression (+ - * / ( ), names of measures, numbers, the
+    """The figure's value per seed: its expression (+ - * / ( ), min, max, names of measures, numbers, the
     scenario's own grammar) evaluated over the seeds' measures as fabric_emu does; None when it
     cannot be (an unknown name, other syntax) or does not give the reported mean back."""
     import ast
@@ -68,6 +68,14 @@ def figure_values(f, measures):
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
             a = ev(node.operand)
             return [-x for x in a] if isinstance(node.op, ast.USub) else a
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                and node.func.id in ("min", "max") and node.args and not node.keywords):
+            args = [ev(x) for x in node.args]
+            n = max(len(x) for x in args)
+            if any(len(x) not in (1, n) for x in args):
+                raise ValueError("seeds")
+            pick = min if node.func.id == "min" else max
+            return [pick(x[0 if len(x) == 1 else i] for x in args) for i in range(n)]
         if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub, ast.Mult, ast.Div)):
             a, b = ev(node.left), ev(node.right)
             if len(a) != len(b) and len(a) != 1 and len(b) != 1:
@@ -298,6 +306,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--dir", required=True)
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--research", action="store_true",
+                    help="papers' headline claims (configs/research): RESEARCH.md, research.json, "
+                         "each row with the wall time claims.sh measured (DIR/NAME.seconds)")
     ap.add_argument("names", nargs="+")
     a = ap.parse_args()
     rows, everything = [], {}
@@ -307,17 +318,37 @@ def main():
         s = rep["scenario"]
         everything[name] = s
         cmd = f"build/fabric/fabric_emu --scenario {name}" + (" --quick" if a.quick else "")
-        figs = "<br>".join(f"{cell(f['label'])}: **{measured(f)}**" + (f" (article {cell(f['article'])})" if f["article"] else "")
+        cmd = f"`{cmd}`"
+        took = os.path.join(a.dir, name + ".seconds")
+        if a.research and os.path.exists(took):
+            with open(took) as f:
+                secs = int(f.read().split()[0])
+            cmd += f"<br>{secs // 60} min {secs % 60} s on {os.cpu_count()} cores"
+            s["wall_seconds"] = secs
+        figs = "<br>".join(f"{cell(f['label'])}: **{measured(f)}**" + (f" ({'paper' if a.research else 'article'} {cell(f['article'])})" if f["article"] else "")
                            for f in s["figures"])
         verdict = f"**{cell(s['verdict'])}**" + (f"<br>{cell(s['why'])}" if s["why"] else "")
-        rows.append(f"| `{name}` | {cell(s['claim'])} | {cell(s['article'])} | {figs} | {verdict} | `{cmd}` |")
+        rows.append(f"| `{name}` | {cell(s['claim'])} | {cell(s['article'])} | {figs} | {verdict} | {cmd} |")
         if name in PANELS:
             plot_panels(name, s, PANELS[name], os.path.join(a.dir, name + ".png"))
         else:
             plot(name, s, os.path.join(a.dir, name + ".png"))
-    with open(os.path.join(a.dir, "claims.json"), "w") as f:
+    stem = "research" if a.research else "claims"
+    with open(os.path.join(a.dir, stem + ".json"), "w") as f:
         json.dump(everything, f, indent=1, sort_keys=True)
         f.write("\n")
+    if a.research:
+        with open(os.path.join(a.dir, "RESEARCH.md"), "w") as f:
+            f.write("# Papers' headline claims, measured on fabric_emu\n\n")
+            f.write("Written by `scripts/claims.sh --research" + (" --quick" if a.quick else "") + "`: each "
+                    "scenario (configs/research/NAME.yaml) measures a paper's headline claim on the "
+                    "paper's set-up (a preset, docs/presets.md); every figure is a mean ± sample standard "
+                    "deviation over its seeds, and the verdict is the first of its rules whose conditions "
+                    "hold on the measured means. The full forms take minutes to an hour each: the "
+                    "re-run column gives the wall time measured.\n\n")
+            f.write("| scenario | claim | paper | measured | verdict | re-run |\n|---|---|---|---|---|---|\n")
+            f.write("\n".join(rows) + "\n")
+        return
     with open(os.path.join(a.dir, "CLAIMS.md"), "w") as f:
         f.write("# The articles' claims, measured on fabric_emu\n\n")
         f.write("Written by `scripts/claims.sh" + (" --quick" if a.quick else "") + "`; every figure is a mean ± sample "

@@ -97,6 +97,20 @@ def load_report(path):
     if not isinstance(report, dict):
         die(f"{path}: expected a JSON object with 'runs', got {type(report).__name__}")
     runs = report.get("runs")
+    if isinstance(runs, dict) and "scenario" in report:
+        # A scenario's report: {run name: {config, runs, summary}}. Its runs are plotted side by
+        # side as "run:mode", as the time series names them; the first run's config (events).
+        flat = []
+        for name, sub in runs.items():
+            if not isinstance(sub, dict) or not isinstance(sub.get("runs"), list):
+                die(f"{path}: scenario run '{name}' has no list 'runs'")
+            if "config" not in report and isinstance(sub.get("config"), dict):
+                report["config"] = sub["config"]
+            for run in sub["runs"]:
+                if isinstance(run, dict):
+                    run = dict(run, mode=f"{name}:{run.get('mode', '?')}")
+                flat.append(run)
+        runs = flat
     if not isinstance(runs, list):
         die(f"{path}: missing or non-list 'runs'")
     good = []

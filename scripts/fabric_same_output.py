@@ -64,7 +64,7 @@ def scenarios(emu):
     names = []
     for line in p.stdout.splitlines():
         parts = line.split()
-        if parts and "[preset]" not in line:
+        if parts and "[preset]" not in line and "[research]" not in line:
             names.append(parts[0])
     return names
 

@@ -658,6 +658,29 @@ class FabricPlotsTest(unittest.TestCase):
         finally:
             close_all(figs)
 
+    def test_fabric_emu_plots_a_scenario(self):
+        # A scenario's report nests its runs ({run: {config, runs, summary}}): its plots draw
+        # every run's modes side by side, named "run:mode" as its time series names them.
+        if not os.access(EMU, os.X_OK):
+            self.skipTest(f"no fabric_emu at {EMU} (set FABRIC_EMU)")
+        out = os.path.join(self.dir, "scenario")
+        env = dict(os.environ, SPRAYNET_PLOTS_SCRIPT=SCRIPT)
+        p = subprocess.run([EMU, "--scenario", "conweave-vs-spray", "--quick", "--quiet",
+                            "--plots", out], capture_output=True, text=True, timeout=240, env=env)
+        self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+        self.assertNotIn("Traceback", p.stderr)
+        self.check_pngs(out, ["slowdown.png", "fct_cdf.png", "throughput.png", "uplink_util.png"])
+        _, rc, figs, err = draw_in_process("--json", os.path.join(out, "report.json"),
+                                           "--timeseries", os.path.join(out, "timeseries.csv"),
+                                           "--out", os.path.join(self.dir, "unused2"))
+        try:
+            self.assertEqual(rc, 0, err)
+            ax = figs["slowdown.png"].axes[0]
+            legend = sorted(t.get_text() for t in ax.get_legend().get_texts())
+            self.assertEqual(legend, ["conweave:conweave", "spray:spray"])
+        finally:
+            close_all(figs)
+
     def test_without_timeseries(self):
         out = os.path.join(self.dir, "out")
         r = run_script("--json", self.report, "--out", out)

@@ -26,6 +26,16 @@ TEST_CASE("expressions evaluate seed by seed with precedence, parentheses and br
   CHECK_THROWS_WITH(ScenarioExpr::parse("(a + b"), Catch::Contains("')'"));
   CHECK_THROWS_WITH(ScenarioExpr::parse("a b"), Catch::Contains("an operator or the end"));
   CHECK_THROWS_WITH(ScenarioExpr::parse("a + c").eval(v), Catch::Contains("no measure called 'c'"));
+  // min and max seed by seed, any number of arguments, nested, broadcast.
+  const Values w{{"x", {1, 5, 3}}, {"y", {4, 2, 3}}, {"z", {0, 9, 2}}};
+  CHECK(ScenarioExpr::parse("min(x, y)").eval(w) == std::vector<double>{1, 2, 3});
+  CHECK(ScenarioExpr::parse("max(x, y, z)").eval(w) == std::vector<double>{4, 9, 3});
+  CHECK(ScenarioExpr::parse("1 - x / min(y, max(z, 2))").eval(w) == std::vector<double>{0.5, -1.5, -0.5});
+  CHECK(ScenarioExpr::parse("min(x, 2)").eval(w) == std::vector<double>{1, 2, 2});
+  CHECK(ScenarioExpr::parse("min (x)").names() == std::vector<std::string>{"x"});
+  CHECK_THROWS_WITH(ScenarioExpr::parse("sum(x, y)"), Catch::Contains("only min( and max("));
+  CHECK_THROWS_WITH(ScenarioExpr::parse("min(x y)"), Catch::Contains("',' or ')'"));
+  CHECK_THROWS_WITH(ScenarioExpr::parse("min(x,"), Catch::Contains("a number, a name or '('"));
   const Values uneven{{"a", {1, 2}}, {"b", {1, 2, 3}}};
   CHECK_THROWS_WITH(ScenarioExpr::parse("a + b").eval(uneven), Catch::Contains("different numbers of seeds"));
 }
