@@ -92,6 +92,12 @@ std::string_view to_string(CcMode m) {
       return "dcqcn-connectx";
     case CcMode::kDcqcnPaper:
       return "dcqcn-paper";
+    case CcMode::kDctcp:
+      return "dctcp";
+    case CcMode::kTimely:
+      return "timely";
+    case CcMode::kHpcc:
+      return "hpcc";
   }
   return "?";
 }
@@ -101,6 +107,8 @@ std::optional<CcMode> parse_cc_mode(std::string_view name) {
   if (name == "dcqcn") return CcMode::kDcqcn;
   if (name == "dcqcn-connectx") return CcMode::kDcqcnConnectx;
   if (name == "dcqcn-paper") return CcMode::kDcqcnPaper;
+  if (name == "dctcp") return CcMode::kDctcp;
+  if (name == "timely") return CcMode::kTimely;
   return std::nullopt;
 }
 
@@ -110,8 +118,7 @@ DcqcnConfig dcqcn_preset(CcMode mode, double line_gbps) {
       return dcqcn_connectx_defaults(line_gbps);
     case CcMode::kDcqcnPaper:
       return dcqcn_paper_defaults(line_gbps);
-    case CcMode::kNone:
-    case CcMode::kDcqcn:
+    default:
       break;
   }
   return dcqcn_fabric_defaults(line_gbps);
@@ -123,8 +130,7 @@ uint64_t preset_cnp_interval_ns(CcMode mode) {
       return 4'000;  // ConnectX's min_time_between_cnps
     case CcMode::kDcqcnPaper:
       return 50'000;  // the paper's NP: at most one CNP per 50 us per flow
-    case CcMode::kNone:
-    case CcMode::kDcqcn:
+    default:
       break;
   }
   return 0;

@@ -35,10 +35,19 @@ const DcqcnParameter* find_dcqcn_parameter(std::string_view name);
 // 100 Gbit/s lossless fabric (dcqcn_fabric_defaults; docs/congestion-control.md says which
 // differ from ConnectX's and why); dcqcn-connectx: ConnectX's shipped defaults exactly;
 // dcqcn-paper: the SIGCOMM 2015 paper's; none: no congestion control.
-enum class CcMode : uint8_t { kNone, kDcqcn, kDcqcnConnectx, kDcqcnPaper };
-std::string_view to_string(CcMode m);  // none | dcqcn | dcqcn-connectx | dcqcn-paper
+// dctcp, timely: the ACK-clocked algorithms of ns-3 HPCC's rdma-hw.cc (cc modes 8, 7) with its
+// run script's defaults (DctcpRateControl, TimelyRateControl): no CNPs; DCTCP reads ECN marks
+// echoed in ACKs, TIMELY the RTT. kHpcc (HpccRateControl, cc mode 3) is not a choice yet: it
+// needs the switches to write INT records (dataplane/wire/int_header.h) and the NICs to echo
+// them, which are not wired (issue 44); parse_cc_mode refuses "hpcc" until they are.
+enum class CcMode : uint8_t { kNone, kDcqcn, kDcqcnConnectx, kDcqcnPaper, kDctcp, kTimely, kHpcc };
+std::string_view to_string(CcMode m);  // none | dcqcn | dcqcn-connectx | dcqcn-paper | dctcp...
 std::optional<CcMode> parse_cc_mode(std::string_view name);
-inline constexpr const char* kCcModeNames = "dcqcn | dcqcn-connectx | dcqcn-paper | none";
+inline constexpr const char* kCcModeNames =
+    "dcqcn | dcqcn-connectx | dcqcn-paper | dctcp | timely | none";
+inline bool is_dcqcn(CcMode m) {
+  return m == CcMode::kDcqcn || m == CcMode::kDcqcnConnectx || m == CcMode::kDcqcnPaper;
+}
 
 // The reaction-point preset of a mode (kNone: dcqcn's) on a QP of this line rate.
 DcqcnConfig dcqcn_preset(CcMode mode, double line_gbps);
@@ -64,7 +73,13 @@ struct CcSettings {
   // Reaction-point parameters set over the preset, by name (DcqcnParameter), in their units.
   std::vector<std::pair<std::string, double>> rp;
 
+  // HPCC's base RTT T (its window is the line rate x T); 0: the caller's estimate.
+  uint64_t base_rtt_ns = 0;
+
   bool enabled() const { return mode != CcMode::kNone; }
+  bool dcqcn_mode() const { return is_dcqcn(mode); }  // CNPs sent and reacted to
+  // The switches mark ECN for it: DCQCN (CNPs) and DCTCP (echoed in ACKs).
+  bool marks_ecn() const { return is_dcqcn(mode) || mode == CcMode::kDctcp; }
   // The preset for a QP whose line rate is line_gbps, with rp applied; throws
   // std::invalid_argument("name: reason") for an unknown name or a value out of range.
   DcqcnConfig dcqcn(double line_gbps) const;

@@ -228,7 +228,8 @@ void parse_cc(NicConfig& c, const ConfigNode& n) {
   n.allow_only({"mode", "min_time_between_cnps_us", "cnp_dscp", "ack_class", "rp"});
   CcSettings& cc = c.cc;
   const std::string mode =
-      n.choice_or("mode", "dcqcn", {"dcqcn", "dcqcn-connectx", "dcqcn-paper", "none"});
+      n.choice_or("mode", "dcqcn",
+                  {"dcqcn", "dcqcn-connectx", "dcqcn-paper", "dctcp", "timely", "none"});
   cc.mode = *parse_cc_mode(mode);
   if (n.has("min_time_between_cnps_us")) {
     cc.min_time_between_cnps_ns =

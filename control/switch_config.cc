@@ -330,8 +330,15 @@ struct EcnThresholds {
 
 // A port's thresholds: the overrides, else the preset at its link rate.
 EcnThresholds ecn_thresholds(const EcnSettings& e, double rate_gbps) {
-  const double scale = e.preset == "hpcc" ? rate_gbps / 25.0 : 1.0;
   EcnThresholds t;
+  if (e.preset == "dctcp") {
+    // ns-3 HPCC run.py's DCTCP runs: kmin = kmax = 30 KB per 10 Gbit/s (a step at K).
+    const auto k = static_cast<uint64_t>(std::llround(EcnSettings::kDctcpKBytesPer10G * rate_gbps / 10.0));
+    t.kmin = e.kmin_bytes.value_or(k);
+    t.kmax = e.kmax_bytes.value_or(k);
+    return t;
+  }
+  const double scale = e.preset == "hpcc" ? rate_gbps / 25.0 : 1.0;
   t.kmin = e.kmin_bytes.value_or(
       static_cast<uint64_t>(std::llround(EcnSettings::kKminBytesPer25G * scale)));
   t.kmax = e.kmax_bytes.value_or(
@@ -364,7 +371,7 @@ void parse_ecn(SwitchConfig& c, const ConfigNode& n) {
     }
     if (e.classes == 0) n.fail("classes", "must list at least one class 0-7");
   }
-  e.preset = n.choice_or("preset", e.preset, {"hpcc", "conweave"});
+  e.preset = n.choice_or("preset", e.preset, {"hpcc", "conweave", "dctcp"});
   if (n.has("kmin_bytes")) e.kmin_bytes = n.uint("kmin_bytes", 0, EcnSettings::kMaxThresholdBytes);
   if (n.has("kmax_bytes")) e.kmax_bytes = n.uint("kmax_bytes", 0, EcnSettings::kMaxThresholdBytes);
   if (n.has("pmax")) {
@@ -888,7 +895,9 @@ std::string switch_config_help() {
              " bytes per 25 Gbit/s of the port's link rate: 400000 and 1600000 at 100 Gbit/s) | "
              "conweave (kmin " +
              std::to_string(EcnSettings::kKminBytesPer25G) + ", kmax " +
-             std::to_string(EcnSettings::kKmaxBytesPer25G) + " bytes at any rate)");
+             std::to_string(EcnSettings::kKmaxBytesPer25G) + " bytes at any rate) | dctcp (kmin = kmax = " +
+             std::to_string(EcnSettings::kDctcpKBytesPer10G) +
+             " bytes per 10 Gbit/s: DCTCP's step at K, with pmax 1)");
   h.line("  kmin_bytes: (preset)",
          "0..2^40, <= kmax: no mark at or below this queue depth; overrides the preset at every "
          "port");

@@ -153,13 +153,16 @@ struct EcnSettings {
   static constexpr uint64_t kKminBytesPer25G = 100'000;
   static constexpr uint64_t kKmaxBytesPer25G = 400'000;
   static constexpr uint64_t kMaxThresholdBytes = uint64_t{1} << 40;
+  // dctcp: K = 30 KB per 10 Gbit/s for both kmin and kmax (run.py's dctcp kmin_map/kmax_map
+  // 30*bw/10), with pmax 1: DCTCP's step marking.
+  static constexpr uint64_t kDctcpKBytesPer10G = 30'000;
 
   bool enabled = false;  // true when the block is present, unless it says enabled: false
   EcnMarkPoint mark_at = EcnMarkPoint::kDequeue;
   // Bitmask of the traffic classes marked; the block's default: the PFC lossless priorities
   // when pfc is on, else class 3.
   uint8_t classes = 1u << 3;
-  std::string preset = "hpcc";         // hpcc | conweave
+  std::string preset = "hpcc";         // hpcc | conweave | dctcp
   std::optional<uint64_t> kmin_bytes;  // overrides the preset at every port
   std::optional<uint64_t> kmax_bytes;
   double pmax = 0.2;  // (0, 1]

@@ -347,7 +347,11 @@ std::vector<ConfigKey> make_keys() {
       "congestion control: dcqcn (ECN marking at the switches, CNPs, DCQCN at every QP: "
       "ConnectX's algorithm with the defaults measured for a 100G fabric, "
       "docs/congestion-control.md) | dcqcn-connectx (ConnectX's shipped defaults) | dcqcn-paper "
-      "(the SIGCOMM 2015 paper's) | none (senders bounded by their window and PFC alone) (dcqcn)",
+      "(the SIGCOMM 2015 paper's) | dctcp (ECN marks echoed in ACKs, alpha per window, a cut by "
+      "alpha/2 once per window, a BDP window; the switches mark at K = 30 KB per 10 Gbit/s) | "
+      "timely (RTT gradient from ACKs, T_low/T_high) -- both as ns-3 HPCC's rdma-hw.cc with its "
+      "run.py defaults, docs/congestion-control.md | none (senders bounded by their window and "
+      "PFC alone) (dcqcn)",
       [](FabricConfig& c, const std::string& v) {
         const auto m = control::parse_cc_mode(v);
         if (!m)

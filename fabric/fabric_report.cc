@@ -201,6 +201,15 @@ nlohmann::json to_json(const RunResult& r) {
              {"qps_at_min_rate", r.qps_at_min_rate},
              {"qps_limited_at_end", r.qps_limited_at_end},
              {"mean_rate_fraction", r.mean_rate_fraction}};
+  if (!r.cc_figure_sums.empty()) {
+    // Only for the ACK-clocked controls: DCQCN's runs keep their JSON as it was.
+    nlohmann::json mean = nlohmann::json::object(), total = nlohmann::json::object();
+    for (const auto& [name, sum] : r.cc_figure_sums) {
+      total[name] = sum;
+      mean[name] = r.cc_figure_qps > 0 ? sum / static_cast<double>(r.cc_figure_qps) : 0.0;
+    }
+    j["cc"][r.cc_mode] = {{"qps", r.cc_figure_qps}, {"mean_per_qp", mean}, {"total", total}};
+  }
   j["flow_fairness"] = {{"flows", r.fairness.flows},
                         {"jain", r.fairness.jain},
                         {"min_gbps", r.fairness.min_gbps},

@@ -224,6 +224,10 @@ struct RunResult {
   uint64_t qps_at_min_rate = 0;     // of those, at rpg_min_rate when the run ended
   uint64_t qps_limited_at_end = 0;  // of those, below line rate when the run ended
   double mean_rate_fraction = 0;    // their time-mean rate over line rate, averaged over them
+  // dctcp | timely | hpcc: the algorithm's figures (RateControl::figures) over the QPs live at
+  // the end: their mean per QP, and their sum (for counters).
+  uint64_t cc_figure_qps = 0;
+  std::vector<std::pair<std::string, double>> cc_figure_sums;
   // The busiest lossless (class 3) switch queue over the window: its depth percentiles over
   // samples every interval_ns (JSON "queue_bytes"), and its ECN thresholds (0 without cc).
   struct QueueStats {

@@ -6,9 +6,11 @@
 #include <algorithm>
 
 #include <cmath>
+#include <memory>
 #include <stdexcept>
 
 #include "dataplane/egress/link_emulator.h"
+#include "dataplane/rc_endpoint/rc_traffic_engine.h"
 #include "fabric/fabric_detail.h"
 
 #include "fabric/kernel/rank_bytes.h"
@@ -94,15 +96,36 @@ void Fabric::sample_cc() {
   const std::vector<float> rates = gather<float>(
       rate_series_.size(), [&](size_t i) { return rate_series_[i].host; },
       [&](size_t i) {
-        const DcqcnRateControl* rc =
+        const RateControl* rc =
             nodes_[rate_series_[i].host].nic->rc_engine()->rate_control(rate_series_[i].qp_index);
         return rc != nullptr ? static_cast<float>(rc->rate_gbps()) : 0.0f;
       });
   for (size_t i = 0; i < rate_series_.size(); ++i) rate_series_[i].gbps.push_back(rates[i]);
 }
 
+namespace {
+
+// The names of RcCcSummary::figure_sum's entries for an ACK-clocked control (any instance gives
+// them: a rank need not hold a host to know them).
+std::vector<std::string> cc_figure_names(control::CcMode mode) {
+  std::unique_ptr<RateControl> r;
+  if (mode == control::CcMode::kDctcp) r = std::make_unique<DctcpRateControl>(DctcpConfig{});
+  if (mode == control::CcMode::kTimely) r = std::make_unique<TimelyRateControl>(TimelyConfig{});
+  if (mode == control::CcMode::kHpcc) r = std::make_unique<HpccRateControl>(HpccConfig{});
+  std::vector<std::string> names;
+  if (r) {
+    for (const RateControlFigure& f : r->figures()) {
+      if (names.size() < RcCcSummary::kMaxFigures) names.push_back(f.first);
+    }
+  }
+  return names;
+}
+
+}  // namespace
+
 void Fabric::collect_cc(RunResult& r) {
   r.cc_mode = std::string(control::to_string(config_.cc.mode));
+  for (const std::string& name : cc_figure_names(config_.cc.mode)) r.cc_figure_sums.emplace_back(name, 0.0);
   double rate_sum = 0;
   for (const NodeFigures& f : figures_) {
     if (f.is_switch) {
@@ -117,6 +140,8 @@ void Fabric::collect_cc(RunResult& r) {
     r.cnps_suppressed += k.cnps_suppressed;
     r.cnps_received += k.cnps_received;
     const RcCcSummary& s = f.cc;
+    r.cc_figure_qps += s.figure_qps;
+    for (size_t k = 0; k < r.cc_figure_sums.size(); ++k) r.cc_figure_sums[k].second += s.figure_sum[k];
     r.rate_cuts += s.rate_cuts;
     r.cc_qps += s.qps;
     r.qps_at_min_rate += s.qps_at_min_rate;

@@ -70,12 +70,18 @@ control::SwitchConfig base_switch(const FabricConfig& c, FabricMode mode, const 
     s.conga.dre = DreSettings{c.conga_dre_ns, c.conga_alpha, c.conga_bits};
     s.conga.aging_ns = c.conga_aging_ns;
   }
-  if (c.cc.enabled()) {
-    // DCQCN's congestion point: every port marks the lossless class (the RoCE data's, class 3).
+  if (c.cc.marks_ecn()) {
+    // DCQCN's congestion point (and DCTCP's marks): every port marks the lossless class (the
+    // RoCE data's, class 3).
     s.ecn.enabled = true;
     s.ecn.classes = 1u << 3;
     s.ecn.preset = c.ecn_preset;
     s.ecn.pmax = c.ecn_pmax;
+    if (c.cc.mode == control::CcMode::kDctcp) {
+      // ns-3 HPCC run.py's DCTCP marking: a step at K (kmin = kmax), every packet above it.
+      s.ecn.preset = "dctcp";
+      s.ecn.pmax = 1.0;
+    }
     s.ecn.mark_at = c.ecn_mark_at == "enqueue" ? EcnMarkPoint::kEnqueue : EcnMarkPoint::kDequeue;
     if (c.ecn_kmin_bytes != 0 || c.ecn_kmax_bytes != 0) {
       s.ecn.kmin_bytes = c.ecn_kmin_bytes;
@@ -225,6 +231,16 @@ Topology::Topology(const FabricConfig& c, FabricMode mode, uint64_t seed)
       n.reorder.hold_timeout_ns = c.reorder_hold_ns;
       n.rc_engine = control::RcEngineSettings{};  // no host port: the RC engine is the host
       n.cc = c.cc;
+      if ((c.cc.mode == control::CcMode::kHpcc || c.cc.mode == control::CcMode::kDctcp) &&
+          n.cc.base_rtt_ns == 0) {
+        // HPCC's T (and DCTCP's window, a BDP) as ns-3 HPCC computes it (third.cc: rtt = 2 x the
+        // path's delay + the packet's transmission delay over its hops), for the longest path:
+        // 4 links, 6 with three tiers.
+        const double links = c.tiers == 3 ? 6 : 4;
+        const double frame_bits = (c.mtu + 78.0) * 8;  // headers, ICRC, preamble, IFG, FCS
+        n.cc.base_rtt_ns = static_cast<uint64_t>(
+            2 * links * static_cast<double>(c.delay_ns) + links * frame_bits / c.link_gbps);
+      }
       hosts_.push_back(std::move(h));
     }
   }

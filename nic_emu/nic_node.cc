@@ -81,8 +81,33 @@ NicNode::NicNode(const control::NicConfig& config, const RcTrafficEngineConfig& 
         line = spray_.mode() == SprayMode::kFlow ? std::max(line, u.link.rate_gbps)
                                                  : line + u.link.rate_gbps;
       }
-      engine.dcqcn = config_.cc.dcqcn(line);
-      engine.ecn = 0x02;  // ECT(0)
+      switch (config_.cc.mode) {
+        case control::CcMode::kDctcp: {
+          DctcpConfig d;  // ns-3 HPCC run.py's DCTCP values (see DctcpConfig)
+          d.line_rate_gbps = line;
+          d.mtu_bytes = rc_engine.mtu;
+          engine.dctcp = d;
+          // run.py's DCTCP has a window of one BDP scaled by its rate (HAS_WIN 1, VAR_WIN 1).
+          if (config_.cc.base_rtt_ns != 0) {
+            engine.var_window_bytes = static_cast<uint64_t>(
+                line * static_cast<double>(config_.cc.base_rtt_ns) / 8.0);
+          }
+          break;
+        }
+        case control::CcMode::kTimely:
+          engine.timely = timely_ns3_defaults(line);
+          break;
+        case control::CcMode::kHpcc: {
+          // T: the caller's (fabric_emu's longest path), else 8 us, ns-3 HPCC's fat-tree order.
+          const uint64_t rtt = config_.cc.base_rtt_ns != 0 ? config_.cc.base_rtt_ns : 8'000;
+          engine.hpcc = hpcc_ns3_defaults(line, rtt);
+          break;
+        }
+        default:
+          engine.dcqcn = config_.cc.dcqcn(line);
+      }
+      // ECT(0) where the switches mark for it (DCQCN, DCTCP); TIMELY and HPCC send Not-ECT.
+      engine.ecn = config_.cc.marks_ecn() ? 0x02 : 0x00;
       if (config_.cc.ack_class == control::AckClass::kHigh) engine.ack_dscp = config_.cc.cnp_dscp;
     }
     rc_ = std::make_unique<RcTrafficEngine>(engine, pool);
@@ -388,7 +413,7 @@ void NicNode::from_uplink(uint16_t uplink, rte_mbuf* m, uint64_t now_ns) {
   // the signal (nor a CNP, which has no place in the PSN order).
   if ((p.tos & 0x03) == 0x03 && p.bth_opcode != opcode::kCnp) {
     ++counters_.ce_received;
-    if (config_.cc.enabled()) notify_congestion(p, now_ns);
+    if (config_.cc.dcqcn_mode()) notify_congestion(p, now_ns);
   }
   if (p.bth_opcode == opcode::kCnp && rc_) {
     ++counters_.cnps_received;

@@ -190,7 +190,7 @@ json rc_engine_json(const NicNode& node) {
     uint64_t cnps = 0, cuts = 0, deferred = 0, limited = 0, at_min = 0;
     json rates = json::array();
     for (uint32_t q = 0; q < e->qps(); ++q) {
-      const DcqcnRateControl* r = e->rate_control(q);
+      const auto* r = dynamic_cast<const DcqcnRateControl*>(e->rate_control(q));
       if (r == nullptr) continue;
       cnps += r->counters().cnps;
       cuts += r->counters().rate_cuts;

@@ -305,6 +305,18 @@ uint64_t DcqcnRateControl::next_send_ns() const {
   return sat_add(last_send_ns_, static_cast<uint64_t>(wait_ns));
 }
 
+std::vector<RateControlFigure> DcqcnRateControl::figures() const {
+  return {{"rate_gbps", rc_},
+          {"target_gbps", rt_},
+          {"alpha", alpha_},
+          {"cnps", static_cast<double>(counters_.cnps)},
+          {"rate_cuts", static_cast<double>(counters_.rate_cuts)},
+          {"cuts_deferred", static_cast<double>(counters_.cuts_deferred)},
+          {"fast_recovery", static_cast<double>(counters_.fast_recovery)},
+          {"additive_increase", static_cast<double>(counters_.additive_increase)},
+          {"hyper_increase", static_cast<double>(counters_.hyper_increase)}};
+}
+
 uint64_t DcqcnRateControl::next_timer_ns() const {
   return std::min(cut_pending_ ? cut_due_ns_ : UINT64_MAX, increase_next_ns_);
 }

@@ -13,6 +13,9 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
+
+#include "dataplane/rc_endpoint/rate_control.h"
 
 namespace spraynet {
 
@@ -91,7 +94,7 @@ struct DcqcnCounters {
   uint64_t timer_events = 0, byte_counter_events = 0;
 };
 
-class DcqcnRateControl {
+class DcqcnRateControl final : public RateControl {
  public:
   // Throws std::invalid_argument("dcqcn: " + c.check()) when the config is invalid.
   explicit DcqcnRateControl(const DcqcnConfig& c);
@@ -99,29 +102,31 @@ class DcqcnRateControl {
   // Runs every timer due at or before now_ns, in time order (at one ns: the alpha update, then a
   // deferred cut, then a rate-increase event). A now_ns before last_advance_ns() counts as
   // last_advance_ns(): virtual time never runs backwards here.
-  void advance(uint64_t now_ns);
+  void advance(uint64_t now_ns) override;
   // A CNP for this QP arrived at now_ns (advances to now_ns first).
-  void on_cnp(uint64_t now_ns);
+  void on_cnp(uint64_t now_ns) override;
   // A packet of wire_bytes started at now_ns (advances to now_ns first): pacing and byte counter.
-  void on_sent(uint32_t wire_bytes, uint64_t now_ns);
+  void on_sent(uint32_t wire_bytes, uint64_t now_ns) override;
 
   // When the next packet may start: 0 while not limited; else the last send time + ceil(its wire
   // bits / the current rate) ns. Uses the current rate, so an increase shortens the wait.
-  uint64_t next_send_ns() const;
+  uint64_t next_send_ns() const override;
   // The earliest timer that can change the rate (a deferred cut, or the rate-increase timer while
   // recovering); UINT64_MAX when none. The alpha timer is not one: it changes only alpha, which
   // advance() catches up on lazily.
-  uint64_t next_timer_ns() const;
+  uint64_t next_timer_ns() const override;
 
-  bool limited() const { return rc_ < line_rate_; }  // current rate below the line rate
-  double rate_gbps() const { return rc_; }           // Rc, the current rate
+  const char* name() const override { return "dcqcn"; }
+  bool limited() const override { return rc_ < line_rate_; }  // current rate below line rate
+  double rate_gbps() const override { return rc_; }           // Rc, the current rate
   double target_gbps() const { return rt_; }         // Rt, the target rate
   double alpha() const { return alpha_; }
-  bool at_min_rate() const { return rc_ <= min_rate_; }
+  bool at_min_rate() const override { return rc_ <= min_rate_; }
   // The integral of Rc over time from construction to last_advance_ns(), in Gbit (Gbit/s * ns /
   // 1e9): a caller divides by the elapsed seconds for the mean rate.
-  double rate_integral_gbit() const;
-  uint64_t last_advance_ns() const { return last_advance_ns_; }
+  double rate_integral_gbit() const override;
+  uint64_t last_advance_ns() const override { return last_advance_ns_; }
+  std::vector<RateControlFigure> figures() const override;
   const DcqcnCounters& counters() const { return counters_; }
   const DcqcnConfig& config() const { return cfg_; }
 

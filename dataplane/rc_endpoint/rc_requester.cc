@@ -46,13 +46,14 @@ FrameSpec RcQpAddress::frame(uint16_t ip_id) const {
 }
 
 rte_mbuf* build_rc_ack(rte_mempool* pool, const RcQpAddress& a, uint16_t ip_id, uint32_t psn,
-                       uint8_t syndrome, uint32_t msn, uint16_t src_port) {
+                       uint8_t syndrome, uint32_t msn, uint16_t src_port, bool becn) {
   RoceSpec r;
   r.opcode = opcode::kRcAck;
   r.dest_qp = a.peer_qp;
   r.psn = psn;
   r.syndrome = syndrome;
   r.msn = msn & kPsnMask;
+  r.becn = becn;
   FrameSpec f = a.frame(ip_id);
   f.ip.tos = static_cast<uint8_t>((a.ack_dscp >= 0 ? a.ack_dscp : a.dscp) << 2);  // Not-ECT
   if (src_port != 0) f.udp.src_port = src_port;

@@ -163,7 +163,8 @@ struct RcQpAddress {
 // `src_port`: the ACK's UDP source port, 0 for the QP's (an echo of the entropy the acknowledged
 // packet had, for REPS: RcResponderConfig::echo_entropy).
 rte_mbuf* build_rc_ack(rte_mempool* pool, const RcQpAddress& a, uint16_t ip_id, uint32_t psn,
-                       uint8_t syndrome, uint32_t msn, uint16_t src_port = 0);
+                       uint8_t syndrome, uint32_t msn, uint16_t src_port = 0,
+                       bool becn = false);
 
 // Count, min, max and sum of durations.
 struct DurationSummary {
@@ -367,6 +368,11 @@ class RcRequester {
   // Messages posted (or, in fixed mode, started) and not yet completed.
   uint64_t messages_outstanding() const { return messages_.size(); }
   uint32_t next_psn() const { return psn_of(next_); }  // next to send
+  // Packets since the first: how far the QP is acknowledged (the oldest unacknowledged) and how
+  // far it has ever sent (one past the newest PSN sent). Times the MTU, the byte sequence an
+  // ACK-clocked congestion control counts windows in (ns-3's ack seq and snd_nxt).
+  uint64_t acked_packets() const { return una_; }
+  uint64_t sent_packets() const { return high_; }
   // Bytes of this QP's requester: the object and what it allocated (the payload pattern
   // when no payload store holds it, its own completion statistics, the message and resend
   // queues, completions not yet taken).

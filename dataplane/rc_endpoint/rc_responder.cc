@@ -69,6 +69,7 @@ RcResponderCounters& RcResponderCounters::operator+=(const RcResponderCounters& 
   duplicates += o.duplicates;
   out_of_order_dropped += o.out_of_order_dropped;
   naks_sent += o.naks_sent;
+  becn_sent += o.becn_sent;
   acks_sent += o.acks_sent;
   bytes_written += o.bytes_written;
   messages_received += o.messages_received;
@@ -118,7 +119,9 @@ RcResponder::RcResponder(const RcResponderConfig& config, const RcQpAddress& add
 
 void RcResponder::queue_ack(uint32_t psn) {
   // ACKs are cumulative: the newest one says all the older ones said.
-  pending_ack_ = Control{true, kAckUnlimited, psn, msn_, echo_port_};
+  const bool becn = ce_seen_ || (pending_ack_.valid && pending_ack_.becn);
+  ce_seen_ = false;
+  pending_ack_ = Control{true, kAckUnlimited, psn, msn_, echo_port_, becn};
   // A NAK still waiting for an mbuf asked for a PSN that this ACK shows has since arrived.
   if (pending_nak_.valid && !psn_before(psn, pending_nak_.psn)) pending_nak_.valid = false;
 }
@@ -128,12 +131,14 @@ void RcResponder::queue_nak(uint32_t psn) {
 }
 
 bool RcResponder::send(const Control& c, std::vector<rte_mbuf*>& out) {
-  rte_mbuf* m = build_rc_ack(pool_, address_, ip_id_, c.psn, c.syndrome, c.msn, c.src_port);
+  rte_mbuf* m =
+      build_rc_ack(pool_, address_, ip_id_, c.psn, c.syndrome, c.msn, c.src_port, c.becn);
   if (m == nullptr) {
     ++counters_.pool_empty;
     return false;
   }
   ++ip_id_;
+  if (c.becn) ++counters_.becn_sent;
   out.push_back(m);
   if (c.syndrome == aeth::kNakPsnSequenceError) {
     ++counters_.naks_sent;
@@ -343,8 +348,9 @@ size_t RcResponder::receive(rte_mbuf* m, const ParsedPacket& p, uint64_t now_ns,
         msn_ = psn_add(msn_, 1);  // the MSN is 24 bits in the AETH
         ++counters_.messages_received;
       }
+      if (config_.echo_ce && (p.tos & 0x3) == 0x3) ce_seen_ = true;
       // echo_entropy: every packet acknowledged, so that each value sprayed on comes back.
-      if (p.ack_req || config_.echo_entropy) queue_ack(p.psn);
+      if (p.ack_req || config_.echo_entropy || config_.ack_every_packet) queue_ack(p.psn);
     } else {
       fail_invalid_request(p.psn);
     }

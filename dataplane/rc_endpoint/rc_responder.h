@@ -81,6 +81,14 @@ struct RcResponderConfig {
   // acknowledged, AckReq or not (as Ultra Ethernet acknowledges, and ns-3's L2_ACK_INTERVAL 1);
   // false: the QP's port, ACKs as rxe sends them.
   bool echo_entropy = false;
+  // Every packet acknowledged (ns-3 HPCC's L2_ACK_INTERVAL 1): what the ACK-clocked congestion
+  // controls (DCTCP, TIMELY, HPCC) react to, per packet.
+  bool ack_every_packet = false;
+  // DCTCP: an ACK carries BECN (BTH byte 4, bit 6: InfiniBand's backward explicit congestion
+  // notification) when a WRITE packet it acknowledges arrived with CE, as ns-3 HPCC's ACK
+  // carries the CE of the packet it acknowledges (its CNP flag, cc mode 8). BECN sits in BTH's
+  // Resv8a byte, which the ICRC masks, so the ICRC stays the same.
+  bool echo_ce = false;
 
   // Empty when valid, else "key: reason".
   std::string check() const;
@@ -92,6 +100,7 @@ struct RcResponderCounters {
   uint64_t duplicates = 0;            // PSN before the expected one: re-ACKed
   uint64_t out_of_order_dropped = 0;  // PSN after the expected one (the NAK's trigger included)
   uint64_t naks_sent = 0;
+  uint64_t becn_sent = 0;  // echo_ce: ACKs that echoed CE
   uint64_t acks_sent = 0;  // including re-ACKs of duplicates
   uint64_t bytes_written = 0;
   uint64_t messages_received = 0;
@@ -157,6 +166,7 @@ class RcResponder {
     uint32_t psn = 0;
     uint32_t msn = 0;
     uint16_t src_port = 0;  // 0: the QP's (see echo_entropy)
+    bool becn = false;      // echo_ce: a packet it acknowledges had CE
   };
   // rxe's struct resp_res, READ part.
   struct ReadResource {
@@ -197,6 +207,7 @@ class RcResponder {
   uint32_t ack_psn_;       // rxe's qp->resp.ack_psn: one past the last accepted PSN
   uint32_t msn_ = 0;       // 24 bits, messages completed
   bool nak_sent_ = false;
+  bool ce_seen_ = false;  // echo_ce: CE on an accepted packet not yet echoed
   bool error_ = false;
   bool in_message_ = false;  // the last accepted packet was a WRITE FIRST or MIDDLE
   Control pending_ack_;

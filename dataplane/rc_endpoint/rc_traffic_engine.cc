@@ -52,6 +52,8 @@ RcResponderConfig responder_config(const RcTrafficEngineConfig& c) {
   r.alloc_retry_ns = c.alloc_retry_ns;
   r.payload_store = c.payload_store;
   r.echo_entropy = c.echo_entropy;
+  r.ack_every_packet = c.dctcp || c.timely || c.hpcc;
+  r.echo_ce = c.dctcp.has_value();
   return r;
 }
 
@@ -124,6 +126,19 @@ std::string RcTrafficEngineConfig::check() const {
   if (dscp > 63) return "dscp: must be 0..63";
   if (ecn > 3) return "ecn: must be 0..3";
   if (ack_dscp < -1 || ack_dscp > 63) return "ack_dscp: must be -1 (the data's) or 0..63";
+  if (int(dcqcn.has_value()) + int(dctcp.has_value()) + int(timely.has_value()) +
+          int(hpcc.has_value()) > 1) {
+    return "cc: at most one of dcqcn, dctcp, timely, hpcc";
+  }
+  if (dctcp) {
+    if (std::string why = dctcp->check(); !why.empty()) return "dctcp: " + why;
+  }
+  if (timely) {
+    if (std::string why = timely->check(); !why.empty()) return "timely: " + why;
+  }
+  if (hpcc) {
+    if (std::string why = hpcc->check(); !why.empty()) return "hpcc: " + why;
+  }
   if (dcqcn) {
     if (std::string why = dcqcn->check(); !why.empty()) return "dcqcn: " + why;
   }
@@ -197,7 +212,7 @@ RcTrafficEngine::RcTrafficEngine(const RcTrafficEngineConfig& config, rte_mempoo
     }
     ++live_qps_;
     const RcQpRole role = config_.role_of(i);
-    if (config_.dcqcn) q.rate = std::make_unique<DcqcnRateControl>(*config_.dcqcn);
+    make_rate(q, 0);
     if (has(role, RcQpRole::kRequester)) make_requester(i, 0);
     if (has(role, RcQpRole::kResponder)) make_responder(i, 0);
     reschedule(i);
@@ -215,9 +230,34 @@ RcTrafficEngine::RcTrafficEngine(const RcTrafficEngineConfig& config, rte_mempoo
   }
 }
 
+namespace {
+
+std::unique_ptr<RateControl> make_rate_control(const RcTrafficEngineConfig& c) {
+  if (c.dcqcn) return std::make_unique<DcqcnRateControl>(*c.dcqcn);
+  if (c.dctcp) return std::make_unique<DctcpRateControl>(*c.dctcp);
+  if (c.timely) return std::make_unique<TimelyRateControl>(*c.timely);
+  if (c.hpcc) return std::make_unique<HpccRateControl>(*c.hpcc);
+  return nullptr;
+}
+
+}  // namespace
+
+std::vector<std::string> RcTrafficEngine::cc_figure_names() const {
+  std::vector<std::string> names;
+  if (config_.dcqcn) return names;
+  if (const std::unique_ptr<RateControl> r = make_rate_control(config_)) {
+    for (const RateControlFigure& f : r->figures()) {
+      if (names.size() < RcCcSummary::kMaxFigures) names.push_back(f.first);
+    }
+  }
+  return names;
+}
+
 void RcTrafficEngine::make_rate(Qp& q, uint64_t now_ns) {
-  if (!config_.dcqcn || q.rate) return;
-  q.rate = std::make_unique<DcqcnRateControl>(*config_.dcqcn);
+  if (q.rate) return;
+  q.rate = make_rate_control(config_);
+  if (!q.rate) return;
+  if (config_.timely) q.send_ns.assign(std::max<uint32_t>(config_.max_in_flight, 1), 0);
   // A reaction point is at line rate until its first CNP and runs no timer before it: made now,
   // it is what it would be had it existed since 0 (its rate integral included).
   q.rate->advance(now_ns);
@@ -270,7 +310,13 @@ void RcTrafficEngine::reschedule(uint32_t i) {
       read = paced_next(q, q.responder->next_event_ns());
     }
   }
-  if (q.requester) req = paced_next(q, q.requester->next_event_ns());
+  if (q.requester) {
+    req = paced_next(q, q.requester->next_event_ns());
+    // A full window (HPCC): an ACK reschedules it; until then only the timer can.
+    if (req != kNever && !window_open(q, req)) {
+      req = std::max(req, q.requester->retransmit_deadline_ns());
+    }
+  }
   ack_due_.set(i, ack);
   read_due_.set(i, read);
   req_due_.set(i, req);
@@ -348,9 +394,12 @@ size_t RcTrafficEngine::poll(uint64_t now_ns, std::vector<rte_mbuf*>& out, size_
     Qp& q = qp_[qi];
     if (!q.requester) return false;  // retired in this call (its last ACK came with no record)
     RcRequester& r = *q.requester;
-    const bool one = (room == nullptr || room->admits(qi)) && paced_ok(q, now_ns) &&
-                     r.poll(now_ns, out, 1) == 1;
+    const uint64_t high = r.sent_packets();
+    const bool one = (room == nullptr || room->admits(qi)) && window_open(q, now_ns) &&
+                     paced_ok(q, now_ns) && r.poll(now_ns, out, 1) == 1;
     if (one) {
+      // A new packet (not a resend): its send time, for TIMELY's RTT.
+      if (!q.send_ns.empty() && r.sent_packets() > high) q.send_ns[high % q.send_ns.size()] = now_ns;
       paced_sent(q, out.back(), now_ns);
       if (room != nullptr) room->take(qi);
     }
@@ -454,10 +503,12 @@ void RcTrafficEngine::retire(uint32_t i) {
 
 void RcTrafficEngine::fold_rate(const Qp& q, uint64_t now_ns) {
   if (!q.rate) return;
-  const DcqcnRateControl& r = *q.rate;
-  retired_cc_.cnps += r.counters().cnps;
-  retired_cc_.rate_cuts += r.counters().rate_cuts;
-  retired_cc_.cuts_deferred += r.counters().cuts_deferred;
+  const RateControl& r = *q.rate;
+  if (const auto* d = dynamic_cast<const DcqcnRateControl*>(&r)) {
+    retired_cc_.cnps += d->counters().cnps;
+    retired_cc_.rate_cuts += d->counters().rate_cuts;
+    retired_cc_.cuts_deferred += d->counters().cuts_deferred;
+  }
   if (!q.sent) return;
   ++retired_cc_.qps;
   retired_rate_integral_gbit_ += r.rate_integral_gbit();
@@ -518,7 +569,15 @@ size_t RcTrafficEngine::receive(rte_mbuf* m, const ParsedPacket& p, uint64_t now
   } else if (p.bth_opcode == opcode::kRcAck || (p.bth_opcode >= opcode::kRcReadResponseFirst &&
                                                 p.bth_opcode <= opcode::kRcReadResponseOnly)) {
     if (RcRequester* r = qp_[index].requester.get()) {
+      Qp& q = qp_[index];
+      // The ACK-clocked controls (not DCQCN, which reacts to CNPs) see every ACK after the
+      // requester took it: how far the QP is acknowledged and has sent, and what the ACK echoes.
+      const bool feedback = q.rate && !config_.dcqcn && p.bth_opcode == opcode::kRcAck &&
+                            roce_packet_in_mbuf(m, p, p.bth_offset + kBthSize, 0);
+      const bool becn =
+          feedback && BthView(rte_pktmbuf_mtod(m, uint8_t*) + p.bth_offset).becn();
       r->receive(m, p, now_ns);
+      if (feedback) ack_feedback(q, *r, becn, now_ns);
       after_requester(index);
       return 0;
     }
@@ -527,7 +586,7 @@ size_t RcTrafficEngine::receive(rte_mbuf* m, const ParsedPacket& p, uint64_t now
     // REPS: the CNP echoes the marked packet's entropy, never to be reused (with or without
     // congestion control).
     if (RcRequester* r = qp_[index].requester.get()) r->on_marked_entropy(p.src_port);
-    if (DcqcnRateControl* rate = qp_[index].rate.get()) {
+    if (RateControl* rate = config_.dcqcn ? qp_[index].rate.get() : nullptr) {
       rate->on_cnp(now_ns);
       ++counters_.cnps;
       rte_pktmbuf_free(m);
@@ -582,6 +641,36 @@ uint64_t RcTrafficEngine::next_event_ns(const RcTxRoom* room) const {
   return t;
 }
 
+void RcTrafficEngine::ack_feedback(Qp& q, const RcRequester& r, bool becn, uint64_t now_ns) {
+  const uint64_t acked = r.acked_packets();
+  AckFeedback fb;
+  fb.now_ns = now_ns;
+  fb.ack_seq = acked * config_.mtu;
+  fb.snd_nxt = r.sent_packets() * config_.mtu;
+  fb.ecn_echo = becn;
+  // TIMELY: the newest packet this ACK acknowledges, if its send time is still in the ring.
+  if (!q.send_ns.empty() && acked > 0 && r.sent_packets() - (acked - 1) <= q.send_ns.size()) {
+    fb.echoed_ts_ns = q.send_ns[(acked - 1) % q.send_ns.size()];
+  }
+  q.rate->on_ack(fb);
+}
+
+bool RcTrafficEngine::window_open(const Qp& q, uint64_t now_ns) const {
+  if (q.rate == nullptr || q.requester == nullptr) return true;
+  uint64_t window = q.rate->window_bytes();
+  if (config_.var_window_bytes != 0) {
+    const double line = cc_line_rate_gbps();
+    const auto w = static_cast<uint64_t>(static_cast<double>(config_.var_window_bytes) *
+                                         q.rate->rate_gbps() / line);
+    window = std::min(window, std::max<uint64_t>(w, 1));
+  }
+  if (window == UINT64_MAX) return true;
+  // A full window waits for ACKs, or for the retransmit timer (which goes back to the oldest
+  // unacknowledged packet and empties it).
+  return q.requester->in_flight() * config_.mtu < window ||
+         now_ns >= q.requester->retransmit_deadline_ns();
+}
+
 bool RcTrafficEngine::paced_ok(Qp& q, uint64_t now_ns) {
   if (q.rate == nullptr) return true;
   q.rate->advance(now_ns);
@@ -605,7 +694,23 @@ uint64_t RcTrafficEngine::paced_next(const Qp& q, uint64_t ready_ns) const {
   return std::max(ready_ns, std::min(pace, q.rate->next_timer_ns()));
 }
 
-const DcqcnRateControl* RcTrafficEngine::rate_control(uint32_t qp_index) const {
+double RcTrafficEngine::cc_line_rate_gbps() const {
+  if (config_.dcqcn) return config_.dcqcn->line_rate_gbps;
+  if (config_.dctcp) return config_.dctcp->line_rate_gbps;
+  if (config_.timely) return config_.timely->line_rate_gbps;
+  if (config_.hpcc) return config_.hpcc->line_rate_gbps;
+  return 0;
+}
+
+size_t RcTrafficEngine::rate_control_bytes() const {
+  if (config_.dcqcn) return sizeof(DcqcnRateControl);
+  if (config_.dctcp) return sizeof(DctcpRateControl);
+  if (config_.timely) return sizeof(TimelyRateControl);
+  if (config_.hpcc) return sizeof(HpccRateControl);
+  return 0;
+}
+
+const RateControl* RcTrafficEngine::rate_control(uint32_t qp_index) const {
   return qp_index < qp_.size() ? qp_[qp_index].rate.get() : nullptr;
 }
 
@@ -614,22 +719,29 @@ RcCcSummary RcTrafficEngine::cc_summary(uint64_t now_ns) {
   for (uint32_t i = 0; i < qp_.size(); ++i) {
     Qp& q = qp_[i];
     if (q.rate == nullptr) continue;
-    DcqcnRateControl& r = *q.rate;
+    RateControl& r = *q.rate;
     r.advance(now_ns);
     reschedule(i);  // its timers ran: its pace may be another now
-    s.cnps += r.counters().cnps;
-    s.rate_cuts += r.counters().rate_cuts;
-    s.cuts_deferred += r.counters().cuts_deferred;
+    if (const auto* d = dynamic_cast<const DcqcnRateControl*>(&r)) {
+      s.cnps += d->counters().cnps;
+      s.rate_cuts += d->counters().rate_cuts;
+      s.cuts_deferred += d->counters().cuts_deferred;
+    }
     if (!q.sent) continue;
+    if (!config_.dcqcn) {  // the QPs that sent under it
+      const std::vector<RateControlFigure> f = r.figures();
+      for (size_t k = 0; k < f.size() && k < RcCcSummary::kMaxFigures; ++k) s.figure_sum[k] += f[k].second;
+      ++s.figure_qps;
+    }
     ++s.qps;
     if (r.at_min_rate()) ++s.qps_at_min_rate;
     if (r.limited()) ++s.qps_limited;
     if (now_ns > 0) {
       s.rate_fraction_sum += r.rate_integral_gbit() * 1e9 /
-                             (static_cast<double>(now_ns) * r.config().line_rate_gbps);
+                             (static_cast<double>(now_ns) * cc_line_rate_gbps());
     }
   }
-  if (retired_cc_.cnps + retired_cc_.qps > 0 && config_.dcqcn) {
+  if (retired_cc_.cnps + retired_cc_.qps > 0 && cc_line_rate_gbps() > 0) {
     // Retired QPs: idle at line rate (not limited) from their retirement on.
     s.cnps += retired_cc_.cnps;
     s.rate_cuts += retired_cc_.rate_cuts;
@@ -638,7 +750,7 @@ RcCcSummary RcTrafficEngine::cc_summary(uint64_t now_ns) {
     if (now_ns > 0 && retired_cc_.qps > 0) {
       const double now = static_cast<double>(now_ns);
       s.rate_fraction_sum +=
-          retired_rate_integral_gbit_ * 1e9 / (now * config_.dcqcn->line_rate_gbps) +
+          retired_rate_integral_gbit_ * 1e9 / (now * cc_line_rate_gbps()) +
           static_cast<double>(retired_cc_.qps) - retired_at_ns_sum_ / now;
     }
   }
@@ -711,7 +823,7 @@ uint64_t RcTrafficEngine::memory_bytes() const {
     if (q.requester) b += q.requester->memory_bytes();
     if (q.responder) b += q.responder->memory_bytes();
     if (q.placement) b += q.placement->memory_bytes();
-    if (q.rate) b += sizeof(DcqcnRateControl);
+    if (q.rate) b += rate_control_bytes() + capacity_bytes(q.send_ns);
   }
   return b;
 }

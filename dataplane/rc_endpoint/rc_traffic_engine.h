@@ -22,6 +22,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -30,6 +31,10 @@
 #include <vector>
 
 #include "dataplane/rc_endpoint/dcqcn_rate_control.h"
+#include "dataplane/rc_endpoint/dctcp_rate_control.h"
+#include "dataplane/rc_endpoint/hpcc_rate_control.h"
+#include "dataplane/rc_endpoint/rate_control.h"
+#include "dataplane/rc_endpoint/timely_rate_control.h"
 #include "dataplane/rc_endpoint/qp_schedule.h"
 #include "dataplane/rc_endpoint/rc_placement_responder.h"
 #include "dataplane/rc_endpoint/rc_requester.h"
@@ -116,6 +121,17 @@ struct RcTrafficEngineConfig {
   // its sends (WRITE packets, READ requests, READ responses) are paced at its current rate, and
   // a CNP addressed to it (receive()) cuts that rate. Without, nothing paces a QP but its window.
   std::optional<DcqcnConfig> dcqcn;
+  // Or one of the ACK-clocked ones (at most one of the four): every packet is acknowledged and
+  // each ACK goes to the QP's RateControl. DCTCP: responders echo CE as BECN in their ACKs;
+  // TIMELY: the RTT from the send time of the packet an ACK acknowledges; HPCC: the INT records
+  // the ACK echoes, and a window on the bytes in flight.
+  std::optional<DctcpConfig> dctcp;
+  std::optional<TimelyConfig> timely;
+  std::optional<HpccConfig> hpcc;
+  // A window on the bytes in flight, scaled by the rate (ns-3 HPCC's HAS_WIN 1, VAR_WIN 1:
+  // W = this x rate / line rate, at least 1 byte), on top of any window the control keeps
+  // itself; run.py gives DCTCP one BDP. 0: none.
+  uint64_t var_window_bytes = 0;
   uint8_t ecn = 0;        // data packets' ECN codepoint (2: ECT(0), what a switch may mark CE)
   // Oblivious entropy spraying by every requester (RcRequesterConfig::entropy_values; 0: off).
   uint32_t entropy_values = 0;
@@ -177,6 +193,11 @@ struct RcCcSummary {
   uint64_t qps_at_min_rate = 0;  // of those, at rpg_min_rate at that moment
   uint64_t qps_limited = 0;      // of those, below line rate at that moment
   double rate_fraction_sum = 0;  // over those QPs: their time-mean rate over line rate, summed
+  // The live QPs' RateControl::figures() summed, in the order cc_figure_names() gives (a
+  // fixed array: the summary crosses fabric_emu's ranks as bytes). ACK-clocked controls only.
+  static constexpr size_t kMaxFigures = 32;
+  uint64_t figure_qps = 0;
+  double figure_sum[kMaxFigures] = {};
 };
 
 // Where a driver with several uplinks that keeps each QP on one of them (per-flow, as a NIC
@@ -245,9 +266,11 @@ class RcTrafficEngine {
   // drain, which the driver's egress says when).
   uint64_t next_event_ns(const RcTxRoom* room = nullptr) const;
 
-  // A QP's reaction point (nullptr without config().dcqcn or out of range), as of its last
-  // event (its timers are advanced lazily, at its sends and CNPs and by cc_summary).
-  const DcqcnRateControl* rate_control(uint32_t qp_index) const;
+  // A QP's congestion control (nullptr without one or out of range), as of its last event (its
+  // timers are advanced lazily, at its sends, CNPs and ACKs and by cc_summary).
+  const RateControl* rate_control(uint32_t qp_index) const;
+  // The names of RcCcSummary::figure_sum's entries (empty without an ACK-clocked control).
+  std::vector<std::string> cc_figure_names() const;
   // Every reaction point advanced to now_ns and summed; the mean rates are over [0, now_ns].
   RcCcSummary cc_summary(uint64_t now_ns);
 
@@ -295,7 +318,9 @@ class RcTrafficEngine {
     std::unique_ptr<RcRequester> requester;
     std::unique_ptr<RcResponder> responder;  // one of these two when the QP responds
     std::unique_ptr<RcPlacementResponder> placement;
-    std::unique_ptr<DcqcnRateControl> rate;  // with config_.dcqcn
+    std::unique_ptr<RateControl> rate;  // with a congestion control
+    // TIMELY: the send time of each packet in flight, by its sequence number modulo the size.
+    std::vector<uint64_t> send_ns;
     bool sent = false;                       // anything sent under the reaction point
     bool one_shot = false;
     bool completing = false;  // in completing_
@@ -306,6 +331,12 @@ class RcTrafficEngine {
   void make_requester(uint32_t i, uint64_t now_ns);
   void make_responder(uint32_t i, uint64_t now_ns);
   void make_rate(Qp& q, uint64_t now_ns);
+  // An ACK the requester took, to an ACK-clocked congestion control (becn: it echoed CE).
+  void ack_feedback(Qp& q, const RcRequester& r, bool becn, uint64_t now_ns);
+  // The congestion control's window (HPCC) lets the requester send.
+  bool window_open(const Qp& q, uint64_t now_ns) const;
+  double cc_line_rate_gbps() const;  // the congestion control's line rate; 0 without one
+  size_t rate_control_bytes() const;  // sizeof the congestion control's class
   // Recomputes QP i's due times (ACK/NAKs, READ responses, requester) from its state.
   void reschedule(uint32_t i);
   // After QP i's requester changed: its completions noted, and a one-shot QP whose flow is

@@ -474,6 +474,15 @@ TEST_CASE("ecn: off without the block; the hpcc preset scales with each port's r
   const auto pfc = parse(kPorts + "pfc: {priorities: [3, 4]}\necn: {}\n");
   CHECK(pfc.ecn.classes == ((1u << 3) | (1u << 4)));
   CHECK(ecn_marker_config(pfc, 2, 1).classes[4].enabled);
+
+  // dctcp: a step at K = 30 KB per 10 Gbit/s (run.py's dctcp kmin_map = kmax_map = 30 * bw / 10
+  // KB): 300 KB at port 0's 100 Gbit/s, 75 KB at port 1's 25.
+  const auto d = parse(kPorts + "ecn: {preset: dctcp, pmax: 1}\n");
+  const auto d0 = ecn_marker_config(d, 0, 1);
+  CHECK(d0.classes[3].kmin_bytes == 30'000 * 100 / 10);
+  CHECK(d0.classes[3].kmax_bytes == 30'000 * 100 / 10);
+  CHECK(d0.classes[3].pmax == 1.0);
+  CHECK(ecn_marker_config(d, 1, 1).classes[3].kmin_bytes == 30'000 * 25 / 10);
 }
 
 TEST_CASE("ecn: conweave's flat thresholds, overrides, classes, mark_at, enabled: false") {
@@ -527,7 +536,7 @@ TEST_CASE("ecn: errors name the file, the key and what is allowed") {
   CHECK(error_of(kPorts + "ecn: {mark_at: egress}") ==
         "test.yaml: ecn.mark_at: must be one of dequeue|enqueue, got \"egress\"");
   CHECK(error_of(kPorts + "ecn: {preset: dcqcn}") ==
-        "test.yaml: ecn.preset: must be one of hpcc|conweave, got \"dcqcn\"");
+        "test.yaml: ecn.preset: must be one of hpcc|conweave|dctcp, got \"dcqcn\"");
   CHECK(error_of(kPorts + "ecn: {kmin_bytes: -1}")
             .find("test.yaml: ecn.kmin_bytes: must be an integer in [0, 1099511627776]") == 0);
   CHECK(error_of(kPorts + "ecn: {kmin: 1}") ==

@@ -19,8 +19,10 @@ class Claims(unittest.TestCase):
     def test_fresh_run_matches_the_committed_table(self):
         names = subprocess.run([EMU, "--scenario", "list"], capture_output=True, text=True,
                                check=True).stdout.split("\n")
-        # The claims are the scenarios; presets (marked [preset]) are studies, not claims.
-        names = [n.split()[0] for n in names if n.strip() and n.split()[1:2] != ["[preset]"]]
+        # The claims are the scenarios; presets (marked [preset]) are studies, not claims, and
+        # research claims ([research]) run with claims.sh --research (test_research_claims.py).
+        names = [n.split()[0] for n in names
+                 if n.strip() and n.split()[1:2] not in (["[preset]"], ["[research]"])]
         self.assertTrue(names)
         with tempfile.TemporaryDirectory() as d:
             env = dict(os.environ, FABRIC_EMU=os.path.abspath(EMU), CLAIMS_NO_BUILD="1")

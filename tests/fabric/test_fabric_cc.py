@@ -95,6 +95,57 @@ class FabricCc(unittest.TestCase):
             self.assertEqual(r["cc"]["qps"], 16)
             self.assertEqual(r["cc"]["cnps_sent"], r["cc"]["cnps_received"])
 
+    def test_dctcp_incast_and_two_flows(self):
+        # DCTCP as ns-3 HPCC runs it: CE echoed as BECN in per-packet ACKs, alpha per window, a
+        # cut by alpha/2 once per window, a BDP window; the switches mark at K = 300 KB (100G).
+        off = run(*INCAST16, "--seeds", "1", "--cc", "none")["runs"][0]
+        rep = run(*INCAST16, "--seeds", "1", "--cc", "dctcp")
+        self.check_whole(rep)
+        r = rep["runs"][0]
+        self.assertTrue(r["completed"])
+        self.assertLessEqual(r["pfc"]["paused_us"] * 5, off["pfc"]["paused_us"])
+        self.assertGreaterEqual(r["receiver_goodput_fraction"], 0.9)
+        self.assertGreaterEqual(r["flow_fairness"]["jain"], 0.95)
+        cc = r["cc"]
+        self.assertEqual(cc["mode"], "dctcp")
+        self.assertEqual(cc["cnps_sent"], 0)  # DCTCP's signal is the ACK, not a CNP
+        self.assertEqual((r["queue_bytes"]["kmin"], r["queue_bytes"]["kmax"]), (300000, 300000))
+        d = cc["dctcp"]["total"]
+        self.assertGreater(cc["ecn_marked"], 0)
+        # Every CE a responder saw comes back on an ACK (each packet is acknowledged, and an
+        # ACK echoes the CE of the packets it covers): no more marked ACKs than CEs, and some.
+        self.assertGreater(d["marked_acks"], 0)
+        self.assertLessEqual(d["marked_acks"], cc["ce_received"])
+        self.assertGreater(d["rate_cuts"], 0)
+        self.assertLessEqual(d["rate_cuts"], d["marked_acks"])  # at most one cut per window
+        two = run(*TWO, "--seeds", "1", "--cc", "dctcp")
+        self.check_whole(two)
+        f = two["runs"][0]["flow_fairness"]
+        # Measured 41.8 / 56.2 Gbit/s (docs/congestion-control.md): within 20% of a fair share,
+        # not the 10% DCQCN reaches; DCTCP's additive step (615 Mbit/s per window) converges
+        # slowly.
+        self.assertGreaterEqual(f["min_gbps"], 40.0, f)
+        self.assertLessEqual(f["max_gbps"], 60.0, f)
+
+    def test_timely_reacts_to_rtt(self):
+        # TIMELY with ns-3 HPCC's values: the RTT of each window's first ACK against T_low and
+        # T_high and its gradient. No ECN, no CNP.
+        off = run(*INCAST16, "--seeds", "1", "--cc", "none")["runs"][0]
+        rep = run(*INCAST16, "--seeds", "1", "--cc", "timely")
+        self.check_whole(rep)
+        r = rep["runs"][0]
+        self.assertTrue(r["completed"])
+        cc = r["cc"]
+        self.assertEqual((cc["ecn_marked"], cc["cnps_sent"]), (0, 0))
+        t = cc["timely"]["total"]
+        self.assertGreater(t["gradient_decreases"] + t["t_high_decreases"], 0, t)
+        self.assertGreater(t["rtt_updates"], 0, t)
+        self.assertGreater(t["last_rtt_ns"], 0, t)
+        # Measured 4.98x less paused time and goodput 0.871 (docs/congestion-control.md): TIMELY
+        # keeps a queue near T_high (500 us = 6 MB at 100G), above PFC's XOFF.
+        self.assertLess(r["pfc"]["paused_us"] * 4, off["pfc"]["paused_us"])
+        self.assertGreaterEqual(r["receiver_goodput_fraction"], 0.85)
+
     def test_run_sh_fabric_ecmp_meets_the_collision_bound(self):
         # The run.sh fabric (2 leaves x 8 spines x 8 hosts, one QP per host), 10 seeds here
         # (scripts/run.sh runs 20, the docs 50): with DCQCN, colliding flows share their uplink instead of
@@ -132,7 +183,8 @@ class FabricCc(unittest.TestCase):
 
     def test_bad_settings_are_refused(self):
         cases = [
-            (("--cc", "dctcp"), "--cc: dcqcn | dcqcn-connectx | dcqcn-paper | none"),
+            (("--cc", "bbr"), "--cc: dcqcn | dcqcn-connectx | dcqcn-paper | dctcp | timely | none"),
+            (("--cc", "hpcc"), "--cc: dcqcn | dcqcn-connectx | dcqcn-paper | dctcp | timely | none"),
             (("--rpg-time-reset", "0"), "--rpg-time-reset: must be a whole number in [1, "),
             (("--dce-tcp-g", "2000"), "--dce-tcp-g: must be a whole number in [0, 1023]"),
             (("--rpg-ai-rate", "fast"), "--rpg-ai-rate: 'fast' is not a number (Mbit/s)"),
