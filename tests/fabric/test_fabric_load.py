@@ -204,6 +204,10 @@ class Presets(unittest.TestCase):
         self.assertEqual(c["cc"]["rp"]["rpg_ai_rate"], 40)
         self.assertEqual(c["cc"]["rp"]["rpg_time_reset"], 300)
         self.assertEqual(c["pfc_pool_bytes"], 9437184)
+        # A QP per message: one spray rule per leaf, so no QP falls back to ECMP.
+        self.assertEqual(c["spray_rules"], "all-roce")
+        (spray,) = [x for x in r["runs"]["base"]["runs"] if x["mode"] == "spray"]
+        self.assertEqual(spray["tcam_fallback_qps"], 0)
         self.assertNotIn("scenario", r)
 
     def test_conweave_full_config(self):
