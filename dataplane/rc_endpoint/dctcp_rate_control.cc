@@ -7,17 +7,6 @@
 
 namespace spraynet {
 
-namespace {
-
-std::string num(double v) {
-  std::ostringstream s;
-  s.precision(12);
-  s << v;
-  return s.str();
-}
-
-}  // namespace
-
 std::string DctcpConfig::check() const {
   // Comparisons are written so that NaN fails them too.
   if (!(line_rate_gbps > 0) || !std::isfinite(line_rate_gbps))
@@ -30,13 +19,13 @@ std::string DctcpConfig::check() const {
   const double line_mbps = line_rate_gbps * 1000.0;
   if (!(min_rate_mbps > 0 && min_rate_mbps <= line_mbps))
     return "min_rate_mbps: must be above 0 and at most the line rate (0 < rate <= " +
-           num(line_mbps) + ")";
+           format_number(line_mbps) + ")";
   if (!(initial_alpha >= 0 && initial_alpha <= 1)) return "initial_alpha: out of range (0..1)";
   return "";
 }
 
 DctcpRateControl::DctcpRateControl(const DctcpConfig& c)
-    : cfg_(c), pacer_(c.line_rate_gbps, c.line_rate_gbps) {
+    : PacedRateControl(c.line_rate_gbps), cfg_(c) {
   const std::string err = c.check();
   if (!err.empty()) throw std::invalid_argument("dctcp: " + err);
   min_rate_ = c.min_rate_mbps / 1000.0;

@@ -60,13 +60,12 @@ struct DctcpCounters {
   uint64_t additive_increases = 0;
 };
 
-class DctcpRateControl final : public RateControl {
+class DctcpRateControl final : public PacedRateControl {
  public:
   // Throws std::invalid_argument("dctcp: " + c.check()) when the config is invalid.
   explicit DctcpRateControl(const DctcpConfig& c);
 
   const char* name() const override { return "dctcp"; }
-  void advance(uint64_t now_ns) override { pacer_.advance(now_ns); }
   // CNPs are DCQCN's signal: DCTCP reads the ECN echo on the ACKs instead.
   void on_cnp(uint64_t /*now_ns*/) override {}
   // HandleAckDctcp, in ns-3's order: count the mark, close a batch (alpha), leave CWR, cut,
@@ -74,23 +73,12 @@ class DctcpRateControl final : public RateControl {
   // (the QP cannot have had more acknowledged than it sent; ns-3's unsigned batch arithmetic
   // would wrap).
   void on_ack(const AckFeedback& ack) override;
-  void on_sent(uint32_t wire_bytes, uint64_t now_ns) override {
-    pacer_.on_sent(wire_bytes, now_ns);
-  }
 
-  // The last send time + ceil(its wire bits / the current rate); 0 while not limited.
-  uint64_t next_send_ns() const override { return pacer_.next_send_ns(); }
-  // ACK-clocked: no timer ever changes the rate.
-  uint64_t next_timer_ns() const override { return UINT64_MAX; }
   // A rate-based sender here: no window beyond the QP's own. (ns-3's run.py runs DCTCP with
   // HAS_WIN 1 / VAR_WIN 1, a BDP window scaled by rate / line rate; that is the engine's to add.)
   uint64_t window_bytes() const override { return UINT64_MAX; }
 
-  double rate_gbps() const override { return pacer_.rate_gbps(); }
-  bool limited() const override { return pacer_.limited(); }
   bool at_min_rate() const override { return pacer_.rate_gbps() <= min_rate_; }
-  double rate_integral_gbit() const override { return pacer_.integral_gbit(); }
-  uint64_t last_advance_ns() const override { return pacer_.last_ns(); }
   // alpha, rate_gbps, in_cwr and the counters.
   std::vector<RateControlFigure> figures() const override;
 
@@ -105,7 +93,6 @@ class DctcpRateControl final : public RateControl {
   DctcpConfig cfg_;
   double min_rate_ = 0;  // Gbit/s
   double rai_ = 0;       // Gbit/s
-  RatePacer pacer_;
 
   // ns-3's qp->dctcp state, by its names.
   double alpha_ = 1.0;            // m_alpha

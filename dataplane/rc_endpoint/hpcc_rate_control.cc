@@ -9,13 +9,6 @@ namespace spraynet {
 
 namespace {
 
-std::string num(double v) {
-  std::ostringstream s;
-  s.precision(12);
-  s << v;
-  return s.str();
-}
-
 // W_init in bytes: the configured window, or one BDP (line rate x T), as third.cc's maxBdp.
 double window_of(const HpccConfig& c) {
   if (c.w_init_bytes != 0) return static_cast<double>(c.w_init_bytes);
@@ -38,15 +31,16 @@ std::string HpccConfig::check() const {
   // The window divides u's queue term: it must be at least a byte, and a double must hold it.
   if (w_init_bytes == 0 && !(window_of(*this) >= 1))
     return "base_rtt_ns: line rate x T must be at least one byte for the BDP window (>= " +
-           num(std::ceil(8.0 / line_rate_gbps)) + ")";
+           format_number(std::ceil(8.0 / line_rate_gbps)) + ")";
   if (w_init_bytes > (1ull << 53)) return "w_init_bytes: 0 (one BDP) or a window (0..2^53)";
   if (!(eta > 0 && eta <= 1)) return "eta: the target utilisation (0 < eta <= 1)";
   const double max_mbps = line_rate_gbps * 1000.0;
   if (!(w_ai_mbps >= 0 && w_ai_mbps <= max_mbps))
-    return "w_ai_mbps: the additive increase, at most the line rate (0.." + num(max_mbps) + ")";
+    return "w_ai_mbps: the additive increase, at most the line rate (0.." +
+           format_number(max_mbps) + ")";
   if (!(min_rate_mbps > 0 && min_rate_mbps <= max_mbps))
     return "min_rate_mbps: must be above 0 and at most the line rate (0 < rate <= " +
-           num(max_mbps) + ")";
+           format_number(max_mbps) + ")";
   return "";
 }
 
@@ -60,7 +54,7 @@ HpccConfig hpcc_ns3_defaults(double line_rate_gbps, uint64_t base_rtt_ns) {
 }
 
 HpccRateControl::HpccRateControl(const HpccConfig& c)
-    : cfg_(checked(c)), pacer_(c.line_rate_gbps, c.line_rate_gbps) {
+    : PacedRateControl(c.line_rate_gbps), cfg_(checked(c)) {
   max_rate_ = c.line_rate_gbps;
   min_rate_ = c.min_rate_mbps / 1000.0;
   w_ai_ = c.w_ai_mbps / 1000.0;

@@ -87,30 +87,20 @@ struct HpccCounters {
   uint64_t stale_hops = 0;
 };
 
-class HpccRateControl final : public RateControl {
+class HpccRateControl final : public PacedRateControl {
  public:
   // Throws std::invalid_argument("hpcc: " + c.check()) when the config is invalid.
   explicit HpccRateControl(const HpccConfig& c);
 
   const char* name() const override { return "hpcc"; }
-  void advance(uint64_t now_ns) override { pacer_.advance(now_ns); }
   void on_cnp(uint64_t /*now_ns*/) override {}  // HPCC reads INT, not CNPs
   // HandleAckHp: a full update when ack.ack_seq > lastUpdateSeq, else a fast react (when on).
   void on_ack(const AckFeedback& ack) override;
-  void on_sent(uint32_t wire_bytes, uint64_t now_ns) override {
-    pacer_.on_sent(wire_bytes, now_ns);
-  }
-
-  uint64_t next_send_ns() const override { return pacer_.next_send_ns(); }
-  uint64_t next_timer_ns() const override { return UINT64_MAX; }  // ACK-clocked: no timer
+  // ACK-clocked: no timer
   // ns-3 GetWin: W_init x rate / maxRate (at least 1) with var_win, else W_init.
   uint64_t window_bytes() const override;
 
-  double rate_gbps() const override { return pacer_.rate_gbps(); }
-  bool limited() const override { return pacer_.limited(); }
   bool at_min_rate() const override { return pacer_.rate_gbps() <= min_rate_; }
-  double rate_integral_gbit() const override { return pacer_.integral_gbit(); }
-  uint64_t last_advance_ns() const override { return pacer_.last_ns(); }
   std::vector<RateControlFigure> figures() const override;
 
   double cur_rate_gbps() const { return cur_rate_; }  // curRate: the last full update's rate
@@ -127,7 +117,6 @@ class HpccRateControl final : public RateControl {
   HpccConfig cfg_;
   double max_rate_ = 0, min_rate_ = 0, w_ai_ = 0;  // Gbit/s
   uint64_t win_ = 0;                               // W_init, bytes
-  RatePacer pacer_;
 
   double cur_rate_ = 0;  // Gbit/s
   uint32_t inc_stage_ = 0;

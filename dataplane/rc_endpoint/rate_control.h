@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdint>
 #include <span>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -125,5 +126,35 @@ class RatePacer {
   double committed_gbit_ = 0;
   uint64_t segment_start_ns_ = 0;
 };
+
+// The half every ACK-clocked control shares (DCTCP, TIMELY, HPCC): paced by a RatePacer that
+// starts at the line rate, no timers. A subclass changes the rate with pacer_.set_rate().
+class PacedRateControl : public RateControl {
+ public:
+  void advance(uint64_t now_ns) override { pacer_.advance(now_ns); }
+  void on_sent(uint32_t wire_bytes, uint64_t now_ns) override {
+    pacer_.on_sent(wire_bytes, now_ns);
+  }
+  // The last send time + ceil(its wire bits / the current rate); 0 while not limited.
+  uint64_t next_send_ns() const override { return pacer_.next_send_ns(); }
+  // ACK-clocked: no timer ever changes the rate.
+  uint64_t next_timer_ns() const override { return UINT64_MAX; }
+  double rate_gbps() const override { return pacer_.rate_gbps(); }
+  bool limited() const override { return pacer_.limited(); }
+  double rate_integral_gbit() const override { return pacer_.integral_gbit(); }
+  uint64_t last_advance_ns() const override { return pacer_.last_ns(); }
+
+ protected:
+  explicit PacedRateControl(double line_rate_gbps) : pacer_(line_rate_gbps, line_rate_gbps) {}
+  RatePacer pacer_;
+};
+
+// A number in a config error ("... (0 < rate <= 100000)"): up to 12 significant digits.
+inline std::string format_number(double v) {
+  std::ostringstream s;
+  s.precision(12);
+  s << v;
+  return s.str();
+}
 
 }  // namespace spraynet

@@ -9,13 +9,6 @@ namespace spraynet {
 
 namespace {
 
-std::string num(double v) {
-  std::ostringstream s;
-  s.precision(12);
-  s << v;
-  return s.str();
-}
-
 bool finite_rate(double mbps) {
   return mbps >= 0 && std::isfinite(mbps);
 }
@@ -40,7 +33,7 @@ std::string TimelyConfig::check() const {
   const double line_mbps = line_rate_gbps * 1000.0;
   if (!(min_rate_mbps > 0 && min_rate_mbps <= line_mbps))
     return "min_rate_mbps: must be above 0 and at most the line rate (0 < rate <= " +
-           num(line_mbps) + ")";
+           format_number(line_mbps) + ")";
   return "";
 }
 
@@ -54,7 +47,7 @@ TimelyConfig timely_ns3_defaults(double line_rate_gbps) {
 }
 
 TimelyRateControl::TimelyRateControl(const TimelyConfig& c)
-    : cfg_(c), pacer_(c.line_rate_gbps, c.line_rate_gbps) {
+    : PacedRateControl(c.line_rate_gbps), cfg_(c) {
   const std::string err = c.check();
   if (!err.empty()) throw std::invalid_argument("timely: " + err);
   min_rate_ = c.min_rate_mbps / 1000.0;

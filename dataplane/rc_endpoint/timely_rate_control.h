@@ -83,34 +83,22 @@ struct TimelyCounters {
   uint64_t t_high_decreases = 0;    // by 1 - beta (1 - T_high / rtt)
 };
 
-class TimelyRateControl final : public RateControl {
+class TimelyRateControl final : public PacedRateControl {
  public:
   // Throws std::invalid_argument("timely: " + c.check()) when the config is invalid.
   explicit TimelyRateControl(const TimelyConfig& c);
 
   const char* name() const override { return "timely"; }
-  void advance(uint64_t now_ns) override { pacer_.advance(now_ns); }
   // CNPs are DCQCN's signal: TIMELY reads the RTT on the ACKs instead.
   void on_cnp(uint64_t /*now_ns*/) override {}
   // HandleAckTimely: advances to ack.now_ns first, then rtt = that time - ack.echoed_ts_ns and,
   // when the ACK is past the window of the last update, UpdateRateTimely. An snd_nxt below
   // ack_seq counts as ack_seq (the QP cannot have had more acknowledged than it sent).
   void on_ack(const AckFeedback& ack) override;
-  void on_sent(uint32_t wire_bytes, uint64_t now_ns) override {
-    pacer_.on_sent(wire_bytes, now_ns);
-  }
 
-  // The last send time + ceil(its wire bits / the current rate); 0 while not limited.
-  uint64_t next_send_ns() const override { return pacer_.next_send_ns(); }
-  // ACK-clocked: no timer ever changes the rate.
-  uint64_t next_timer_ns() const override { return UINT64_MAX; }
   uint64_t window_bytes() const override { return UINT64_MAX; }
 
-  double rate_gbps() const override { return pacer_.rate_gbps(); }
-  bool limited() const override { return pacer_.limited(); }
   bool at_min_rate() const override { return pacer_.rate_gbps() <= min_rate_; }
-  double rate_integral_gbit() const override { return pacer_.integral_gbit(); }
-  uint64_t last_advance_ns() const override { return pacer_.last_ns(); }
   // rate_gbps, rtt_diff_ns, last_rtt_ns, inc_stage and the counters.
   std::vector<RateControlFigure> figures() const override;
 
@@ -127,7 +115,6 @@ class TimelyRateControl final : public RateControl {
   TimelyConfig cfg_;
   double min_rate_ = 0;               // Gbit/s
   double delta_ = 0, hai_delta_ = 0;  // Gbit/s
-  RatePacer pacer_;
 
   // ns-3's qp->tmly state, by its names.
   bool has_rtt_ = false;          // m_lastUpdateSeq != 0: the first sample is taken
