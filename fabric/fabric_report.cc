@@ -476,11 +476,16 @@ std::string format_header(const FabricConfig& c, const FlowSizeCdf* cdf) {
                   c.hosts_per_leaf, up,
                   up > 0 ? c.hosts_per_leaf * c.link_gbps / (up * c.leaf_spine_rate()) : 0.0,
                   c.pfc ? "on" : "off",
-                  c.cc.enabled() ? (std::string(control::to_string(c.cc.mode)) + " (ECN " +
-                                    (c.ecn_kmin_bytes != 0 ? "kmin/kmax given" : c.ecn_preset) +
-                                    ", marked at " + c.ecn_mark_at + ")")
-                                       .c_str()
-                                 : "none");
+                  !c.cc.enabled() ? "none"
+                  : c.cc.marks_ecn()
+                      ? (std::string(control::to_string(c.cc.mode)) + " (ECN " +
+                         (c.ecn_kmin_bytes != 0                  ? "kmin/kmax given"
+                          : c.cc.mode == control::CcMode::kDctcp ? "dctcp"
+                                                                 : c.ecn_preset) +
+                         ", marked at " + c.ecn_mark_at + ")")
+                            .c_str()
+                      : (std::string(control::to_string(c.cc.mode)) + " (no ECN: RTT from ACKs)")
+                            .c_str());
     out += line;
   }
   // Both: the events, then the ideal ceiling.
@@ -592,7 +597,18 @@ nlohmann::json config_json(const FabricConfig& c) {
   for (const auto& [host, layout] : c.ppcid_layout_hosts)
     layout_hosts.push_back(host + "=" + layout);
   nlohmann::json cc = {{"mode", std::string(control::to_string(c.cc.mode))}};
-  if (c.cc.enabled()) {
+  if (c.cc.enabled() && !c.cc.dcqcn_mode()) {
+    // DCTCP and TIMELY: their ECN marking (DCTCP's step) or none; their parameters are the
+    // classes' ns-3 defaults (docs/congestion-control.md), no CNPs, every packet acknowledged.
+    if (c.cc.marks_ecn()) {
+      cc["ecn_preset"] = "dctcp";
+      cc["ecn_kmin"] = c.ecn_kmin_bytes;
+      cc["ecn_kmax"] = c.ecn_kmax_bytes;
+      cc["ecn_pmax"] = 1.0;
+      cc["ecn_mark_at"] = c.ecn_mark_at;
+    }
+    cc["ack_class"] = c.cc.ack_class == control::AckClass::kHigh ? "high" : "data";
+  } else if (c.cc.enabled()) {
     cc["ecn_preset"] = c.ecn_preset;
     cc["ecn_kmin"] = c.ecn_kmin_bytes;
     cc["ecn_kmax"] = c.ecn_kmax_bytes;

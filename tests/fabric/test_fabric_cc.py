@@ -108,6 +108,8 @@ class FabricCc(unittest.TestCase):
         self.assertGreaterEqual(r["flow_fairness"]["jain"], 0.95)
         cc = r["cc"]
         self.assertEqual(cc["mode"], "dctcp")
+        self.assertEqual(rep["config"]["cc"]["ecn_preset"], "dctcp")
+        self.assertNotIn("rp", rep["config"]["cc"])  # DCQCN's parameters are not DCTCP's
         self.assertEqual(cc["cnps_sent"], 0)  # DCTCP's signal is the ACK, not a CNP
         self.assertEqual((r["queue_bytes"]["kmin"], r["queue_bytes"]["kmax"]), (300000, 300000))
         d = cc["dctcp"]["total"]
@@ -137,6 +139,8 @@ class FabricCc(unittest.TestCase):
         self.assertTrue(r["completed"])
         cc = r["cc"]
         self.assertEqual((cc["ecn_marked"], cc["cnps_sent"]), (0, 0))
+        # Its config says what it runs: no ECN marking, no DCQCN parameters.
+        self.assertEqual(rep["config"]["cc"], {"mode": "timely", "ack_class": "data"})
         t = cc["timely"]["total"]
         self.assertGreater(t["gradient_decreases"] + t["t_high_decreases"], 0, t)
         self.assertGreater(t["rtt_updates"], 0, t)
