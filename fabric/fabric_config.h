@@ -312,6 +312,12 @@ struct FabricConfig {
   double offered_network_load() const { return host_load() * inter_leaf_share() / uplink_ratio(); }
   // The receive model the NICs of a `mode` run use: reorder-buffer | ooo-placement | none.
   std::string effective_receive(FabricMode mode) const;
+  // The switches' ECN marking in force: DCTCP marks with its own step (the `dctcp` preset,
+  // pmax 1, ns-3 HPCC run.py's DCTCP runs) whatever ecn-preset and ecn-pmax say.
+  std::string effective_ecn_preset() const {
+    return cc.mode == control::CcMode::kDctcp ? "dctcp" : ecn_preset;
+  }
+  double effective_ecn_pmax() const { return cc.mode == control::CcMode::kDctcp ? 1.0 : ecn_pmax; }
   // Empty when valid, else "key: reason" (key as the flag says it).
   std::string check() const;
 };

@@ -479,9 +479,7 @@ std::string format_header(const FabricConfig& c, const FlowSizeCdf* cdf) {
                   !c.cc.enabled() ? "none"
                   : c.cc.marks_ecn()
                       ? (std::string(control::to_string(c.cc.mode)) + " (ECN " +
-                         (c.ecn_kmin_bytes != 0                  ? "kmin/kmax given"
-                          : c.cc.mode == control::CcMode::kDctcp ? "dctcp"
-                                                                 : c.ecn_preset) +
+                         (c.ecn_kmin_bytes != 0 ? "kmin/kmax given" : c.effective_ecn_preset()) +
                          ", marked at " + c.ecn_mark_at + ")")
                             .c_str()
                       : (std::string(control::to_string(c.cc.mode)) + " (no ECN: RTT from ACKs)")
@@ -597,26 +595,18 @@ nlohmann::json config_json(const FabricConfig& c) {
   for (const auto& [host, layout] : c.ppcid_layout_hosts)
     layout_hosts.push_back(host + "=" + layout);
   nlohmann::json cc = {{"mode", std::string(control::to_string(c.cc.mode))}};
-  if (c.cc.enabled() && !c.cc.dcqcn_mode()) {
-    // DCTCP and TIMELY: their ECN marking (DCTCP's step) or none; their parameters are the
-    // classes' ns-3 defaults (docs/congestion-control.md), no CNPs, every packet acknowledged.
-    if (c.cc.marks_ecn()) {
-      cc["ecn_preset"] = "dctcp";
-      cc["ecn_kmin"] = c.ecn_kmin_bytes;
-      cc["ecn_kmax"] = c.ecn_kmax_bytes;
-      cc["ecn_pmax"] = 1.0;
-      cc["ecn_mark_at"] = c.ecn_mark_at;
-    }
-    cc["ack_class"] = c.cc.ack_class == control::AckClass::kHigh ? "high" : "data";
-  } else if (c.cc.enabled()) {
-    cc["ecn_preset"] = c.ecn_preset;
+  if (c.cc.marks_ecn()) {  // DCQCN's and DCTCP's marking; TIMELY has none
+    cc["ecn_preset"] = c.effective_ecn_preset();
     cc["ecn_kmin"] = c.ecn_kmin_bytes;
     cc["ecn_kmax"] = c.ecn_kmax_bytes;
-    cc["ecn_pmax"] = c.ecn_pmax;
+    cc["ecn_pmax"] = c.effective_ecn_pmax();
     cc["ecn_mark_at"] = c.ecn_mark_at;
+  }
+  if (c.cc.enabled()) cc["ack_class"] = c.cc.ack_class == control::AckClass::kHigh ? "high" : "data";
+  if (c.cc.dcqcn_mode()) {
+    // DCTCP and TIMELY send no CNPs; their parameters are the classes' ns-3 defaults.
     cc["min_time_between_cnps_us"] = static_cast<double>(c.cc.cnp_interval_ns()) / 1000.0;
     cc["cnp_dscp"] = c.cc.cnp_dscp;
-    cc["ack_class"] = c.cc.ack_class == control::AckClass::kHigh ? "high" : "data";
     // Every reaction-point parameter in force (the preset with the overrides), ConnectX's units.
     const DcqcnConfig d = c.cc.dcqcn(c.link_gbps);
     nlohmann::json rp;

@@ -241,13 +241,12 @@ int main(int argc, char** argv) {
         const Scenario s = load_scenario(scenario_path(dir, name), false);
         std::printf("%-18s %s\n", name.c_str(), s.claim.c_str());
       }
-      for (const std::string& name : list_scenarios(default_research_dir())) {
-        const Scenario s = load_scenario(default_research_dir() + "/" + name + ".yaml", false);
-        std::printf("%-18s [research] %s\n", name.c_str(), s.claim.c_str());
-      }
-      for (const std::string& name : list_scenarios(default_preset_dir())) {
-        const Scenario s = load_scenario(default_preset_dir() + "/" + name + ".yaml", false);
-        std::printf("%-18s [preset] %s\n", name.c_str(), s.claim.c_str());
+      for (const auto& [tag, dir] : {std::pair<const char*, std::string>{"[research]", default_research_dir()},
+                                     {"[preset]", default_preset_dir()}}) {
+        for (const std::string& name : list_scenarios(dir)) {
+          const Scenario s = load_scenario(dir + "/" + name + ".yaml", false);
+          std::printf("%-18s %s %s\n", name.c_str(), tag, s.claim.c_str());
+        }
       }
       return 0;
     }

@@ -255,6 +255,13 @@ std::string mode_list(const FabricConfig& c) {
 
 namespace {
 
+// "a, b, c" (the scenarios in `dir`), or "none": for errors that list what there is.
+std::string names_in(const std::string& dir) {
+  std::string known;
+  for (const std::string& n : list_scenarios(dir)) known += (known.empty() ? "" : ", ") + n;
+  return known.empty() ? "none" : known;
+}
+
 Scenario parse_scenario(const control::ConfigNode& root, const std::string& name, bool quick) {
   root.allow_only({"scenario", "preset"});
   // A preset is a published set-up to run (its runs and their --quick form), with no verdict.
@@ -283,10 +290,8 @@ Scenario parse_scenario(const control::ConfigNode& root, const std::string& name
     const std::string setup = n.string("setup");
     const std::string path = default_preset_dir() + "/" + setup + ".yaml";
     if (setup.find('/') != std::string::npos || !std::filesystem::exists(path)) {
-      std::string known;
-      for (const std::string& p : list_scenarios(default_preset_dir())) known += (known.empty() ? "" : ", ") + p;
       n.fail("setup", "one of the presets in " + default_preset_dir() + ": " +
-                          (known.empty() ? "none" : known) + ", got '" + setup + "'");
+                          names_in(default_preset_dir()) + ", got '" + setup + "'");
     }
     const Scenario p = load_scenario(path, quick);
     if (p.runs.size() != 1) n.fail("setup", "preset '" + setup + "' has several runs; a setup is one");
@@ -419,9 +424,7 @@ std::string find_scenario(const std::string& name_or_path) {
     std::string what = e.what();
     for (const auto& [kind, dir] : {std::pair<std::string, std::string>{"research claims", default_research_dir()},
                                     {"presets", default_preset_dir()}}) {
-      std::string known;
-      for (const std::string& n : list_scenarios(dir)) known += (known.empty() ? "" : ", ") + n;
-      what += "; " + kind + " in " + dir + ": " + (known.empty() ? "none" : known);
+      what += "; " + kind + " in " + dir + ": " + names_in(dir);
     }
     throw std::invalid_argument(what);
   }
@@ -442,11 +445,8 @@ std::string scenario_path(const std::string& dir, const std::string& name_or_pat
   const std::string path = dir + "/" + name_or_path + ".yaml";
   if (!std::filesystem::exists(path)) {
     // A mistyped name deserves the list, not "cannot open file".
-    std::string known;
-    for (const std::string& n : list_scenarios(dir)) known += (known.empty() ? "" : ", ") + n;
     throw std::invalid_argument("--scenario: no scenario named '" + name_or_path + "' in " + dir +
-                                " (known: " + (known.empty() ? "none" : known) +
-                                "; or give a path to a scenario file)");
+                                " (known: " + names_in(dir) + "; or give a path to a scenario file)");
   }
   return path;
 }

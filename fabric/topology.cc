@@ -75,13 +75,8 @@ control::SwitchConfig base_switch(const FabricConfig& c, FabricMode mode, const 
     // RoCE data's, class 3).
     s.ecn.enabled = true;
     s.ecn.classes = 1u << 3;
-    s.ecn.preset = c.ecn_preset;
-    s.ecn.pmax = c.ecn_pmax;
-    if (c.cc.mode == control::CcMode::kDctcp) {
-      // ns-3 HPCC run.py's DCTCP marking: a step at K (kmin = kmax), every packet above it.
-      s.ecn.preset = "dctcp";
-      s.ecn.pmax = 1.0;
-    }
+    s.ecn.preset = c.effective_ecn_preset();
+    s.ecn.pmax = c.effective_ecn_pmax();
     s.ecn.mark_at = c.ecn_mark_at == "enqueue" ? EcnMarkPoint::kEnqueue : EcnMarkPoint::kDequeue;
     if (c.ecn_kmin_bytes != 0 || c.ecn_kmax_bytes != 0) {
       s.ecn.kmin_bytes = c.ecn_kmin_bytes;

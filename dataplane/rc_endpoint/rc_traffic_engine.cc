@@ -242,17 +242,6 @@ std::unique_ptr<RateControl> make_rate_control(const RcTrafficEngineConfig& c) {
 
 }  // namespace
 
-std::vector<std::string> RcTrafficEngine::cc_figure_names() const {
-  std::vector<std::string> names;
-  if (config_.dcqcn) return names;
-  if (const std::unique_ptr<RateControl> r = make_rate_control(config_)) {
-    for (const RateControlFigure& f : r->figures()) {
-      if (names.size() < RcCcSummary::kMaxFigures) names.push_back(f.first);
-    }
-  }
-  return names;
-}
-
 void RcTrafficEngine::make_rate(Qp& q, uint64_t now_ns) {
   if (q.rate) return;
   q.rate = make_rate_control(config_);

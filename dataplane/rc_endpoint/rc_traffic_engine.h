@@ -193,8 +193,8 @@ struct RcCcSummary {
   uint64_t qps_at_min_rate = 0;  // of those, at rpg_min_rate at that moment
   uint64_t qps_limited = 0;      // of those, below line rate at that moment
   double rate_fraction_sum = 0;  // over those QPs: their time-mean rate over line rate, summed
-  // The live QPs' RateControl::figures() summed, in the order cc_figure_names() gives (a
-  // fixed array: the summary crosses fabric_emu's ranks as bytes). ACK-clocked controls only.
+  // The live QPs' RateControl::figures() summed, in the order figures() gives them (a fixed
+  // array: the summary crosses fabric_emu's ranks as bytes). ACK-clocked controls only.
   static constexpr size_t kMaxFigures = 32;
   uint64_t figure_qps = 0;
   double figure_sum[kMaxFigures] = {};
@@ -269,8 +269,6 @@ class RcTrafficEngine {
   // A QP's congestion control (nullptr without one or out of range), as of its last event (its
   // timers are advanced lazily, at its sends, CNPs and ACKs and by cc_summary).
   const RateControl* rate_control(uint32_t qp_index) const;
-  // The names of RcCcSummary::figure_sum's entries (empty without an ACK-clocked control).
-  std::vector<std::string> cc_figure_names() const;
   // Every reaction point advanced to now_ns and summed; the mean rates are over [0, now_ns].
   RcCcSummary cc_summary(uint64_t now_ns);
 
