@@ -26,6 +26,7 @@ bool same(const ParsedPacket& a, const ParsedPacket& b) {
          a.ihl_bytes == b.ihl_bytes && a.tos == b.tos && a.ttl == b.ttl &&
          a.ip_proto == b.ip_proto && a.ip_fragment == b.ip_fragment && a.src_ip == b.src_ip &&
          a.dst_ip == b.dst_ip && a.src_port == b.src_port && a.dst_port == b.dst_port &&
+         a.int_offset == b.int_offset &&
          a.udp_length == b.udp_length && a.udp_checksum == b.udp_checksum &&
          a.bth_opcode == b.bth_opcode && a.dest_qp == b.dest_qp && a.psn == b.psn &&
          a.ack_req == b.ack_req && a.payload_length == b.payload_length;

@@ -108,8 +108,11 @@ IntHopRecord read_record(const uint8_t* r) {
 // checked against the UDP payload and `head` before a byte is read.
 bool read_int(const uint8_t* f, size_t head, ParseStatus st, const ParsedPacket& pp, uint16_t port,
               IntStack& out) {
-  if (port == kRoceV2UdpPort || st != ParseStatus::kOk || pp.kind != PacketKind::kUdp ||
-      pp.dst_port != port) {
+  // RoCE behind INT parses as RoCE with int_offset (packet_parser.h); anything else on an INT
+  // port that the parser did not take for RoCE is UDP, and this checks it and says why not.
+  if (port == kRoceV2UdpPort || st != ParseStatus::kOk ||
+      !(pp.kind == PacketKind::kUdp || (pp.kind == PacketKind::kRoce && pp.int_offset != 0)) ||
+      load_be16(f + pp.l4_offset + 2) != port) {
     return false;
   }
   // The parser has checked that the UDP length is the IPv4 payload's and lies in the frame.
@@ -160,7 +163,9 @@ template <typename Frame>
 bool insert(Frame frame, uint8_t max_hops, uint16_t port) {
   if (port == kRoceV2UdpPort || max_hops > kIntMaxHops) return false;
   ParsedPacket pp;
-  if (frame.parse(pp) != ParseStatus::kOk || pp.kind != PacketKind::kRoce) return false;
+  if (frame.parse(pp) != ParseStatus::kOk || pp.kind != PacketKind::kRoce || pp.int_offset != 0) {
+    return false;
+  }
   if (size_t{pp.ip_total_length} + kIntHeaderBytes > 0xFFFF) return false;
   const size_t shim = size_t{pp.l4_offset} + kUdpHeader;
   if (!frame.can_open(kIntHeaderBytes)) return false;

@@ -55,6 +55,10 @@ namespace spraynet {
 // assigned). 4792, the port after RoCEv2's 4791: inside the fabric only, and never 4791 itself,
 // or a RoCE parser would read the shim as a BTH. Every function takes the port as a parameter.
 inline constexpr uint16_t kIntUdpPort = 4792;
+// The port of an ACK that carries the records its data packet collected back to the sender
+// (HPCC's echo): a different port so that no switch pushes records on the way back. The parser
+// reads RoCE behind INT on both.
+inline constexpr uint16_t kIntEchoUdpPort = 4793;
 inline constexpr uint8_t kIntTypeMd = 1;
 inline constexpr uint8_t kIntNptUdpPayload = 1;
 inline constexpr uint8_t kIntMdVersion = 2;

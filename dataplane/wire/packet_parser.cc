@@ -7,6 +7,7 @@
 
 #include "dataplane/wire/byte_order.h"
 #include "dataplane/wire/icrc.h"
+#include "dataplane/wire/int_header.h"
 #include "dataplane/wire/roce_headers.h"
 
 namespace spraynet {
@@ -239,13 +240,39 @@ struct Parse {
       return ParseStatus::kUdpLengthMismatch;
     }
     out.kind = PacketKind::kUdp;
-    if (dst_port != kRoceV2UdpPort) return ParseStatus::kOk;
-    return roce(l4 + 8, udp_length - 8u, out);
+    if (dst_port != kRoceV2UdpPort) [[unlikely]] {
+      if ((dst_port | 1) == (kIntEchoUdpPort | 1)) return int_md(l4, udp_length - 8u, out);
+      return ParseStatus::kOk;
+    }
+    return roce(l4 + 8, udp_length - 8u, out, options.verify_icrc);
+  }
+
+  // UDP to kIntUdpPort or kIntEchoUdpPort (int_header.h): RoCEv2 behind an INT-MD shim (type
+  // INT-MD, NPT 1, original port 4791) is RoCE, its BTH after the INT, and says so with
+  // int_offset, dst_port the original 4791 (what classification, TCAM rules and hashing
+  // read); the wire's port stays in the frame. Anything else on those ports is plain UDP.
+  [[gnu::noinline]] ParseStatus int_md(size_t l4, size_t udp_payload, ParsedPacket& out) const {
+    const size_t shim = l4 + 8;
+    if (udp_payload < kIntShimBytes) return ParseStatus::kOk;
+    if (beyond_head(shim + kIntShimBytes)) return ParseStatus::kMultiSegment;
+    const uint8_t* s = frame + shim;
+    if ((s[0] >> 4) != kIntTypeMd || ((s[0] >> 2) & 3) != kIntNptUdpPayload ||
+        load_be16(s + 2) != kRoceV2UdpPort) {
+      return ParseStatus::kOk;
+    }
+    const size_t int_bytes = kIntShimBytes + size_t{s[1]} * 4;
+    if (int_bytes > udp_payload) return ParseStatus::kOk;
+    out.int_offset = static_cast<uint16_t>(shim);
+    out.dst_port = kRoceV2UdpPort;
+    return roce(shim + int_bytes, udp_payload - int_bytes, out, false);
   }
 
   // `bth`: its offset; `udp_payload`: the UDP length less its header (the UDP length equals
   // the IP payload's, >= 8, when this runs).
-  [[gnu::always_inline]] ParseStatus roce(size_t bth, size_t udp_payload, ParsedPacket& out) const {
+  // `check_icrc`: ParseOptions::verify_icrc, except behind INT, where the ICRC holds only once
+  // int_strip has restored the frame (int_header.h), so whoever strips checks it then.
+  [[gnu::always_inline]] ParseStatus roce(size_t bth, size_t udp_payload, ParsedPacket& out,
+                                          bool check_icrc) const {
     if (udp_payload < kBthSize + kIcrcSize) [[unlikely]] {
       return ParseStatus::kTruncatedBth;
     }
@@ -266,7 +293,7 @@ struct Parse {
     if (beyond_head(bth + headers)) [[unlikely]] {
       return ParseStatus::kMultiSegment;
     }
-    if (options.verify_icrc) return roce_with_icrc<kChain>(frame, m, bth, udp_payload, out);
+    if (check_icrc) return roce_with_icrc<kChain>(frame, m, bth, udp_payload, out);
     return roce_fields(b, bth, headers, fixed, udp_payload, out);
   }
 };

@@ -100,6 +100,10 @@ struct ParsedPacket {
   uint32_t psn = 0;
   bool ack_req = false;
   uint16_t payload_length = 0;  // RoCE payload without pad and ICRC
+  // RoCE behind INT (int_header.h: UDP port kIntUdpPort or kIntEchoUdpPort, an INT-MD shim
+  // naming 4791): the shim's offset, else 0. dst_port is then 4791, the wire's port is in the
+  // frame, bth_offset is past the stack, and the ICRC is not checked (it holds after int_strip).
+  uint16_t int_offset = 0;
 
   uint8_t dscp() const { return tos >> 2; }
   // Bytes from the IPv4 header to the end of the IP datagram (excludes Ethernet padding).

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "dataplane/wire/icrc.h"
+#include "dataplane/wire/int_header.h"
 #include "dataplane/wire/packet_builder.h"
 #include "tests/support/dpdk_test.h"
 #include "tests/support/ipv4_checksum.h"
@@ -93,6 +94,56 @@ TEST_CASE("a well-formed tagged RoCE packet parses into every field") {
   CHECK(p.dest_qp == 0xABCDEF);
   CHECK(p.psn == 0xFFFFFE);
   CHECK_FALSE(p.ack_req);
+}
+
+TEST_CASE("RoCE behind INT parses as RoCE with the shim's offset; other shapes are UDP") {
+  const auto plain = vlan_roce_frame();
+  // 18 bytes of Ethernet and tag, 20 of IPv4, 8 of UDP: the shim at 46; the INT-MD header (12)
+  // and two records (24 each) after it put the BTH at 46 + 4 + 12 + 48 = 110.
+  for (const uint16_t port : {kIntUdpPort, kIntEchoUdpPort}) {
+    auto f = plain;
+    REQUIRE(int_insert(f, 5, port));
+    IntHopRecord h;
+    h.line_rate_mbps = 100'000;
+    REQUIRE(int_push_hop(f, h, port) == IntPushResult::kPushed);
+    REQUIRE(int_push_hop(f, h, port) == IntPushResult::kPushed);
+    ParsedPacket p;
+    // The ICRC does not hold until the INT is stripped: asking for it changes nothing here.
+    REQUIRE(parse_exact(f, f.size(), p, {.verify_ip_checksum = true, .verify_icrc = true}) ==
+            ParseStatus::kOk);
+    CHECK(p.kind == PacketKind::kRoce);
+    CHECK(p.int_offset == 46);
+    CHECK(p.bth_offset == 110);
+    CHECK(p.payload_offset == 110 + 12 + 16);
+    CHECK(p.payload_length == 300);
+    CHECK(p.dst_port == 4791);
+    CHECK(p.udp_length == 8 + 64 + 12 + 16 + 300 + 4);
+    CHECK(p.dest_qp == 0xABCDEF);
+    CHECK(p.psn == 0xFFFFFE);
+    CHECK(static_cast<uint16_t>(f[38 + 2] << 8 | f[38 + 3]) == port);  // the wire's port
+
+    // Not INT-MD, not NPT 1, another original port, or a Length past the payload: plain UDP,
+    // its port the wire's.
+    for (const auto& [at, value] : std::vector<std::pair<size_t, uint8_t>>{
+             {46, 0x24}, {46, 0x18}, {49, 0xB8}, {47, 0xF0}}) {
+      auto g = f;
+      g[at] = value;
+      ParsedPacket q;
+      REQUIRE(parse_exact(g, g.size(), q) == ParseStatus::kOk);
+      CHECK(q.kind == PacketKind::kUdp);
+      CHECK(q.int_offset == 0);
+      CHECK(q.dst_port == port);
+    }
+    // Cut anywhere: never Ok as RoCE past the data (AddressSanitizer watches the reads).
+    for (size_t len = 0; len < f.size(); ++len) {
+      ParsedPacket q;
+      if (parse_exact(f, len, q) == ParseStatus::kOk) CHECK(q.kind != PacketKind::kRoce);
+    }
+  }
+  // The plain frame says no INT.
+  ParsedPacket p;
+  REQUIRE(parse_exact(plain, plain.size(), p) == ParseStatus::kOk);
+  CHECK(p.int_offset == 0);
 }
 
 TEST_CASE("truncated at any byte: never Ok, never a read past the data") {
