@@ -1,9 +1,12 @@
 #include "dataplane/egress/egress_port.h"
 
+#include "dataplane/wire/int_header.h"
+
 #include <rte_mbuf.h>
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <stdexcept>
 
 namespace spraynet {
@@ -18,6 +21,9 @@ std::string EgressPortConfig::check() const {
   if (control_queue_limit_frames == 0) return "control_queue_limit_frames: must be > 0";
   if (delay_line_limit_frames == 0) return "delay_line_limit_frames: must be > 0";
   if (auto r = ecn.check(); !r.empty()) return "ecn: " + r;
+  if (int_telemetry.enabled && (int_telemetry.udp_port == 0 || int_telemetry.udp_port == 4791)) {
+    return "int_telemetry.udp_port: must be 1..65535 and not 4791 (RoCEv2's)";
+  }
   return {};
 }
 
@@ -167,6 +173,7 @@ uint16_t EgressPort::dequeue_wire(uint64_t now_ns, rte_mbuf** out, uint16_t max,
   max = std::min(max, kWireBurst);
   uint16_t n = 0;
   uint64_t sum = 0;
+  uint64_t int_bytes = 0;  // INT records pushed on this class's frames in this burst
   // What the PMD refused last time left its class then: it goes first, in its order.
   while (n < max && !in_flight_.empty()) {
     const InFlight& f = in_flight_.front();
@@ -199,15 +206,24 @@ uint16_t EgressPort::dequeue_wire(uint64_t now_ns, rte_mbuf** out, uint16_t max,
       wire_taken_queue_[n] = static_cast<uint8_t>(q);
       out[n++] = e.mbuf;
       class_bytes += e.bytes;
+      const Queued taken_frame = e;
       queue.pop_front();
+      uint32_t w = taken_frame.bytes;
+      if (config_.int_telemetry.enabled && q != kControl) [[unlikely]] {
+        // The depth behind it: what is still queued less what this burst has taken so far.
+        w = push_int(taken_frame.mbuf, q, now_ns, w, total_queued_bytes_ - class_bytes);
+        int_bytes += w - taken_frame.bytes;
+      }
+      tx_bytes_ += w;
     }
     const uint16_t taken = n - first;
     if (taken == 0) continue;
     c.transmitted_packets += taken;
-    c.transmitted_bytes += class_bytes;
+    c.transmitted_bytes += class_bytes + int_bytes;
     queued_bytes_[q] -= class_bytes;
     total_queued_bytes_ -= class_bytes;
-    sum += class_bytes;
+    sum += class_bytes + int_bytes;
+    int_bytes = 0;
     if (queue.empty()) nonempty_ &= ~(1u << q);
     if (q != kControl) last_start_ns_[q] = now_ns;
   }
@@ -321,6 +337,30 @@ void EgressPort::advance(uint64_t now_ns) {
   }
 }
 
+uint32_t EgressPort::push_int(rte_mbuf* m, int q, uint64_t start_ns, uint32_t bytes,
+                              uint64_t queued_bytes) {
+  IntHopRecord r;
+  r.queue_id = static_cast<uint8_t>(q);
+  r.qlen_bytes = queued_bytes;
+  r.egress_ts_ns = start_ns;
+  r.tx_bytes = tx_bytes_;
+  r.line_rate_mbps = static_cast<uint32_t>(std::llround(config_.link.rate_gbps * 1000.0));
+  switch (int_push_hop(m, r, config_.int_telemetry.udp_port, config_.int_telemetry.max_frame_len)) {
+    case IntPushResult::kPushed:
+      ++int_counters_.pushed;
+      return bytes + static_cast<uint32_t>(kIntHopBytes);
+    case IntPushResult::kHopsExceeded:
+      ++int_counters_.hops_exceeded;
+      break;
+    case IntPushResult::kMtuExceeded:
+      ++int_counters_.mtu_exceeded;
+      break;
+    case IntPushResult::kNotInt:
+      break;
+  }
+  return bytes;
+}
+
 void EgressPort::start_head(int q, uint64_t ready_ns) {
   const Queued e = queues_[q].front();
   queues_[q].pop_front();
@@ -333,11 +373,17 @@ void EgressPort::start_head(int q, uint64_t ready_ns) {
       ecn_->on_frame(e.mbuf, static_cast<uint8_t>(q), queued_bytes_[q]);
     }
   }
-  const LinkTransmission t = link_.transmit(e.bytes, ready_ns);
+  uint32_t wire_bytes = e.bytes;
+  if (config_.int_telemetry.enabled && q != kControl) [[unlikely]] {
+    wire_bytes = push_int(e.mbuf, q, std::max(link_.next_start_ns(), ready_ns), e.bytes,
+                          total_queued_bytes_);
+  }
+  const LinkTransmission t = link_.transmit(wire_bytes, ready_ns);
   EgressClassCounters& c = counters_of(q);
   if (t.fate != LinkFrameFate::kLinkDown) {
     ++c.transmitted_packets;
-    c.transmitted_bytes += e.bytes;
+    c.transmitted_bytes += wire_bytes;
+    tx_bytes_ += wire_bytes;
   }
   if (q != kControl) {
     last_start_ns_[q] = t.start_ns;
@@ -348,7 +394,7 @@ void EgressPort::start_head(int q, uint64_t ready_ns) {
   switch (t.fate) {
     case LinkFrameFate::kDelivered:
       if (in_flight_.size() < config_.delay_line_limit_frames) {
-        in_flight_.push_back(InFlight{e.mbuf, t.arrival_ns, e.bytes, static_cast<uint8_t>(q)});
+        in_flight_.push_back(InFlight{e.mbuf, t.arrival_ns, wire_bytes, static_cast<uint8_t>(q)});
         return;
       }
       ++c.drops_delay_line_full;

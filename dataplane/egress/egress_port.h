@@ -141,6 +141,25 @@ struct EgressClassCounters {
   uint64_t ecn_not_ect = 0;
 };
 
+// In-band telemetry for HPCC (int_header.h): each frame carrying INT on `udp_port` gets this
+// port's record pushed on its stack as it starts on the wire, the way ns-3 HPCC's switch does at
+// dequeue (SwitchNode::SwitchNotifyDequeue): the class, the bytes the port still holds in all
+// its queues, the start time, the bytes the port sent before this frame, and the line rate.
+struct EgressIntConfig {
+  bool enabled = false;
+  uint16_t udp_port = 4792;  // kIntUdpPort
+  // The longest frame the port may send (its MTU as a frame): a record that would not fit sets
+  // M instead (the spec's §5.7).
+  size_t max_frame_len = SIZE_MAX;
+};
+
+// What the port did with INT frames. Records are pushed or refused per frame, never a drop.
+struct EgressIntCounters {
+  uint64_t pushed = 0;
+  uint64_t hops_exceeded = 0;  // the frame's hop budget was spent: E set
+  uint64_t mtu_exceeded = 0;   // no room: M set
+};
+
 struct EgressPortConfig {
   static constexpr uint64_t kDefaultClassLimitBytes = 1 << 20;
 
@@ -162,6 +181,7 @@ struct EgressPortConfig {
   // The wire is the link (see the header): no shaper, no delay line; link.rate_gbps stays the
   // rate utilisation is measured against, link.up its state; delay, BER and loss are not used.
   bool wire = false;
+  EgressIntConfig int_telemetry;
 
   // Empty when valid, else "key: reason".
   std::string check() const;
@@ -290,6 +310,10 @@ class EgressPort {
   uint64_t invalid_requests() const { return invalid_requests_; }
   // Pauses received for a class in watchdog drop or forward mode.
   uint64_t pauses_ignored_by_watchdog() const { return pauses_ignored_; }
+  const EgressIntCounters& int_counters() const { return int_counters_; }
+  // Bytes of every frame the port has started (the wire's length, INT records included): the
+  // counter INT records carry.
+  uint64_t tx_bytes() const { return tx_bytes_; }
 
  private:
   static constexpr int kControl = kClasses;  // index of the control queue in per-queue arrays
@@ -350,6 +374,10 @@ class EgressPort {
   // the queue is empty.
   uint64_t head_ready_ns(int q) const;
   void start_head(int q, uint64_t ready_ns);
+  // EgressIntConfig: pushes this port's record on an INT frame of `bytes` starting at start_ns
+  // from queue q, leaving queued_bytes in the port's queues (ns-3 HPCC: the egress's
+  // GetNBytesTotal() at dequeue); the frame's length after it.
+  uint32_t push_int(rte_mbuf* m, int q, uint64_t start_ns, uint32_t bytes, uint64_t queued_bytes);
   void close_expired_pause(int tc, uint64_t now_ns);
   void end_pause(int tc, uint64_t now_ns);
   // Frees a class's queue, counting each packet with `counter` (nullptr: not counted).
@@ -394,6 +422,8 @@ class EgressPort {
   EgressClassCounters control_counters_{};
   uint64_t invalid_requests_ = 0;
   uint64_t pauses_ignored_ = 0;
+  uint64_t tx_bytes_ = 0;
+  EgressIntCounters int_counters_{};
   // accounting(): counted where each event happens, not derived from one another.
   uint64_t offered_ = 0;
   uint64_t refused_ = 0;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "dataplane/wire/icrc.h"
+#include "dataplane/wire/int_header.h"
 #include "dataplane/wire/packet_builder.h"
 #include "dataplane/wire/packet_parser.h"
 #include "dataplane/wire/pfc_frame.h"
@@ -805,4 +806,122 @@ TEST_CASE("ECN: a bad marker config is the port's config error") {
   CHECK_THROWS_AS(EgressPort(c), std::invalid_argument);
   c.ecn.classes[5] = EcnClassConfig{true, 100, 200, 0.0};
   CHECK(c.check() == "ecn: classes[5].pmax: must be in (0, 1]");
+}
+
+namespace {
+
+// A RoCE write of `payload` bytes carrying an empty INT stack with a budget of max_hops.
+rte_mbuf* int_frame(const TestPool& pool, size_t payload, uint8_t max_hops) {
+  std::vector<uint8_t> data(payload, 0x5A);
+  FrameSpec f;
+  f.ip.src = 0x0A000001;
+  f.ip.dst = 0x0A000002;
+  f.payload = data;
+  RoceSpec r;
+  r.opcode = opcode::kRcWriteMiddle;
+  r.dest_qp = 7;
+  std::vector<uint8_t> bytes(roce_frame_length(f, r));
+  REQUIRE(build_roce_frame(bytes, f, r) == bytes.size());
+  REQUIRE(int_insert(bytes, max_hops));
+  return pool.make(bytes);
+}
+
+}  // namespace
+
+TEST_CASE("INT: a frame carrying INT gets the port's record as it starts; others are untouched") {
+  TestPool pool;
+  {
+    EgressPortConfig c = port_config(10);
+    c.int_telemetry.enabled = true;
+    EgressPort port(c);
+    rte_mbuf* a = int_frame(pool, 1000, 5);
+    const uint32_t len = rte_pktmbuf_pkt_len(a);  // 14 + 20 + 8 + 16 (INT) + 12 + 1000 + 4
+    REQUIRE(len == 1074);
+    REQUIRE(port.enqueue(a, 3, kNoPort, 3, 0) == EgressEnqueueResult::kQueued);
+    REQUIRE(port.enqueue(int_frame(pool, 1000, 5), 3, kNoPort, 3, 0) ==
+            EgressEnqueueResult::kQueued);
+    REQUIRE(port.enqueue(make_frame(pool, 1000, 9), 3, kNoPort, 3, 0) ==
+            EgressEnqueueResult::kQueued);
+    REQUIRE(port.enqueue(int_frame(pool, 1000, 0), 3, kNoPort, 3, 0) ==
+            EgressEnqueueResult::kQueued);
+
+    rte_mbuf* out[8];
+    std::vector<rte_mbuf*> got;
+    for (uint64_t t = 0; got.size() < 4 && t < 100'000; t += 100) {
+      const uint16_t n = port.dequeue(t, out, 8);
+      got.insert(got.end(), out, out + n);
+    }
+    REQUIRE(got.size() == 4);
+    // On the wire: the frame, its record (24 B) and 24 B of preamble, IFG and FCS, at 0.8 ns a
+    // byte at 10 Gbit/s.
+    const uint32_t wire_a = len + 24;
+    const auto ra = int_parse(got[0]);
+    REQUIRE(ra.has_value());
+    REQUIRE(ra->nhop == 1);
+    CHECK(ra->hops()[0].queue_id == 3);
+    CHECK(ra->hops()[0].qlen_bytes == 0);  // it starts as it is queued, before B, C and D come
+    CHECK(ra->hops()[0].egress_ts_ns == 0);
+    CHECK(ra->hops()[0].tx_bytes == 0);
+    CHECK(ra->hops()[0].line_rate_mbps == 10'000);
+    CHECK(rte_pktmbuf_pkt_len(got[0]) == wire_a);
+    const auto rb = int_parse(got[1]);
+    REQUIRE(rb.has_value());
+    REQUIRE(rb->nhop == 1);
+    CHECK(rb->hops()[0].qlen_bytes == (1000 + len) / 80 * 80);  // C, D
+    const double b_start = (wire_a + 24) * 0.8;
+    CHECK(rb->hops()[0].egress_ts_ns >= static_cast<uint64_t>(b_start) - 1);
+    CHECK(rb->hops()[0].egress_ts_ns <= static_cast<uint64_t>(b_start) + 1);
+    CHECK(rb->hops()[0].tx_bytes == wire_a);
+    CHECK(marker_of(got[2]) == 9);
+    CHECK(rte_pktmbuf_pkt_len(got[2]) == 1000);
+    // D's budget was 0: no record, E set, its length unchanged.
+    const auto rd = int_parse(got[3]);
+    REQUIRE(rd.has_value());
+    CHECK(rd->nhop == 0);
+    CHECK(rd->hops_exceeded);
+    CHECK(rte_pktmbuf_pkt_len(got[3]) == len);
+
+    CHECK(port.int_counters().pushed == 2);
+    CHECK(port.int_counters().hops_exceeded == 1);
+    CHECK(port.int_counters().mtu_exceeded == 0);
+    CHECK(port.tx_bytes() == 2 * wire_a + 1000 + len);
+    CHECK(port.counters(3, 100'000).transmitted_bytes == port.tx_bytes());
+    CHECK(port.accounting().balanced());
+    for (rte_mbuf* m : got) rte_pktmbuf_free(m);
+  }
+  {
+    // A frame limit with no room for a record: M set, the frame sent as it was.
+    EgressPortConfig c = port_config(10);
+    c.int_telemetry.enabled = true;
+    c.int_telemetry.max_frame_len = 1074 + 23;
+    EgressPort port(c);
+    REQUIRE(port.enqueue(int_frame(pool, 1000, 5), 3, kNoPort, 3, 0) ==
+            EgressEnqueueResult::kQueued);
+    rte_mbuf* out[1];
+    uint16_t n = 0;
+    for (uint64_t t = 0; n == 0 && t < 100'000; t += 100) n = port.dequeue(t, out, 1);
+    REQUIRE(n == 1);
+    CHECK(rte_pktmbuf_pkt_len(out[0]) == 1074);
+    CHECK(int_parse(out[0])->mtu_exceeded);
+    CHECK(port.int_counters().mtu_exceeded == 1);
+    rte_pktmbuf_free(out[0]);
+  }
+  {
+    // Off (the default): INT frames pass as they are.
+    EgressPort port(port_config(10));
+    REQUIRE(port.enqueue(int_frame(pool, 1000, 5), 3, kNoPort, 3, 0) ==
+            EgressEnqueueResult::kQueued);
+    rte_mbuf* out[1];
+    uint16_t n = 0;
+    for (uint64_t t = 0; n == 0 && t < 100'000; t += 100) n = port.dequeue(t, out, 1);
+    REQUIRE(n == 1);
+    CHECK(int_parse(out[0])->nhop == 0);
+    CHECK(port.int_counters().pushed == 0);
+    rte_pktmbuf_free(out[0]);
+  }
+  CHECK(pool.whole());
+  EgressPortConfig bad = port_config(10);
+  bad.int_telemetry.enabled = true;
+  bad.int_telemetry.udp_port = 4791;
+  CHECK_THROWS_WITH(EgressPort(bad), Catch::Contains("int_telemetry.udp_port"));
 }

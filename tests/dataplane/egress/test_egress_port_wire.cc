@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "dataplane/egress/egress_port.h"
+#include "dataplane/wire/int_header.h"
+#include "dataplane/wire/packet_builder.h"
 #include "dataplane/wire/packet_builder.h"
 #include "dataplane/wire/packet_parser.h"
 #include "dataplane/wire/pfc_frame.h"
@@ -215,6 +217,51 @@ TEST_CASE("free_all on a wire port frees queued and refused frames") {
     CHECK(a.freed_at_shutdown == 2);
     CHECK(a.balanced());
     CHECK(port.load_bytes() == 0);
+  }
+  CHECK(pool.whole());
+}
+
+TEST_CASE("a wire port pushes INT records as the driver takes the frames, in burst order") {
+  TestPool pool;
+  {
+    EgressPortConfig c = wire_config();
+    c.int_telemetry.enabled = true;
+    EgressPort port(c);
+    std::vector<uint8_t> bytes;
+    {
+      std::vector<uint8_t> data(500, 0x11);
+      FrameSpec f;
+      f.ip.src = 0x0A000001;
+      f.ip.dst = 0x0A000002;
+      f.payload = data;
+      RoceSpec r;
+      r.opcode = opcode::kRcSendOnly;
+      bytes.resize(roce_frame_length(f, r));
+      REQUIRE(build_roce_frame(bytes, f, r) == bytes.size());
+      REQUIRE(int_insert(bytes, 3));
+    }
+    const auto len = static_cast<uint32_t>(bytes.size());
+    REQUIRE(port.enqueue(pool.make(bytes), 2, kNoPort, 2, 0) == EgressEnqueueResult::kQueued);
+    REQUIRE(port.enqueue(pool.make(bytes), 2, kNoPort, 2, 0) == EgressEnqueueResult::kQueued);
+    REQUIRE(port.enqueue(make_frame(pool, 100, 4), 1, kNoPort, 1, 0) ==
+            EgressEnqueueResult::kQueued);
+    rte_mbuf* out[EgressPort::kWireBurst];
+    uint64_t sent = 0;
+    REQUIRE(port.dequeue(700, out, EgressPort::kWireBurst, &sent) == 3);
+    const auto a = int_parse(out[0]);
+    const auto b = int_parse(out[1]);
+    REQUIRE((a && b && a->nhop == 1 && b->nhop == 1));
+    // Behind the first: the second and the class-1 frame; behind the second: the class-1 one.
+    CHECK(a->hops()[0].qlen_bytes == (len + 100) / 80 * 80);
+    CHECK(b->hops()[0].qlen_bytes == 100 / 80 * 80);
+    CHECK(a->hops()[0].egress_ts_ns == 700);
+    CHECK(a->hops()[0].tx_bytes == 0);
+    CHECK(b->hops()[0].tx_bytes == len + 24);
+    CHECK(a->hops()[0].line_rate_mbps == 1000);
+    CHECK(sent == 2 * (len + 24) + 100);
+    CHECK(port.tx_bytes() == sent);
+    CHECK(port.int_counters().pushed == 2);
+    for (int i = 0; i < 3; ++i) rte_pktmbuf_free(out[i]);
   }
   CHECK(pool.whole());
 }
