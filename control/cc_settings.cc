@@ -109,6 +109,7 @@ std::optional<CcMode> parse_cc_mode(std::string_view name) {
   if (name == "dcqcn-paper") return CcMode::kDcqcnPaper;
   if (name == "dctcp") return CcMode::kDctcp;
   if (name == "timely") return CcMode::kTimely;
+  if (name == "hpcc") return CcMode::kHpcc;
   return std::nullopt;
 }
 

@@ -37,14 +37,14 @@ const DcqcnParameter* find_dcqcn_parameter(std::string_view name);
 // dcqcn-paper: the SIGCOMM 2015 paper's; none: no congestion control.
 // dctcp, timely: the ACK-clocked algorithms of ns-3 HPCC's rdma-hw.cc (cc modes 8, 7) with its
 // run script's defaults (DctcpRateControl, TimelyRateControl): no CNPs; DCTCP reads ECN marks
-// echoed in ACKs, TIMELY the RTT. kHpcc (HpccRateControl, cc mode 3) is not a choice yet: it
-// needs the switches to write INT records (dataplane/wire/int_header.h) and the NICs to echo
-// them, which are not wired (issue 44); parse_cc_mode refuses "hpcc" until they are.
+// echoed in ACKs, TIMELY the RTT. hpcc: HpccRateControl (cc mode 3) on the INT records the
+// switches push (a switch's `int:` block) and the receiving NIC echoes in its ACKs
+// (dataplane/wire/int_header.h).
 enum class CcMode : uint8_t { kNone, kDcqcn, kDcqcnConnectx, kDcqcnPaper, kDctcp, kTimely, kHpcc };
 std::string_view to_string(CcMode m);  // none | dcqcn | dcqcn-connectx | dcqcn-paper | dctcp...
 std::optional<CcMode> parse_cc_mode(std::string_view name);
 inline constexpr const char* kCcModeNames =
-    "dcqcn | dcqcn-connectx | dcqcn-paper | dctcp | timely | none";
+    "dcqcn | dcqcn-connectx | dcqcn-paper | dctcp | timely | hpcc | none";
 inline bool is_dcqcn(CcMode m) {
   return m == CcMode::kDcqcn || m == CcMode::kDcqcnConnectx || m == CcMode::kDcqcnPaper;
 }

@@ -495,8 +495,8 @@ void parse_conga(SwitchConfig& c, const ConfigNode& n) {
 
 SwitchConfig parse_switch_config(const ConfigNode& root) {
   root.allow_only({"name", "seed", "ppcid_layout", "mempool_mbufs", "mbuf_data_room", "route_table",
-                   "ports", "groups", "routes", "tcam", "hash", "qos", "pfc", "ecn", "conga",
-                   "conweave", "control", "lcores", "idle_backoff", "telemetry"});
+                   "ports", "groups", "routes", "tcam", "hash", "qos", "pfc", "ecn", "int",
+                   "conga", "conweave", "control", "lcores", "idle_backoff", "telemetry"});
   SwitchConfig c;
   c.file = root.file();
   c.name = root.name_or("name", c.name);
@@ -606,6 +606,15 @@ SwitchConfig parse_switch_config(const ConfigNode& root) {
   }
   if (auto p = root.optional_child("pfc")) parse_pfc(c, *p);
   if (auto e = root.optional_child("ecn")) parse_ecn(c, *e);  // after pfc: its default classes
+  if (auto t = root.optional_child("int")) {
+    t->allow_only({"enabled", "udp_port", "max_frame_bytes"});
+    IntSettings& i = c.int_telemetry;
+    i.enabled = t->boolean_or("enabled", true);
+    i.udp_port = static_cast<uint16_t>(t->uint_or("udp_port", i.udp_port, 1, 65535));
+    if (i.udp_port == 4791) t->fail("udp_port", "1..65535 but not 4791 (RoCEv2's own), got 4791");
+    i.max_frame_bytes =
+        static_cast<uint32_t>(t->uint_or("max_frame_bytes", i.max_frame_bytes, 0, 65535));
+  }
   if (auto k = root.optional_child("control")) parse_control(c, *k);
   if (auto b = root.optional_child("idle_backoff")) parse_idle_backoff(c.idle_backoff, *b);
   if (auto t = root.optional_child("telemetry")) {
@@ -906,6 +915,16 @@ std::string switch_config_help() {
          "every port");
   h.line("  pmax: " + n(ecn.pmax),
          "(0, 1]: the marking probability at kmax, rising linearly from 0 at kmin");
+  h.line("int:",
+         "an int: section makes every port push an INT record (HPCC's in-band telemetry) on "
+         "frames that carry INT (enabled defaults to true inside it):");
+  h.line("  enabled: true", "true | false");
+  h.line("  udp_port: 4792",
+         "1..65535, not 4791: the UDP port that says INT-MD follows (the NICs' cc mode hpcc "
+         "inserts it on 4792 and echoes on 4793, where no record is pushed)");
+  h.line("  max_frame_bytes: 0",
+         "0..65535: the longest frame with its records (0: no limit); past it the frame gets "
+         "INT's M bit instead of a record");
   h.line("control:", "the control loop:");
   h.line("  period_ms: " + std::to_string(k.period_ms), "1..3600000");
   h.line("  target_utilisation: " + n(k.target_utilisation), "0..0.99 (u_target)");

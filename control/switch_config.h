@@ -168,6 +168,17 @@ struct EcnSettings {
   double pmax = 0.2;  // (0, 1]
 };
 
+// In-band telemetry for HPCC (`int:`, dataplane/wire/int_header.h): every port pushes its record
+// on each frame that carries INT on udp_port as the frame starts (EgressIntConfig). Off without
+// the block.
+struct IntSettings {
+  bool enabled = false;  // true when the block is present, unless it says enabled: false
+  uint16_t udp_port = 4792;
+  // The longest frame a port may send with the records on it (0: no limit): a frame with no
+  // room left gets INT's M bit instead of a record.
+  uint32_t max_frame_bytes = 0;
+};
+
 // The control loop (control/control_loop.h): period, reweighting formula, EWMA.
 // CONGA (dataplane/wire/conga_overlay.h, docs/switch_emu.md "CONGA"). A `conga:` block turns it
 // on: every port keeps a DRE and raises the CE of overlay packets it sends (a spine needs no
@@ -259,6 +270,7 @@ struct SwitchConfig {
   QosSettings qos;
   PfcSettings pfc;
   EcnSettings ecn;
+  IntSettings int_telemetry;  // `int:`
   CongaSettings conga;
   ConweaveSwitchSettings conweave;
   ControlSettings control;

@@ -349,7 +349,9 @@ std::vector<ConfigKey> make_keys() {
       "docs/congestion-control.md) | dcqcn-connectx (ConnectX's shipped defaults) | dcqcn-paper "
       "(the SIGCOMM 2015 paper's) | dctcp (ECN marks echoed in ACKs, alpha per window, a cut by "
       "alpha/2 once per window, a BDP window; the switches mark at K = 30 KB per 10 Gbit/s) | "
-      "timely (RTT gradient from ACKs, T_low/T_high) -- both as ns-3 HPCC's rdma-hw.cc with its "
+      "timely (RTT gradient from ACKs, T_low/T_high) | hpcc (every switch egress pushes an INT "
+      "record on the data packets, the receiver echoes them in its ACK, the window follows the "
+      "most utilised hop towards eta 0.95) -- the three as ns-3 HPCC's rdma-hw.cc with its "
       "run.py defaults, docs/congestion-control.md | none (senders bounded by their window and "
       "PFC alone) (dcqcn)",
       [](FabricConfig& c, const std::string& v) {

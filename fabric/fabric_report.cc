@@ -210,6 +210,19 @@ nlohmann::json to_json(const RunResult& r) {
     }
     j["cc"][r.cc_mode] = {{"qps", r.cc_figure_qps}, {"mean_per_qp", mean}, {"total", total}};
   }
+  if (r.cc_mode == "hpcc") {
+    // The telemetry HPCC runs on, end to end: inserted by the sending NICs, a record pushed at
+    // every switch egress, stripped by the receiving NICs, echoed in ACKs, read by the senders.
+    j["cc"]["int"] = {{"inserted", r.int_inserted},
+                      {"records_pushed", r.int_switch.pushed},
+                      {"hops_exceeded", r.int_switch.hops_exceeded},
+                      {"mtu_exceeded", r.int_switch.mtu_exceeded},
+                      {"stripped", r.int_stripped},
+                      {"echoed", r.int_echoed},
+                      {"acks_received", r.int_acks_received},
+                      {"no_room", r.int_no_room},
+                      {"malformed_drops", r.int_malformed}};
+  }
   j["flow_fairness"] = {{"flows", r.fairness.flows},
                         {"jain", r.fairness.jain},
                         {"min_gbps", r.fairness.min_gbps},
@@ -482,7 +495,10 @@ std::string format_header(const FabricConfig& c, const FlowSizeCdf* cdf) {
                          (c.ecn_kmin_bytes != 0 ? "kmin/kmax given" : c.effective_ecn_preset()) +
                          ", marked at " + c.ecn_mark_at + ")")
                             .c_str()
-                      : (std::string(control::to_string(c.cc.mode)) + " (no ECN: RTT from ACKs)")
+                      : (std::string(control::to_string(c.cc.mode)) +
+                         (c.cc.mode == control::CcMode::kHpcc
+                              ? " (no ECN: INT records from every switch, echoed in ACKs)"
+                              : " (no ECN: RTT from ACKs)"))
                             .c_str());
     out += line;
   }

@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "dataplane/egress/egress_port.h"
 #include "dataplane/memory_usage.h"
 #include "fabric/fabric_config.h"
 #include "fabric/slowdown.h"
@@ -219,6 +220,12 @@ struct RunResult {
   uint64_t cnps_sent = 0;
   uint64_t cnps_suppressed = 0;  // within min_time_between_cnps of the QP's last
   uint64_t cnps_received = 0;
+  // HPCC: INT records the switch ports pushed, and frames whose hop budget (E) or length (M)
+  // left no room; the NICs' INT counters summed (nic_emu::NicCounters int_*, and int_malformed
+  // drops).
+  EgressIntCounters int_switch{};
+  uint64_t int_inserted = 0, int_no_room = 0, int_stripped = 0, int_echoed = 0,
+           int_acks_received = 0, int_malformed = 0;
   uint64_t rate_cuts = 0;
   uint64_t cc_qps = 0;              // QPs that sent under a reaction point
   uint64_t qps_at_min_rate = 0;     // of those, at rpg_min_rate when the run ended

@@ -131,6 +131,9 @@ void Fabric::collect_cc(RunResult& r) {
     if (f.is_switch) {
       for (const NodeFigures::Port& port : f.ports) {
         for (const EgressClassCounters& c : port.classes) r.ecn_marked += c.ecn_marked;
+        r.int_switch.pushed += port.int_records.pushed;
+        r.int_switch.hops_exceeded += port.int_records.hops_exceeded;
+        r.int_switch.mtu_exceeded += port.int_records.mtu_exceeded;
       }
       continue;
     }
@@ -139,6 +142,12 @@ void Fabric::collect_cc(RunResult& r) {
     r.cnps_sent += k.cnps_sent;
     r.cnps_suppressed += k.cnps_suppressed;
     r.cnps_received += k.cnps_received;
+    r.int_inserted += k.int_inserted;
+    r.int_no_room += k.int_no_room;
+    r.int_stripped += k.int_stripped;
+    r.int_echoed += k.int_echoed;
+    r.int_acks_received += k.int_acks_received;
+    r.int_malformed += f.nic_drops.int_malformed;
     const RcCcSummary& s = f.cc;
     r.cc_figure_qps += s.figure_qps;
     for (size_t k = 0; k < r.cc_figure_sums.size(); ++k) r.cc_figure_sums[k].second += s.figure_sum[k];

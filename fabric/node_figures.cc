@@ -21,6 +21,7 @@ NodeFigures NodeFigures::of(const switch_emu::SwitchNode& sw, const control::Con
   for (uint16_t p = 0; p < sw.port_count(); ++p) {
     const switch_emu::SwitchPortCounters pc = sw.port_counters(p);
     f.ports.push_back(Port{pc.rx_packets, pc.tx_bytes, classes_of(sw.egress(p), now_ns)});
+    f.ports.back().int_records = sw.egress(p).int_counters();
   }
   f.memory = sw.memory_usage();
   f.sw_counters = sw.counters();

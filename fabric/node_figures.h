@@ -25,6 +25,7 @@ struct NodeFigures {
     uint64_t rx_packets = 0;
     uint64_t tx_bytes = 0;
     ClassCounters classes{};  // the port's egress, per class
+    EgressIntCounters int_records{};  // HPCC's INT records the port pushed (or could not)
   };
   bool is_switch = false;
   std::vector<Port> ports;  // a switch's ports; a NIC's uplinks

@@ -70,6 +70,8 @@ control::SwitchConfig base_switch(const FabricConfig& c, FabricMode mode, const 
     s.conga.dre = DreSettings{c.conga_dre_ns, c.conga_alpha, c.conga_bits};
     s.conga.aging_ns = c.conga_aging_ns;
   }
+  // HPCC: every port writes its INT record on the data packets the NICs send with INT.
+  s.int_telemetry.enabled = c.cc.mode == control::CcMode::kHpcc;
   if (c.cc.marks_ecn()) {
     // DCQCN's congestion point (and DCTCP's marks): every port marks the lossless class (the
     // RoCE data's, class 3).

@@ -111,6 +111,7 @@ NicNode::NicNode(const control::NicConfig& config, const RcTrafficEngineConfig& 
       if (config_.cc.ack_class == control::AckClass::kHigh) engine.ack_dscp = config_.cc.cnp_dscp;
     }
     rc_ = std::make_unique<RcTrafficEngine>(engine, pool);
+    int_source_ = config_.cc.mode == control::CcMode::kHpcc;
     tx_frame_bytes_ = rc_engine.mtu + 128;
     last_cnp_ns_.assign(engine.qps, kNoCnp);
   }
@@ -235,6 +236,9 @@ void NicNode::from_host(rte_mbuf* m, uint64_t now_ns) {
     if (uplink != SprayEngine::kNoUplink) {
       if (host_side_.write_ppcid) spray_.write_ppcid(m, p, uplink, hash, now_ns);
       ++counters_.sprayed;
+      if (int_source_ && p.int_offset == 0 && p.bth_opcode <= opcode::kRcWriteOnlyImm) {
+        insert_int(m);
+      }
     }
     tc = classes_.classify(p);
   } else if (s == ParseStatus::kOk || s == ParseStatus::kNotIpv4) {
@@ -377,6 +381,7 @@ void NicNode::from_uplink(uint16_t uplink, rte_mbuf* m, uint64_t now_ns) {
     rte_pktmbuf_free(m);
     return;
   }
+  if (!int_carried_.empty()) int_carried_.erase(m);  // an earlier packet's, in this mbuf
   ParsedPacket p;
   const ParseStatus s = parser_.parse(m, p);
   if (s == ParseStatus::kOk && p.kind == PacketKind::kMacControl) {
@@ -396,6 +401,7 @@ void NicNode::from_uplink(uint16_t uplink, rte_mbuf* m, uint64_t now_ns) {
     released_.push_back(m);
     return;
   }
+  if (p.int_offset != 0 && !strip_int(m, p)) return;
   const PpcidReading reading = read_ppcid(uplink, p);
   if (p.bth_opcode != opcode::kCnp) {
     if (anomaly_) judge_ppcid(uplink, p, reading, now_ns);
@@ -503,7 +509,90 @@ void NicNode::deliver(rte_mbuf* m, uint64_t now_ns) {
     return;
   }
   ++counters_.delivered;
+  if (!int_carried_.empty()) {
+    if (const auto it = int_carried_.find(m); it != int_carried_.end()) {
+      const IntCarried c = it->second;
+      int_carried_.erase(it);
+      if (c.echoed) {
+        // An ACK with its data packet's records: to the QP's rate control (HPCC).
+        std::array<IntHop, kIntCarriedHops> hops{};
+        for (size_t i = 0; i < c.n; ++i) {
+          hops[i].line_rate_gbps = c.hop[i].line_rate_mbps / 1000.0;
+          hops[i].ts_ns = c.hop[i].egress_ts_ns;
+          hops[i].tx_bytes = c.hop[i].tx_bytes;
+          hops[i].qlen_bytes = c.hop[i].qlen_bytes;
+        }
+        ++counters_.int_acks_received;
+        rc_->receive(m, p, now_ns, rc_out_, std::span<const IntHop>(hops.data(), c.n));
+        return;
+      }
+      const size_t first = rc_out_.size();
+      rc_->receive(m, p, now_ns, rc_out_);
+      echo_int(first, c);
+      return;
+    }
+  }
   rc_->receive(m, p, now_ns, rc_out_);  // counts and frees what it does not take
+}
+
+void NicNode::insert_int(rte_mbuf* m) {
+  // Room for the header and every hop's record: 16 + 5 x 24 = 136 bytes, more than the default
+  // headroom (128).
+  if (!int_make_headroom(m, kIntHeaderBytes + size_t{kHpccIntMaxHops} * kIntHopBytes) ||
+      !int_insert(m, kHpccIntMaxHops)) {
+    ++counters_.int_no_room;
+    return;
+  }
+  ++counters_.int_inserted;
+}
+
+bool NicNode::strip_int(rte_mbuf* m, ParsedPacket& p) {
+  const uint16_t port = rte_be_to_cpu_16(
+      rte_pktmbuf_mtod_offset(m, const rte_udp_hdr*, p.l4_offset)->dst_port);
+  const std::optional<IntStack> st = int_parse(m, port);
+  if (!st || !int_strip(m, port)) {
+    ++drops_.int_malformed;
+    rte_pktmbuf_free(m);
+    return false;
+  }
+  ++counters_.int_stripped;
+  const ParseStatus s = parser_.parse(m, p);  // checks the ICRC, when the parser does
+  if (s != ParseStatus::kOk || p.kind != PacketKind::kRoce) {
+    if (s != ParseStatus::kOk) {
+      ++drops_.parse[static_cast<size_t>(s)];
+    } else {
+      ++drops_.int_malformed;
+    }
+    rte_pktmbuf_free(m);
+    return false;
+  }
+  if (rc_ && st->nhop > 0) {
+    // Records past kIntCarriedHops (none from this project's sources, which allow 5) are not
+    // kept: HPCC reads the path's first ones.
+    IntCarried& c = int_carried_[m];
+    c.echoed = port == kIntEchoUdpPort;
+    c.n = static_cast<uint8_t>(std::min<size_t>(st->nhop, kIntCarriedHops));
+    std::copy_n(st->hop.begin(), c.n, c.hop.begin());
+  }
+  return true;
+}
+
+void NicNode::echo_int(size_t first, const IntCarried& c) {
+  for (size_t i = first; i < rc_out_.size(); ++i) {
+    rte_mbuf* a = rc_out_[i];
+    ParsedPacket q;
+    if (parser_.parse(a, q) != ParseStatus::kOk || q.kind != PacketKind::kRoce ||
+        q.bth_opcode != opcode::kRcAck || q.int_offset != 0) {
+      continue;
+    }
+    if (!int_make_headroom(a, kIntHeaderBytes + size_t{c.n} * kIntHopBytes) ||
+        !int_insert(a, c.n, kIntEchoUdpPort)) {
+      ++counters_.int_no_room;
+      continue;
+    }
+    for (size_t h = 0; h < c.n; ++h) int_push_hop(a, c.hop[h], kIntEchoUdpPort);
+    ++counters_.int_echoed;
+  }
 }
 
 void NicNode::deliver_all(uint64_t now_ns) {

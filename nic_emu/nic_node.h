@@ -41,6 +41,7 @@
 #include "nic_emu/qp_heat_map.h"
 #include "dataplane/rc_endpoint/rc_traffic_engine.h"
 #include "dataplane/wire/counter_list.h"
+#include "dataplane/wire/int_header.h"
 #include "dataplane/wire/packet_parser.h"
 #include "dataplane/wire/ppcid.h"
 
@@ -61,7 +62,9 @@ namespace spraynet::nic_emu {
   X(pfc_malformed)       /* EtherType 0x8808, opcode PFC, but not a valid frame */            \
   /* RoCEv2 packets with a non-zero UDP checksum that a host-side filter dropped on their way \
      from the NIC to the host (NicHostSide::filter_nonzero_udp_checksum). */                  \
-  X(host_checksum_filter)
+  X(host_checksum_filter)                                                                     \
+  /* RoCEv2 behind INT (HPCC) whose INT would not parse or strip */                           \
+  X(int_malformed)
 
 // Every packet the node takes in is forwarded, or counted here under exactly one cause.
 // Summable: per-lcore copies add up.
@@ -139,7 +142,13 @@ static_assert(sizeof(PpcidCounters) == sizeof(uint64_t) * PpcidCounters::kCounte
   X(cnps_suppressed) /* none made: one went to that QP within min_time_between_cnps */ \
   X(cnp_no_qp)       /* none made: no RC-engine QP takes that DestQP (or a host port) */ \
   X(cnp_pool_empty)  /* none made: the mempool was empty */                          \
-  X(cnps_received)   /* CNPs from the fabric, handed to the RC engine's QPs */
+  X(cnps_received)   /* CNPs from the fabric, handed to the RC engine's QPs */         \
+  /* HPCC (cc mode hpcc): INT on the RC engine's data packets, stripped and echoed */   \
+  X(int_inserted)   /* data packets sent with an INT header for the switches */       \
+  X(int_no_room)    /* data packets or ACKs sent without: no room in the mbuf */       \
+  X(int_stripped)   /* arrivals whose INT was removed before the host or RC engine */  \
+  X(int_echoed)     /* ACKs that carried their data packet's records back */           \
+  X(int_acks_received) /* ACKs with echoed records, handed to the rate control */
 
 struct NicCounters {
   SPRAYNET_NIC_COUNTERS(SPRAYNET_COUNTER_FIELD)
@@ -275,6 +284,14 @@ class NicNode {
   // before, unordered.)
   void note_read_request(const rte_mbuf* m, const ParsedPacket& p);
   void from_uplink(uint16_t uplink, rte_mbuf* m, uint64_t now_ns);
+  // HPCC (cc mode hpcc). TX: an RC engine data packet (SEND, WRITE) gets an empty INT stack for
+  // the switches to fill. RX: INT comes off every arrival before anything else reads it (the
+  // ICRC holds again); false when it was malformed (counted, freed). ACKs the RC engine made for
+  // a data packet that carried records, rc_out_[first...], echo them on kIntEchoUdpPort.
+  void insert_int(rte_mbuf* m);
+  bool strip_int(rte_mbuf* m, ParsedPacket& p);
+  struct IntCarried;
+  void echo_int(size_t first, const IntCarried& c);
   void deliver(rte_mbuf* m, uint64_t now_ns);  // towards the host (port or RC engine)
   void deliver_all(uint64_t now_ns);           // released_ -> deliver
   void send_to_uplinks(uint64_t now_ns);       // rc_out_ through the TX path
@@ -325,6 +342,20 @@ class NicNode {
   std::vector<std::unique_ptr<EgressPort>> egress_;
   std::vector<PathLoad> loads_;  // per uplink
 
+  // HPCC: the records an arrival carried, from its strip in from_uplink to deliver() (the
+  // reorder engine may hold it between), by mbuf. from_uplink sets or erases the entry of every
+  // mbuf it takes, so an entry is never an earlier packet's.
+  static constexpr size_t kIntCarriedHops = 8;
+  // The hop budget a data packet leaves with: ns-3 HPCC's IntHeader::maxHop (int-header.h), 5,
+  // the switches of a three-tier fat tree's longest path.
+  static constexpr uint8_t kHpccIntMaxHops = 5;
+  struct IntCarried {
+    bool echoed = false;  // an ACK's echo (kIntEchoUdpPort), not a data packet's records
+    uint8_t n = 0;
+    std::array<IntHopRecord, kIntCarriedHops> hop{};
+  };
+  bool int_source_ = false;
+  std::unordered_map<const rte_mbuf*, IntCarried> int_carried_;
   std::vector<rte_mbuf*> released_;  // scratch: reorder output
   std::vector<rte_mbuf*> rc_out_;    // scratch: RC engine output
 

@@ -110,6 +110,13 @@ SwitchNode::SwitchNode(const control::SwitchConfig& config, rte_mempool* pool,
     if (config_.ecn.enabled) {
       ec.ecn = control::ecn_marker_config(config_, i, control::ecn_port_seed(config_.seed, i));
     }
+    if (config_.int_telemetry.enabled) {
+      ec.int_telemetry.enabled = true;
+      ec.int_telemetry.udp_port = config_.int_telemetry.udp_port;
+      if (config_.int_telemetry.max_frame_bytes != 0) {
+        ec.int_telemetry.max_frame_len = config_.int_telemetry.max_frame_bytes;
+      }
+    }
     for (uint8_t tc = 0; pfc_ && tc < EgressPort::kClasses; ++tc) {
       if (pfc_->lossless(tc)) ec.class_limit_bytes[tc] = lossless_limit;
     }

@@ -545,7 +545,7 @@ RcQpFlowCounters RcTrafficEngine::flow_counters(uint32_t qp_index) const {
 }
 
 size_t RcTrafficEngine::receive(rte_mbuf* m, const ParsedPacket& p, uint64_t now_ns,
-                                std::vector<rte_mbuf*>& out) {
+                                std::vector<rte_mbuf*>& out, std::span<const IntHop> hops) {
   ++counters_.received;
   uint64_t* drop = nullptr;
   const uint32_t index = p.dest_qp - config_.first_local_qp;  // wraps below the first QP
@@ -566,7 +566,7 @@ size_t RcTrafficEngine::receive(rte_mbuf* m, const ParsedPacket& p, uint64_t now
       const bool becn =
           feedback && BthView(rte_pktmbuf_mtod(m, uint8_t*) + p.bth_offset).becn();
       r->receive(m, p, now_ns);
-      if (feedback) ack_feedback(q, *r, becn, now_ns);
+      if (feedback) ack_feedback(q, *r, becn, now_ns, hops);
       after_requester(index);
       return 0;
     }
@@ -630,13 +630,15 @@ uint64_t RcTrafficEngine::next_event_ns(const RcTxRoom* room) const {
   return t;
 }
 
-void RcTrafficEngine::ack_feedback(Qp& q, const RcRequester& r, bool becn, uint64_t now_ns) {
+void RcTrafficEngine::ack_feedback(Qp& q, const RcRequester& r, bool becn, uint64_t now_ns,
+                                   std::span<const IntHop> hops) {
   const uint64_t acked = r.acked_packets();
   AckFeedback fb;
   fb.now_ns = now_ns;
   fb.ack_seq = acked * config_.mtu;
   fb.snd_nxt = r.sent_packets() * config_.mtu;
   fb.ecn_echo = becn;
+  fb.hops = hops;
   // TIMELY: the newest packet this ACK acknowledges, if its send time is still in the ring.
   if (!q.send_ns.empty() && acked > 0 && r.sent_packets() - (acked - 1) <= q.send_ns.size()) {
     fb.echoed_ts_ns = q.send_ns[(acked - 1) % q.send_ns.size()];

@@ -257,7 +257,10 @@ class RcTrafficEngine {
   // RDMA WRITE and READ request -> its responder (whose ACK/NAK is appended to `out`). Anything
   // else is counted and freed.
   // Returns how many packets were appended.
-  size_t receive(rte_mbuf* m, const ParsedPacket& p, uint64_t now_ns, std::vector<rte_mbuf*>& out);
+  // `hops`: HPCC's INT records the ACK echoes, path order (the NIC strips them off the wire
+  // before it hands the ACK over; empty for every other packet).
+  size_t receive(rte_mbuf* m, const ParsedPacket& p, uint64_t now_ns, std::vector<rte_mbuf*>& out,
+                 std::span<const IntHop> hops = {});
 
   // Earliest time poll() has something to do: 0 (or a time <= now) when packets are ready,
   // else the earliest retransmit deadline / message-gap / mbuf-retry time; kNever when only
@@ -330,7 +333,8 @@ class RcTrafficEngine {
   void make_responder(uint32_t i, uint64_t now_ns);
   void make_rate(Qp& q, uint64_t now_ns);
   // An ACK the requester took, to an ACK-clocked congestion control (becn: it echoed CE).
-  void ack_feedback(Qp& q, const RcRequester& r, bool becn, uint64_t now_ns);
+  void ack_feedback(Qp& q, const RcRequester& r, bool becn, uint64_t now_ns,
+                    std::span<const IntHop> hops);
   // The congestion control's window (HPCC) lets the requester send.
   bool window_open(const Qp& q, uint64_t now_ns) const;
   double cc_line_rate_gbps() const;  // the congestion control's line rate; 0 without one

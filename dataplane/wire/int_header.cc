@@ -272,6 +272,18 @@ IntPushResult int_push_hop(rte_mbuf* m, const IntHopRecord& record, uint16_t por
   return push(MbufFrame(m), record, port, max_frame_len);
 }
 
+bool int_make_headroom(rte_mbuf* m, size_t bytes) {
+  const size_t head = rte_pktmbuf_headroom(m);
+  if (head >= bytes) return true;
+  const size_t shift = bytes - head;
+  const size_t tail = size_t{m->buf_len} - m->data_off - m->data_len;  // the first segment's
+  if (tail < shift || !RTE_MBUF_DIRECT(m) || rte_mbuf_refcnt_read(m) != 1) return false;
+  uint8_t* d = rte_pktmbuf_mtod(m, uint8_t*);
+  std::memmove(d + shift, d, m->data_len);
+  m->data_off = static_cast<uint16_t>(m->data_off + shift);
+  return true;
+}
+
 std::optional<IntStack> int_parse(const rte_mbuf* m, uint16_t port) {
   ParsedPacket pp;
   IntStack st;

@@ -138,5 +138,10 @@ IntPushResult int_push_hop(rte_mbuf* m, const IntHopRecord& record, uint16_t por
                            size_t max_frame_len = SIZE_MAX);
 std::optional<IntStack> int_parse(const rte_mbuf* m, uint16_t port = kIntUdpPort);
 bool int_strip(rte_mbuf* m, uint16_t port = kIntUdpPort);
+// Makes `bytes` of headroom in m's first segment by moving its data towards the end of its
+// buffer, for a source that will insert INT and the hops that push on it (the default headroom,
+// 128 bytes, holds the header and four records). False, m unchanged, when the first segment
+// lacks the room, or its buffer is indirect or shared.
+bool int_make_headroom(rte_mbuf* m, size_t bytes);
 
 }  // namespace spraynet

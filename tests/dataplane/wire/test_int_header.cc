@@ -473,3 +473,34 @@ TEST_CASE("int: the same on an mbuf, headers moved into the headroom and back") 
   rte_pktmbuf_free(tight);
   CHECK(pool.whole());
 }
+
+TEST_CASE("int: a source makes headroom for the header and every hop, when the buffer has it") {
+  TestPool pool;
+  const std::vector<uint8_t> orig = test::roce_vector_frame();
+  rte_mbuf* m = pool.make(orig);
+  const size_t head = rte_pktmbuf_headroom(m);
+  CHECK(int_make_headroom(m, head - 1));  // already there: nothing moves
+  CHECK(rte_pktmbuf_headroom(m) == head);
+  const size_t need = kIntHeaderBytes + 6 * kIntHopBytes;  // 160: more than the default 128
+  REQUIRE(need > head);
+  REQUIRE(int_make_headroom(m, need));
+  CHECK(rte_pktmbuf_headroom(m) == need);
+  const auto* p = rte_pktmbuf_mtod(m, const uint8_t*);
+  CHECK(std::vector<uint8_t>(p, p + rte_pktmbuf_data_len(m)) == orig);
+  REQUIRE(int_insert(m, 6));
+  for (int i = 0; i < 6; ++i) CHECK(int_push_hop(m, hop_a()) == IntPushResult::kPushed);
+  CHECK(int_parse(m)->nhop == 6);
+  REQUIRE(int_strip(m));
+  p = rte_pktmbuf_mtod(m, const uint8_t*);
+  CHECK(std::vector<uint8_t>(p, p + rte_pktmbuf_data_len(m)) == orig);
+  // More than the buffer holds: refused, unchanged.
+  const size_t before = rte_pktmbuf_headroom(m);
+  CHECK_FALSE(int_make_headroom(m, before + (m->buf_len - before - orig.size()) + 1));
+  CHECK(rte_pktmbuf_headroom(m) == before);
+  // A shared buffer is never moved.
+  rte_mbuf_refcnt_update(m, 1);
+  CHECK_FALSE(int_make_headroom(m, before + 8));
+  rte_mbuf_refcnt_update(m, -1);
+  rte_pktmbuf_free(m);
+  CHECK(pool.whole());
+}
