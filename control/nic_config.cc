@@ -229,7 +229,7 @@ void parse_cc(NicConfig& c, const ConfigNode& n) {
   CcSettings& cc = c.cc;
   const std::string mode =
       n.choice_or("mode", "dcqcn",
-                  {"dcqcn", "dcqcn-connectx", "dcqcn-paper", "dctcp", "timely", "none"});
+                  {"dcqcn", "dcqcn-connectx", "dcqcn-paper", "dctcp", "timely", "hpcc", "none"});
   cc.mode = *parse_cc_mode(mode);
   if (n.has("min_time_between_cnps_us")) {
     cc.min_time_between_cnps_ns =
@@ -820,7 +820,10 @@ std::string nic_config_help() {
   line("    mode: dcqcn", std::string(kCcModeNames) +
                               ": dcqcn is ConnectX's algorithm with the defaults measured for a "
                               "100G fabric, dcqcn-connectx ConnectX's shipped defaults, "
-                              "dcqcn-paper the SIGCOMM 2015 paper's; rp keys override any");
+                              "dcqcn-paper the SIGCOMM 2015 paper's; rp keys override any; "
+                              "dctcp and timely as ns-3 HPCC runs them; hpcc inserts INT on the "
+                              "RC engine's data for the switches' int: records, echoes them in "
+                              "ACKs (UDP 4793) and sets each QP's window from them");
   line("    min_time_between_cnps_us: (the mode's)",
        "0..1000000: at most one CNP per QP per interval (ConnectX's min_time_between_cnps); 0: "
        "one per marked packet; default dcqcn 0, dcqcn-connectx 4, dcqcn-paper 50");

@@ -262,6 +262,95 @@ end
 -- spraynet.conweave before vxlan even for CONGA and plain VXLAN (the trees are unchanged).
 udp_port:add(VXLAN_PORT, conweave)
 
+-- HPCC's in-band telemetry (dataplane/wire/int_header.h): INT-MD over UDP of the P4.org INT
+-- spec v2.1 on UDP 4792 (data packets the switches push records on) and 4793 (the ACK that
+-- echoes them), a "spraynet.int" tree, then the RoCEv2 packet after the stack as Wireshark's own
+-- InfiniBand dissector has it. Shim: type (4b) | NPT (2b) | 2b | Length in words, the shim not
+-- counted (8b) | original UDP port (16b). INT-MD header: version (4b) | D | E | M | 12b | Hop ML
+-- (5b) | Remaining Hop Count (8b) | instruction bitmap (16b) | domain (16b) | DS instruction
+-- (16b) | DS flags (16b). Records, newest first, 24 bytes: queue id (8b) | occupancy in 80-byte
+-- cells (24b) | egress time, ns (64b) | bytes sent by the port (64b) | line rate, Mbit/s (32b).
+local int_proto = Proto("spraynet.int", "spraynet INT (HPCC)")
+local INT_PORT, INT_ECHO_PORT = 4792, 4793
+local INT_HOP_BYTES = 24
+local nf = {
+  type = ProtoField.uint8("spraynet.int.type", "Shim type", base.DEC,
+                          { [1] = "INT-MD", [2] = "INT-Destination", [3] = "INT-MX" }, 0xF0),
+  npt = ProtoField.uint8("spraynet.int.npt", "Next protocol type", base.DEC, nil, 0x0C),
+  length = ProtoField.uint8("spraynet.int.length", "Length (words)", base.DEC, nil, nil,
+                            "The INT-MD header and stack in 4-byte words, the shim not counted"),
+  orig_port = ProtoField.uint16("spraynet.int.orig_port", "Original UDP port", base.DEC),
+  version = ProtoField.uint8("spraynet.int.version", "Version", base.DEC, nil, 0xF0),
+  d = ProtoField.uint8("spraynet.int.d", "Discard", base.DEC, nil, 0x08),
+  e = ProtoField.uint8("spraynet.int.e", "Hop count exceeded", base.DEC, nil, 0x04),
+  m = ProtoField.uint8("spraynet.int.m", "MTU exceeded", base.DEC, nil, 0x02),
+  hop_ml = ProtoField.uint8("spraynet.int.hop_ml", "Hop metadata length (words)", base.DEC, nil,
+                            0x1F),
+  rhc = ProtoField.uint8("spraynet.int.rhc", "Remaining hop count", base.DEC),
+  bitmap = ProtoField.uint16("spraynet.int.bitmap", "Instruction bitmap", base.HEX),
+  domain = ProtoField.uint16("spraynet.int.domain", "Domain specific ID", base.HEX),
+  ds_instruction = ProtoField.uint16("spraynet.int.ds_instruction", "DS instruction", base.HEX),
+  ds_flags = ProtoField.uint16("spraynet.int.ds_flags", "DS flags", base.HEX),
+  hops = ProtoField.uint8("spraynet.int.hops", "Records"),
+  echo = ProtoField.bool("spraynet.int.echo", "Echoed in an ACK"),
+  hop_queue = ProtoField.uint8("spraynet.int.hop.queue", "Queue ID", base.DEC),
+  hop_qlen = ProtoField.uint32("spraynet.int.hop.qlen", "Queue occupancy (bytes)", base.DEC),
+  hop_ts = ProtoField.uint64("spraynet.int.hop.egress_ts", "Egress timestamp (ns)", base.DEC),
+  hop_tx = ProtoField.uint64("spraynet.int.hop.tx_bytes", "Bytes sent by the port", base.DEC),
+  hop_rate = ProtoField.uint32("spraynet.int.hop.line_rate", "Line rate (Mbit/s)", base.DEC),
+}
+int_proto.fields = nf
+local udp_ports = DissectorTable.get("udp.port")
+local roce_v2 = udp_ports:get_dissector(4791)
+
+function int_proto.dissector(tvb, pinfo, tree)
+  if tvb:len() < 16 then return 0 end
+  local b0, words = tvb(0, 1):uint(), tvb(1, 1):uint()
+  local int_bytes = 4 + words * 4
+  if bit.rshift(b0, 4) ~= 1 or int_bytes > tvb:len() or words * 4 < 12 then return 0 end
+  local md = 4
+  local n = math.floor((words * 4 - 12) / INT_HOP_BYTES)
+  local echo = pinfo.dst_port == INT_ECHO_PORT
+  local t = tree:add(int_proto, tvb(0, int_bytes))
+  t:add(nf.type, tvb(0, 1))
+  t:add(nf.npt, tvb(0, 1))
+  t:add(nf.length, tvb(1, 1))
+  t:add(nf.orig_port, tvb(2, 2))
+  t:add(nf.version, tvb(md, 1))
+  t:add(nf.d, tvb(md, 1))
+  t:add(nf.e, tvb(md, 1))
+  t:add(nf.m, tvb(md, 1))
+  t:add(nf.hop_ml, tvb(md + 2, 1))
+  t:add(nf.rhc, tvb(md + 3, 1))
+  t:add(nf.bitmap, tvb(md + 4, 2))
+  t:add(nf.domain, tvb(md + 6, 2))
+  t:add(nf.ds_instruction, tvb(md + 8, 2))
+  t:add(nf.ds_flags, tvb(md + 10, 2))
+  t:add(nf.hops, n):set_generated()
+  t:add(nf.echo, echo):set_generated()
+  for i = 0, n - 1 do
+    local r = tvb(md + 12 + i * INT_HOP_BYTES, INT_HOP_BYTES)
+    local h = t:add(int_proto, r, string.format("Record %d (%s)", i + 1,
+                                                i == 0 and "newest" or "older"))
+    h:add(nf.hop_queue, r(0, 1))
+    h:add(nf.hop_qlen, r(1, 3), r(1, 3):uint() * 80)
+    h:add(nf.hop_ts, r(4, 8))
+    h:add(nf.hop_tx, r(12, 8))
+    h:add(nf.hop_rate, r(20, 4))
+  end
+  t:set_text(string.format("spraynet INT (HPCC), %d record%s%s", n, n == 1 and "" or "s",
+                           echo and ", echoed" or ""))
+  local rest = tvb:len() - int_bytes
+  if roce_v2 ~= nil and tvb(2, 2):uint() == 4791 and rest > 0 then
+    roce_v2:call(tvb(int_bytes):tvb(), pinfo, tree)
+  end
+  pinfo.cols.info:append(string.format(" [INT %d record%s%s]", n, n == 1 and "" or "s",
+                                       echo and " echoed" or ""))
+  return tvb:len()
+end
+udp_ports:add(INT_PORT, int_proto)
+udp_ports:add(INT_ECHO_PORT, int_proto)
+
 local f_vxlan = Field.new("vxlan")  -- the protocol item: its range is the 8-byte VXLAN header
 local f_ecn = Field.new("ip.dsfield.ecn")
 local f_dport = Field.new("udp.dstport")
