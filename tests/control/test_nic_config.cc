@@ -321,9 +321,9 @@ TEST_CASE("errors name the file, the key and what is allowed") {
        "test.yaml: nic.hots: unknown key (allowed here: name|seed|mempool_mbufs|mbuf_data_room|"
        "host|uplinks|spray|receive|reorder|placement|control|rc_engine|probe|idle_backoff|"
        "anomaly|cc)"},
-      {one_uplink("  cc: {mode: hpcc}\n"),
-       "test.yaml: nic.cc.mode: must be one of dcqcn|dcqcn-connectx|dcqcn-paper|dctcp|timely|none, "
-       "got \"hpcc\""},
+      {one_uplink("  cc: {mode: bbr}\n"),
+       "test.yaml: nic.cc.mode: must be one of dcqcn|dcqcn-connectx|dcqcn-paper|dctcp|timely|hpcc|"
+       "none, got \"bbr\""},
       {one_uplink("  cc: {rp: {rpg_time_rest: 300}}\n"),
        "test.yaml: nic.cc.rp.rpg_time_rest: not a DCQCN parameter (allowed: dce_tcp_g, "
        "dce_tcp_rtt, initial_alpha_value, rate_reduce_monitor_period, rate_to_set_on_first_cnp, "

@@ -323,6 +323,7 @@ TEST_CASE("switch_emu --help lists exactly the keys the loader accepts, at every
       {"pfc.", p + "pfc: {zzz: 1}\n"},
       {"pfc.watchdog.", p + "pfc: {watchdog: {zzz: 1}}\n"},
       {"ecn.", p + "ecn: {zzz: 1}\n"},
+      {"int.", p + "int: {zzz: 1}\n"},
       {"conga.", p + "conga: {zzz: 1}\n"},
       {"conga.leaves[].", p + "conga: {leaf: 0, vtep: 10.0.0.1, leaves: [{zzz: 1}]}\n"},
       {"conweave.", p + "conweave: {zzz: 1}\n"},
@@ -747,4 +748,23 @@ conweave:
         "test.yaml: conweave: a switch runs CONGA or ConWeave, not both (it has a conga: block)");
   CHECK(error_of(kPorts + "conweave: {base_rtt_us: 8}\n") ==
         "test.yaml: conweave.leaf: required");
+}
+
+TEST_CASE("int: turns INT records on at every port, with its port and frame limit checked") {
+  const std::string p = "ports: [{name: a, device: x}]\n";
+  auto c = parse(p + "int: {}\n");
+  CHECK(c.int_telemetry.enabled);
+  CHECK(c.int_telemetry.udp_port == 4792);
+  CHECK(c.int_telemetry.max_frame_bytes == 0);
+  c = parse(p + "int: {enabled: false, udp_port: 5000, max_frame_bytes: 1600}\n");
+  CHECK_FALSE(c.int_telemetry.enabled);
+  CHECK(c.int_telemetry.udp_port == 5000);
+  CHECK(c.int_telemetry.max_frame_bytes == 1600);
+  CHECK_FALSE(parse(p).int_telemetry.enabled);
+  CHECK_THROWS_WITH(
+      parse(p + "int: {udp_port: 4791}\n"),
+      Catch::Contains("test.yaml: int.udp_port: 1..65535 but not 4791"));
+  CHECK_THROWS_WITH(
+      parse(p + "int: {udp_port: 0}\n"),
+      Catch::Contains("test.yaml: int.udp_port"));
 }
