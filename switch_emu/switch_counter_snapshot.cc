@@ -70,6 +70,7 @@ void fill_port_snapshot(const SwitchNode& node, uint16_t port, uint64_t now_ns,
     s.class_queued_bytes[tc] = node.port_queued_bytes(port, tc);
   }
   s.queued_bytes = node.port_queued_bytes(port);
+  s.int_records = e.int_counters();
   s.link_up = e.link_up() ? 1 : 0;
   s.rate_gbps = e.link().rate_gbps();
 }
@@ -92,6 +93,7 @@ void fill_lane_queue_snapshot(const SwitchNode& node, unsigned lane, uint16_t po
     s.class_queued_bytes[tc] = e.queued_bytes(tc);
   }
   s.queued_bytes = e.queued_bytes();
+  s.int_records = e.int_counters();
   s.link_up = owner && e.link_up() ? 1 : 0;
   s.rate_gbps = owner ? e.link().rate_gbps() : 0.0;
 }

@@ -36,6 +36,7 @@ struct SwitchPortSnapshot {
   EgressAccounting egress;
   std::array<EgressClassCounters, EgressPort::kClasses> classes;
   std::array<uint64_t, EgressPort::kClasses> class_queued_bytes;
+  EgressIntCounters int_records;  // INT records pushed (an int: block), or refused (E, M)
   uint64_t queued_bytes;
   uint64_t link_up;
   double rate_gbps;

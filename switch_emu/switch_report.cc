@@ -28,6 +28,11 @@ json port_json(const std::string& name, const SwitchPortSnapshot& s) {
             {"rate_gbps", s.rate_gbps},
             {"queued_bytes", s.queued_bytes},
             {"classes", classes}};
+  if (s.int_records.pushed + s.int_records.hops_exceeded + s.int_records.mtu_exceeded != 0) {
+    j["int"] = {{"records_pushed", s.int_records.pushed},
+                {"hops_exceeded", s.int_records.hops_exceeded},
+                {"mtu_exceeded", s.int_records.mtu_exceeded}};
+  }
   s.counters.for_each([&j](std::string_view n, uint64_t v) { j[std::string(n)] = v; });
   // What arrived on this port and was dropped (bad_port, a port the node lacks, is never one).
   j["drops"] = drop_counters_json(s.drops);

@@ -203,6 +203,11 @@ int: {{}}
             sent += len(f)  # the frame as sent, its record included (ns-3: p->GetSize())
             self.assertTrue(ip_ok(f))
             self.assertTrue(icrc_ok(plain))
+        with open(self.sw_stats) as f:
+            ports = {p["name"]: p for p in json.load(f)["ports"]}
+        self.assertEqual(ports["out"]["int"], {"records_pushed": PACKETS, "hops_exceeded": 0,
+                                               "mtu_exceeded": 0})
+        self.assertNotIn("int", ports["in"])
 
     def test_the_receiver_echoes_the_records_in_its_acks(self):
         data = {}
