@@ -271,7 +271,7 @@ Scenario parse_scenario(const control::ConfigNode& root, const std::string& name
   if (preset) {
     n.allow_only({"about", "source", "scaled", "fabric", "quick", "runs"});
   } else {
-    n.allow_only({"claim", "article", "source", "scaled", "setup", "fabric", "quick", "runs",
+    n.allow_only({"claim", "article", "source", "scaled", "setup", "setup_run", "fabric", "quick", "runs",
                   "measure", "figures", "verdict"});
   }
   Scenario s;
@@ -294,8 +294,25 @@ Scenario parse_scenario(const control::ConfigNode& root, const std::string& name
                           names_in(default_preset_dir()) + ", got '" + setup + "'");
     }
     const Scenario p = load_scenario(path, quick);
-    if (p.runs.size() != 1) n.fail("setup", "preset '" + setup + "' has several runs; a setup is one");
-    start = p.runs.front().config;
+    // A preset of several runs (hpcc-websearch's loads): setup_run names the one to start from.
+    if (n.has("setup_run")) {
+      const std::string want = n.string("setup_run");
+      std::string names;
+      const ScenarioRun* found = nullptr;
+      for (const ScenarioRun& r : p.runs) {
+        names += (names.empty() ? "" : ", ") + r.name;
+        if (r.name == want) found = &r;
+      }
+      if (found == nullptr) {
+        n.fail("setup_run", "one of preset '" + setup + "''s runs: " + names + ", got '" + want + "'");
+      }
+      start = found->config;
+    } else {
+      if (p.runs.size() != 1) {
+        n.fail("setup", "preset '" + setup + "' has several runs: name one with setup_run");
+      }
+      start = p.runs.front().config;
+    }
   }
   const FabricConfig base = apply_fabric_map(n, "fabric", start);
   const std::vector<control::ConfigNode> runs = n.list("runs");
