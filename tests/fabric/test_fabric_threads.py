@@ -26,6 +26,10 @@ CASES = {
     "incast": TWO_TIERS + ["--workload", "incast", "--bytes", "262144", "--incast-senders", "4",
                            "--duration", "5ms"],
     "cdf": TWO_TIERS + ["--workload", "cdf", "--duration", "100us", "--load", "0.5"],
+    # Issue 44: HPCC, its INT records pushed at every switch and echoed across the LPs.
+    "incast under HPCC": TWO_TIERS + ["--workload", "incast", "--bytes", "262144",
+                                      "--incast-senders", "4", "--duration", "5ms", "--cc",
+                                      "hpcc"],
     "two planes, a rate change": TWO_TIERS + [
         "--workload", "permutation", "--planes", "2", "--spray-policy", "weighted",
         "--duration", "200us", "--event", "rate:leaf1-spine0=50@50us"],
