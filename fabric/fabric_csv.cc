@@ -87,7 +87,8 @@ void write_csv(const std::string& dir, const std::vector<RunResult>& runs, const
                "downlink_util_imbalance,fct_p50_us,fct_p99_us,fct_max_us,retx_rate,"
                "packets_retransmitted,naks,timeouts,pfc_pause_frames,pfc_paused_us,"
                "lossless_drops,failover_event_us,failover_before,failover_dip,"
-               "failover_after,failover_recovery_us,warnings");
+               "failover_after,failover_recovery_us,cc_mode,ecn_marked,cnps_sent,"
+               "cc_mean_rate_fraction,queue_p99_bytes,int_records_pushed,warnings");
   for (const RunResult& r : runs) {
     std::string warnings;
     for (const std::string& w : r.warnings) warnings += (warnings.empty() ? "" : "; ") + w;
@@ -114,6 +115,10 @@ void write_csv(const std::string& dir, const std::vector<RunResult>& runs, const
     } else {
       per_run << ",,,,";
     }
+    // Congestion control: its mode, the signals it ran on (CE marks and CNPs; HPCC's INT records
+    // pushed by the switches), the QPs' mean rate and the busiest lossless queue's p99.
+    per_run << "," << csv_field(r.cc_mode) << "," << r.ecn_marked << "," << r.cnps_sent << ","
+            << num(r.mean_rate_fraction) << "," << r.queue.p99 << "," << r.int_switch.pushed;
     per_run << "," << csv_field(warnings) << "\n";
   }
   size_t max_uplinks = 0;
