@@ -17,6 +17,7 @@
 
 #include "control/nic_config.h"
 #include "dataplane/wire/icrc.h"
+#include "dataplane/wire/int_header.h"
 #include "dataplane/wire/packet_builder.h"
 #include "dataplane/wire/pfc_frame.h"
 #include "dataplane/wire/ppcid.h"
@@ -805,5 +806,126 @@ TEST_CASE("memory_usage: an RC engine's QPs are counted, more QPs more bytes") {
   const uint64_t eight = rc_of(8);
   CHECK(one > sizeof(RcTrafficEngine));
   CHECK(eight > one + 7 * (sizeof(RcRequester) + sizeof(RcResponder)));
+  CHECK(pool.whole());
+}
+
+namespace {
+
+std::string hpcc_yaml(const std::string& name, const std::string& role, uint32_t first_qp,
+                      uint32_t peer_qp) {
+  return "nic:\n  name: " + name +
+         "\n  uplinks:\n    - {name: up0, device: x, path_id: 1, link: {rate_gbps: 100, "
+         "delay_ns: 1000}}\n  spray: {mode: flow}\n  receive: none\n  cc: {mode: hpcc}\n"
+         "  rc_engine: {qps: 2, role: " +
+         role + ", message_bytes: 8192, mtu: 1024, messages: 2, first_qp: " +
+         std::to_string(first_qp) + ", peer_first_qp: " + std::to_string(peer_qp) +
+         (name == "a" ? ", local_ip: 10.0.0.1, peer_ip: 10.0.0.2"
+                      : ", local_ip: 10.0.0.2, peer_ip: 10.0.0.1") +
+         "}\n";
+}
+
+}  // namespace
+
+TEST_CASE("HPCC: data leaves with INT, a record pushed on the way comes back in its ACK") {
+  test::TestPool pool(4095, 4096 + 512);
+  {
+    NicNode a(load(hpcc_yaml("a", "requester", 0x100, 0x200)), pool.get());
+    NicNode b(load(hpcc_yaml("b", "responder", 0x200, 0x100)), pool.get());
+    const PacketParser parser;
+    rte_mbuf* buf[64];
+    uint64_t now = 0, data = 0, acks = 0, tx_bytes = 0;
+    // What "the switch" (this test) pushed on each data packet, by (DestQP, PSN).
+    std::map<std::pair<uint32_t, uint32_t>, IntHopRecord> pushed;
+    while (!a.rc_engine()->done() && now < 100'000'000) {
+      a.poll(now);
+      b.poll(now);
+      while (uint16_t n = a.transmit(0, now, buf, 64)) {
+        for (uint16_t i = 0; i < n; ++i) {
+          const auto st = int_parse(buf[i]);
+          REQUIRE(st.has_value());  // every WRITE carries INT, the budget ns-3's 5 hops
+          CHECK(st->nhop == 0);
+          CHECK(st->remaining_hops == 5);
+          IntHopRecord h;
+          h.queue_id = 3;
+          h.qlen_bytes = 800 * (data % 7);
+          h.egress_ts_ns = now + 100;
+          h.tx_bytes = tx_bytes;
+          h.line_rate_mbps = 100'000;
+          REQUIRE(int_push_hop(buf[i], h) == IntPushResult::kPushed);
+          tx_bytes += rte_pktmbuf_pkt_len(buf[i]);
+          ParsedPacket p;
+          REQUIRE(parser.parse(buf[i], p) == ParseStatus::kOk);
+          REQUIRE(p.int_offset != 0);
+          pushed[{p.dest_qp, p.psn}] = h;
+          ++data;
+        }
+        b.receive(0, buf, n, now);
+      }
+      while (uint16_t n = b.transmit(0, now, buf, 64)) {
+        for (uint16_t i = 0; i < n; ++i) {
+          // The ACK echoes the record of the packet it acknowledges, on the echo port.
+          CHECK_FALSE(int_parse(buf[i], kIntUdpPort).has_value());
+          const auto st = int_parse(buf[i], kIntEchoUdpPort);
+          REQUIRE(st.has_value());
+          REQUIRE(st->nhop == 1);
+          ParsedPacket p;
+          REQUIRE(parser.parse(buf[i], p) == ParseStatus::kOk);
+          CHECK(p.bth_opcode == opcode::kRcAck);
+          const auto it = pushed.find({p.dest_qp - 0x100 + 0x200, p.psn});
+          REQUIRE(it != pushed.end());
+          const IntHopRecord& want = it->second;
+          const IntHopRecord& got = st->hops()[0];
+          CHECK(got.queue_id == want.queue_id);
+          CHECK(got.qlen_bytes == want.qlen_bytes);
+          CHECK(got.egress_ts_ns == want.egress_ts_ns);
+          CHECK(got.tx_bytes == want.tx_bytes);
+          CHECK(got.line_rate_mbps == want.line_rate_mbps);
+          ++acks;
+        }
+        a.receive(0, buf, n, now);
+      }
+      const uint64_t next = std::min(a.next_event_ns(now), b.next_event_ns(now));
+      now = std::max(next, now + 1);
+    }
+    REQUIRE(a.rc_engine()->done());
+    CHECK(data == 2 * 2 * 8);  // 2 QPs x 2 messages x 8 packets
+    CHECK(acks == data);
+    CHECK(a.counters().int_inserted == data);
+    CHECK(b.counters().int_stripped == data);
+    CHECK(b.counters().int_echoed == data);
+    CHECK(a.counters().int_stripped == acks);
+    CHECK(a.counters().int_acks_received == acks);
+    CHECK(a.total_drops() + b.total_drops() == 0);
+    // The sender's HPCC read every echo: the hops it saw are the records.
+    const RcCcSummary summary = a.rc_engine()->cc_summary(now);
+    const auto names = HpccRateControl(HpccConfig{}).figures();
+    double hops_seen = -1;
+    for (size_t k = 0; k < names.size(); ++k) {
+      if (names[k].first == "int_hops_seen") hops_seen = summary.figure_sum[k];
+    }
+    CHECK(hops_seen == static_cast<double>(acks));
+
+    // A malformed INT (version 3) is dropped and counted, never delivered.
+    rte_mbuf* m = nullptr;
+    {
+      std::vector<uint8_t> frame(256);
+      FrameSpec f;
+      f.ip.src = 0x0A000001;
+      f.ip.dst = 0x0A000002;
+      std::vector<uint8_t> payload(64, 1);
+      f.payload = payload;
+      RoceSpec r;
+      r.opcode = opcode::kRcWriteOnly;
+      r.dest_qp = 0x200;
+      frame.resize(build_roce_frame(frame, f, r));
+      REQUIRE(int_insert(frame, 5));
+      frame[14 + 20 + 8 + 4] = 3 << 4;  // the INT-MD header's version
+      m = pool.make(frame);
+    }
+    const uint64_t before = b.drops().int_malformed;
+    b.receive(0, &m, 1, now);
+    CHECK(b.drops().int_malformed == before + 1);
+    CHECK(b.accounting().balanced());
+  }
   CHECK(pool.whole());
 }
