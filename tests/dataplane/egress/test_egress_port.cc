@@ -826,6 +826,16 @@ rte_mbuf* int_frame(const TestPool& pool, size_t payload, uint8_t max_hops) {
   return pool.make(bytes);
 }
 
+// Queues m in class 3 at time 0 and returns it once it has crossed the link.
+rte_mbuf* send_one(EgressPort& port, rte_mbuf* m) {
+  REQUIRE(port.enqueue(m, 3, kNoPort, 3, 0) == EgressEnqueueResult::kQueued);
+  rte_mbuf* out[1];
+  uint16_t n = 0;
+  for (uint64_t t = 0; n == 0 && t < 100'000; t += 100) n = port.dequeue(t, out, 1);
+  REQUIRE(n == 1);
+  return out[0];
+}
+
 }  // namespace
 
 TEST_CASE("INT: a frame carrying INT gets the port's record as it starts; others are untouched") {
@@ -895,12 +905,7 @@ TEST_CASE("INT: a frame carrying INT gets the port's record as it starts; others
     c.int_telemetry.enabled = true;
     c.int_telemetry.max_frame_len = 1074 + 23;
     EgressPort port(c);
-    REQUIRE(port.enqueue(int_frame(pool, 1000, 5), 3, kNoPort, 3, 0) ==
-            EgressEnqueueResult::kQueued);
-    rte_mbuf* out[1];
-    uint16_t n = 0;
-    for (uint64_t t = 0; n == 0 && t < 100'000; t += 100) n = port.dequeue(t, out, 1);
-    REQUIRE(n == 1);
+    rte_mbuf* out[1] = {send_one(port, int_frame(pool, 1000, 5))};
     CHECK(rte_pktmbuf_pkt_len(out[0]) == 1074);
     CHECK(int_parse(out[0])->mtu_exceeded);
     CHECK(port.int_counters().mtu_exceeded == 1);
@@ -909,12 +914,7 @@ TEST_CASE("INT: a frame carrying INT gets the port's record as it starts; others
   {
     // Off (the default): INT frames pass as they are.
     EgressPort port(port_config(10));
-    REQUIRE(port.enqueue(int_frame(pool, 1000, 5), 3, kNoPort, 3, 0) ==
-            EgressEnqueueResult::kQueued);
-    rte_mbuf* out[1];
-    uint16_t n = 0;
-    for (uint64_t t = 0; n == 0 && t < 100'000; t += 100) n = port.dequeue(t, out, 1);
-    REQUIRE(n == 1);
+    rte_mbuf* out[1] = {send_one(port, int_frame(pool, 1000, 5))};
     CHECK(int_parse(out[0])->nhop == 0);
     CHECK(port.int_counters().pushed == 0);
     rte_pktmbuf_free(out[0]);
