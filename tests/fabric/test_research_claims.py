@@ -96,6 +96,29 @@ class ResearchClaims(unittest.TestCase):
         self.assertEqual(m["spray_retx"], 0)
         self.assertLess(m["spray_imb"], m["cw_imb"])
 
+    def test_hpcc_verdict_recomputed_from_the_measures(self):
+        with open(os.path.join(self.out, "research.json")) as f:
+            s = json.load(f)["hpcc"]
+        m = {k: v[0] for k, v in s["measures"].items()}
+        fig = {f["label"]: f["mean"] for f in s["figures"]}
+        self.assertAlmostEqual(fig["HPCC mean slowdown ÷ DCQCN's"], m["h_mean"] / m["d_mean"],
+                               places=9)
+        self.assertAlmostEqual(fig["HPCC p99 slowdown ÷ DCQCN's"], m["h_p99"] / m["d_p99"],
+                               places=9)
+        # HPCC ran on INT (records pushed) and DCQCN on none of it.
+        self.assertGreater(m["h_records"], 0)
+        if (m["h_mean"] < m["d_mean"] and m["h_p99"] < m["d_p99"] and
+                m["h_p99"] / m["d_p99"] <= m["h_mean"] / m["d_mean"] and
+                m["h_q99"] < m["d_q99"]):
+            want = "holds"
+        elif m["h_mean"] < m["d_mean"] and m["h_p99"] < m["d_p99"]:
+            want = "holds in part"
+        elif m["h_mean"] < m["d_mean"] and m["h_q99"] < m["d_q99"]:
+            want = "holds in the mean and the queue, not at the tail"
+        else:
+            want = "does not hold"
+        self.assertEqual(s["verdict"], want)
+
     def test_committed_table_has_every_full_run_with_its_time(self):
         with open(os.path.join(SRC, "docs", "RESEARCH.md")) as f:
             md = f.read()
@@ -119,6 +142,18 @@ class ResearchClaims(unittest.TestCase):
         self.assertIn("setup", p.stderr)
         self.assertIn("conweave-os2", p.stderr)
         self.assertIn("got 'no-such-preset'", p.stderr)
+        # A preset of several runs: setup_run names one of them, or the error lists them.
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "bad.yaml")
+            with open(path, "w") as f:
+                f.write("scenario:\n  claim: x\n  setup: hpcc-websearch\n  setup_run: load90\n"
+                        "  measure:\n    a: {mode: ecmp, metric: throughput_fraction}\n"
+                        "  figures:\n    - {label: a, value: a}\n  verdict:\n    - say: x\n")
+            p = subprocess.run([EMU, "--scenario", path], capture_output=True, text=True,
+                               timeout=60)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("setup_run: one of preset 'hpcc-websearch''s runs: load30, load50, load70, "
+                      "got 'load90'", p.stderr)
 
 
 if __name__ == "__main__":
