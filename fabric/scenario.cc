@@ -484,10 +484,22 @@ std::vector<double> metric_values_of(const std::vector<nlohmann::json>& reports,
       const size_t dot = metric.find('.', from);
       const std::string key = metric.substr(from, dot == std::string::npos ? std::string::npos : dot - from);
       walked += (walked.empty() ? "" : ".") + key;
-      if (!at->is_object() || !at->contains(key)) {
+      if (at->is_array()) {
+        // A list's element by its index: slowdown.bins.0.p99 is the first size bin's p99.
+        const bool digits = !key.empty() && key.size() < 9 &&
+                            std::all_of(key.begin(), key.end(),
+                                        [](char c) { return c >= '0' && c <= '9'; });
+        if (!digits || std::stoul(key) >= at->size()) {
+          throw std::invalid_argument("metric '" + metric + "': a run's report has no '" + walked +
+                                      "' (a list of " + std::to_string(at->size()) +
+                                      " elements, indexed from 0)");
+        }
+        at = &(*at)[std::stoul(key)];
+      } else if (!at->is_object() || !at->contains(key)) {
         throw std::invalid_argument("metric '" + metric + "': a run's report has no '" + walked + "'");
+      } else {
+        at = &(*at)[key];
       }
-      at = &(*at)[key];
       if (dot == std::string::npos) break;
       from = dot + 1;
     }
