@@ -131,9 +131,7 @@ void Fabric::collect_cc(RunResult& r) {
     if (f.is_switch) {
       for (const NodeFigures::Port& port : f.ports) {
         for (const EgressClassCounters& c : port.classes) r.ecn_marked += c.ecn_marked;
-        r.int_switch.pushed += port.int_records.pushed;
-        r.int_switch.hops_exceeded += port.int_records.hops_exceeded;
-        r.int_switch.mtu_exceeded += port.int_records.mtu_exceeded;
+        r.int_switch += port.int_records;
       }
       continue;
     }

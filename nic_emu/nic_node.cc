@@ -549,8 +549,8 @@ void NicNode::insert_int(rte_mbuf* m) {
 bool NicNode::strip_int(rte_mbuf* m, ParsedPacket& p) {
   const uint16_t port = rte_be_to_cpu_16(
       rte_pktmbuf_mtod_offset(m, const rte_udp_hdr*, p.l4_offset)->dst_port);
-  const std::optional<IntStack> st = int_parse(m, port);
-  if (!st || !int_strip(m, port)) {
+  IntStack st;
+  if (!int_strip(m, port, &st)) {
     ++drops_.int_malformed;
     rte_pktmbuf_free(m);
     return false;
@@ -566,13 +566,13 @@ bool NicNode::strip_int(rte_mbuf* m, ParsedPacket& p) {
     rte_pktmbuf_free(m);
     return false;
   }
-  if (rc_ && st->nhop > 0) {
+  if (rc_ && st.nhop > 0) {
     // Records past kIntCarriedHops (none from this project's sources, which allow 5) are not
     // kept: HPCC reads the path's first ones.
     IntCarried& c = int_carried_[m];
     c.echoed = port == kIntEchoUdpPort;
-    c.n = static_cast<uint8_t>(std::min<size_t>(st->nhop, kIntCarriedHops));
-    std::copy_n(st->hop.begin(), c.n, c.hop.begin());
+    c.n = static_cast<uint8_t>(std::min<size_t>(st.nhop, kIntCarriedHops));
+    std::copy_n(st.hop.begin(), c.n, c.hop.begin());
   }
   return true;
 }

@@ -28,7 +28,7 @@ json port_json(const std::string& name, const SwitchPortSnapshot& s) {
             {"rate_gbps", s.rate_gbps},
             {"queued_bytes", s.queued_bytes},
             {"classes", classes}};
-  if (s.int_records.pushed + s.int_records.hops_exceeded + s.int_records.mtu_exceeded != 0) {
+  if (s.int_records.any()) {
     j["int"] = {{"records_pushed", s.int_records.pushed},
                 {"hops_exceeded", s.int_records.hops_exceeded},
                 {"mtu_exceeded", s.int_records.mtu_exceeded}};

@@ -173,7 +173,6 @@ uint16_t EgressPort::dequeue_wire(uint64_t now_ns, rte_mbuf** out, uint16_t max,
   max = std::min(max, kWireBurst);
   uint16_t n = 0;
   uint64_t sum = 0;
-  uint64_t int_bytes = 0;  // INT records pushed on this class's frames in this burst
   // What the PMD refused last time left its class then: it goes first, in its order.
   while (n < max && !in_flight_.empty()) {
     const InFlight& f = in_flight_.front();
@@ -192,6 +191,7 @@ uint16_t EgressPort::dequeue_wire(uint64_t now_ns, rte_mbuf** out, uint16_t max,
     EgressClassCounters& c = counters_of(q);
     FifoRing<Queued>& queue = queues_[q];
     uint64_t class_bytes = 0;
+    uint64_t int_bytes = 0;  // the INT records pushed on them
     const uint16_t first = n;
     while (n < max && !queue.empty()) {
       const Queued& e = queue.front();
@@ -206,15 +206,14 @@ uint16_t EgressPort::dequeue_wire(uint64_t now_ns, rte_mbuf** out, uint16_t max,
       wire_taken_queue_[n] = static_cast<uint8_t>(q);
       out[n++] = e.mbuf;
       class_bytes += e.bytes;
-      const Queued taken_frame = e;
-      queue.pop_front();
-      uint32_t w = taken_frame.bytes;
+      uint32_t w = e.bytes;
       if (config_.int_telemetry.enabled && q != kControl) [[unlikely]] {
         // The depth behind it: what is still queued less what this burst has taken so far.
-        w = push_int(taken_frame.mbuf, q, now_ns, w, total_queued_bytes_ - class_bytes);
-        int_bytes += w - taken_frame.bytes;
+        w = push_int(e.mbuf, q, now_ns, w, total_queued_bytes_ - class_bytes);
+        int_bytes += w - e.bytes;
       }
       tx_bytes_ += w;
+      queue.pop_front();
     }
     const uint16_t taken = n - first;
     if (taken == 0) continue;
@@ -223,7 +222,6 @@ uint16_t EgressPort::dequeue_wire(uint64_t now_ns, rte_mbuf** out, uint16_t max,
     queued_bytes_[q] -= class_bytes;
     total_queued_bytes_ -= class_bytes;
     sum += class_bytes + int_bytes;
-    int_bytes = 0;
     if (queue.empty()) nonempty_ &= ~(1u << q);
     if (q != kControl) last_start_ns_[q] = now_ns;
   }

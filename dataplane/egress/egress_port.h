@@ -158,6 +158,13 @@ struct EgressIntCounters {
   uint64_t pushed = 0;
   uint64_t hops_exceeded = 0;  // the frame's hop budget was spent: E set
   uint64_t mtu_exceeded = 0;   // no room: M set
+  bool any() const { return pushed + hops_exceeded + mtu_exceeded != 0; }
+  EgressIntCounters& operator+=(const EgressIntCounters& o) {
+    pushed += o.pushed;
+    hops_exceeded += o.hops_exceeded;
+    mtu_exceeded += o.mtu_exceeded;
+    return *this;
+  }
 };
 
 struct EgressPortConfig {

@@ -215,10 +215,11 @@ IntPushResult push(Frame frame, const IntHopRecord& record, uint16_t port, size_
 }
 
 template <typename Frame>
-bool strip(Frame frame, uint16_t port) {
+bool strip(Frame frame, uint16_t port, IntStack* taken) {
   ParsedPacket pp;
   IntStack st;
   if (!parse_frame(frame, port, pp, st)) return false;
+  if (taken != nullptr) *taken = st;
   const size_t n = st.int_bytes();
   uint8_t* f = frame.close(st.shim_offset, n);
   store_be16(f + pp.l4_offset + 2, st.original_dport);
@@ -259,8 +260,8 @@ std::optional<IntStack> int_parse(std::span<const uint8_t> frame, uint16_t port)
   return st;
 }
 
-bool int_strip(std::vector<uint8_t>& frame, uint16_t port) {
-  return strip(VectorFrame(frame), port);
+bool int_strip(std::vector<uint8_t>& frame, uint16_t port, IntStack* taken) {
+  return strip(VectorFrame(frame), port, taken);
 }
 
 bool int_insert(rte_mbuf* m, uint8_t max_hops, uint16_t port) {
@@ -292,8 +293,8 @@ std::optional<IntStack> int_parse(const rte_mbuf* m, uint16_t port) {
   return st;
 }
 
-bool int_strip(rte_mbuf* m, uint16_t port) {
-  return strip(MbufFrame(m), port);
+bool int_strip(rte_mbuf* m, uint16_t port, IntStack* taken) {
+  return strip(MbufFrame(m), port, taken);
 }
 
 }  // namespace spraynet

@@ -126,8 +126,10 @@ IntPushResult int_push_hop(std::vector<uint8_t>& frame, const IntHopRecord& reco
                            uint16_t port = kIntUdpPort, size_t max_frame_len = SIZE_MAX);
 // The INT of a frame, its records oldest first.
 std::optional<IntStack> int_parse(std::span<const uint8_t> frame, uint16_t port = kIntUdpPort);
-// Removes shim, header and stack and restores the original destination port and lengths.
-bool int_strip(std::vector<uint8_t>& frame, uint16_t port = kIntUdpPort);
+// Removes shim, header and stack and restores the original destination port and lengths; with
+// `taken`, what int_parse would have read is left there (one parse for both).
+bool int_strip(std::vector<uint8_t>& frame, uint16_t port = kIntUdpPort,
+               IntStack* taken = nullptr);
 
 // The same on an mbuf, whose headers and INT must lie in its first segment (the payload after
 // them may go on in a chain). Insert and push move the headers before the insertion point
@@ -137,7 +139,7 @@ bool int_insert(rte_mbuf* m, uint8_t max_hops, uint16_t port = kIntUdpPort);
 IntPushResult int_push_hop(rte_mbuf* m, const IntHopRecord& record, uint16_t port = kIntUdpPort,
                            size_t max_frame_len = SIZE_MAX);
 std::optional<IntStack> int_parse(const rte_mbuf* m, uint16_t port = kIntUdpPort);
-bool int_strip(rte_mbuf* m, uint16_t port = kIntUdpPort);
+bool int_strip(rte_mbuf* m, uint16_t port = kIntUdpPort, IntStack* taken = nullptr);
 // Makes `bytes` of headroom in m's first segment by moving its data towards the end of its
 // buffer, for a source that will insert INT and the hops that push on it (the default headroom,
 // 128 bytes, holds the header and four records). False, m unchanged, when the first segment

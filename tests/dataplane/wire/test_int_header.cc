@@ -287,7 +287,16 @@ TEST_CASE("int: strip restores the original frame byte for byte, with a valid IC
       }
       CHECK(f.size() == orig.size() + 16 + 24 * std::min(hops, 2));
       CHECK_FALSE(icrc_ok(f));  // the ICRC covers what INT changed
-      REQUIRE(int_strip(f));
+      const auto parsed = int_parse(f);
+      REQUIRE(parsed.has_value());
+      IntStack taken;
+      REQUIRE(int_strip(f, kIntUdpPort, &taken));  // what it removed: what int_parse read
+      CHECK(taken.nhop == parsed->nhop);
+      CHECK(taken.length_words == parsed->length_words);
+      for (size_t h = 0; h < taken.nhop; ++h) {
+        CHECK(taken.hops()[h].tx_bytes == parsed->hops()[h].tx_bytes);
+        CHECK(taken.hops()[h].egress_ts_ns == parsed->hops()[h].egress_ts_ns);
+      }
       CHECK(f == orig);
       CHECK(icrc_ok(f));
       CHECK(test::ipv4_checksum_ok(f.data() + l3));
