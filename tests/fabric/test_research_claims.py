@@ -131,28 +131,26 @@ class ResearchClaims(unittest.TestCase):
             self.assertRegex(row[0], r"\d+ min \d+ s on \d+ cores")
             self.assertRegex(row[0], r"\| \*\*(holds|does not hold)[^*]*\*\*")
 
-    def test_setup_must_name_a_preset(self):
+    @staticmethod
+    def run_setup(setup_lines):
+        """fabric_emu on a minimal scenario whose set-up is `setup_lines` (YAML under scenario:)."""
         with tempfile.TemporaryDirectory() as d:
             path = os.path.join(d, "bad.yaml")
             with open(path, "w") as f:
-                f.write("scenario:\n  claim: x\n  setup: no-such-preset\n  measure:\n"
+                f.write("scenario:\n  claim: x\n" + setup_lines + "  measure:\n"
                         "    a: {mode: ecmp, metric: throughput_fraction}\n"
                         "  figures:\n    - {label: a, value: a}\n  verdict:\n    - say: x\n")
-            p = subprocess.run([EMU, "--scenario", path], capture_output=True, text=True,
-                               timeout=60)
+            return subprocess.run([EMU, "--scenario", path], capture_output=True, text=True,
+                                  timeout=60)
+
+    def test_setup_must_name_a_preset(self):
+        p = self.run_setup("  setup: no-such-preset\n")
         self.assertNotEqual(p.returncode, 0)
         self.assertIn("setup", p.stderr)
         self.assertIn("conweave-os2", p.stderr)
         self.assertIn("got 'no-such-preset'", p.stderr)
         # A preset of several runs: setup_run names one of them, or the error lists them.
-        with tempfile.TemporaryDirectory() as d:
-            path = os.path.join(d, "bad.yaml")
-            with open(path, "w") as f:
-                f.write("scenario:\n  claim: x\n  setup: hpcc-websearch\n  setup_run: load90\n"
-                        "  measure:\n    a: {mode: ecmp, metric: throughput_fraction}\n"
-                        "  figures:\n    - {label: a, value: a}\n  verdict:\n    - say: x\n")
-            p = subprocess.run([EMU, "--scenario", path], capture_output=True, text=True,
-                               timeout=60)
+        p = self.run_setup("  setup: hpcc-websearch\n  setup_run: load90\n")
         self.assertNotEqual(p.returncode, 0)
         self.assertIn("setup_run: one of preset 'hpcc-websearch''s runs: load30, load50, load70, "
                       "got 'load90'", p.stderr)
