@@ -7,6 +7,7 @@
 
 #include "dataplane/memory_usage.h"
 #include "dataplane/wire/icrc.h"
+#include "dataplane/wire/irn_sack.h"
 #include "dataplane/wire/packet_parser.h"
 #include "dataplane/wire/roce_headers.h"
 
@@ -87,6 +88,8 @@ RcPlacementResponderCounters& RcPlacementResponderCounters::operator+=(
   malformed += o.malformed;
   pool_empty += o.pool_empty;
   max_distance = std::max(max_distance, o.max_distance);
+  sack_naks += o.sack_naks;
+  becn_sent += o.becn_sent;
   return *this;
 }
 
@@ -118,7 +121,10 @@ void RcPlacementResponder::set(std::vector<uint64_t>& map, uint64_t seq, bool v)
 void RcPlacementResponder::queue_ack() {
   // Cumulative: everything before expected has arrived. (Before the first PSN, first_psn - 1
   // says "nothing yet", as RcResponder answers a duplicate then.)
-  pending_ack_ = Control{true, kAckUnlimited, psn_add(expected_psn_, kPsnMask), msn_, echo_port_};
+  const bool becn = ce_seen_ || (pending_ack_.valid && pending_ack_.becn);
+  ce_seen_ = false;
+  pending_ack_ =
+      Control{true, kAckUnlimited, psn_add(expected_psn_, kPsnMask), msn_, echo_port_, becn};
   // A NAK still waiting for an mbuf named a PSN that has arrived since.
   if (pending_nak_.valid && psn_before(pending_nak_.psn, expected_psn_)) pending_nak_.valid = false;
 }
@@ -128,15 +134,41 @@ void RcPlacementResponder::queue_nak(uint32_t psn) {
 }
 
 bool RcPlacementResponder::send(const Control& c, std::vector<rte_mbuf*>& out) {
-  rte_mbuf* m = build_rc_ack(pool_, address_, ip_id_, c.psn, c.syndrome, c.msn, c.src_port);
+  const bool nak = c.syndrome == aeth::kNakPsnSequenceError;
+  // IRN's SACK, as placed when the NAK leaves (a retry after an empty pool says what is newest).
+  IrnSack sack;
+  uint8_t ext[kIrnSackHeaderBytes + IrnSack::kMaxBits / 8];
+  size_t ext_len = 0;
+  uint64_t nak_seq = 0;
+  if (nak && config_.sack) {
+    const int32_t ahead = psn_diff(expected_psn_, c.psn);  // queue_ack drops a NAK before expected
+    nak_seq = expected_seq_ + static_cast<uint64_t>(std::max(ahead, 0));
+    if (hole_open()) {
+      for (uint64_t s = nak_seq + 1; s <= highest_seq_ && s - nak_seq - 1 < IrnSack::kMaxBits;
+           ++s) {
+        if (s - expected_seq_ < config_.window && test(arrived_, s)) {
+          sack.set(static_cast<uint32_t>(s - nak_seq - 1));
+        }
+      }
+    }
+    ext_len = sack.write(ext);
+  }
+  rte_mbuf* m = build_rc_ack(pool_, address_, ip_id_, c.psn, c.syndrome, c.msn, c.src_port, c.becn,
+                             std::span<const uint8_t>(ext, ext_len));
   if (m == nullptr) {
     ++counters_.pool_empty;
     return false;
   }
   ++ip_id_;
   out.push_back(m);
-  if (c.syndrome == aeth::kNakPsnSequenceError) {
+  if (c.becn) ++counters_.becn_sent;
+  if (nak) {
     ++counters_.naks_sent;
+    if (config_.sack) {
+      // What this NAK told, missing or arrived: every PSN up to the highest it SACKs.
+      reported_end_ = std::max(reported_end_, nak_seq + 1 + (sack.any() ? sack.highest() + 1 : 0));
+      if (ext_len != 0) ++counters_.sack_naks;
+    }
   } else {
     ++counters_.acks_sent;
   }
@@ -165,7 +197,26 @@ void RcPlacementResponder::start_hole_clock(uint64_t now_ns) {
   hole_naked_ = false;
 }
 
+void RcPlacementResponder::sack_gap(uint64_t seq, uint64_t now_ns) {
+  if (seq < reported_end_ || sack_clock_) return;  // a NAK told it, or one is already due
+  ++counters_.holes_opened;
+  sack_clock_ = true;
+  hole_since_ns_ = now_ns;
+}
+
 void RcPlacementResponder::nak_if_due(uint64_t now_ns) {
+  if (config_.sack) {
+    if (!sack_clock_) return;
+    if (!hole_open()) {  // every gap filled before its NAK was due
+      sack_clock_ = false;
+      return;
+    }
+    if (now_ns < hole_since_ns_ || now_ns - hole_since_ns_ < config_.nak_delay_ns) return;
+    sack_clock_ = false;
+    ++counters_.holes_naked;
+    queue_nak(expected_psn_);  // the first missing PSN, and the SACK of what is beyond
+    return;
+  }
   if (!hole_open() || hole_naked_) return;
   // A clock stepping back never NAKs early.
   if (now_ns < hole_since_ns_ || now_ns - hole_since_ns_ < config_.nak_delay_ns) return;
@@ -195,8 +246,15 @@ bool RcPlacementResponder::advance(uint64_t now_ns) {
     first = false;
   }
   if (hole_was_open) {
-    // The next missing PSN is a new hole if anything is placed beyond it: its own clock.
-    if (hole_open()) start_hole_clock(now_ns);
+    // The next missing PSN is a new hole if anything is placed beyond it: its own clock (sack:
+    // unless a NAK has reported it).
+    if (hole_open()) {
+      if (config_.sack) {
+        sack_gap(expected_seq_, now_ns);
+      } else {
+        start_hole_clock(now_ns);
+      }
+    }
     return true;  // a gap closed: the requester's window is likely waiting for this ACK
   }
   return ack_req;
@@ -230,13 +288,25 @@ size_t RcPlacementResponder::receive(rte_mbuf* m, const ParsedPacket& p, uint64_
     set(arrived_, seq, true);
     set(starts_, seq, starts_message(p.bth_opcode));
     set(ends_, seq, ends_message(p.bth_opcode));
-    set(ack_req_, seq, p.ack_req || config_.echo_entropy);  // echo_entropy: ACK every packet
+    // echo_entropy, ack_every_packet: ACK every packet.
+    set(ack_req_, seq, p.ack_req || config_.echo_entropy || config_.ack_every_packet);
+    if (config_.echo_ce && (p.tos & 0x3) == 0x3) ce_seen_ = true;
     ++counters_.placed;
     counters_.bytes_written += p.payload_length;
     counters_.max_distance = std::max<uint64_t>(counters_.max_distance, diff);
     if (diff > 0) {
       ++counters_.placed_out_of_order;
-      if (++placed_beyond_ == 1) start_hole_clock(now_ns);
+      // The gap this packet shows: from expected, or from past the highest placed before it.
+      const bool first_beyond = ++placed_beyond_ == 1;
+      const bool new_gap = first_beyond || seq > highest_seq_ + 1;
+      highest_seq_ = first_beyond ? seq : std::max(highest_seq_, seq);
+      if (!config_.sack) {
+        if (first_beyond) start_hole_clock(now_ns);
+      } else if (new_gap) {
+        sack_gap(seq - 1, now_ns);
+      }
+      // A duplicate cumulative ACK: the ACK-clocked controls hear of every packet.
+      if (config_.ack_every_packet) queue_ack();
     } else if (advance(now_ns)) {
       queue_ack();
     }
@@ -254,7 +324,9 @@ size_t RcPlacementResponder::poll(uint64_t now_ns, std::vector<rte_mbuf*>& out) 
 
 uint64_t RcPlacementResponder::next_event_ns() const {
   uint64_t t = kNever;
-  if (hole_open() && !hole_naked_) t = hole_since_ns_ + config_.nak_delay_ns;
+  if (config_.sack ? sack_clock_ : hole_open() && !hole_naked_) {
+    t = hole_since_ns_ + config_.nak_delay_ns;
+  }
   if (control_pending()) t = std::min(t, retry_at_ns_);
   return t;
 }

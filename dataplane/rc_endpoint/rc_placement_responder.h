@@ -85,6 +85,18 @@ struct RcPlacementResponderConfig {
   // A hole is NAKed once it has been the first hole for this long with packets beyond it; 0:
   // at the first packet beyond it.
   uint64_t nak_delay_ns = 100'000;
+  // IRN (Mittal et al., SIGCOMM 2018): every NAK carries a SACK of the PSNs placed beyond the
+  // one it names (irn_sack.h), and a NAK is due whenever a gap opens that no NAK has reported
+  // yet (a packet placed past the highest one before it, or the cumulative point reaching a
+  // hole past the last NAK's bitmap), nak_delay_ns after that gap was found. A gap a NAK has
+  // reported is not NAKed again: the requester resends it once, its timer recovers a resend
+  // that is lost. False: RoCE's NAK (one PSN, the first hole, see the top).
+  bool sack = false;
+  // ACK every packet placed (a cumulative ACK, a duplicate when the packet lands beyond a hole):
+  // what the ACK-clocked congestion controls (DCTCP, TIMELY, HPCC) count on.
+  bool ack_every_packet = false;
+  // DCTCP: an ACK carries BECN when a packet since the previous ACK arrived with CE.
+  bool echo_ce = false;
 
   // Empty when valid, else "key: reason".
   std::string check() const;
@@ -110,6 +122,8 @@ struct RcPlacementResponderCounters {
   uint64_t malformed = 0;               // not RoCE, multi-segment, headers past the mbuf
   uint64_t pool_empty = 0;              // ACK/NAK builds that found no mbuf (left pending)
   uint64_t max_distance = 0;            // farthest a placed packet was after expected, in PSNs
+  uint64_t sack_naks = 0;               // sack: NAKs sent with a SACK extension
+  uint64_t becn_sent = 0;               // echo_ce: ACKs with BECN
 
   RcPlacementResponderCounters& operator+=(const RcPlacementResponderCounters& o);
 };
@@ -155,6 +169,7 @@ class RcPlacementResponder {
     uint32_t psn = 0;
     uint32_t msn = 0;
     uint16_t src_port = 0;  // 0: the QP's (see echo_entropy)
+    bool becn = false;
   };
   // Bit i of a bitmap is sequence number (PSNs since first_psn) s with s % bits_ == i.
   size_t slot(uint64_t seq) const { return static_cast<size_t>(seq % bits_); }
@@ -166,6 +181,8 @@ class RcPlacementResponder {
   // asking for an ACK was passed.
   bool advance(uint64_t now_ns);
   void start_hole_clock(uint64_t now_ns);
+  // sack: a gap at or past seq opened; starts the NAK clock unless a NAK already reported it.
+  void sack_gap(uint64_t seq, uint64_t now_ns);
   void nak_if_due(uint64_t now_ns);
   void queue_ack();
   void queue_nak(uint32_t psn);
@@ -187,7 +204,11 @@ class RcPlacementResponder {
   uint32_t placed_beyond_ = 0;  // bits set after expected
   bool in_message_ = false;     // expected is inside a message (after a FIRST or MIDDLE)
   uint64_t hole_since_ns_ = 0;  // while hole_open(): when the first hole started waiting
-  bool hole_naked_ = false;     // the first hole has had its NAK
+  bool hole_naked_ = false;     // the first hole has had its NAK (sack: no NAK is due)
+  uint64_t highest_seq_ = 0;    // while hole_open(): the highest PSN placed (its sequence number)
+  uint64_t reported_end_ = 0;   // sack: one past the last PSN the last NAK's bitmap described
+  bool ce_seen_ = false;        // echo_ce: CE on a placed packet not yet echoed
+  bool sack_clock_ = false;     // sack: an unreported gap waits for its NAK since hole_since_ns_
   Control pending_ack_;
   Control pending_nak_;
   uint64_t retry_at_ns_ = 0;

@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "dataplane/wire/icrc.h"
+#include "dataplane/wire/irn_sack.h"
 #include "dataplane/wire/packet_parser.h"
 #include "dataplane/memory_usage.h"
 #include "dataplane/wire/payload_store.h"
@@ -46,7 +47,8 @@ FrameSpec RcQpAddress::frame(uint16_t ip_id) const {
 }
 
 rte_mbuf* build_rc_ack(rte_mempool* pool, const RcQpAddress& a, uint16_t ip_id, uint32_t psn,
-                       uint8_t syndrome, uint32_t msn, uint16_t src_port, bool becn) {
+                       uint8_t syndrome, uint32_t msn, uint16_t src_port, bool becn,
+                       std::span<const uint8_t> extension) {
   RoceSpec r;
   r.opcode = opcode::kRcAck;
   r.dest_qp = a.peer_qp;
@@ -57,6 +59,7 @@ rte_mbuf* build_rc_ack(rte_mempool* pool, const RcQpAddress& a, uint16_t ip_id, 
   FrameSpec f = a.frame(ip_id);
   f.ip.tos = static_cast<uint8_t>((a.ack_dscp >= 0 ? a.ack_dscp : a.dscp) << 2);  // Not-ECT
   if (src_port != 0) f.udp.src_port = src_port;
+  f.payload = extension;
   return build_roce_mbuf(pool, f, r);
 }
 
@@ -136,6 +139,11 @@ RcRequesterCounters& RcRequesterCounters::operator+=(const RcRequesterCounters& 
   naks_received += o.naks_received;
   nak_retries += o.nak_retries;
   selective_retransmissions += o.selective_retransmissions;
+  sack_naks += o.sack_naks;
+  sacked_packets += o.sacked_packets;
+  sack_resends_skipped += o.sack_resends_skipped;
+  sack_malformed += o.sack_malformed;
+  rto_low_timeouts += o.rto_low_timeouts;
   naks_ignored += o.naks_ignored;
   timeouts += o.timeouts;
   stale_responses += o.stale_responses;
@@ -178,6 +186,13 @@ std::string RcRequesterConfig::check() const {
   // PSNs are compared by serial arithmetic, which is unambiguous within half the 24-bit space.
   if (max_in_flight > 0x7FFFFFu) return "max_in_flight: at most 2^23 - 1";
   if (retransmit_timeout_ns == 0) return "retransmit_timeout_ns: must be > 0";
+  if (irn) {
+    if (!selective_retransmit) return "irn: needs selective_retransmit";
+    if (retransmit_timeout_low_ns == 0 || retransmit_timeout_low_ns > retransmit_timeout_ns) {
+      return "retransmit_timeout_low_ns: 1 ns .. retransmit_timeout_ns (RTO_low <= RTO_high)";
+    }
+    if (max_in_flight > 65536) return "max_in_flight: at most 65536 with irn";
+  }
   if (op != RcOp::kWrite && op != RcOp::kRead) return "op: must be write or read";
   if (first_psn > kPsnMask) return "first_psn: must fit 24 bits";
   if (entropy_values > ObliviousEntropy::kMaxValues ||
@@ -219,6 +234,13 @@ RcRequester::RcRequester(const RcRequesterConfig& config, const RcQpAddress& add
       next_va_(config_.remote_va) {
   if (pool_ == nullptr) throw std::invalid_argument("pool: must not be null");
   if (address_.udp_src_port == 0) address_.udp_src_port = rxe_udp_source_port(address_.local_qp);
+  if (config_.irn) {
+    // Never more than max_in_flight unacknowledged (selective mode never goes back), so a slot
+    // per window position holds each unacknowledged packet's flags.
+    irn_bits_ = (size_t{config_.max_in_flight} + 63) / 64 * 64;
+    sacked_.assign(irn_bits_ / 64, 0);
+    resent_.assign(irn_bits_ / 64, 0);
+  }
   if (config_.entropy_values > 1 && config_.entropy_reps) {
     reps_ = std::make_unique<RepsEntropy>(config_.entropy_values, address_.udp_src_port,
                                           config_.entropy_seed);
@@ -413,6 +435,12 @@ size_t RcRequester::poll(uint64_t now_ns, std::vector<rte_mbuf*>& out, size_t ma
       if (reps_) reps_->on_timeout(now_ns);  // a path lost: freeze on the values last known good
       retry_started_ = true;
       if (config_.selective_retransmit) {
+        if (config_.irn) {
+          if (high_ - una_ <= config_.rto_low_packets) ++counters_.rto_low_timeouts;
+          // A new round: what the NAKs had resent may be lost again.
+          std::fill(resent_.begin(), resent_.end(), 0);
+          irn_mark(resent_, una_, true);
+        }
         queue_resend(una_);
         recover_ = high_;
       } else {
@@ -453,8 +481,7 @@ size_t RcRequester::poll(uint64_t now_ns, std::vector<rte_mbuf*>& out, size_t ma
       next_ = msg.first_seq + msg.packets;
       ++next_msg_;
       if (!timer_armed_) {
-        timer_armed_ = true;
-        deadline_ns_ = now_ns + config_.retransmit_timeout_ns;
+        arm_timer(now_ns);
       }
       continue;
     }
@@ -475,6 +502,10 @@ size_t RcRequester::poll(uint64_t now_ns, std::vector<rte_mbuf*>& out, size_t ma
     ++counters_.packets_sent;
     counters_.payload_bytes_sent += payload_of(msg, index);
     if (seq == high_) {
+      if (config_.irn) {  // the slot last held a packet acknowledged long ago
+        irn_mark(sacked_, seq, false);
+        irn_mark(resent_, seq, false);
+      }
       ++high_;
       if (index == 0) {
         ++counters_.messages_started;
@@ -491,8 +522,10 @@ size_t RcRequester::poll(uint64_t now_ns, std::vector<rte_mbuf*>& out, size_t ma
     ++next_;
     if (last) ++next_msg_;
     if (!timer_armed_) {  // rxe update_state: mod_timer only when no timer is pending
-      timer_armed_ = true;
-      deadline_ns_ = now_ns + config_.retransmit_timeout_ns;
+      arm_timer(now_ns);
+    } else if (config_.irn) {
+      // IRN: RTO_high once more than N are in flight, counted from when the timer started.
+      deadline_ns_ = std::max(deadline_ns_, timer_start_ns_ + timeout_ns());
     }
   }
   return sent;
@@ -591,7 +624,7 @@ void RcRequester::restart_timer(uint64_t now_ns) {
   // Selective mode: re-armed to now + timeout while PSNs are outstanding, left to lapse when none
   // are (the next send arms it again).
   timer_armed_ = una_ < next_;
-  if (timer_armed_) deadline_ns_ = now_ns + config_.retransmit_timeout_ns;
+  if (timer_armed_) arm_timer(now_ns);
 }
 
 void RcRequester::completer_pass(uint64_t now_ns) {
@@ -606,8 +639,7 @@ void RcRequester::completer_pass(uint64_t now_ns) {
   // rxe_comp.c COMPST_EXIT (reset_retry_timer): mod_timer(now + timeout) whenever the completer
   // has run and req.psn > comp.psn, whatever the response was (a stale duplicate included).
   if (next_ > una_) {
-    timer_armed_ = true;
-    deadline_ns_ = now_ns + config_.retransmit_timeout_ns;
+    arm_timer(now_ns);
   } else if (una_ == high_) {
     timer_armed_ = false;  // nothing outstanding: let it lapse (rxe leaves it pending, see top)
   }
@@ -632,7 +664,10 @@ void RcRequester::handle_ack(uint32_t psn, uint64_t now_ns) {
     const uint64_t before = una_;
     acknowledge_before(seq + 1, now_ns);
     // After a timeout: the responder still misses una_, sent a timeout ago (see the top).
-    if (una_ > before && una_ < recover_) queue_resend(una_);
+    if (una_ > before && una_ < recover_ && !(config_.irn && irn_flag(resent_, una_))) {
+      if (config_.irn) irn_mark(resent_, una_, true);
+      queue_resend(una_);
+    }
     restart_timer(now_ns);
     return;
   }
@@ -764,7 +799,30 @@ void RcRequester::handle_read_response(uint8_t op, uint8_t syndrome, uint32_t ps
   }
 }
 
-void RcRequester::handle_nak(uint32_t psn, uint64_t now_ns) {
+void RcRequester::arm_timer(uint64_t now_ns) {
+  timer_armed_ = true;
+  timer_start_ns_ = now_ns;
+  deadline_ns_ = now_ns + timeout_ns();
+}
+
+uint64_t RcRequester::timeout_ns() const {
+  if (config_.irn && high_ - una_ <= config_.rto_low_packets) {
+    return config_.retransmit_timeout_low_ns;
+  }
+  return config_.retransmit_timeout_ns;
+}
+
+void RcRequester::irn_mark(std::vector<uint64_t>& map, uint64_t seq, bool v) {
+  const size_t i = seq % irn_bits_;
+  const uint64_t bit = uint64_t{1} << (i & 63);
+  if (v) {
+    map[i >> 6] |= bit;
+  } else {
+    map[i >> 6] &= ~bit;
+  }
+}
+
+void RcRequester::handle_nak(uint32_t psn, uint64_t now_ns, std::span<const uint8_t> sack) {
   uint64_t seq = 0;
   if (!seq_of(psn, seq)) {
     ++counters_.stale_responses;
@@ -782,7 +840,34 @@ void RcRequester::handle_nak(uint32_t psn, uint64_t now_ns) {
     }
     acknowledge_before(seq, now_ns);
     ++counters_.nak_retries;
-    queue_resend(seq);  // that PSN alone: the ones after it may well have been placed
+    if (!config_.irn) {
+      queue_resend(seq);  // that PSN alone: the ones after it may well have been placed
+      restart_timer(now_ns);
+      return;
+    }
+    IrnSack bits;
+    if (!bits.read(sack)) ++counters_.sack_malformed;  // then read as RoCE's NAK: seq alone
+    uint64_t end = seq + 1;  // one past the highest SACKed PSN (at least the NAK's own)
+    if (bits.any()) {
+      ++counters_.sack_naks;
+      for (uint32_t i = 0; i <= bits.highest(); ++i) {
+        const uint64_t s = seq + 1 + i;
+        if (s >= high_) break;  // never sent: a SACK cannot be right about it
+        if (!bits.test(i)) continue;
+        if (!irn_flag(sacked_, s)) ++counters_.sacked_packets;
+        irn_mark(sacked_, s, true);
+        end = s + 1;
+      }
+    }
+    for (uint64_t s = seq; s < end && s < high_; ++s) {
+      if (irn_flag(sacked_, s)) continue;
+      if (irn_flag(resent_, s)) {
+        ++counters_.sack_resends_skipped;
+        continue;
+      }
+      irn_mark(resent_, s, true);
+      queue_resend(s);
+    }
     restart_timer(now_ns);
     return;
   }
@@ -914,7 +999,16 @@ void RcRequester::receive(rte_mbuf* m, const ParsedPacket& p, uint64_t now_ns) {
       handle_ack(p.psn, now_ns);
     } else if (syndrome == aeth::kNakPsnSequenceError) {
       ++counters_.naks_received;
-      handle_nak(p.psn, now_ns);
+      // IRN's SACK follows the AETH (irn_sack.h); the headers are in the first segment.
+      const size_t from = size_t{p.bth_offset} + kBthSize + kAethSize;
+      std::span<const uint8_t> sack;
+      if (config_.irn && p.payload_length != 0 &&
+          from + p.payload_length <= rte_pktmbuf_data_len(m)) {
+        sack = {rte_pktmbuf_mtod_offset(m, const uint8_t*, from), p.payload_length};
+      } else if (config_.irn && p.payload_length != 0) {
+        ++counters_.sack_malformed;
+      }
+      handle_nak(p.psn, now_ns, sack);
     } else if (aeth::is_nak(syndrome)) {
       handle_fatal_nak(p.psn, now_ns);
     } else {
@@ -950,6 +1044,10 @@ size_t RcRequester::send_resends(uint64_t now_ns, std::vector<rte_mbuf*>& out, s
       resend_.pop_front();
       continue;
     }
+    if (config_.irn && irn_flag(sacked_, seq)) {  // a later SACK showed it arrived after all
+      resend_.pop_front();
+      continue;
+    }
     const Message& msg = message_of(seq);
     const auto index = static_cast<uint32_t>(seq - msg.first_seq);
     rte_mbuf* m = build(msg, index, true);
@@ -969,8 +1067,7 @@ size_t RcRequester::send_resends(uint64_t now_ns, std::vector<rte_mbuf*>& out, s
     ++counters_.selective_retransmissions;
     counters_.payload_bytes_sent += payload_of(msg, index);
     if (!timer_armed_) {
-      timer_armed_ = true;
-      deadline_ns_ = now_ns + config_.retransmit_timeout_ns;
+      arm_timer(now_ns);
     }
   }
   return sent;
@@ -1004,7 +1101,8 @@ uint64_t RcRequester::memory_bytes() const {
   return sizeof(*this) + capacity_bytes(payload_) +
          (own_stats_ != nullptr ? sizeof(CompletionTimeStats) : 0) +
          deque_bytes<Message>(messages_.size()) + capacity_bytes(completions_) +
-         deque_bytes<uint64_t>(resend_.size()) +
+         deque_bytes<uint64_t>(resend_.size()) + capacity_bytes(sacked_) +
+         capacity_bytes(resent_) +
          (entropy_ != nullptr ? sizeof(ObliviousEntropy) : 0) +
          (reps_ != nullptr ? sizeof(RepsEntropy) : 0);
 }

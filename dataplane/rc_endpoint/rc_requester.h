@@ -110,6 +110,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -161,10 +162,11 @@ struct RcQpAddress {
 // An RC ACK or NAK (AETH `syndrome`, `msn`) for `psn`, from `a`'s side to its peer; nullptr
 // when the pool is empty. Shared by the responders, which differ only in when they answer.
 // `src_port`: the ACK's UDP source port, 0 for the QP's (an echo of the entropy the acknowledged
-// packet had, for REPS: RcResponderConfig::echo_entropy).
+// packet had, for REPS: RcResponderConfig::echo_entropy). `extension`: bytes after the AETH (an
+// IRN NAK's SACK, irn_sack.h), covered by the ICRC.
 rte_mbuf* build_rc_ack(rte_mempool* pool, const RcQpAddress& a, uint16_t ip_id, uint32_t psn,
                        uint8_t syndrome, uint32_t msn, uint16_t src_port = 0,
-                       bool becn = false);
+                       bool becn = false, std::span<const uint8_t> extension = {});
 
 // Count, min, max and sum of durations.
 struct DurationSummary {
@@ -241,6 +243,16 @@ struct RcRequesterConfig {
   // recycled from the ACKs that echo them (the responder's echo_entropy), never one a CNP
   // marked, frozen by a retransmission timeout.
   bool entropy_reps = false;
+  // IRN (Mittal et al., "Revisiting Network Support for RDMA", SIGCOMM 2018), with
+  // selective_retransmit, facing an RcPlacementResponder with sack: a NAK's SACK (irn_sack.h)
+  // marks the PSNs the responder has beyond the one it names, and every PSN from that one up to
+  // the highest SACKed that is neither SACKed nor already resent since its last send is resent
+  // (every hole of the NAK in one round; a hole whose resend is lost is the timer's). The timer
+  // is IRN's two: retransmit_timeout_low_ns (RTO_low) while at most rto_low_packets (N) are
+  // unacknowledged, retransmit_timeout_ns (RTO_high) otherwise. IRN's BDP cap is max_in_flight.
+  bool irn = false;
+  uint64_t retransmit_timeout_low_ns = 100'000;  // IRN §4.1: RTO_low 100 us (RTO_high 320 us)
+  uint32_t rto_low_packets = 3;                  // IRN §4.1: N = 3
 
   // Empty when valid, else "key: reason".
   std::string check() const;
@@ -291,6 +303,14 @@ struct RcRequesterCounters {
   uint64_t pool_empty = 0;  // packets not built for lack of mbufs (retried later)
   // selective_retransmit: packets resent alone (nak_retries and timeouts count what began them)
   uint64_t selective_retransmissions = 0;
+  // irn: NAKs that carried a SACK, PSNs they showed arrived, PSNs a NAK showed missing that were
+  // not resent again (resent already since their last send), SACKs that were malformed (the NAK
+  // then counts as RoCE's, one PSN), and timeouts taken with RTO_low.
+  uint64_t sack_naks = 0;
+  uint64_t sacked_packets = 0;
+  uint64_t sack_resends_skipped = 0;
+  uint64_t sack_malformed = 0;
+  uint64_t rto_low_timeouts = 0;
   // Message completion times of this QP: completed - first sent (fixed mode), completed -
   // posted (posted mode).
   DurationSummary completion;
@@ -437,7 +457,16 @@ class RcRequester {
   void handle_fatal_nak(uint32_t psn, uint64_t now_ns);
   void enter_error();
   void handle_ack(uint32_t psn, uint64_t now_ns);
-  void handle_nak(uint32_t psn, uint64_t now_ns);
+  // `sack`: the NAK's SACK extension (irn_sack.h), empty without one.
+  void handle_nak(uint32_t psn, uint64_t now_ns, std::span<const uint8_t> sack = {});
+  // irn: the timer's length now (RTO_low while few packets are unacknowledged).
+  uint64_t timeout_ns() const;
+  void arm_timer(uint64_t now_ns);  // deadline now + timeout_ns()
+  // irn: flags kept per unacknowledged packet (sequence number modulo irn_bits_).
+  bool irn_flag(const std::vector<uint64_t>& map, uint64_t seq) const {
+    return (map[(seq % irn_bits_) >> 6] >> ((seq % irn_bits_) & 63)) & 1;
+  }
+  void irn_mark(std::vector<uint64_t>& map, uint64_t seq, bool v);
   // Selective retransmission: queues one packet to resend (once), sends what is queued.
   void queue_resend(uint64_t seq);
   size_t send_resends(uint64_t now_ns, std::vector<rte_mbuf*>& out, size_t max_packets);
@@ -481,8 +510,14 @@ class RcRequester {
   // one past the highest sent when the retransmit timer fired.
   std::deque<uint64_t> resend_;
   uint64_t recover_ = 0;
+  // irn: SACKed (the responder has it) and resent (since its last send) per unacknowledged
+  // packet; empty without irn.
+  size_t irn_bits_ = 0;
+  std::vector<uint64_t> sacked_;
+  std::vector<uint64_t> resent_;
   bool timer_armed_ = false;
   uint64_t deadline_ns_ = 0;
+  uint64_t timer_start_ns_ = 0;  // when the timer was last armed
   uint64_t next_message_ns_ = 0;  // the message gap: no new message before this
   uint64_t alloc_retry_at_ns_ = 0;
   uint16_t ip_id_ = 0;

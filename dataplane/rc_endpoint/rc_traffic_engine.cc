@@ -38,6 +38,12 @@ RcRequesterConfig base_requester_config(const RcTrafficEngineConfig& c) {
   r.first_psn = c.first_psn;
   r.record_completions = c.record_completions;
   r.selective_retransmit = c.ooo_placement;
+  r.irn = c.irn;
+  r.retransmit_timeout_low_ns = c.irn_rto_low_ns;
+  r.rto_low_packets = c.irn_rto_low_packets;
+  // IRN's responder ACKs every packet; the AckReq bit then asks for nothing more, and a BDP cap
+  // below rxe's 66 is allowed.
+  if (c.irn) r.max_pkt_per_ack = 0;
   r.op = c.op;
   r.payload_store = c.payload_store;
   r.entropy_values = c.entropy_values;
@@ -93,6 +99,9 @@ RcPlacementResponderConfig RcTrafficEngineConfig::placement_config() const {
   r.nak_delay_ns = placement_nak_delay_ns;
   r.payload_store = payload_store;
   r.echo_entropy = echo_entropy;
+  r.sack = irn;
+  r.ack_every_packet = irn || dctcp || timely || hpcc;
+  r.echo_ce = dctcp.has_value();
   return r;
 }
 
@@ -141,6 +150,10 @@ std::string RcTrafficEngineConfig::check() const {
   }
   if (dcqcn) {
     if (std::string why = dcqcn->check(); !why.empty()) return "dcqcn: " + why;
+  }
+  if (irn && !ooo_placement) return "irn: needs ooo_placement (IRN's responder places out of order)";
+  if (irn && (irn_rto_low_ns == 0 || irn_rto_low_ns > retransmit_timeout_ns)) {
+    return "irn_rto_low_ns: 1 ns .. retransmit_timeout_ns (RTO_low <= RTO_high)";
   }
   if (ooo_placement) {
     if (std::string why = placement_config().check(); !why.empty()) return "placement_" + why;

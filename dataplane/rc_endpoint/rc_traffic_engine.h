@@ -106,6 +106,13 @@ struct RcTrafficEngineConfig {
   bool ooo_placement = false;
   uint32_t placement_window = 0;  // PSNs; 0: max_in_flight, which a peer like us never overflows
   uint64_t placement_nak_delay_ns = 100'000;  // see RcPlacementResponderConfig::nak_delay_ns
+  // IRN, lossy RoCE (Mittal et al., SIGCOMM 2018; needs ooo_placement): NAKs carry a SACK and
+  // requesters resend every hole it shows (RcRequesterConfig::irn, RcPlacementResponderConfig::
+  // sack); responders ACK every packet; retransmit_timeout_ns is RTO_high, irn_rto_low_ns RTO_low
+  // while at most irn_rto_low_packets are unacknowledged; max_in_flight is the BDP cap.
+  bool irn = false;
+  uint64_t irn_rto_low_ns = 100'000;
+  uint32_t irn_rto_low_packets = 3;
   // Not owned; outlives the endpoint and every packet it builds. Set: payloads are attached
   // from it (chained, no copy) and ICRCs of segments in it fold their known CRC; null: copied.
   PayloadStore* payload_store = nullptr;

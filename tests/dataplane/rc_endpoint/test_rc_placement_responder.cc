@@ -3,6 +3,7 @@
 // what lies beyond the window is dropped and counted.
 #include "dataplane/rc_endpoint/rc_placement_responder.h"
 
+#include <rte_ip.h>
 #include <rte_mbuf.h>
 
 #include <catch2/catch.hpp>
@@ -384,4 +385,117 @@ TEST_CASE("placement: configuration errors are refused with a reason") {
   CHECK_THROWS_AS(RcPlacementResponder(c, responder_address(), pool.get()), std::invalid_argument);
   CHECK_THROWS_AS(RcPlacementResponder(config(), responder_address(), nullptr),
                   std::invalid_argument);
+}
+
+TEST_CASE(
+    "placement sack (IRN): a NAK carries what lies beyond its PSN; a gap is NAKed once; every "
+    "packet is ACKed") {
+  TestPool pool(255);
+  {
+    RcPlacementResponderConfig c = config(64, 0);
+    c.sack = true;
+    c.ack_every_packet = true;
+    RcPlacementResponder r(c, responder_address(), pool.get());
+    const auto deliver = [&](uint32_t psn, uint64_t now) {
+      rte_mbuf* m = make_write(pool.get(), kRcWriteMiddle, psn, kMtu, false);
+      std::vector<rte_mbuf*> out;
+      r.receive(m, parse_ok(m), now, out);
+      return out;
+    };
+    // A message's middle: 0, 1 arrive (each ACKed), 2..3 lost, 4 arrives: NAK 2, SACK {4}.
+    for (uint32_t psn : {0u, 1u}) {
+      auto out = deliver(psn, 10);
+      REQUIRE(out.size() == 1);
+      CHECK(is_ack(take(out[0]), psn, 0));
+    }
+    auto out = deliver(4, 20);
+    REQUIRE(out.size() == 2);
+    CHECK(is_ack(take(out[0]), 1, 0));  // a duplicate cumulative ACK for the packet itself
+    {
+      const ParsedPacket p = parse_ok(out[1]);
+      CHECK(p.bth_opcode == opcode::kRcAck);
+      CHECK(p.psn == 2);
+      REQUIRE(p.payload_length == 8);  // the SACK: 32 bits
+      const uint8_t* b = rte_pktmbuf_mtod(out[1], const uint8_t*) + p.payload_offset;
+      // PSN 4 is 2 + 1 + 1: bit 1, the second most significant of the first byte.
+      CHECK(std::vector<uint8_t>(b, b + 8) ==
+            std::vector<uint8_t>{0x00, 0x20, 0x00, 0x00, 0x40, 0x00, 0x00, 0x00});
+      CHECK(is_nak(take(out[1]), 2));
+    }
+    // 5 arrives: no new gap, no NAK. 7 arrives: 6 is a new gap past the NAK's SACK: NAK again,
+    // still naming 2, SACK {4, 5, 7}.
+    out = deliver(5, 30);
+    REQUIRE(out.size() == 1);
+    CHECK(is_ack(take(out[0]), 1, 0));
+    out = deliver(7, 40);
+    REQUIRE(out.size() == 2);
+    CHECK(is_ack(take(out[0]), 1, 0));
+    {
+      const ParsedPacket p = parse_ok(out[1]);
+      const uint8_t* b = rte_pktmbuf_mtod(out[1], const uint8_t*) + p.payload_offset;
+      CHECK(b[4] == 0x68);  // offsets 1 (4), 2 (5), 4 (7): 0110 1000
+      CHECK(is_nak(take(out[1]), 2));
+    }
+    // 2 arrives: expected moves to 3, a hole both NAKs reported: no NAK, one ACK.
+    out = deliver(2, 50);
+    REQUIRE(out.size() == 1);
+    CHECK(is_ack(take(out[0]), 2, 0));
+    // 3 arrives: expected to 6, reported by the second NAK: no NAK.
+    out = deliver(3, 60);
+    REQUIRE(out.size() == 1);
+    CHECK(is_ack(take(out[0]), 5, 0));
+    out = deliver(6, 70);
+    REQUIRE(out.size() == 1);
+    CHECK(is_ack(take(out[0]), 7, 0));
+    CHECK(r.counters().naks_sent == 2);
+    CHECK(r.counters().sack_naks == 2);
+    CHECK(r.counters().holes_naked == 2);
+    CHECK(r.next_event_ns() == RcPlacementResponder::kNever);
+  }
+  CHECK(pool.whole());
+}
+
+TEST_CASE("placement sack (IRN): with a NAK delay, a gap filled in time is never NAKed") {
+  TestPool pool(255);
+  {
+    RcPlacementResponderConfig c = config(64, 5'000);
+    c.sack = true;
+    RcPlacementResponder r(c, responder_address(), pool.get());
+    CHECK(write(r, pool.get(), kRcWriteFirst, 0, false, 0).empty());
+    CHECK(write(r, pool.get(), kRcWriteMiddle, 2, false, 100).empty());
+    CHECK(r.next_event_ns() == 100 + 5'000);
+    CHECK(poll(r, 5'099).empty());
+    const auto acks = write(r, pool.get(), kRcWriteMiddle, 1, false, 1'000);  // late, not lost
+    REQUIRE(acks.size() == 1);
+    CHECK(is_ack(acks[0], 2, 0));
+    CHECK(poll(r, 10'000).empty());
+    CHECK(r.counters().naks_sent == 0);
+    CHECK(r.next_event_ns() == RcPlacementResponder::kNever);
+  }
+  CHECK(pool.whole());
+}
+
+TEST_CASE("placement echo_ce: an ACK carries BECN when a packet since the last one had CE") {
+  TestPool pool(255);
+  {
+    RcPlacementResponderConfig c = config();
+    c.echo_ce = true;
+    c.ack_every_packet = true;
+    RcPlacementResponder r(c, responder_address(), pool.get());
+    std::vector<rte_mbuf*> out;
+    rte_mbuf* m = make_write(pool.get(), kRcWriteFirst, 0, kMtu, false);
+    auto* ip = rte_pktmbuf_mtod_offset(m, rte_ipv4_hdr*, 14);
+    ip->type_of_service |= 0x3;  // CE
+    ip->hdr_checksum = 0;
+    ip->hdr_checksum = rte_ipv4_cksum(ip);
+    r.receive(m, parse_ok(m), 0, out);
+    m = make_write(pool.get(), kRcWriteMiddle, 1, kMtu, false);
+    r.receive(m, parse_ok(m), 0, out);
+    REQUIRE(out.size() == 2);
+    CHECK(BthView(rte_pktmbuf_mtod(out[0], uint8_t*) + parse_ok(out[0]).bth_offset).becn());
+    CHECK_FALSE(BthView(rte_pktmbuf_mtod(out[1], uint8_t*) + parse_ok(out[1]).bth_offset).becn());
+    for (rte_mbuf* a : out) rte_pktmbuf_free(a);
+    CHECK(r.counters().becn_sent == 1);
+  }
+  CHECK(pool.whole());
 }

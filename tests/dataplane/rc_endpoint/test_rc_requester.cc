@@ -7,10 +7,12 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <random>
 #include <set>
 #include <utility>
 #include <vector>
 
+#include "dataplane/rc_endpoint/rc_placement_responder.h"
 #include "dataplane/rc_endpoint/rc_responder.h"
 #include "dataplane/rc_endpoint/rc_write_segmenter.h"
 #include "dataplane/wire/packet_builder.h"
@@ -1606,5 +1608,207 @@ TEST_CASE("requester: REPS reuses the port an ACK echoed, never one a CNP marked
   CHECK(c->drawn == 5);  // the first four, and the third of the second poll: nothing left
   CHECK(c->marked == 1);
   CHECK(c->marked_not_recycled == 1);
+  CHECK(pool.whole());
+}
+
+namespace {
+
+// IRN: a requester and an RcPlacementResponder with sack, NAK delay 0, wired back to back; the
+// first transmission of every PSN in `lost` is dropped, nothing else. Steps in 1 us ticks
+// until the requester is done (or `limit_ns`); returns the PSNs sent again, in order, and the
+// most packets ever unacknowledged.
+struct IrnRun {
+  std::vector<uint32_t> resent;
+  uint64_t max_unacked = 0;
+  uint64_t end_ns = 0;
+  RcRequesterCounters req;
+  RcPlacementResponderCounters resp;
+};
+
+IrnRun run_irn(rte_mempool* pool, uint32_t packets, uint32_t bdp, const std::set<uint32_t>& lost,
+               uint64_t limit_ns = 10'000'000) {
+  RcRequesterConfig cfg;
+  cfg.mtu = 1024;
+  cfg.message_bytes = packets * 1024;
+  cfg.messages = 1;
+  cfg.max_in_flight = bdp;
+  cfg.max_pkt_per_ack = 0;
+  cfg.selective_retransmit = true;
+  cfg.irn = true;
+  cfg.retransmit_timeout_ns = 320'000;
+  cfg.retransmit_timeout_low_ns = 100'000;
+  RcRequester req(cfg, requester_address(), pool);
+  RcPlacementResponderConfig rc;
+  rc.mtu = 1024;
+  rc.window = bdp;
+  rc.nak_delay_ns = 0;
+  rc.sack = true;
+  rc.ack_every_packet = true;
+  RcPlacementResponder resp(rc, test::responder_address(), pool);
+  IrnRun r;
+  std::set<uint32_t> sent_once;
+  std::vector<rte_mbuf*> out, back;
+  uint64_t now = 0;
+  for (; now < limit_ns && !req.done(); now += 1000) {
+    req.poll(now, out, 1000);
+    r.max_unacked = std::max(r.max_unacked, req.in_flight());
+    for (rte_mbuf* m : out) {
+      const ParsedPacket p = parse_ok(m);
+      if (!sent_once.insert(p.psn).second) r.resent.push_back(p.psn);
+      if (lost.count(p.psn) == 1 && sent_once.count(p.psn) == 1 &&
+          std::count(r.resent.begin(), r.resent.end(), p.psn) == 0) {
+        rte_pktmbuf_free(m);  // the first transmission is lost
+        continue;
+      }
+      resp.receive(m, p, now, back);
+    }
+    out.clear();
+    resp.poll(now, back);
+    for (rte_mbuf* a : back) req.receive(a, parse_ok(a), now);
+    back.clear();
+  }
+  r.end_ns = now;
+  r.req = req.counters();
+  r.resp = resp.counters();
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("requester irn: a loss pattern is recovered by resending exactly the missing PSNs") {
+  TestPool pool(1023, kBigRoom);
+  // Single losses, a burst, a loss right after a resend's hole, the last-but-one packet.
+  const std::set<uint32_t> lost = {3, 4, 10, 17, 18, 19, 30, 45, 62};
+  const IrnRun r = run_irn(pool.get(), 64, 32, lost);
+  CHECK(r.req.messages_completed == 1);
+  std::vector<uint32_t> resent = r.resent;
+  std::sort(resent.begin(), resent.end());
+  CHECK(resent == std::vector<uint32_t>(lost.begin(), lost.end()));  // each once, no other
+  CHECK(r.req.packets_retransmitted == lost.size());
+  CHECK(r.req.timeouts == 0);         // every hole had packets after it: NAKs recovered all
+  CHECK(r.req.sack_naks == r.resp.sack_naks);
+  CHECK(r.req.sack_naks > 0);
+  CHECK(r.resp.duplicates == 0);
+  CHECK(r.max_unacked <= 32);
+  CHECK(pool.whole());
+}
+
+TEST_CASE("requester irn: one NAK's SACK resends every hole below the highest SACKed at once") {
+  TestPool pool(1023, kBigRoom);
+  RcRequesterConfig cfg;
+  cfg.mtu = 1024;
+  cfg.message_bytes = 16 * 1024;
+  cfg.messages = 1;
+  cfg.max_in_flight = 16;
+  cfg.max_pkt_per_ack = 0;
+  cfg.selective_retransmit = true;
+  cfg.irn = true;
+  cfg.retransmit_timeout_ns = 320'000;
+  {
+    RcRequester req(cfg, requester_address(), pool.get());
+    std::vector<rte_mbuf*> out;
+    REQUIRE(req.poll(0, out, 100) == 16);
+    free_all(out);
+    // The responder has 0..1, then 3, 6, 7 and 9: it misses 2, 4, 5 and 8 (and knows nothing of
+    // 10..15). Its NAK names 2; the SACK marks PSN 2 + 1 + i for i = 0 (3), 3 (6), 4 (7), 6 (9).
+    const RcQpAddress& a = req.address();
+    FrameSpec f;
+    f.eth.src = a.peer_mac;
+    f.eth.dst = a.local_mac;
+    f.ip.src = a.peer_ip;
+    f.ip.dst = a.local_ip;
+    f.udp.src_port = rxe_udp_source_port(a.peer_qp);
+    const std::vector<uint8_t> sack = {0x00, 0x20, 0x00, 0x00, 0x9A, 0x00, 0x00, 0x00};
+    f.payload = sack;
+    RoceSpec r;
+    r.opcode = opcode::kRcAck;
+    r.dest_qp = a.local_qp;
+    r.psn = 2;
+    r.syndrome = aeth::kNakPsnSequenceError;
+    rte_mbuf* m = build_roce_mbuf(pool.get(), f, r);
+    REQUIRE(m != nullptr);
+    req.receive(m, parse_ok(m), 100);
+    CHECK(req.oldest_unacked_psn() == 2);
+    REQUIRE(req.poll(200, out, 100) == 4);
+    CHECK(psns_of(out) == std::vector<uint32_t>{2, 4, 5, 8});
+    free_all(out);
+    CHECK(req.counters().sack_naks == 1);
+    CHECK(req.counters().sacked_packets == 4);
+    // The same NAK again (a duplicate on the wire): nothing is resent twice.
+    rte_mbuf* again = build_roce_mbuf(pool.get(), f, r);
+    req.receive(again, parse_ok(again), 300);
+    CHECK(req.poll(400, out, 100) == 0);
+    CHECK(req.counters().sack_resends_skipped == 4);
+    // A malformed SACK is counted; the NAK still acts as RoCE's (its PSN, already resent).
+    const std::vector<uint8_t> bad = {0x00, 0x10, 0x00, 0x00};
+    f.payload = bad;
+    rte_mbuf* b = build_roce_mbuf(pool.get(), f, r);
+    req.receive(b, parse_ok(b), 500);
+    CHECK(req.counters().sack_malformed == 1);
+    CHECK(req.poll(600, out, 100) == 0);
+    ack(req, pool.get(), 15, 700);
+    CHECK(req.done());
+  }
+  CHECK(pool.whole());
+}
+
+TEST_CASE("requester irn: never more than one BDP unacknowledged, under random losses") {
+  TestPool pool(1023, kBigRoom);
+  std::mt19937 rng(11);
+  for (int round = 0; round < 20; ++round) {
+    std::set<uint32_t> lost;
+    for (uint32_t psn = 0; psn < 200; ++psn) {
+      if (rng() % 10 == 0) lost.insert(psn);
+    }
+    const IrnRun r = run_irn(pool.get(), 200, 12, lost);
+    CHECK(r.req.messages_completed == 1);
+    CHECK(r.max_unacked <= 12);
+    CHECK(r.max_unacked == 12);  // and the cap is reached: it is the cap that binds
+    CHECK(r.req.packets_retransmitted == lost.size());
+    CHECK(r.resp.window_overflows == 0);
+  }
+  CHECK(pool.whole());
+}
+
+TEST_CASE("requester irn: RTO_low while at most N are unacknowledged, RTO_high otherwise") {
+  TestPool pool(1023, kBigRoom);
+  // The last two packets lost: no packet after them, so no NAK; the timer recovers them.
+  const IrnRun tail = run_irn(pool.get(), 20, 32, {18, 19});
+  CHECK(tail.req.messages_completed == 1);
+  CHECK(tail.req.timeouts == 1);
+  CHECK(tail.req.rto_low_timeouts == 1);
+  CHECK(tail.req.packets_retransmitted == 2);
+  // Sent at 0 us, the ACK of 17 at 0 us leaves 2 unacknowledged: RTO_low (100 us) later, 18 is
+  // resent; its ACK resends 19 at once (timeout recovery); done at about 100 us, not 320.
+  CHECK(tail.end_ns < 200'000);
+  CHECK(tail.end_ns >= 100'000);
+
+  RcRequesterConfig cfg;
+  cfg.mtu = 1024;
+  cfg.message_bytes = 8 * 1024;
+  cfg.messages = 1;
+  cfg.max_in_flight = 8;
+  cfg.max_pkt_per_ack = 0;
+  cfg.selective_retransmit = true;
+  cfg.irn = true;
+  cfg.retransmit_timeout_ns = 320'000;
+  cfg.retransmit_timeout_low_ns = 100'000;
+  cfg.rto_low_packets = 3;
+  {
+    RcRequester req(cfg, requester_address(), pool.get());
+    std::vector<rte_mbuf*> out;
+    REQUIRE(req.poll(1000, out, 100) == 8);
+    free_all(out);
+    CHECK(req.retransmit_deadline_ns() == 1000 + 320'000);  // 8 unacknowledged: RTO_high
+    ack(req, pool.get(), 3, 2000);                           // 4 left
+    CHECK(req.retransmit_deadline_ns() == 2000 + 320'000);
+    ack(req, pool.get(), 4, 3000);                           // 3 left: RTO_low
+    CHECK(req.retransmit_deadline_ns() == 3000 + 100'000);
+  }
+  cfg.retransmit_timeout_low_ns = 400'000;
+  CHECK(cfg.check() == "retransmit_timeout_low_ns: 1 ns .. retransmit_timeout_ns (RTO_low <= RTO_high)");
+  cfg.retransmit_timeout_low_ns = 100'000;
+  cfg.selective_retransmit = false;
+  CHECK(cfg.check() == "irn: needs selective_retransmit");
   CHECK(pool.whole());
 }
