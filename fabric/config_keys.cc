@@ -287,6 +287,29 @@ std::vector<ConfigKey> make_keys() {
       "unacknowledged packets per QP (512; rxe keeps 128)");
   micros("retransmit-timeout-us", &FabricConfig::retransmit_timeout_ns, 1, 1e8,
          "RC retransmit timeout (67108.864, perftest's)");
+  key("transport",
+      "rc (RoCE RC on the lossless class: go-back-N, or selective with receive ooo-placement) | "
+      "irn (IRN, SIGCOMM 2018: lossy RoCE with PFC off on the data class, out-of-order "
+      "placement, NAKs carrying a SACK, selective repeat of every hole, a BDP cap, RTO_low / "
+      "RTO_high; works with every cc and mode) (rc)",
+      [](FabricConfig& c, const std::string& v) {
+        if (v != "rc" && v != "irn") throw std::invalid_argument("rc | irn, got " + shown(v));
+        c.transport = v;
+        if (v == "irn") c.pfc = false;  // IRN's premise: no PFC on the data class
+      });
+  micros("irn-rto-low-us", &FabricConfig::irn_rto_low_ns, 1, 1e8,
+         "irn: RTO_low, the timeout while at most irn-rto-low-packets are in flight (100, IRN "
+         "§4.1)");
+  micros("irn-rto-high-us", &FabricConfig::irn_rto_high_ns, 1, 1e8,
+         "irn: RTO_high, the timeout otherwise (320, IRN §4.1)");
+  u32("irn-rto-low-packets", &FabricConfig::irn_rto_low_packets, 0, 65536,
+      "irn: N, the packets in flight at or below which RTO_low applies (3, IRN §4.1)");
+  micros("irn-reorder-wait-us", &FabricConfig::irn_reorder_wait_ns, 0, 1e8,
+         "irn, modes that reorder per packet: the reorder engine's hold and the placement "
+         "responder's NAK delay; elsewhere IRN NAKs at the first packet past a gap (100)");
+  u32("irn-bdp-packets", &FabricConfig::irn_bdp_packets, 0, 65536,
+      "irn: the BDP cap, packets in flight per QP; 0 (auto): the longest path's "
+      "bandwidth-delay product in MTU packets (0)");
   micros("dlb-gap-us", &FabricConfig::dlb_gap_ns, 0.001, 1e6, "dlb: flowlet gap (100)");
   micros("letflow-timeout-us", &FabricConfig::letflow_timeout_ns, 0.001, 1e6,
          "letflow: flowlet timeout; a flowlet idle this long goes to a random member (100, "

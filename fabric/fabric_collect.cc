@@ -125,6 +125,14 @@ RunResult Fabric::collect(double wall_s) {
   r.window_overflows = place.window_overflows;
   r.placement_duplicates = place.duplicates;
   r.selective_retransmissions = req.selective_retransmissions;
+  r.irn = config_.transport == "irn";
+  if (r.irn) {
+    r.irn_bdp_packets = config_.irn_bdp();
+    r.irn_sack_naks = req.sack_naks;
+    r.irn_sacked_packets = req.sacked_packets;
+    r.irn_resends_skipped = req.sack_resends_skipped;
+    r.irn_rto_low_timeouts = req.rto_low_timeouts;
+  }
 
   uint64_t depth_total = 0;
   for (size_t i = 0; i < depth.size(); ++i) {

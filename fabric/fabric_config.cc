@@ -330,14 +330,37 @@ std::string FabricConfig::host_ppcid_layout(const std::string& name) const {
   return effective_ppcid_layout();
 }
 
+uint32_t FabricConfig::irn_bdp() const {
+  if (irn_bdp_packets != 0) return irn_bdp_packets;
+  // Fabric::slowdown_bdp_bytes' path, from the configuration: host, leaf-spine (and twice
+  // spine-super-spine across pods), host, each cable at its delay and spread; the host's rate
+  // times the time one MTU packet takes there and its ACK back.
+  const uint64_t cable = delay_ns + cable_spread_ns;
+  std::vector<PathHop> hops = {{link_gbps, cable}};
+  if (total_leaves() > 1) {
+    hops.push_back({leaf_spine_rate(), cable});
+    if (tiers == 3 && pods > 1) {
+      hops.push_back({spine_super_rate(), cable});
+      hops.push_back({spine_super_rate(), cable});
+    }
+    hops.push_back({leaf_spine_rate(), cable});
+  }
+  hops.push_back({link_gbps, cable});
+  const double bytes = link_gbps * ideal_fct_ns(mtu, mtu, hops) / 8.0;
+  return std::max<uint32_t>(2, static_cast<uint32_t>(std::ceil(bytes / mtu)));
+}
+
 std::string FabricConfig::effective_receive(FabricMode mode) const {
   if (mode == FabricMode::kSprayNoReorder) return "none";
   // The modes that put one QP's packets on several paths reorder them (spreads_per_packet).
   // Left to rxe alone, every reordering is a NAK, and a NAK
   // that rxe's requester ignores during a retry leaves the QP to its 67 ms timer.
   if (receive == "reorder-buffer") {
-    return spreads_per_packet(mode) ? receive : "none";  // spray-noreorder returned above
+    if (spreads_per_packet(mode)) return receive;  // spray-noreorder returned above
+    return transport == "irn" ? "ooo-placement" : "none";
   }
+  // IRN's responder places out of order whatever the model in front of it.
+  if (receive == "none" && transport == "irn") return "ooo-placement";
   return receive;
 }
 
@@ -508,6 +531,32 @@ std::string FabricConfig::check() const {
   }
   if (reorder_window < 1 || reorder_window > 16384) return "reorder-window: 1..16384";
   if (max_in_flight < 66 || max_in_flight > 65536) return "max-in-flight: 66..65536";
+  if (transport != "rc" && transport != "irn") return "transport: rc | irn";
+  if (transport == "irn") {
+    if (pfc) {
+      return "transport irn: runs with PFC off on the data class (IRN is lossy RoCE); drop "
+             "pfc on";
+    }
+    if (irn_rto_low_ns < 1 || irn_rto_low_ns > irn_rto_high_ns) {
+      return "irn-rto-low-us: 0.001 .. irn-rto-high-us (RTO_low <= RTO_high)";
+    }
+    if (irn_bdp_packets == 1 || irn_bdp_packets > 65536) {
+      return "irn-bdp-packets: 0 (auto) or 2..65536";
+    }
+    if (irn_reorder_wait_ns >= irn_rto_high_ns) {
+      return "irn-reorder-wait-us: below irn-rto-high-us (a wait past the timeout resends what "
+             "is merely late)";
+    }
+    for (FabricMode m : modes) {
+      if (m == FabricMode::kSprayNoReorder) {
+        return "transport irn: not with mode spray-noreorder (rxe's responder alone); use mode "
+               "spray with receive ooo-placement";
+      }
+    }
+    if (op == "read") {
+      return "op read: not with transport irn (the placement responder answers WRITEs only)";
+    }
+  }
   if (dlb_gap_ns < 1) return "dlb-gap-us: above 0";
   if (letflow_timeout_ns < 1) return "letflow-timeout-us: above 0";
   if (std::find(modes.begin(), modes.end(), FabricMode::kConga) != modes.end()) {

@@ -182,6 +182,26 @@ struct FabricConfig {
   // far more in flight. 512 lets a QP alone on a link fill it, as the ECMP expectation assumes.
   uint32_t max_in_flight = 512;
   uint64_t retransmit_timeout_ns = 67'108'864;
+  // The transport: "rc" (RoCE RC over a lossless class: go-back-N, or selective with
+  // ooo-placement) or "irn" (Mittal et al., "Revisiting Network Support for RDMA", SIGCOMM 2018:
+  // lossy RoCE, PFC off on the data class, NAKs with a SACK and selective repeat of every hole,
+  // a BDP cap on packets in flight, two timeouts). With irn, max_in_flight and
+  // retransmit_timeout_ns give way to the irn_ settings.
+  std::string transport = "rc";
+  // IRN §4.1 (40 Gbit/s, their fabric): RTO_low 100 us while at most N = 3 packets are in
+  // flight, RTO_high 320 us otherwise.
+  uint64_t irn_rto_low_ns = 100'000;
+  uint64_t irn_rto_high_ns = 320'000;
+  uint32_t irn_rto_low_packets = 3;
+  // IRN's BDP cap, packets per QP; 0 (auto): the bandwidth-delay product of the longest path
+  // (the host rate times its base RTT, as --slowdown-bins bdp computes it) in MTU packets,
+  // rounded up.
+  uint32_t irn_bdp_packets = 0;
+  // In the modes that reorder per packet, how long the reorder engine holds a gap and the
+  // placement responder waits before NAKing one (elsewhere IRN NAKs the first packet past a gap,
+  // at once). reorder-hold-us and placement-nak-delay-us are rc's: their 500 us wait out PFC
+  // pauses, which IRN does not have; below RTO_high, or what is merely late is resent.
+  uint64_t irn_reorder_wait_ns = 100'000;
   uint64_t dlb_gap_ns = 100'000;  // 0 is not allowed by the flowlet table
   // LetFlow's flowlet timeout: conweave-ns3's LetflowRouting (100 us for 100G RoCE).
   uint64_t letflow_timeout_ns = 100'000;
@@ -312,6 +332,9 @@ struct FabricConfig {
   double offered_network_load() const { return host_load() * inter_leaf_share() / uplink_ratio(); }
   // The receive model the NICs of a `mode` run use: reorder-buffer | ooo-placement | none.
   std::string effective_receive(FabricMode mode) const;
+  // transport irn: the BDP cap in force (irn_bdp_packets, or the longest path's bandwidth-delay
+  // product in MTU packets, rounded up, at least 2).
+  uint32_t irn_bdp() const;
   // The switches' ECN marking in force: DCTCP marks with its own step (the `dctcp` preset,
   // pmax 1, ns-3 HPCC run.py's DCTCP runs) whatever ecn-preset and ecn-pmax say.
   std::string effective_ecn_preset() const {

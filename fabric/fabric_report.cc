@@ -308,6 +308,26 @@ nlohmann::json to_json(const RunResult& r) {
   j["qp_errors"] = r.qp_errors;
   j["qps_never_acked"] = r.qps_never_acked;
   j["receive"] = r.receive;
+  {
+    // Packets the network lost (every drop cause but rxe's responder discarding what arrives
+    // after a gap, which is a receiver's choice, not a loss), and what recovering them cost: the
+    // figure IRN is judged by (lossy RoCE), for every transport alike.
+    uint64_t dropped = 0;
+    for (const auto& [cause, n] : r.drops) {
+      if (cause != "responder_out_of_order") dropped += n;
+    }
+    j["network_drops"] = dropped;
+    j["retransmitted_per_drop"] =
+        dropped == 0 ? 0.0
+                     : static_cast<double>(r.packets_retransmitted) / static_cast<double>(dropped);
+  }
+  if (r.irn) {
+    j["irn"] = {{"bdp_packets", r.irn_bdp_packets},
+                {"sack_naks", r.irn_sack_naks},
+                {"sacked_packets", r.irn_sacked_packets},
+                {"resends_skipped", r.irn_resends_skipped},
+                {"rto_low_timeouts", r.irn_rto_low_timeouts}};
+  }
   j["placement"] = {{"placed_out_of_order", r.placed_out_of_order},
                     {"holes_naked", r.holes_naked},
                     {"window_overflows", r.window_overflows},
@@ -506,6 +526,15 @@ std::string format_header(const FabricConfig& c, const FlowSizeCdf* cdf) {
   if (c.events.empty()) out += "none";
   for (size_t i = 0; i < c.events.size(); ++i) out += (i ? ", " : "") + c.events[i].text;
   out += "\n";
+  if (c.transport == "irn") {
+    std::snprintf(line, sizeof line,
+                  "  transport irn: lossy RoCE (PFC off on the data class), NAKs with a SACK, "
+                  "selective repeat, BDP cap %u packets, RTO_low %g us (<= %u in flight) / "
+                  "RTO_high %g us\n",
+                  c.irn_bdp(), static_cast<double>(c.irn_rto_low_ns) / 1000.0,
+                  c.irn_rto_low_packets, static_cast<double>(c.irn_rto_high_ns) / 1000.0);
+    out += line;
+  }
   out += cdf_header_lines(c, cdf);
   if (const auto ceiling = ideal_ceiling(c)) {
     std::snprintf(line, sizeof line,
@@ -670,6 +699,13 @@ nlohmann::json config_json(const FabricConfig& c) {
        c.fabric_paths == 0 ? nlohmann::json("auto") : nlohmann::json(c.fabric_paths)},
       {"nic_restore_checksum", c.nic_restore_checksum},
       {"receive", c.receive},
+      {"transport", c.transport},
+      {"irn_rto_low_us", static_cast<double>(c.irn_rto_low_ns) / 1000.0},
+      {"irn_rto_high_us", static_cast<double>(c.irn_rto_high_ns) / 1000.0},
+      {"irn_rto_low_packets", c.irn_rto_low_packets},
+      {"irn_bdp_packets", c.transport == "irn" ? nlohmann::json(c.irn_bdp())
+                                               : nlohmann::json(c.irn_bdp_packets)},
+      {"irn_reorder_wait_us", static_cast<double>(c.irn_reorder_wait_ns) / 1000.0},
       {"payload", c.payload},
       {"control_period_us", static_cast<double>(c.control_period_ns) / 1000.0},
       {"nic_control_period_us", static_cast<double>(c.nic_control_period_ns) / 1000.0},

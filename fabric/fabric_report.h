@@ -125,6 +125,14 @@ struct RunResult {
   uint64_t qp_errors = 0;            // requester QPs failed by a fatal NAK (rxe's error state)
   uint64_t qps_never_acked = 0;  // QPs that sent and never had a byte acknowledged
   std::string receive;  // the NICs' receive model in this run (FabricConfig::effective_receive)
+  // transport irn (FabricConfig::transport): the BDP cap in force and the requesters' IRN
+  // counters, summed (RcRequesterCounters).
+  bool irn = false;
+  uint32_t irn_bdp_packets = 0;
+  uint64_t irn_sack_naks = 0;
+  uint64_t irn_sacked_packets = 0;
+  uint64_t irn_resends_skipped = 0;
+  uint64_t irn_rto_low_timeouts = 0;
   // ooo-placement (0 otherwise): what the placement responders and selective requesters did.
   uint64_t placed_out_of_order = 0;
   uint64_t holes_naked = 0;
