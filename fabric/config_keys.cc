@@ -162,7 +162,11 @@ std::vector<ConfigKey> make_keys() {
   u64("queue-bytes", &FabricConfig::queue_bytes, 16384, uint64_t{1} << 32,
       "switch egress queue limit per port and class, for lossy classes (all classes with PFC off); "
       "with PFC on the lossless class has none, the pool bounds it (1048576)");
-  boolean("pfc", &FabricConfig::pfc, "PFC (802.1Qbb) on priority 3 at every switch: on | off (on)");
+  key("pfc", "PFC (802.1Qbb) on priority 3 at every switch: on | off (on; off with transport irn)",
+      [](FabricConfig& c, const std::string& v) {
+        c.pfc = on_off(v);
+        c.pfc_given = true;
+      });
   u64("pfc-pool-bytes", &FabricConfig::pfc_pool_bytes, 65536, uint64_t{1} << 40,
       "each switch's shared lossless ingress pool (12582912: a 32 x 100G switch's, as SONiC "
       "configures a 7060CX)");
@@ -295,7 +299,8 @@ std::vector<ConfigKey> make_keys() {
       [](FabricConfig& c, const std::string& v) {
         if (v != "rc" && v != "irn") throw std::invalid_argument("rc | irn, got " + shown(v));
         c.transport = v;
-        if (v == "irn") c.pfc = false;  // IRN's premise: no PFC on the data class
+        // IRN's premise: no PFC on the data class (an explicit pfc on is refused by check()).
+        if (v == "irn" && !c.pfc_given) c.pfc = false;
       });
   micros("irn-rto-low-us", &FabricConfig::irn_rto_low_ns, 1, 1e8,
          "irn: RTO_low, the timeout while at most irn-rto-low-packets are in flight (100, IRN "

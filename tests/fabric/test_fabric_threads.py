@@ -30,6 +30,11 @@ CASES = {
     "incast under HPCC": TWO_TIERS + ["--workload", "incast", "--bytes", "262144",
                                       "--incast-senders", "4", "--duration", "5ms", "--cc",
                                       "hpcc"],
+    # Issue 44: IRN, lossy (PFC off), its NAKs' SACKs and resends crossing the LPs; 64 KB
+    # switch queues so that the incast drops.
+    "incast under IRN, PFC off": TWO_TIERS + ["--workload", "incast", "--bytes", "262144",
+                                             "--incast-senders", "4", "--duration", "5ms",
+                                             "--transport", "irn", "--queue-bytes", "65536"],
     "two planes, a rate change": TWO_TIERS + [
         "--workload", "permutation", "--planes", "2", "--spray-policy", "weighted",
         "--duration", "200us", "--event", "rate:leaf1-spine0=50@50us"],
