@@ -261,7 +261,7 @@ void parse_cc(NicConfig& c, const ConfigNode& n) {
   if (std::string why = cc.check(); !why.empty()) n.fail("rp", why);
 }
 
-RcEngineSettings parse_rc_engine(const ConfigNode& n) {
+RcEngineSettings parse_rc_engine(const ConfigNode& n, bool irn) {
   n.allow_only({"qps", "role", "op", "message_bytes", "mtu", "max_in_flight", "messages",
                 "retransmit_timeout_us", "local_ip", "peer_ip", "local_mac", "peer_mac", "first_qp",
                 "peer_first_qp", "first_psn", "dscp", "entropy", "entropy_values",
@@ -278,9 +278,12 @@ RcEngineSettings parse_rc_engine(const ConfigNode& n) {
       static_cast<uint32_t>(n.uint_or("message_bytes", r.message_bytes, 1, kMaxMessageBytes));
   r.mtu = static_cast<uint32_t>(
       *parse_uint(n.choice_or("mtu", std::to_string(r.mtu), {"1024", "4096"})));
+  // IRN's BDP cap may be small: its responder ACKs every packet (no AckReq spacing to honour).
   r.max_in_flight = static_cast<uint32_t>(
-      n.uint_or("max_in_flight", r.max_in_flight, min_in_flight(), kMaxInFlight));
+      n.uint_or("max_in_flight", r.max_in_flight, irn ? 2 : min_in_flight(),
+                irn ? RcPlacementResponderConfig::kMaxWindow : kMaxInFlight));
   r.messages = n.uint_or("messages", r.messages, 0, UINT64_MAX);
+  if (irn) r.retransmit_timeout_ns = 320'000;  // IRN §4.1: RTO_high
   r.retransmit_timeout_ns =
       micros_or(n, "retransmit_timeout_us", r.retransmit_timeout_ns, kMinRtoUs, kMaxRtoUs);
   r.local_ip = ipv4_address(n, "local_ip", r.local_ip);
@@ -470,6 +473,15 @@ RcTrafficEngineConfig rc_engine_config(const NicConfig& config) {
   r.ooo_placement = config.receive == ReceiveModel::kOooPlacement;
   r.placement_window = config.placement.window;
   r.placement_nak_delay_ns = config.placement.nak_delay_ns;
+  if (config.irn) {
+    // IRN's responder behind the reorder engine (which has waited for the late ones: NAK at
+    // once) or placing out of order itself (placement.nak_delay_us).
+    r.irn = true;
+    if (!r.ooo_placement) r.placement_nak_delay_ns = 0;
+    r.ooo_placement = true;
+    r.irn_rto_low_ns = config.irn_settings.rto_low_ns;
+    r.irn_rto_low_packets = config.irn_settings.rto_low_packets;
+  }
   return r;
 }
 
@@ -514,7 +526,7 @@ NicConfig parse_nic_config(const ConfigNode& root) {
   const ConfigNode nic = root.child("nic");
   nic.allow_only({"name", "seed", "mempool_mbufs", "mbuf_data_room", "host", "uplinks", "spray",
                   "receive", "reorder", "placement", "control", "rc_engine", "probe",
-                  "idle_backoff", "anomaly", "cc"});
+                  "idle_backoff", "anomaly", "cc", "transport", "irn"});
   NicConfig c;
   c.file = root.file();
   c.name = nic.name_or("name", c.name);
@@ -540,6 +552,25 @@ NicConfig parse_nic_config(const ConfigNode& root) {
     nic.fail("receive",
              "ooo-placement is the RC traffic engine's placement responder; with a "
              "host port the host's RDMA stack receives: reorder-buffer or none");
+  }
+  c.irn = nic.choice_or("transport", "rc", {"rc", "irn"}) == "irn";
+  if (c.irn && c.host) {
+    nic.fail("transport",
+             "irn is the RC traffic engine's transport; with a host port the host's RDMA stack "
+             "is the transport: rc");
+  }
+  if (c.irn && c.receive == ReceiveModel::kNone) {
+    nic.fail("receive",
+             "transport irn places out of order: reorder-buffer (the reorder engine in front of "
+             "IRN's responder) or ooo-placement, not none");
+  }
+  if (auto irn = nic.optional_child("irn")) {
+    if (!c.irn) nic.fail("irn", "IRN's settings, used only with transport: irn: remove the block");
+    irn->allow_only({"rto_low_us", "rto_low_packets"});
+    c.irn_settings.rto_low_ns =
+        micros_or(*irn, "rto_low_us", c.irn_settings.rto_low_ns, kMinRtoUs, kMaxRtoUs);
+    c.irn_settings.rto_low_packets = static_cast<uint32_t>(
+        irn->uint_or("rto_low_packets", c.irn_settings.rto_low_packets, 0, kMaxInFlight));
   }
   // A block for a model that is not used would be ignored: say so instead.
   if (auto r = nic.optional_child("reorder")) {
@@ -574,8 +605,27 @@ NicConfig parse_nic_config(const ConfigNode& root) {
     }
   } else {
     auto e = nic.optional_child("rc_engine");
-    c.rc_engine = e ? parse_rc_engine(*e) : RcEngineSettings{};
+    if (e) {
+      c.rc_engine = parse_rc_engine(*e, c.irn);
+    } else {
+      c.rc_engine = RcEngineSettings{};
+      if (c.irn) c.rc_engine->retransmit_timeout_ns = 320'000;  // IRN's RTO_high
+    }
     const RcEngineSettings& rc = *c.rc_engine;
+    if (c.irn && c.irn_settings.rto_low_ns > rc.retransmit_timeout_ns) {
+      const std::string why = "irn.rto_low_us (" + number(c.irn_settings.rto_low_ns / 1000.0) +
+                              ") must be at most rc_engine.retransmit_timeout_us (" +
+                              number(rc.retransmit_timeout_ns / 1000.0) +
+                              "), RTO_high under transport irn";
+      if (auto irn = nic.optional_child("irn"); irn && irn->has("rto_low_us")) {
+        irn->fail("rto_low_us", why);
+      }
+      e->fail("retransmit_timeout_us", why);
+    }
+    if (c.irn && rc.op == RcOp::kRead) {
+      e->fail("op", "must be write with transport: irn (IRN's placement responder answers "
+                    "WRITEs only), got read");
+    }
     // Each cross-check fails at a key the file gave (the defaults agree with each other).
     const auto reorder = nic.optional_child("reorder");
     if (c.reorder_enabled() && rc.qps > c.reorder.max_qps) {
@@ -690,6 +740,19 @@ std::string nic_config_help() {
        "drops what follows a gap) | ooo-placement (no reorder engine; the RC engine places out "
        "of order and resends selectively, as NVIDIA ConnectX OOO/IRN; needs rc_engine, not host) "
        "| none (neither: rxe's responder, or the host, gets packets as they arrive)");
+  line("  transport: rc",
+       "rc (RoCE RC as rxe, or selective with receive: ooo-placement) | irn (IRN, SIGCOMM 2018: "
+       "lossy RoCE, NAKs with a SACK, selective repeat of every hole, the BDP cap "
+       "rc_engine.max_in_flight (2 and up), RTO_high rc_engine.retransmit_timeout_us (320 "
+       "unless given); needs rc_engine and receive reorder-buffer or ooo-placement; turn PFC "
+       "off on the switches' data class)");
+  line("  irn:", "IRN's timeouts (only with transport: irn)");
+  line("    rto_low_us: " + number(NicIrnSettings{}.rto_low_ns / 1000.0),
+       number(kMinRtoUs) + ".." + number(kMaxRtoUs) +
+           ", at most rc_engine.retransmit_timeout_us: RTO_low (IRN §4.1)");
+  line("    rto_low_packets: " + std::to_string(NicIrnSettings{}.rto_low_packets),
+       "0.." + std::to_string(kMaxInFlight) +
+           ": RTO_low while at most this many packets are unacknowledged (IRN's N = 3)");
   line("  reorder:", "the reorder engine (only with receive: reorder-buffer)");
   line("    window: " + std::to_string(r.window),
        "1.." + std::to_string(ReorderConfig::kMaxWindow) + " PSNs per QP");

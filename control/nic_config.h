@@ -82,6 +82,15 @@ struct NicPlacementSettings {
   uint64_t nak_delay_ns = 100'000;  // the file says nak_delay_us: a hole waits this long
 };
 
+// IRN (`nic: transport: irn`, `nic: irn:`; Mittal et al., SIGCOMM 2018): lossy RoCE by the RC
+// traffic engine: NAKs with a SACK, selective repeat of every hole, IRN's two timeouts. The BDP
+// cap is rc_engine.max_in_flight (2 and up under irn), RTO_high rc_engine.retransmit_timeout_us
+// (320 under irn unless given). PFC is the switches' to turn off on the data class.
+struct NicIrnSettings {
+  uint64_t rto_low_ns = 100'000;  // the file says rto_low_us; IRN §4.1
+  uint32_t rto_low_packets = 3;   // N: RTO_low while at most this many are unacknowledged
+};
+
 struct NicControlSettings {
   uint64_t period_ms = 200;
 };
@@ -165,6 +174,8 @@ struct NicConfig {
   ReceiveModel receive = ReceiveModel::kReorderBuffer;
   NicReorderSettings reorder;
   NicPlacementSettings placement;
+  bool irn = false;  // transport: irn (rc otherwise)
+  NicIrnSettings irn_settings;
   NicControlSettings control;
   IdleBackoffSettings idle_backoff;
   // Set exactly when `host` is not: the RC traffic engine plays the host (defaults when the

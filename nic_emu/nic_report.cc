@@ -182,7 +182,22 @@ json rc_engine_json(const NicNode& node) {
                  {"bytes_written", pl.bytes_written},
                  {"messages_received", pl.messages_received},
                  {"max_distance", pl.max_distance},
-                 {"icrc_errors", pl.icrc_errors}};
+                 {"icrc_errors", pl.icrc_errors},
+                 {"sack_naks", pl.sack_naks},
+                 {"becn_sent", pl.becn_sent}};
+  }
+  // transport irn: the BDP cap, the two timeouts and what the requesters made of the SACKs.
+  json transport = {{"name", e->config().irn ? "irn" : "rc"}};
+  if (e->config().irn) {
+    transport.update({{"bdp_packets", e->config().max_in_flight},
+                      {"rto_low_ns", e->config().irn_rto_low_ns},
+                      {"rto_high_ns", e->config().retransmit_timeout_ns},
+                      {"rto_low_packets", e->config().irn_rto_low_packets},
+                      {"sack_naks", rq.sack_naks},
+                      {"sacked_packets", rq.sacked_packets},
+                      {"resends_skipped", rq.sack_resends_skipped},
+                      {"sack_malformed", rq.sack_malformed},
+                      {"rto_low_timeouts", rq.rto_low_timeouts}});
   }
   // Congestion control: each QP's DCQCN reaction point as of its last event (no clock here).
   json cc = {{"mode", std::string(control::to_string(node.config().cc.mode))}};
@@ -227,6 +242,7 @@ json rc_engine_json(const NicNode& node) {
           {"cc", cc},
           {"entropy", entropy},
           {"receive", std::string(control::to_string(node.config().receive))},
+          {"transport", transport},
           {"done", e->done()},
           {"requester",
            {{"messages_started", rq.messages_started},

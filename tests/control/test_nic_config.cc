@@ -320,7 +320,7 @@ TEST_CASE("errors name the file, the key and what is allowed") {
       {one_uplink("  hots: {device: x}\n"),
        "test.yaml: nic.hots: unknown key (allowed here: name|seed|mempool_mbufs|mbuf_data_room|"
        "host|uplinks|spray|receive|reorder|placement|control|rc_engine|probe|idle_backoff|"
-       "anomaly|cc)"},
+       "anomaly|cc|transport|irn)"},
       {one_uplink("  cc: {mode: bbr}\n"),
        "test.yaml: nic.cc.mode: must be one of dcqcn|dcqcn-connectx|dcqcn-paper|dctcp|timely|hpcc|"
        "none, got \"bbr\""},
@@ -579,7 +579,8 @@ TEST_CASE("the help names every key with its default") {
         "control:", "period_ms:", "rc_engine:", "qps:", "role:", "op:", "message_bytes:", "mtu:",
         "max_in_flight:", "messages:", "retransmit_timeout_us:", "local_ip:", "peer_ip:",
         "local_mac:", "first_qp:",
-        "peer_first_qp:", "first_psn:", "dscp:"}) {
+        "peer_first_qp:", "first_psn:", "dscp:", "transport:", "irn:", "rto_low_us:",
+        "rto_low_packets:"}) {
     INFO(key);
     CHECK(help.find(key) != std::string::npos);
   }
@@ -593,7 +594,8 @@ TEST_CASE("the help names every key with its default") {
         "retransmit_timeout_us: 67108.864", "local_ip: 10.0.0.1", "peer_ip: 10.0.0.2",
         "local_mac: 02:53:50:00:0a:01", "peer_mac: 02:53:50:00:0b:01", "first_qp: 0x11",
         "first_psn: 0", "dscp: 26", "mbuf_data_room: 4480", "seed: 1", "rate_gbps: 100",
-        "delay_ns: 1000", "0..15 with ts-high, 0..255 with path-high", "1..16 uplinks"}) {
+        "delay_ns: 1000", "0..15 with ts-high, 0..255 with path-high", "1..16 uplinks",
+        "transport: rc", "rto_low_us: 100", "rto_low_packets: 3"}) {
     INFO(text);
     CHECK(help.find(text) != std::string::npos);
   }
@@ -703,4 +705,67 @@ TEST_CASE("rc_engine entropy: fixed by default; oblivious and reps with their va
                     Catch::Contains("nic.rc_engine.entropy_values") &&
                         Catch::Contains("power of two"));
   CHECK_THROWS_WITH(load("entropy_values: 1"), Catch::Contains("[2, 16384]"));
+}
+
+TEST_CASE("transport irn: the RC engine's IRN, its BDP cap, its two timeouts, what it refuses") {
+  // Defaults: behind the reorder engine (which waited: NAK at once), RTO_high 320, RTO_low 100.
+  const NicConfig d = parse(one_uplink("  transport: irn\n"));
+  CHECK(d.irn);
+  CHECK(d.rc_engine->retransmit_timeout_ns == 320'000);
+  const RcTrafficEngineConfig e = rc_engine_config(d);
+  CHECK(e.check().empty());
+  CHECK(e.irn);
+  CHECK(e.ooo_placement);
+  CHECK(e.placement_config().sack);
+  CHECK(e.placement_config().ack_every_packet);
+  CHECK(e.placement_config().nak_delay_ns == 0);
+  CHECK(e.requester_config(0).irn);
+  CHECK(e.requester_config(0).retransmit_timeout_ns == 320'000);
+  CHECK(e.requester_config(0).retransmit_timeout_low_ns == 100'000);
+  CHECK(e.requester_config(0).rto_low_packets == 3);
+  CHECK_FALSE(rc_engine_config(parse(one_uplink())).irn);
+
+  // Out-of-order placement itself, a BDP cap of 25 (below rc's 66), every key given.
+  const NicConfig o = parse(one_uplink(
+      "  transport: irn\n  receive: ooo-placement\n  placement: {nak_delay_us: 20}\n"
+      "  irn: {rto_low_us: 50, rto_low_packets: 2}\n"
+      "  rc_engine: {max_in_flight: 25, retransmit_timeout_us: 400}\n"));
+  const RcTrafficEngineConfig oe = rc_engine_config(o);
+  CHECK(oe.check().empty());
+  CHECK(oe.placement_config().nak_delay_ns == 20'000);
+  CHECK(oe.placement_config().window == 25);
+  CHECK(oe.requester_config(0).max_in_flight == 25);
+  CHECK(oe.requester_config(0).check().empty());
+  CHECK(oe.requester_config(0).retransmit_timeout_ns == 400'000);
+  CHECK(oe.requester_config(0).retransmit_timeout_low_ns == 50'000);
+  CHECK(oe.requester_config(0).rto_low_packets == 2);
+
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {one_uplink("  transport: tcp\n"),
+       "test.yaml: nic.transport: must be one of rc|irn, got \"tcp\""},
+      {one_uplink(kHost + "  transport: irn\n"),
+       "test.yaml: nic.transport: irn is the RC traffic engine's transport; with a host port the "
+       "host's RDMA stack is the transport: rc"},
+      {one_uplink("  transport: irn\n  receive: none\n"),
+       "test.yaml: nic.receive: transport irn places out of order: reorder-buffer (the reorder "
+       "engine in front of IRN's responder) or ooo-placement, not none"},
+      {one_uplink("  irn: {rto_low_us: 50}\n"),
+       "test.yaml: nic.irn: IRN's settings, used only with transport: irn: remove the block"},
+      {one_uplink("  transport: irn\n  irn: {rto_low_us: 500}\n"),
+       "test.yaml: nic.irn.rto_low_us: irn.rto_low_us (500) must be at most "
+       "rc_engine.retransmit_timeout_us (320), RTO_high under transport irn"},
+      {one_uplink("  transport: irn\n  irn: {rto: 5}\n"),
+       "test.yaml: nic.irn.rto: unknown key (allowed here: rto_low_us|rto_low_packets)"},
+      {one_uplink("  transport: irn\n  rc_engine: {max_in_flight: 1}\n"),
+       "test.yaml: nic.rc_engine.max_in_flight: must be an integer in [2, 65536], got \"1\""},
+      {one_uplink("  rc_engine: {max_in_flight: 25}\n"),
+       "test.yaml: nic.rc_engine.max_in_flight: must be an integer in [66, 8388607], got \"25\""},
+      {one_uplink("  transport: irn\n  rc_engine: {op: read}\n"),
+       "test.yaml: nic.rc_engine.op: must be write with transport: irn (IRN's placement "
+       "responder answers WRITEs only), got read"},
+  };
+  for (const auto& [yaml, expected] : cases) {
+    INFO(yaml);
+    CHECK(error_of(yaml) == expected);
+  }
 }

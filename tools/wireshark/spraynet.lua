@@ -365,6 +365,64 @@ local function last(field)
   return all[#all]
 end
 
+-- IRN's SACK (dataplane/wire/irn_sack.h): the bytes an IRN responder puts after a NAK's AETH,
+-- before the ICRC, which Wireshark's InfiniBand dissector leaves undecoded.
+--   bits (16b, a multiple of 32, 32..1024) | reserved (16b, 0) | bitmap (bits / 8 bytes)
+--   bitmap bit i (byte i / 8, most significant bit first): PSN (the NAK's PSN + 1 + i) arrived
+-- spraynet.sack.psn lists every PSN the bitmap says arrived.
+local sack_proto = Proto("spraynet.sack", "spraynet IRN SACK")
+local sf = {
+  bits = ProtoField.uint16("spraynet.sack.bits", "Bitmap length (bits)", base.DEC),
+  reserved = ProtoField.uint16("spraynet.sack.reserved", "Reserved", base.HEX),
+  count = ProtoField.uint16("spraynet.sack.count", "PSNs received beyond the NAK's", base.DEC),
+  psn = ProtoField.uint32("spraynet.sack.psn", "Received PSN", base.DEC),
+}
+sack_proto.fields = { sf.bits, sf.reserved, sf.count, sf.psn }
+local sack_expert = ProtoExpert.new("spraynet.expert.sack_malformed", "IRN SACK malformed",
+                                    expert.group.MALFORMED, expert.severity.ERROR)
+sack_proto.experts = { sack_expert }
+local f_syndrome = Field.new("infiniband.aeth.syndrome")
+local f_iplen = Field.new("ip.len")
+local ACK_OPCODE = 0x11
+
+local function add_sack(tvb, pinfo, tree)
+  local opcode, syndrome, psn, iplen = last(f_opcode), last(f_syndrome), last(f_psn), last(f_iplen)
+  if not (opcode and syndrome and psn and iplen) or opcode.value ~= ACK_OPCODE then return end
+  if bit.band(syndrome.value, 0xE0) ~= 0x60 then return end  -- a NAK
+  -- From the AETH's end to the ICRC (the last 4 bytes of the IPv4 datagram; padding after it).
+  local from = syndrome.range:offset() + 4
+  local to = iplen.range:offset() - 2 + iplen.value - 4
+  if to <= from or to > tvb:len() then return end
+  local r = tvb:range(from, to - from)
+  local t = tree:add(sack_proto, r)
+  if r:len() < 4 then
+    t:add_proto_expert_info(sack_expert, "shorter than its header")
+    return
+  end
+  local bits = r(0, 2):uint()
+  t:add(sf.bits, r(0, 2))
+  t:add(sf.reserved, r(2, 2))
+  if bits < 32 or bits > 1024 or bits % 32 ~= 0 or r:len() ~= 4 + bits / 8 then
+    t:add_proto_expert_info(sack_expert, string.format(
+      "%d bits in %d bytes: a multiple of 32 from 32 to 1024, in 4 + bits / 8 bytes", bits,
+      r:len()))
+    return
+  end
+  local n = 0
+  for byte = 0, bits / 8 - 1 do
+    local v = r(4 + byte, 1):uint()
+    for k = 0, 7 do
+      if bit.band(v, bit.rshift(0x80, k)) ~= 0 then
+        t:add(sf.psn, r(4 + byte, 1), bit.band(psn.value + 1 + byte * 8 + k, 0xFFFFFF))
+        n = n + 1
+      end
+    end
+  end
+  t:add(sf.count, r(0, 2), n):set_generated()
+  t:set_text(string.format("spraynet IRN SACK: %d PSNs received beyond %d", n, psn.value))
+  pinfo.cols.info:append(string.format(" [SACK %d]", n))
+end
+
 -- A "spraynet.conga" tree for every VXLAN header with I and C set (one per overlay; a frame
 -- tunnelled twice would get two). The bytes are read from the header itself: Wireshark's vxlan.*
 -- fields cut these bits as VXLAN-GBP's (a 16-bit flags word over bytes 0-1, where LBTag, CE and
@@ -452,6 +510,7 @@ end
 
 function spraynet.dissector(tvb, pinfo, tree)
   add_conga(tree, pinfo)  -- whatever the inner frame carries
+  add_sack(tvb, pinfo, tree)
 
   -- The BTH and the IPv4 header are the innermost ones: the RoCEv2 packet's, not the overlay's
   -- (so ecn_ce is the inner header's mark; a spine's mark on the outer one is ip.dsfield.ecn).
