@@ -162,10 +162,26 @@ std::vector<ConfigKey> make_keys() {
   u64("queue-bytes", &FabricConfig::queue_bytes, 16384, uint64_t{1} << 32,
       "switch egress queue limit per port and class, for lossy classes (all classes with PFC off); "
       "with PFC on the lossless class has none, the pool bounds it (1048576)");
+  key("transport",
+      "rc (RoCE RC on the lossless class: go-back-N, or selective with receive ooo-placement) | "
+      "irn (IRN, SIGCOMM 2018: lossy RoCE with PFC off on the data class, out-of-order "
+      "placement, NAKs carrying a SACK, selective repeat of every hole, a BDP cap, RTO_low / "
+      "RTO_high; works with every cc and mode) (rc)",
+      [](FabricConfig& c, const std::string& v) {
+        if (v != "rc" && v != "irn") throw std::invalid_argument("rc | irn, got " + shown(v));
+        c.transport = v;
+        // IRN's premise: no PFC on the data class. Before pfc in this table, so that a pfc on
+        // in the same file or command line is refused, while a preset's is overridden.
+        if (v == "irn") c.pfc = false;
+      });
   key("pfc", "PFC (802.1Qbb) on priority 3 at every switch: on | off (on; off with transport irn)",
       [](FabricConfig& c, const std::string& v) {
         c.pfc = on_off(v);
-        c.pfc_given = true;
+        if (c.pfc && c.transport == "irn") {
+          throw std::invalid_argument(
+              "on is not allowed with transport irn (IRN is lossy RoCE: PFC off on the data "
+              "class)");
+        }
       });
   u64("pfc-pool-bytes", &FabricConfig::pfc_pool_bytes, 65536, uint64_t{1} << 40,
       "each switch's shared lossless ingress pool (12582912: a 32 x 100G switch's, as SONiC "
@@ -291,17 +307,6 @@ std::vector<ConfigKey> make_keys() {
       "unacknowledged packets per QP (512; rxe keeps 128)");
   micros("retransmit-timeout-us", &FabricConfig::retransmit_timeout_ns, 1, 1e8,
          "RC retransmit timeout (67108.864, perftest's)");
-  key("transport",
-      "rc (RoCE RC on the lossless class: go-back-N, or selective with receive ooo-placement) | "
-      "irn (IRN, SIGCOMM 2018: lossy RoCE with PFC off on the data class, out-of-order "
-      "placement, NAKs carrying a SACK, selective repeat of every hole, a BDP cap, RTO_low / "
-      "RTO_high; works with every cc and mode) (rc)",
-      [](FabricConfig& c, const std::string& v) {
-        if (v != "rc" && v != "irn") throw std::invalid_argument("rc | irn, got " + shown(v));
-        c.transport = v;
-        // IRN's premise: no PFC on the data class (an explicit pfc on is refused by check()).
-        if (v == "irn" && !c.pfc_given) c.pfc = false;
-      });
   micros("irn-rto-low-us", &FabricConfig::irn_rto_low_ns, 1, 1e8,
          "irn: RTO_low, the timeout while at most irn-rto-low-packets are in flight (100, IRN "
          "§4.1)");

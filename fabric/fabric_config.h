@@ -108,7 +108,6 @@ struct FabricConfig {
   // has none: each switch's shared lossless buffer (the pfc_ settings) bounds it.
   uint64_t queue_bytes = 1 << 20;
   bool pfc = true;
-  bool pfc_given = false;  // --pfc / pfc: given (transport irn turns PFC off unless it was)
   // The shared lossless ingress pool, per switch: a 32 x 100G shared-buffer switch's (SONiC's
   // Arista 7060CX config gives its ingress_lossless_pool 12,766,208 bytes).
   uint64_t pfc_pool_bytes = 12ull << 20;

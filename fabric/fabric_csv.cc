@@ -88,7 +88,8 @@ void write_csv(const std::string& dir, const std::vector<RunResult>& runs, const
                "packets_retransmitted,naks,timeouts,pfc_pause_frames,pfc_paused_us,"
                "lossless_drops,failover_event_us,failover_before,failover_dip,"
                "failover_after,failover_recovery_us,cc_mode,ecn_marked,cnps_sent,"
-               "cc_mean_rate_fraction,queue_p99_bytes,int_records_pushed,warnings");
+               "cc_mean_rate_fraction,queue_p99_bytes,int_records_pushed,transport,"
+               "network_drops,retransmitted_per_drop,warnings");
   for (const RunResult& r : runs) {
     std::string warnings;
     for (const std::string& w : r.warnings) warnings += (warnings.empty() ? "" : "; ") + w;
@@ -119,6 +120,9 @@ void write_csv(const std::string& dir, const std::vector<RunResult>& runs, const
     // pushed by the switches), the QPs' mean rate and the busiest lossless queue's p99.
     per_run << "," << csv_field(r.cc_mode) << "," << r.ecn_marked << "," << r.cnps_sent << ","
             << num(r.mean_rate_fraction) << "," << r.queue.p99 << "," << r.int_switch.pushed;
+    // The transport (rc | irn), what the network dropped and the retransmissions per drop.
+    per_run << "," << (r.irn ? "irn" : "rc") << "," << network_drops(r) << ","
+            << num(retransmitted_per_drop(r));
     per_run << "," << csv_field(warnings) << "\n";
   }
   size_t max_uplinks = 0;

@@ -308,19 +308,9 @@ nlohmann::json to_json(const RunResult& r) {
   j["qp_errors"] = r.qp_errors;
   j["qps_never_acked"] = r.qps_never_acked;
   j["receive"] = r.receive;
-  {
-    // Packets the network lost (every drop cause but rxe's responder discarding what arrives
-    // after a gap, which is a receiver's choice, not a loss), and what recovering them cost: the
-    // figure IRN is judged by (lossy RoCE), for every transport alike.
-    uint64_t dropped = 0;
-    for (const auto& [cause, n] : r.drops) {
-      if (cause != "responder_out_of_order") dropped += n;
-    }
-    j["network_drops"] = dropped;
-    j["retransmitted_per_drop"] =
-        dropped == 0 ? 0.0
-                     : static_cast<double>(r.packets_retransmitted) / static_cast<double>(dropped);
-  }
+  // What the network lost and what recovering it cost: IRN's figure, for every transport alike.
+  j["network_drops"] = network_drops(r);
+  j["retransmitted_per_drop"] = retransmitted_per_drop(r);
   if (r.irn) {
     j["irn"] = {{"bdp_packets", r.irn_bdp_packets},
                 {"sack_naks", r.irn_sack_naks},
@@ -412,6 +402,20 @@ std::vector<std::string> run_warnings(const RunResult& r, const FabricConfig& co
     w.emplace_back(line);
   }
   return w;
+}
+
+uint64_t network_drops(const RunResult& r) {
+  uint64_t dropped = 0;
+  for (const auto& [cause, n] : r.drops) {
+    if (cause != "responder_out_of_order") dropped += n;
+  }
+  return dropped;
+}
+
+double retransmitted_per_drop(const RunResult& r) {
+  const uint64_t dropped = network_drops(r);
+  return dropped == 0 ? 0.0
+                      : static_cast<double>(r.packets_retransmitted) / static_cast<double>(dropped);
 }
 
 uint32_t roce_frame_bytes(uint32_t payload, bool reth) {

@@ -298,6 +298,12 @@ void write_timeseries(std::ostream& out, const Fabric& f, const RunResult& r,
 double payload_share(uint32_t mtu);
 // The RoCE frame carrying `payload` bytes: Eth, IPv4, UDP, BTH, RETH on the first packet, pad
 // to 4, ICRC.
+// Packets the network lost in run `r`: every drop cause but rxe's responder discarding what
+// arrives after a gap (a receiver's choice, not a loss). What IRN's recovery is judged against.
+uint64_t network_drops(const RunResult& r);
+// packets_retransmitted / network_drops (0 with no drop).
+double retransmitted_per_drop(const RunResult& r);
+
 uint32_t roce_frame_bytes(uint32_t payload, bool reth);
 std::optional<double> ideal_ceiling(const FabricConfig& config);
 

@@ -127,7 +127,7 @@ class FabricIrn(unittest.TestCase):
         cases = [
             (("--transport", "tcp"), "--transport: rc | irn, got 'tcp'"),
             (("--transport", "irn", "--pfc", "on"),
-             "transport irn: runs with PFC off on the data class"),
+             "--pfc: on is not allowed with transport irn (IRN is lossy RoCE"),
             (("--transport", "irn", "--irn-rto-low-us", "400"),
              "irn-rto-low-us: 0.001 .. irn-rto-high-us"),
             (("--transport", "irn", "--irn-bdp-packets", "1"),
