@@ -390,6 +390,50 @@ TEST_CASE("engine ooo_placement: a lost tail is resent by the timer, only the lo
   CHECK(pool.whole());
 }
 
+TEST_CASE("engine irn: two QPs lose packets; the SACKs resend exactly those, under the BDP cap") {
+  TestPool pool;
+  Pair cfg(2, 3, 16 * 1024);
+  for (RcTrafficEngineConfig* c : {&cfg.a, &cfg.b}) {
+    c->ooo_placement = true;
+    c->irn = true;
+    c->max_in_flight = 10;  // the BDP cap, far below rxe's 66
+    c->placement_nak_delay_ns = 0;
+    c->retransmit_timeout_ns = 320'000;
+  }
+  RcTrafficEngine a(cfg.a, pool.get());
+  RcTrafficEngine b(cfg.b, pool.get());
+  CHECK(a.requester(0)->config().irn);
+  CHECK(a.requester(0)->config().max_in_flight == 10);
+  CHECK(b.placement_responder(0)->config().sack);
+  CHECK(b.placement_responder(0)->config().ack_every_packet);
+  Wire ab, ba;
+  const std::set<uint32_t> lost = {3, 4, 9, 30};  // PSNs after first_psn, of both QPs
+  std::set<std::pair<uint32_t, uint32_t>> dropped;
+  ab.fate = [&](const ParsedPacket& p) {
+    const auto off = static_cast<uint32_t>(psn_diff(cfg.a.first_psn, p.psn));
+    if (!is_request(p) || lost.count(off) == 0) return Fate::kPass;
+    return dropped.insert({p.dest_qp, off}).second ? Fate::kDrop : Fate::kPass;
+  };
+  REQUIRE(run(a, b, ab, ba));
+  const RcRequesterCounters rq = a.requester_totals();
+  CHECK(dropped.size() == 8);
+  CHECK(rq.packets_retransmitted == 8);  // exactly the lost ones
+  CHECK(rq.timeouts == 0);
+  CHECK(rq.sack_naks > 0);
+  CHECK(rq.messages_completed == 6);
+  CHECK(b.placement_totals().duplicates == 0);
+  CHECK(b.placement_totals().window_overflows == 0);
+  CHECK(b.placement_totals().bytes_written == 2 * 3 * 16 * 1024);
+  CHECK(pool.whole());
+
+  RcTrafficEngineConfig bad = cfg.a;
+  bad.ooo_placement = false;
+  CHECK(bad.check() == "irn: needs ooo_placement (IRN's responder places out of order)");
+  bad = cfg.a;
+  bad.irn_rto_low_ns = 400'000;
+  CHECK(bad.check() == "irn_rto_low_ns: 1 ns .. retransmit_timeout_ns (RTO_low <= RTO_high)");
+}
+
 TEST_CASE("engine: dispatch by DestQP and opcode; strangers are counted and freed") {
   TestPool pool;
   Pair cfg(2, 1, 1024);
