@@ -1155,15 +1155,33 @@ def plot_cc_rates(plt, ticker, ctx, out_dir, written):
 
         port = qb.get("port")
         facts = [f"busiest queue {port}" if port else "busiest lossless queue"]
-        cuts, cnps = num(cc.get("rate_cuts")), num(cc.get("cnps_sent"))
         mean_rate = num(cc.get("mean_rate_fraction"))
         if cc_off:
             facts.append("congestion control off")
         else:
-            if cuts is not None:
-                facts.append(f"{cuts:.0f} rate cuts")
-            if cnps is not None:
-                facts.append(f"{cnps:.0f} CNPs")
+            # Each algorithm's own signals: DCQCN's CNPs and cuts, DCTCP's marked ACKs and
+            # cuts, TIMELY's gradient and T_high decreases, HPCC's INT records and
+            # multiplicative updates (runs[].cc.<mode>.total).
+            algo = cc.get("mode", "dcqcn")
+            total = cc.get(algo, {}).get("total", {}) if isinstance(cc.get(algo), dict) else {}
+            signals = {
+                "dctcp": [("marked_acks", "marked ACKs"), ("rate_cuts", "rate cuts")],
+                "timely": [("gradient_decreases", "gradient decreases"),
+                           ("t_high_decreases", "T_high decreases")],
+                "hpcc": [("int_hops_seen", "INT records read"),
+                         ("multiplicative", "multiplicative updates")],
+            }.get(algo)
+            if signals:
+                for key, label in signals:
+                    v = num(total.get(key))
+                    if v is not None:
+                        facts.append(f"{v:.0f} {label}")
+            else:
+                cuts, cnps = num(cc.get("rate_cuts")), num(cc.get("cnps_sent"))
+                if cuts is not None:
+                    facts.append(f"{cuts:.0f} rate cuts")
+                if cnps is not None:
+                    facts.append(f"{cnps:.0f} CNPs")
             if mean_rate is not None:
                 facts.append(f"mean rate {mean_rate:.2f} of line")
         title = f"{mode} ({seed_label(run_seed(run))}): " + ", ".join(facts)
