@@ -1187,6 +1187,9 @@ def plot_cc_rates(plt, ticker, ctx, out_dir, written):
         title = f"{mode} ({seed_label(run_seed(run))}): " + ", ".join(facts)
         ax_r.set_title("\n".join(textwrap.wrap(title, 70)), fontsize=10)
     what = f"Congestion control ({', '.join(cc_modes)})" if cc_modes else "Congestion control"
+    config = ctx["report"].get("config", {}) if isinstance(ctx["report"], dict) else {}
+    if config.get("transport") == "irn":
+        what += ", transport irn (PFC off)"
     fig.suptitle("\n".join(textwrap.wrap(
         f"{what}: QP rates and the busiest lossless queue over time (first seed of each mode)" +
         ctx["workload_suffix"], 40 + 45 * ncols)), fontsize=11)
