@@ -66,8 +66,9 @@ uint64_t mbufs_for(const FabricConfig& config) {
   }
   // Bounded by what the fabric can hold in flight and queued in practice (a few BDPs a host):
   // beyond it a requester finds the pool empty, counts it and retries (pool_empty).
+  const uint64_t window = config.transport == "irn" ? config.irn_bdp() : config.max_in_flight;
   return std::clamp<uint64_t>(
-      std::min<uint64_t>(qps * config.max_in_flight, uint64_t{config.hosts()} * config.planes * 256) + 8192,
+      std::min<uint64_t>(qps * window, uint64_t{config.hosts()} * config.planes * 256) + 8192,
       16383, (1u << 18) - 1);
 }
 
