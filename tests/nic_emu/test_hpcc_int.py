@@ -16,11 +16,15 @@ import os
 import shutil
 import struct
 import subprocess
+import sys
 import tempfile
 import unittest
 
-from scapy.all import IP, Ether, rdpcap  # noqa: E402
+from scapy.all import Ether, rdpcap  # noqa: E402
 from scapy.contrib.roce import BTH  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from capture_checks import icrc_ok, ip_ok, ipv4_checksum, run_dpdk  # noqa: E402
 
 ROOT = os.environ.get("SPRAYNET_SOURCE_DIR",
                       os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
@@ -35,14 +39,6 @@ INT_PORT, ECHO_PORT = 4792, 4793
 HOP_BYTES = 24
 
 
-def run(cmd, tmp, prefix):
-    r = subprocess.run(cmd[:1] + ["--no-huge", "-m", "1024", "--no-pci", "--file-prefix", prefix,
-                                  "--log-level", "lib.eal:error", "--"] + cmd[1:],
-                       capture_output=True, text=True, timeout=TIMEOUT_S, cwd=tmp)
-    shutil.rmtree(f"/var/run/dpdk/{prefix}", ignore_errors=True)
-    return r
-
-
 def run_nic(tmp, name, rx, tx, engine):
     path = os.path.join(tmp, name + ".yaml")
     with open(path, "w") as f:
@@ -52,7 +48,7 @@ def run_nic(tmp, name, rx, tx, engine):
                 "  spray: {mode: flow}\n  receive: none\n"
                 f"  rc_engine: {{{engine}}}\n  cc: {{mode: hpcc}}\n")
     stats = os.path.join(tmp, name + "-stats.json")
-    r = run([NIC_EMU, "--config", path, "--idle-exit-ms", "300", "--stats", stats], tmp,
+    r = run_dpdk([NIC_EMU, "--config", path, "--idle-exit-ms", "300", "--stats", stats], tmp,
             f"hpccint{name}{os.getpid()}")
     st = None
     if os.path.exists(stats):
@@ -100,22 +96,6 @@ def parse_int(frame):
     return dport, h, records, bytes(plain)
 
 
-def ipv4_checksum(header):
-    s = sum(struct.unpack(f"!{len(header) // 2}H", bytes(header)))
-    while s >> 16:
-        s = (s & 0xFFFF) + (s >> 16)
-    return ~s & 0xFFFF
-
-
-def ip_ok(frame):
-    ihl = (frame[14] & 0xF) * 4
-    return ipv4_checksum(frame[14:14 + ihl]) == 0
-
-
-def icrc_ok(frame):
-    return Ether(frame)[BTH].compute_icrc(None) == frame[-4:]
-
-
 def bth(frame):
     p = Ether(frame)[BTH]
     return p.opcode, p.dqpn, p.psn
@@ -149,7 +129,7 @@ routes:
 int: {{}}
 """)
         cls.sw_stats = os.path.join(t, "sw-stats.json")
-        cls.sw = run([SWITCH_EMU, "--config", sw, "--idle-exit-ms", "300", "--stats",
+        cls.sw = run_dpdk([SWITCH_EMU, "--config", sw, "--idle-exit-ms", "300", "--stats",
                       cls.sw_stats], t, f"hpccintsw{os.getpid()}")
         cls.b_pcap = os.path.join(t, "b.pcap")
         cls.b = run_nic(t, "b", cls.s_pcap, cls.b_pcap, responder)

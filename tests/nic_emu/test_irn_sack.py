@@ -11,11 +11,15 @@ import os
 import shutil
 import struct
 import subprocess
+import sys
 import tempfile
 import unittest
 
 from scapy.all import IP, UDP, Ether, Raw, rdpcap, wrpcap  # noqa: E402
 from scapy.contrib.roce import AETH, BTH  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from capture_checks import icrc_ok, ip_ok, run_dpdk  # noqa: E402
 
 ROOT = os.environ.get("SPRAYNET_SOURCE_DIR",
                       os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
@@ -30,14 +34,6 @@ NAK_PSN_SEQUENCE_ERROR = 0x60
 ACK_OPCODE = 0x11
 
 
-def run(cmd, tmp, prefix):
-    r = subprocess.run(cmd[:1] + ["--no-huge", "-m", "1024", "--no-pci", "--file-prefix", prefix,
-                                  "--log-level", "lib.eal:error", "--"] + cmd[1:],
-                       capture_output=True, text=True, timeout=TIMEOUT_S, cwd=tmp)
-    shutil.rmtree(f"/var/run/dpdk/{prefix}", ignore_errors=True)
-    return r
-
-
 def run_nic(tmp, name, rx, tx, engine, extra="", fast_uplink=False):
     path = os.path.join(tmp, name + ".yaml")
     link = ", link: {rate_gbps: 10000, delay_ns: 0}" if fast_uplink else ""
@@ -49,29 +45,13 @@ def run_nic(tmp, name, rx, tx, engine, extra="", fast_uplink=False):
                 "  placement: {nak_delay_us: 0}\n"
                 f"  rc_engine: {{{engine}}}\n  cc: {{mode: none}}\n{extra}")
     stats = os.path.join(tmp, name + "-stats.json")
-    r = run([NIC_EMU, "--config", path, "--idle-exit-ms", "300", "--stats", stats], tmp,
+    r = run_dpdk([NIC_EMU, "--config", path, "--idle-exit-ms", "300", "--stats", stats], tmp,
             f"irnsack{name}{os.getpid()}")
     st = None
     if os.path.exists(stats):
         with open(stats) as f:
             st = json.load(f)
     return r, st
-
-
-def ipv4_checksum(header):
-    s = sum(struct.unpack(f"!{len(header) // 2}H", bytes(header)))
-    while s >> 16:
-        s = (s & 0xFFFF) + (s >> 16)
-    return ~s & 0xFFFF
-
-
-def ip_ok(frame):
-    ihl = (frame[14] & 0xF) * 4
-    return ipv4_checksum(frame[14:14 + ihl]) == 0
-
-
-def icrc_ok(frame):
-    return Ether(frame)[BTH].compute_icrc(None) == frame[-4:]
 
 
 def sack_of(frame):

@@ -1625,8 +1625,8 @@ struct IrnRun {
   RcPlacementResponderCounters resp;
 };
 
-IrnRun run_irn(rte_mempool* pool, uint32_t packets, uint32_t bdp, const std::set<uint32_t>& lost,
-               uint64_t limit_ns = 10'000'000) {
+// One message of `packets` MTUs (1024), IRN with a BDP cap of `bdp`, IRN's timeouts.
+RcRequesterConfig irn_config(uint32_t packets, uint32_t bdp) {
   RcRequesterConfig cfg;
   cfg.mtu = 1024;
   cfg.message_bytes = packets * 1024;
@@ -1637,7 +1637,13 @@ IrnRun run_irn(rte_mempool* pool, uint32_t packets, uint32_t bdp, const std::set
   cfg.irn = true;
   cfg.retransmit_timeout_ns = 320'000;
   cfg.retransmit_timeout_low_ns = 100'000;
-  RcRequester req(cfg, requester_address(), pool);
+  cfg.rto_low_packets = 3;
+  return cfg;
+}
+
+IrnRun run_irn(rte_mempool* pool, uint32_t packets, uint32_t bdp, const std::set<uint32_t>& lost,
+               uint64_t limit_ns = 10'000'000) {
+  RcRequester req(irn_config(packets, bdp), requester_address(), pool);
   RcPlacementResponderConfig rc;
   rc.mtu = 1024;
   rc.window = bdp;
@@ -1695,15 +1701,7 @@ TEST_CASE("requester irn: a loss pattern is recovered by resending exactly the m
 
 TEST_CASE("requester irn: one NAK's SACK resends every hole below the highest SACKed at once") {
   TestPool pool(1023, kBigRoom);
-  RcRequesterConfig cfg;
-  cfg.mtu = 1024;
-  cfg.message_bytes = 16 * 1024;
-  cfg.messages = 1;
-  cfg.max_in_flight = 16;
-  cfg.max_pkt_per_ack = 0;
-  cfg.selective_retransmit = true;
-  cfg.irn = true;
-  cfg.retransmit_timeout_ns = 320'000;
+  const RcRequesterConfig cfg = irn_config(16, 16);
   {
     RcRequester req(cfg, requester_address(), pool.get());
     std::vector<rte_mbuf*> out;
@@ -1783,17 +1781,7 @@ TEST_CASE("requester irn: RTO_low while at most N are unacknowledged, RTO_high o
   CHECK(tail.end_ns < 200'000);
   CHECK(tail.end_ns >= 100'000);
 
-  RcRequesterConfig cfg;
-  cfg.mtu = 1024;
-  cfg.message_bytes = 8 * 1024;
-  cfg.messages = 1;
-  cfg.max_in_flight = 8;
-  cfg.max_pkt_per_ack = 0;
-  cfg.selective_retransmit = true;
-  cfg.irn = true;
-  cfg.retransmit_timeout_ns = 320'000;
-  cfg.retransmit_timeout_low_ns = 100'000;
-  cfg.rto_low_packets = 3;
+  RcRequesterConfig cfg = irn_config(8, 8);
   {
     RcRequester req(cfg, requester_address(), pool.get());
     std::vector<rte_mbuf*> out;

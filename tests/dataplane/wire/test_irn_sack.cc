@@ -81,13 +81,13 @@ TEST_CASE("IrnSack: malformed extensions are refused and leave nothing set") {
     const bool ok = s.read(p);
     return !ok && !s.any();
   };
-  CHECK(refused({0x00, 0x20, 0x00}));                             // shorter than the header
-  CHECK(refused({0x00, 0x00, 0x00, 0x00}));                       // 0 bits
-  CHECK(refused({0x00, 0x10, 0x00, 0x00, 1, 2}));                 // 16: not a multiple of 32
-  CHECK(refused({0x00, 0x20, 0x01, 0x00, 0x80, 0, 0, 0}));        // reserved not 0
-  CHECK(refused({0x00, 0x20, 0x00, 0x00, 0x80, 0, 0}));           // bitmap one byte short
-  CHECK(refused({0x00, 0x20, 0x00, 0x00, 0x80, 0, 0, 0, 0}));     // one byte too many
-  CHECK(refused({0x04, 0x20, 0x00, 0x00}));                       // 1056 > kMaxBits
+  CHECK(refused({0x00, 0x20, 0x00}));                          // shorter than the header
+  CHECK(refused({0x00, 0x00, 0x00, 0x00}));                    // 0 bits
+  CHECK(refused({0x00, 0x10, 0x00, 0x00, 1, 2}));              // 16: not a multiple of 32
+  CHECK(refused({0x00, 0x20, 0x01, 0x00, 0x80, 0, 0, 0}));     // reserved not 0
+  CHECK(refused({0x00, 0x20, 0x00, 0x00, 0x80, 0, 0}));        // bitmap one byte short
+  CHECK(refused({0x00, 0x20, 0x00, 0x00, 0x80, 0, 0, 0, 0}));  // one byte too many
+  CHECK(refused({0x04, 0x20, 0x00, 0x00}));                    // 1056 > kMaxBits
   s.set(5);
   CHECK(s.read(std::vector<uint8_t>{0x00, 0x20, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01}));
   CHECK(s.test(31));
