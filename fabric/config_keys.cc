@@ -166,7 +166,7 @@ std::vector<ConfigKey> make_keys() {
       "rc (RoCE RC on the lossless class: go-back-N, or selective with receive ooo-placement) | "
       "irn (IRN, SIGCOMM 2018: lossy RoCE with PFC off on the data class, out-of-order "
       "placement, NAKs carrying a SACK, selective repeat of every hole, a BDP cap, RTO_low / "
-      "RTO_high; works with every cc and mode) (rc)",
+      "RTO_high; with every cc and every mode but spray-noreorder, WRITEs only) (rc)",
       [](FabricConfig& c, const std::string& v) {
         if (v != "rc" && v != "irn") throw std::invalid_argument("rc | irn, got " + shown(v));
         c.transport = v;
