@@ -1800,3 +1800,58 @@ TEST_CASE("requester irn: RTO_low while at most N are unacknowledged, RTO_high o
   CHECK(cfg.check() == "irn: needs selective_retransmit");
   CHECK(pool.whole());
 }
+
+TEST_CASE("requester irn: arbitrary bytes after a NAK's AETH are read or counted, never trusted") {
+  TestPool pool(1023, kBigRoom);
+  std::mt19937 rng(5);
+  uint64_t malformed = 0, read = 0;
+  for (int round = 0; round < 300; ++round) {
+    RcRequester req(irn_config(16, 16), requester_address(), pool.get());
+    std::vector<rte_mbuf*> out;
+    REQUIRE(req.poll(0, out, 100) == 16);
+    free_all(out);
+    const RcQpAddress& a = req.address();
+    FrameSpec f;
+    f.eth.src = a.peer_mac;
+    f.eth.dst = a.local_mac;
+    f.ip.src = a.peer_ip;
+    f.ip.dst = a.local_ip;
+    f.udp.src_port = rxe_udp_source_port(a.peer_qp);
+    // Random lengths (a multiple of 4, as the pad keeps them) and bytes; every fourth a valid
+    // header with a random bitmap, so that the read path runs too.
+    std::vector<uint8_t> ext(4 * (rng() % 40));
+    for (uint8_t& b : ext) b = static_cast<uint8_t>(rng());
+    if (round % 4 == 0 && ext.size() >= 8) {
+      const auto bits = static_cast<uint16_t>((ext.size() - 4) * 8);
+      ext[0] = static_cast<uint8_t>(bits >> 8);
+      ext[1] = static_cast<uint8_t>(bits);
+      ext[2] = ext[3] = 0;
+    }
+    f.payload = ext;
+    RoceSpec r;
+    r.opcode = opcode::kRcAck;
+    r.dest_qp = a.local_qp;
+    r.psn = rng() % 16;
+    r.syndrome = aeth::kNakPsnSequenceError;
+    rte_mbuf* m = build_roce_mbuf(pool.get(), f, r);
+    REQUIRE(m != nullptr);
+    req.receive(m, parse_ok(m), 100);
+    // Whatever the bytes said, only PSNs that were sent and are unacknowledged go again, once.
+    const size_t n = req.poll(200, out, 100);
+    std::set<uint32_t> seen;
+    for (uint32_t psn : psns_of(out)) {
+      CHECK(psn >= r.psn);
+      CHECK(psn < 16);
+      CHECK(seen.insert(psn).second);
+    }
+    CHECK(n <= 16 - r.psn);
+    free_all(out);
+    malformed += req.counters().sack_malformed;
+    read += req.counters().sack_naks;
+    ack(req, pool.get(), 15, 300);
+    CHECK(req.done());
+  }
+  CHECK(malformed > 0);
+  CHECK(read > 0);
+  CHECK(pool.whole());
+}
