@@ -7,6 +7,12 @@
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 JOBS=${JOBS:-$(nproc)}
+# A fresh clone at another path still hits the compiler cache of an earlier one (meson uses
+# ccache when it is installed): paths are hashed relative to the tree, and the build
+# directory's own path is left out of the hash (the cached objects' debug info may then name
+# the other clone's directory; nothing here reads it).
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD}
+export CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-true}
 passed=0
 failed=0
 
