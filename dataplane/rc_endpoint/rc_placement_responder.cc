@@ -108,16 +108,6 @@ RcPlacementResponder::RcPlacementResponder(const RcPlacementResponderConfig& con
   if (address_.udp_src_port == 0) address_.udp_src_port = rxe_udp_source_port(address_.local_qp);
 }
 
-void RcPlacementResponder::set(std::vector<uint64_t>& map, uint64_t seq, bool v) {
-  const size_t i = slot(seq);
-  const uint64_t bit = uint64_t{1} << (i & 63);
-  if (v) {
-    map[i >> 6] |= bit;
-  } else {
-    map[i >> 6] &= ~bit;
-  }
-}
-
 void RcPlacementResponder::queue_ack() {
   // Cumulative: everything before expected has arrived. (Before the first PSN, first_psn - 1
   // says "nothing yet", as RcResponder answers a duplicate then.)

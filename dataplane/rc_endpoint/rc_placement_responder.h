@@ -54,6 +54,7 @@
 #include <vector>
 
 #include "dataplane/rc_endpoint/rc_requester.h"
+#include "dataplane/rc_endpoint/sequence_bits.h"
 
 struct rte_mbuf;
 struct rte_mempool;
@@ -171,12 +172,13 @@ class RcPlacementResponder {
     uint16_t src_port = 0;  // 0: the QP's (see echo_entropy)
     bool becn = false;
   };
-  // Bit i of a bitmap is sequence number (PSNs since first_psn) s with s % bits_ == i.
-  size_t slot(uint64_t seq) const { return static_cast<size_t>(seq % bits_); }
+  // Bit s % bits_ of a bitmap is sequence number (PSNs since first_psn) s (sequence_bits.h).
   bool test(const std::vector<uint64_t>& map, uint64_t seq) const {
-    return (map[slot(seq) >> 6] >> (slot(seq) & 63)) & 1;
+    return sequence_bit(map, bits_, seq);
   }
-  void set(std::vector<uint64_t>& map, uint64_t seq, bool v);
+  void set(std::vector<uint64_t>& map, uint64_t seq, bool v) {
+    set_sequence_bit(map, bits_, seq, v);
+  }
   // Moves expected over the placed run at it, completing messages; returns whether a packet
   // asking for an ACK was passed.
   bool advance(uint64_t now_ns);

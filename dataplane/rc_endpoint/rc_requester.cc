@@ -812,16 +812,6 @@ uint64_t RcRequester::timeout_ns() const {
   return config_.retransmit_timeout_ns;
 }
 
-void RcRequester::irn_mark(std::vector<uint64_t>& map, uint64_t seq, bool v) {
-  const size_t i = seq % irn_bits_;
-  const uint64_t bit = uint64_t{1} << (i & 63);
-  if (v) {
-    map[i >> 6] |= bit;
-  } else {
-    map[i >> 6] &= ~bit;
-  }
-}
-
 void RcRequester::handle_nak(uint32_t psn, uint64_t now_ns, std::span<const uint8_t> sack) {
   uint64_t seq = 0;
   if (!seq_of(psn, seq)) {

@@ -116,6 +116,7 @@
 
 #include "dataplane/rc_endpoint/oblivious_entropy.h"
 #include "dataplane/rc_endpoint/reps_entropy.h"
+#include "dataplane/rc_endpoint/sequence_bits.h"
 #include "dataplane/rc_endpoint/rc_write_segmenter.h"
 #include "dataplane/wire/packet_builder.h"
 
@@ -462,11 +463,13 @@ class RcRequester {
   // irn: the timer's length now (RTO_low while few packets are unacknowledged).
   uint64_t timeout_ns() const;
   void arm_timer(uint64_t now_ns);  // deadline now + timeout_ns()
-  // irn: flags kept per unacknowledged packet (sequence number modulo irn_bits_).
+  // irn: flags kept per unacknowledged packet (sequence_bits.h, irn_bits_ slots).
   bool irn_flag(const std::vector<uint64_t>& map, uint64_t seq) const {
-    return (map[(seq % irn_bits_) >> 6] >> ((seq % irn_bits_) & 63)) & 1;
+    return sequence_bit(map, irn_bits_, seq);
   }
-  void irn_mark(std::vector<uint64_t>& map, uint64_t seq, bool v);
+  void irn_mark(std::vector<uint64_t>& map, uint64_t seq, bool v) {
+    set_sequence_bit(map, irn_bits_, seq, v);
+  }
   // Selective retransmission: queues one packet to resend (once), sends what is queued.
   void queue_resend(uint64_t seq);
   size_t send_resends(uint64_t now_ns, std::vector<rte_mbuf*>& out, size_t max_packets);
