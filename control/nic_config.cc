@@ -283,7 +283,7 @@ RcEngineSettings parse_rc_engine(const ConfigNode& n, bool irn) {
       n.uint_or("max_in_flight", r.max_in_flight, irn ? 2 : min_in_flight(),
                 irn ? RcPlacementResponderConfig::kMaxWindow : kMaxInFlight));
   r.messages = n.uint_or("messages", r.messages, 0, UINT64_MAX);
-  if (irn) r.retransmit_timeout_ns = 320'000;  // IRN §4.1: RTO_high
+  if (irn) r.retransmit_timeout_ns = NicIrnSettings::kRtoHighNs;
   r.retransmit_timeout_ns =
       micros_or(n, "retransmit_timeout_us", r.retransmit_timeout_ns, kMinRtoUs, kMaxRtoUs);
   r.local_ip = ipv4_address(n, "local_ip", r.local_ip);
@@ -470,6 +470,11 @@ RcTrafficEngineConfig rc_engine_config(const NicConfig& config) {
     r.entropy_seed = config.seed;
   }
   r.echo_entropy = s.echo_entropy;
+  apply_receive_side(config, r);
+  return r;
+}
+
+void apply_receive_side(const NicConfig& config, RcTrafficEngineConfig& r) {
   r.ooo_placement = config.receive == ReceiveModel::kOooPlacement;
   r.placement_window = config.placement.window;
   r.placement_nak_delay_ns = config.placement.nak_delay_ns;
@@ -482,7 +487,6 @@ RcTrafficEngineConfig rc_engine_config(const NicConfig& config) {
     r.irn_rto_low_ns = config.irn_settings.rto_low_ns;
     r.irn_rto_low_packets = config.irn_settings.rto_low_packets;
   }
-  return r;
 }
 
 void parse_anomaly(NicConfig& c, const ConfigNode& n) {
@@ -609,7 +613,7 @@ NicConfig parse_nic_config(const ConfigNode& root) {
       c.rc_engine = parse_rc_engine(*e, c.irn);
     } else {
       c.rc_engine = RcEngineSettings{};
-      if (c.irn) c.rc_engine->retransmit_timeout_ns = 320'000;  // IRN's RTO_high
+      if (c.irn) c.rc_engine->retransmit_timeout_ns = NicIrnSettings::kRtoHighNs;
     }
     const RcEngineSettings& rc = *c.rc_engine;
     if (c.irn && c.irn_settings.rto_low_ns > rc.retransmit_timeout_ns) {

@@ -89,6 +89,8 @@ struct NicPlacementSettings {
 struct NicIrnSettings {
   uint64_t rto_low_ns = 100'000;  // the file says rto_low_us; IRN §4.1
   uint32_t rto_low_packets = 3;   // N: RTO_low while at most this many are unacknowledged
+  // RTO_high: rc_engine.retransmit_timeout_us's default under irn (IRN §4.1).
+  static constexpr uint64_t kRtoHighNs = 320'000;
 };
 
 struct NicControlSettings {
@@ -210,5 +212,10 @@ ReorderConfig reorder_config(const NicConfig& config);
 // The detector's config (uplink path ids only without fabric paths: see wrong_uplink).
 PpcidAnomalyConfig anomaly_config(const NicConfig& config);
 RcTrafficEngineConfig rc_engine_config(const NicConfig& config);
+// The NIC's receive side onto an RC engine's config: the responder model (rxe's or out-of-order
+// placement), the placement settings, and the transport (IRN: its responder behind whatever
+// model, its timeouts). Part of rc_engine_config; fabric_emu, whose engines come from its
+// workload plan, applies it to each.
+void apply_receive_side(const NicConfig& config, RcTrafficEngineConfig& engine);
 
 }  // namespace spraynet::control

@@ -63,18 +63,10 @@ Fabric::Fabric(const FabricConfig& config, FabricMode mode, uint64_t seed, rte_m
     std::vector<MacAddress> macs(spec.nic.uplinks.size(), spec.mac);
     // The plan says who talks to whom; the receive model is the NIC's (topology) choice.
     RcTrafficEngineConfig engine = plan_.take_engine(h);
-    engine.ooo_placement = spec.nic.receive == control::ReceiveModel::kOooPlacement;
-    engine.placement_window = spec.nic.placement.window;
-    engine.placement_nak_delay_ns = spec.nic.placement.nak_delay_ns;
-    if (config.transport == "irn") {
-      // IRN: its responder behind whatever receive model, its requester with the BDP cap.
-      engine.ooo_placement = true;
-      engine.irn = true;
+    control::apply_receive_side(spec.nic, engine);
+    if (engine.irn) {  // the requester's BDP cap and RTO_high are the fabric's
       engine.max_in_flight = config.irn_bdp();
-      engine.placement_window = 0;  // the cap: a peer like us never overflows it
       engine.retransmit_timeout_ns = config.irn_rto_high_ns;
-      engine.irn_rto_low_ns = config.irn_rto_low_ns;
-      engine.irn_rto_low_packets = config.irn_rto_low_packets;
     }
     if (config.payload == "shared") engine.payload_store = &payload_store_;
     if (is_entropy_spray(mode)) {

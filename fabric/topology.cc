@@ -227,12 +227,12 @@ Topology::Topology(const FabricConfig& c, FabricMode mode, uint64_t seed)
       n.reorder.window = c.reorder_window;
       n.reorder.hold_timeout_ns = c.reorder_hold_ns;
       if (c.transport == "irn") {
-        // IRN NAKs the first packet past a gap, unless packets of a QP take several paths and
-        // nothing in front of the responder waits for the late ones (a reorder engine has).
-        n.placement.nak_delay_ns =
-            spreads_per_packet(mode) && n.receive == control::ReceiveModel::kOooPlacement
-                ? c.irn_reorder_wait_ns
-                : 0;
+        n.irn = true;
+        n.irn_settings.rto_low_ns = c.irn_rto_low_ns;
+        n.irn_settings.rto_low_packets = c.irn_rto_low_packets;
+        // IRN NAKs the first packet past a gap unless packets of a QP take several paths (behind
+        // a reorder engine, which has waited for the late ones, at once: apply_receive_side).
+        n.placement.nak_delay_ns = spreads_per_packet(mode) ? c.irn_reorder_wait_ns : 0;
         n.reorder.hold_timeout_ns = std::max<uint64_t>(c.irn_reorder_wait_ns, 1000);
       }
       n.rc_engine = control::RcEngineSettings{};  // no host port: the RC engine is the host
