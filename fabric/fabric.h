@@ -393,9 +393,6 @@ class Fabric : private ConservativeKernel<FabricMessage>::Model {
   std::optional<Post> single_message(size_t flow) const;
   // The requester spec of flow f, from its sender's engine (which holds the only copy).
   const RcQpSpec& sender_spec(const QpFlow& f) const;
-  // The bandwidth-delay product of the longest path (--slowdown-bins bdp): the host rate times
-  // the ideal FCT of one full packet over it, every cable at delay_ns + cable_spread_ns.
-  uint64_t slowdown_bdp_bytes() const;
   uint32_t path_hops(uint32_t src, uint32_t dst) const;
   uint64_t completed_ = 0;
   uint64_t done_ns_ = 0;

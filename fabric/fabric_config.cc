@@ -330,11 +330,7 @@ std::string FabricConfig::host_ppcid_layout(const std::string& name) const {
   return effective_ppcid_layout();
 }
 
-uint32_t FabricConfig::irn_bdp() const {
-  if (irn_bdp_packets != 0) return irn_bdp_packets;
-  // Fabric::slowdown_bdp_bytes' path, from the configuration: host, leaf-spine (and twice
-  // spine-super-spine across pods), host, each cable at its delay and spread; the host's rate
-  // times the time one MTU packet takes there and its ACK back.
+uint64_t FabricConfig::longest_path_bdp_bytes() const {
   const uint64_t cable = delay_ns + cable_spread_ns;
   std::vector<PathHop> hops = {{link_gbps, cable}};
   if (total_leaves() > 1) {
@@ -346,8 +342,13 @@ uint32_t FabricConfig::irn_bdp() const {
     hops.push_back({leaf_spine_rate(), cable});
   }
   hops.push_back({link_gbps, cable});
-  const double bytes = link_gbps * ideal_fct_ns(mtu, mtu, hops) / 8.0;
-  return std::max<uint32_t>(2, static_cast<uint32_t>(std::ceil(bytes / mtu)));
+  return static_cast<uint64_t>(std::llround(link_gbps * ideal_fct_ns(mtu, mtu, hops) / 8.0));
+}
+
+uint32_t FabricConfig::irn_bdp() const {
+  if (irn_bdp_packets != 0) return irn_bdp_packets;
+  const double packets = std::ceil(static_cast<double>(longest_path_bdp_bytes()) / mtu);
+  return std::max<uint32_t>(2, static_cast<uint32_t>(packets));
 }
 
 std::string FabricConfig::effective_receive(FabricMode mode) const {

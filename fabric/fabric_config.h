@@ -194,7 +194,7 @@ struct FabricConfig {
   uint64_t irn_rto_high_ns = 320'000;
   uint32_t irn_rto_low_packets = 3;
   // IRN's BDP cap, packets per QP; 0 (auto): the bandwidth-delay product of the longest path
-  // (the host rate times its base RTT, as --slowdown-bins bdp computes it) in MTU packets,
+  // (longest_path_bdp_bytes, as --slowdown-bins bdp uses it) in MTU packets,
   // rounded up.
   uint32_t irn_bdp_packets = 0;
   // In the modes that reorder per packet, how long the reorder engine holds a gap and the
@@ -332,8 +332,13 @@ struct FabricConfig {
   double offered_network_load() const { return host_load() * inter_leaf_share() / uplink_ratio(); }
   // The receive model the NICs of a `mode` run use: reorder-buffer | ooo-placement | none.
   std::string effective_receive(FabricMode mode) const;
-  // transport irn: the BDP cap in force (irn_bdp_packets, or the longest path's bandwidth-delay
-  // product in MTU packets, rounded up, at least 2).
+  // The bandwidth-delay product of the longest path, bytes: the host rate times the ideal FCT
+  // of one full packet over it and its ACK back (host, leaf-spine, across pods twice
+  // spine-super-spine, host; every cable at delay_ns + cable_spread_ns, each tier at its rate).
+  // --slowdown-bins bdp's edge and IRN's BDP cap.
+  uint64_t longest_path_bdp_bytes() const;
+  // transport irn: the BDP cap in force (irn_bdp_packets, or longest_path_bdp_bytes in MTU
+  // packets, rounded up, at least 2).
   uint32_t irn_bdp() const;
   // The switches' ECN marking in force: DCTCP marks with its own step (the `dctcp` preset,
   // pmax 1, ns-3 HPCC run.py's DCTCP runs) whatever ecn-preset and ecn-pmax say.

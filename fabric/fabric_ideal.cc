@@ -176,22 +176,6 @@ double Fabric::flow_ideal_fct_ns(uint64_t bytes, size_t flow) const {
   return ideal;
 }
 
-uint64_t Fabric::slowdown_bdp_bytes() const {
-  const uint32_t L = config_.total_leaves();
-  const uint64_t cable = config_.delay_ns + config_.cable_spread_ns;
-  std::vector<PathHop> hops = {{host_gbps_, cable}};
-  if (L > 1) {
-    hops.push_back({leaf_spine_gbps_, cable});
-    if (config_.tiers == 3 && config_.pods > 1) {
-      hops.push_back({spine_super_gbps_, cable});
-      hops.push_back({spine_super_gbps_, cable});
-    }
-    hops.push_back({leaf_spine_gbps_, cable});
-  }
-  hops.push_back({host_gbps_, cable});
-  const double rtt_ns = spraynet::fabric::ideal_fct_ns(config_.mtu, config_.mtu, hops);
-  return static_cast<uint64_t>(std::llround(host_gbps_ * rtt_ns / 8.0));
-}
 
 const RcQpSpec& Fabric::sender_spec(const QpFlow& f) const {
   return nodes_[f.src].nic->rc_engine()->config().qp_specs.at(f.src_qp_index);
@@ -281,7 +265,7 @@ void Fabric::collect_slowdown(RunResult& r) {
     case SlowdownBinning::kVentiles:
       break;
     case SlowdownBinning::kBdp:
-      s.edges = {slowdown_bdp_bytes()};
+      s.edges = {config_.longest_path_bdp_bytes()};
       if (s.edges.back() < kMaxMessageBytes) s.edges.push_back(kMaxMessageBytes);
       break;
     case SlowdownBinning::kList:
