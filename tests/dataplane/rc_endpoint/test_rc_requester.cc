@@ -9,6 +9,7 @@
 #include <map>
 #include <random>
 #include <set>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -31,15 +32,17 @@ namespace {
 // Room for a full 4096-byte-MTU frame in one mbuf.
 constexpr uint16_t kBigRoom = RTE_PKTMBUF_HEADROOM + 4096 + 256;
 
-// The responder's answer to `a`'s requester: an RC ACKNOWLEDGE to a.local_qp.
+// The responder's answer to `a`'s requester: an RC ACKNOWLEDGE to a.local_qp, with `extension`
+// after the AETH (an IRN NAK's SACK).
 rte_mbuf* make_response(rte_mempool* pool, const RcQpAddress& a, uint32_t psn, uint8_t syndrome,
-                        uint32_t dest_qp = 0) {
+                        uint32_t dest_qp = 0, std::span<const uint8_t> extension = {}) {
   FrameSpec f;
   f.eth.src = a.peer_mac;
   f.eth.dst = a.local_mac;
   f.ip.src = a.peer_ip;
   f.ip.dst = a.local_ip;
   f.udp.src_port = rxe_udp_source_port(a.peer_qp);
+  f.payload = extension;
   RoceSpec r;
   r.opcode = opcode::kRcAck;
   r.dest_qp = dest_qp != 0 ? dest_qp : a.local_qp;
@@ -1709,23 +1712,13 @@ TEST_CASE("requester irn: one NAK's SACK resends every hole below the highest SA
     free_all(out);
     // The responder has 0..1, then 3, 6, 7 and 9: it misses 2, 4, 5 and 8 (and knows nothing of
     // 10..15). Its NAK names 2; the SACK marks PSN 2 + 1 + i for i = 0 (3), 3 (6), 4 (7), 6 (9).
-    const RcQpAddress& a = req.address();
-    FrameSpec f;
-    f.eth.src = a.peer_mac;
-    f.eth.dst = a.local_mac;
-    f.ip.src = a.peer_ip;
-    f.ip.dst = a.local_ip;
-    f.udp.src_port = rxe_udp_source_port(a.peer_qp);
     const std::vector<uint8_t> sack = {0x00, 0x20, 0x00, 0x00, 0x9A, 0x00, 0x00, 0x00};
-    f.payload = sack;
-    RoceSpec r;
-    r.opcode = opcode::kRcAck;
-    r.dest_qp = a.local_qp;
-    r.psn = 2;
-    r.syndrome = aeth::kNakPsnSequenceError;
-    rte_mbuf* m = build_roce_mbuf(pool.get(), f, r);
-    REQUIRE(m != nullptr);
-    req.receive(m, parse_ok(m), 100);
+    const auto sack_nak = [&](std::span<const uint8_t> ext, uint64_t now) {
+      rte_mbuf* m =
+          make_response(pool.get(), req.address(), 2, aeth::kNakPsnSequenceError, 0, ext);
+      req.receive(m, parse_ok(m), now);
+    };
+    sack_nak(sack, 100);
     CHECK(req.oldest_unacked_psn() == 2);
     REQUIRE(req.poll(200, out, 100) == 4);
     CHECK(psns_of(out) == std::vector<uint32_t>{2, 4, 5, 8});
@@ -1733,15 +1726,11 @@ TEST_CASE("requester irn: one NAK's SACK resends every hole below the highest SA
     CHECK(req.counters().sack_naks == 1);
     CHECK(req.counters().sacked_packets == 4);
     // The same NAK again (a duplicate on the wire): nothing is resent twice.
-    rte_mbuf* again = build_roce_mbuf(pool.get(), f, r);
-    req.receive(again, parse_ok(again), 300);
+    sack_nak(sack, 300);
     CHECK(req.poll(400, out, 100) == 0);
     CHECK(req.counters().sack_resends_skipped == 4);
     // A malformed SACK is counted; the NAK still acts as RoCE's (its PSN, already resent).
-    const std::vector<uint8_t> bad = {0x00, 0x10, 0x00, 0x00};
-    f.payload = bad;
-    rte_mbuf* b = build_roce_mbuf(pool.get(), f, r);
-    req.receive(b, parse_ok(b), 500);
+    sack_nak(std::vector<uint8_t>{0x00, 0x10, 0x00, 0x00}, 500);
     CHECK(req.counters().sack_malformed == 1);
     CHECK(req.poll(600, out, 100) == 0);
     ack(req, pool.get(), 15, 700);
@@ -1810,13 +1799,6 @@ TEST_CASE("requester irn: arbitrary bytes after a NAK's AETH are read or counted
     std::vector<rte_mbuf*> out;
     REQUIRE(req.poll(0, out, 100) == 16);
     free_all(out);
-    const RcQpAddress& a = req.address();
-    FrameSpec f;
-    f.eth.src = a.peer_mac;
-    f.eth.dst = a.local_mac;
-    f.ip.src = a.peer_ip;
-    f.ip.dst = a.local_ip;
-    f.udp.src_port = rxe_udp_source_port(a.peer_qp);
     // Random lengths (a multiple of 4, as the pad keeps them) and bytes; every fourth a valid
     // header with a random bitmap, so that the read path runs too.
     std::vector<uint8_t> ext(4 * (rng() % 40));
@@ -1827,24 +1809,19 @@ TEST_CASE("requester irn: arbitrary bytes after a NAK's AETH are read or counted
       ext[1] = static_cast<uint8_t>(bits);
       ext[2] = ext[3] = 0;
     }
-    f.payload = ext;
-    RoceSpec r;
-    r.opcode = opcode::kRcAck;
-    r.dest_qp = a.local_qp;
-    r.psn = rng() % 16;
-    r.syndrome = aeth::kNakPsnSequenceError;
-    rte_mbuf* m = build_roce_mbuf(pool.get(), f, r);
-    REQUIRE(m != nullptr);
+    const auto nak_psn = static_cast<uint32_t>(rng() % 16);
+    rte_mbuf* m =
+        make_response(pool.get(), req.address(), nak_psn, aeth::kNakPsnSequenceError, 0, ext);
     req.receive(m, parse_ok(m), 100);
     // Whatever the bytes said, only PSNs that were sent and are unacknowledged go again, once.
     const size_t n = req.poll(200, out, 100);
     std::set<uint32_t> seen;
     for (uint32_t psn : psns_of(out)) {
-      CHECK(psn >= r.psn);
+      CHECK(psn >= nak_psn);
       CHECK(psn < 16);
       CHECK(seen.insert(psn).second);
     }
-    CHECK(n <= 16 - r.psn);
+    CHECK(n <= 16 - nak_psn);
     free_all(out);
     malformed += req.counters().sack_malformed;
     read += req.counters().sack_naks;
