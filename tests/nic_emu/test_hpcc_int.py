@@ -24,7 +24,8 @@ from scapy.all import Ether, rdpcap  # noqa: E402
 from scapy.contrib.roce import BTH  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from capture_checks import icrc_ok, ip_ok, ipv4_checksum, run_dpdk  # noqa: E402
+from capture_checks import (icrc_ok, ip_ok, ipv4_checksum, run_dpdk,  # noqa: E402
+                            run_with_config)
 
 ROOT = os.environ.get("SPRAYNET_SOURCE_DIR",
                       os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
@@ -40,21 +41,13 @@ HOP_BYTES = 24
 
 
 def run_nic(tmp, name, rx, tx, engine):
-    path = os.path.join(tmp, name + ".yaml")
-    with open(path, "w") as f:
-        f.write(f"nic:\n  name: {name}\n  uplinks:\n"
-                f"    - {{name: up0, device: \"net_pcap0,rx_pcap={rx},tx_pcap={tx}\", "
-                "path_id: 1}\n"
-                "  spray: {mode: flow}\n  receive: none\n"
-                f"  rc_engine: {{{engine}}}\n  cc: {{mode: hpcc}}\n")
-    stats = os.path.join(tmp, name + "-stats.json")
-    r = run_dpdk([NIC_EMU, "--config", path, "--idle-exit-ms", "300", "--stats", stats], tmp,
-            f"hpccint{name}{os.getpid()}")
-    st = None
-    if os.path.exists(stats):
-        with open(stats) as f:
-            st = json.load(f)
-    return r, st
+    return run_with_config(
+        NIC_EMU, tmp, name,
+        f"nic:\n  name: {name}\n  uplinks:\n"
+        f"    - {{name: up0, device: \"net_pcap0,rx_pcap={rx},tx_pcap={tx}\", path_id: 1}}\n"
+        "  spray: {mode: flow}\n  receive: none\n"
+        f"  rc_engine: {{{engine}}}\n  cc: {{mode: hpcc}}\n",
+        f"hpccint{name}{os.getpid()}")
 
 
 def parse_int(frame):

@@ -6,7 +6,6 @@ after the AETH, under the ICRC); A2 (the requester again) reads B's answers and 
 the four lost PSNs, each once. Every frame has the ICRC scapy computes and a valid IPv4 checksum;
 tshark decodes the NAKs as InfiniBand ACKNOWLEDGEs with the NAK syndrome and, with the project's
 dissector (tools/wireshark/spraynet.lua), their SACK."""
-import json
 import os
 import shutil
 import struct
@@ -19,7 +18,7 @@ from scapy.all import IP, UDP, Ether, Raw, rdpcap, wrpcap  # noqa: E402
 from scapy.contrib.roce import AETH, BTH  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from capture_checks import icrc_ok, ip_ok, run_dpdk  # noqa: E402
+from capture_checks import icrc_ok, ip_ok, run_with_config  # noqa: E402
 
 ROOT = os.environ.get("SPRAYNET_SOURCE_DIR",
                       os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
@@ -35,23 +34,16 @@ ACK_OPCODE = 0x11
 
 
 def run_nic(tmp, name, rx, tx, engine, extra="", fast_uplink=False):
-    path = os.path.join(tmp, name + ".yaml")
     link = ", link: {rate_gbps: 10000, delay_ns: 0}" if fast_uplink else ""
-    with open(path, "w") as f:
-        f.write(f"nic:\n  name: {name}\n  uplinks:\n"
-                f"    - {{name: up0, device: \"net_pcap0,rx_pcap={rx},tx_pcap={tx}\", "
-                f"path_id: 1{link}}}\n"
-                "  spray: {mode: flow}\n  transport: irn\n  receive: ooo-placement\n"
-                "  placement: {nak_delay_us: 0}\n"
-                f"  rc_engine: {{{engine}}}\n  cc: {{mode: none}}\n{extra}")
-    stats = os.path.join(tmp, name + "-stats.json")
-    r = run_dpdk([NIC_EMU, "--config", path, "--idle-exit-ms", "300", "--stats", stats], tmp,
-            f"irnsack{name}{os.getpid()}")
-    st = None
-    if os.path.exists(stats):
-        with open(stats) as f:
-            st = json.load(f)
-    return r, st
+    return run_with_config(
+        NIC_EMU, tmp, name,
+        f"nic:\n  name: {name}\n  uplinks:\n"
+        f"    - {{name: up0, device: \"net_pcap0,rx_pcap={rx},tx_pcap={tx}\", "
+        f"path_id: 1{link}}}\n"
+        "  spray: {mode: flow}\n  transport: irn\n  receive: ooo-placement\n"
+        "  placement: {nak_delay_us: 0}\n"
+        f"  rc_engine: {{{engine}}}\n  cc: {{mode: none}}\n{extra}",
+        f"irnsack{name}{os.getpid()}")
 
 
 def sack_of(frame):

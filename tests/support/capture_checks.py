@@ -1,6 +1,8 @@
 """What the capture tests of nic_emu and switch_emu share: a DPDK program run with EAL's test
 options and its runtime directory removed after, and the checks every captured frame passes
 (its IPv4 header checksum, scapy's ICRC)."""
+import json
+import os
 import shutil
 import struct
 import subprocess
@@ -34,3 +36,19 @@ def ip_ok(frame):
 def icrc_ok(frame):
     """The RoCEv2 frame's ICRC is the one scapy computes."""
     return Ether(frame)[BTH].compute_icrc(None) == frame[-4:]
+
+
+def run_with_config(program, tmp, name, config_text, prefix):
+    """`program --config NAME.yaml --idle-exit-ms 300 --stats NAME-stats.json` in tmp, the YAML
+    being config_text: the run, and the stats it wrote (None when it wrote none)."""
+    path = os.path.join(tmp, name + ".yaml")
+    with open(path, "w") as f:
+        f.write(config_text)
+    stats = os.path.join(tmp, name + "-stats.json")
+    r = run_dpdk([program, "--config", path, "--idle-exit-ms", "300", "--stats", stats], tmp,
+                 prefix)
+    st = None
+    if os.path.exists(stats):
+        with open(stats) as f:
+            st = json.load(f)
+    return r, st
