@@ -58,7 +58,7 @@ RcResponderConfig responder_config(const RcTrafficEngineConfig& c) {
   r.alloc_retry_ns = c.alloc_retry_ns;
   r.payload_store = c.payload_store;
   r.echo_entropy = c.echo_entropy;
-  r.ack_every_packet = c.dctcp || c.timely || c.hpcc;
+  r.ack_every_packet = c.ack_clocked();
   r.echo_ce = c.dctcp.has_value();
   return r;
 }
@@ -100,7 +100,7 @@ RcPlacementResponderConfig RcTrafficEngineConfig::placement_config() const {
   r.payload_store = payload_store;
   r.echo_entropy = echo_entropy;
   r.sack = irn;
-  r.ack_every_packet = irn || dctcp || timely || hpcc;
+  r.ack_every_packet = irn || ack_clocked();  // IRN's responder ACKs every packet too
   r.echo_ce = dctcp.has_value();
   return r;
 }

@@ -149,6 +149,8 @@ struct RcTrafficEngineConfig {
   bool echo_entropy = false;
   int16_t ack_dscp = -1;  // ACK/NAKs' DSCP; -1: the data's (RcQpAddress::ack_dscp)
 
+  // One of the ACK-clocked controls (DCTCP, TIMELY, HPCC): every packet is acknowledged.
+  bool ack_clocked() const { return dctcp || timely || hpcc; }
   RcQpRole role_of(uint32_t qp_index) const;
   // What QP i's requester / responder is built with.
   RcRequesterConfig requester_config(uint32_t qp_index) const;
