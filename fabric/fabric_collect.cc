@@ -221,7 +221,7 @@ RunResult Fabric::collect(double wall_s) {
   // PFC and drops.
   uint64_t queue_full = 0, link_down = 0, watchdog = 0, bit_error = 0, loss = 0, headroom = 0;
   uint64_t paused_ns = 0, longest_ns = 0;
-  uint64_t no_route = 0, no_eligible = 0, ttl = 0, sw_parse = 0, tcam_drop = 0;
+  uint64_t no_route = 0, no_eligible = 0, ttl = 0, sw_parse = 0, tcam_drop = 0, overlay = 0;
   uint64_t watchdog_ingress = 0;
   uint64_t first_pause = kNever, last_pause_end = 0;
   uint64_t nic_paused_ns = 0;  // of paused_ns, the hosts' NIC uplinks: the storm reaching hosts
@@ -279,6 +279,7 @@ RunResult Fabric::collect(double wall_s) {
       no_eligible += f.sw_drops.no_eligible_port;
       ttl += f.sw_drops.ttl_expired;
       tcam_drop += f.sw_drops.tcam_drop;
+      overlay += f.sw_drops.overlay_no_headroom;
       watchdog_ingress += f.sw_drops.pfc_watchdog_ingress;
       r.pfc_watchdog_storms += f.pfc_watchdog_storms;
       r.pfc_watchdog_frames_suppressed += f.pfc_watchdog_frames_suppressed;
@@ -406,6 +407,7 @@ RunResult Fabric::collect(double wall_s) {
              {"no_eligible_port", no_eligible},
              {"ttl_expired", ttl},
              {"tcam_drop", tcam_drop},
+             {"overlay_no_headroom", overlay},
              {"switch_parse", sw_parse},
              {"nic_no_uplink", nic_no_uplink},
              {"nic_parse", nic_parse},

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "dataplane/egress/egress_memory.h"
+#include "dataplane/wire/conweave_overlay.h"
 #include "dataplane/wire/flow_key.h"
 #include "dataplane/wire/pfc_frame.h"
 #include "dataplane/wire/roce_headers.h"
@@ -535,10 +536,18 @@ void NicNode::deliver(rte_mbuf* m, uint64_t now_ns) {
   rc_->receive(m, p, now_ns, rc_out_);  // counts and frees what it does not take
 }
 
+namespace {
+// Room left in front of an INT frame for a leaf overlay it may get on its way (ConWeave's 58
+// bytes, the larger of the two; in fabric_emu the leaf prepends to this same mbuf): without it a
+// leaf would drop the frame (overlay_no_headroom) or the hops behind it could push no record.
+constexpr size_t kLeafOverlayRoom = kConweaveOverlayBytes;
+}  // namespace
+
 void NicNode::insert_int(rte_mbuf* m) {
-  // Room for the header and every hop's record: 16 + 5 x 24 = 136 bytes, more than the default
-  // headroom (128).
-  if (!int_make_headroom(m, kIntHeaderBytes + size_t{kHpccIntMaxHops} * kIntHopBytes) ||
+  // Room for the header, every hop's record and a leaf overlay: 16 + 5 x 24 + 58 = 194 bytes,
+  // more than the default headroom (128).
+  if (!int_make_headroom(
+          m, kIntHeaderBytes + size_t{kHpccIntMaxHops} * kIntHopBytes + kLeafOverlayRoom) ||
       !int_insert(m, kHpccIntMaxHops)) {
     ++counters_.int_no_room;
     return;
@@ -585,7 +594,7 @@ void NicNode::echo_int(size_t first, const IntCarried& c) {
         q.bth_opcode != opcode::kRcAck || q.int_offset != 0) {
       continue;
     }
-    if (!int_make_headroom(a, kIntHeaderBytes + size_t{c.n} * kIntHopBytes) ||
+    if (!int_make_headroom(a, kIntHeaderBytes + size_t{c.n} * kIntHopBytes + kLeafOverlayRoom) ||
         !int_insert(a, c.n, kIntEchoUdpPort)) {
       ++counters_.int_no_room;
       continue;

@@ -9,6 +9,7 @@
 #include "dataplane/wire/ipv4_ttl.h"
 #include "dataplane/wire/packet_parser.h"
 #include "dataplane/wire/roce_headers.h"
+#include "dataplane/wire/vxlan_tunnel.h"
 
 namespace spraynet {
 
@@ -29,6 +30,9 @@ class VectorFrame {
   size_t total_len() const { return v_.size(); }
   ParseStatus parse(ParsedPacket& out) const {
     return PacketParser().parse(v_.data(), v_.size(), out);
+  }
+  ParseStatus parse_at(size_t offset, ParsedPacket& out) const {
+    return PacketParser().parse(v_.data() + offset, v_.size() - offset, out);
   }
   bool can_open(size_t /*n*/) const { return true; }
   uint8_t* open(size_t offset, size_t n) {
@@ -54,6 +58,9 @@ class MbufFrame {
   size_t head_len() const { return rte_pktmbuf_data_len(m_); }
   size_t total_len() const { return rte_pktmbuf_pkt_len(m_); }
   ParseStatus parse(ParsedPacket& out) const { return PacketParser().parse(m_, out); }
+  ParseStatus parse_at(size_t offset, ParsedPacket& out) const {
+    return PacketParser().parse_at(m_, offset, out);
+  }
   bool can_open(size_t n) const { return rte_pktmbuf_headroom(m_) >= n; }
   uint8_t* open(size_t offset, size_t n) {
     const uint8_t* old = data();
@@ -71,6 +78,46 @@ class MbufFrame {
 
  private:
   rte_mbuf* m_;
+};
+
+// The inner frame of a leaf overlay (vxlan_tunnel.h) inside either kind of frame above: a spine
+// or leaf between the overlay's ends pushes its record on the inner packet's INT, and the outer
+// IPv4 total length (its checksum patched) and UDP length grow with it (the outer UDP checksum
+// is 0, RFC 7348).
+template <typename Outer>
+class InnerFrame {
+ public:
+  InnerFrame(Outer outer, size_t base) : outer_(outer), base_(base) {}
+  uint8_t* data() const { return outer_.data() + base_; }
+  size_t head_len() const { return outer_.head_len() - base_; }
+  size_t total_len() const { return outer_.total_len(); }  // what goes on the wire
+  ParseStatus parse(ParsedPacket& out) const { return outer_.parse_at(base_, out); }
+  bool can_open(size_t n) const { return outer_.can_open(n); }
+  uint8_t* open(size_t offset, size_t n) {
+    uint8_t* f = outer_.open(base_ + offset, n);
+    if (f == nullptr) return nullptr;
+    add_outer_lengths(f, static_cast<int>(n));
+    return f + base_;
+  }
+  uint8_t* close(size_t offset, size_t n) {
+    uint8_t* f = outer_.close(base_ + offset, n);
+    add_outer_lengths(f, -static_cast<int>(n));
+    return f + base_;
+  }
+
+ private:
+  static void add_outer_lengths(uint8_t* f, int delta) {
+    uint8_t* ip = f + kVxlanOuterIpOffset;
+    const uint16_t old_total = load_be16(ip + 2);
+    const auto new_total = static_cast<uint16_t>(old_total + delta);
+    store_be16(ip + 2, new_total);
+    patch_ipv4_checksum(ip, old_total, new_total);
+    uint8_t* udp = ip + 20;
+    store_be16(udp + 4, static_cast<uint16_t>(load_be16(udp + 4) + delta));
+  }
+
+  Outer outer_;
+  size_t base_;
 };
 
 // Adds delta to the IPv4 total length (its checksum patched, RFC 1624) and to the UDP length.
@@ -157,6 +204,14 @@ template <typename Frame>
 bool parse_frame(const Frame& frame, uint16_t port, ParsedPacket& pp, IntStack& out) {
   const ParseStatus st = frame.parse(pp);
   return read_int(frame.data(), frame.head_len(), st, pp, port, out);
+}
+
+std::optional<IntStack> parse_bytes(std::span<const uint8_t> frame, uint16_t port) {
+  ParsedPacket pp;
+  IntStack st;
+  const ParseStatus s = PacketParser().parse(frame.data(), frame.size(), pp);
+  if (!read_int(frame.data(), frame.size(), s, pp, port, st)) return std::nullopt;
+  return st;
 }
 
 template <typename Frame>
@@ -249,15 +304,18 @@ bool int_insert(std::vector<uint8_t>& frame, uint8_t max_hops, uint16_t port) {
 
 IntPushResult int_push_hop(std::vector<uint8_t>& frame, const IntHopRecord& record, uint16_t port,
                            size_t max_frame_len) {
-  return push(VectorFrame(frame), record, port, max_frame_len);
+  const IntPushResult r = push(VectorFrame(frame), record, port, max_frame_len);
+  const size_t inner =
+      r == IntPushResult::kNotInt ? vxlan_inner_frame_offset(frame.data(), frame.size()) : 0;
+  if (inner == 0) return r;
+  return push(InnerFrame(VectorFrame(frame), inner), record, port, max_frame_len);
 }
 
 std::optional<IntStack> int_parse(std::span<const uint8_t> frame, uint16_t port) {
-  ParsedPacket pp;
-  IntStack st;
-  const ParseStatus s = PacketParser().parse(frame.data(), frame.size(), pp);
-  if (!read_int(frame.data(), frame.size(), s, pp, port, st)) return std::nullopt;
-  return st;
+  if (auto st = parse_bytes(frame, port)) return st;
+  const size_t inner = vxlan_inner_frame_offset(frame.data(), frame.size());
+  if (inner == 0) return std::nullopt;
+  return parse_bytes(frame.subspan(inner), port);
 }
 
 bool int_strip(std::vector<uint8_t>& frame, uint16_t port, IntStack* taken) {
@@ -270,7 +328,13 @@ bool int_insert(rte_mbuf* m, uint8_t max_hops, uint16_t port) {
 
 IntPushResult int_push_hop(rte_mbuf* m, const IntHopRecord& record, uint16_t port,
                            size_t max_frame_len) {
-  return push(MbufFrame(m), record, port, max_frame_len);
+  const IntPushResult r = push(MbufFrame(m), record, port, max_frame_len);
+  const size_t inner =
+      r == IntPushResult::kNotInt
+          ? vxlan_inner_frame_offset(rte_pktmbuf_mtod(m, const uint8_t*), rte_pktmbuf_data_len(m))
+          : 0;
+  if (inner == 0) return r;
+  return push(InnerFrame(MbufFrame(m), inner), record, port, max_frame_len);
 }
 
 bool int_make_headroom(rte_mbuf* m, size_t bytes) {
@@ -289,7 +353,13 @@ std::optional<IntStack> int_parse(const rte_mbuf* m, uint16_t port) {
   ParsedPacket pp;
   IntStack st;
   // Read only: the frame wrapper's mutators are not used.
-  if (!parse_frame(MbufFrame(const_cast<rte_mbuf*>(m)), port, pp, st)) return std::nullopt;
+  if (parse_frame(MbufFrame(const_cast<rte_mbuf*>(m)), port, pp, st)) return st;
+  const size_t inner =
+      vxlan_inner_frame_offset(rte_pktmbuf_mtod(m, const uint8_t*), rte_pktmbuf_data_len(m));
+  if (inner == 0) return std::nullopt;
+  if (!parse_frame(InnerFrame(MbufFrame(const_cast<rte_mbuf*>(m)), inner), port, pp, st)) {
+    return std::nullopt;
+  }
   return st;
 }
 

@@ -96,7 +96,7 @@ struct IntStack {
   bool hops_exceeded = false;  // E
   bool mtu_exceeded = false;   // M
   uint16_t ds_flags = 0;
-  uint16_t shim_offset = 0;  // from the frame's first byte
+  uint16_t shim_offset = 0;  // from the (inner, in a leaf overlay) frame's first byte
 
   std::span<const IntHopRecord> hops() const { return {hop.data(), nhop}; }
   // Bytes the INT takes in the frame: shim, header, stack.
@@ -121,10 +121,14 @@ std::string_view to_string(IntPushResult r);
 // port is 4791.
 bool int_insert(std::vector<uint8_t>& frame, uint8_t max_hops, uint16_t port = kIntUdpPort);
 // Pushes one record on top of the stack (a transit hop, §5.7). A frame would be longer than
-// max_frame_len (the egress MTU, as a frame length): M set, kMtuExceeded.
+// max_frame_len (the egress MTU, as a frame length): M set, kMtuExceeded. Inside a leaf
+// overlay (CONGA's or ConWeave's VXLAN, vxlan_inner_frame_offset) the record goes on the inner
+// packet's INT and the outer IPv4 and UDP lengths grow with it: the hops between the leaves are
+// transit hops of the inner packet, as they are without the overlay. (Not INT over VXLAN-GPE,
+// the spec's §5.6.3: the source put INT in the inner packet before the overlay was added.)
 IntPushResult int_push_hop(std::vector<uint8_t>& frame, const IntHopRecord& record,
                            uint16_t port = kIntUdpPort, size_t max_frame_len = SIZE_MAX);
-// The INT of a frame, its records oldest first.
+// The INT of a frame (or of the inner frame of a leaf overlay), its records oldest first.
 std::optional<IntStack> int_parse(std::span<const uint8_t> frame, uint16_t port = kIntUdpPort);
 // Removes shim, header and stack and restores the original destination port and lengths; with
 // `taken`, what int_parse would have read is left there (one parse for both).

@@ -336,6 +336,20 @@ ParseStatus PacketParser::parse(const rte_mbuf* m, ParsedPacket& out) const {
   return parse_chain(options_, m, out);
 }
 
+ParseStatus PacketParser::parse_at(const rte_mbuf* m, size_t offset, ParsedPacket& out) const {
+  if (offset > m->data_len || m->pkt_len < m->data_len) {
+    out = ParsedPacket{};
+    return ParseStatus::kMultiSegment;  // not in the first segment, or an inconsistent chain
+  }
+  ParseOptions o = options_;
+  o.verify_icrc = false;  // its offsets would be the inner frame's, the mbuf's are the outer's
+  const uint8_t* frame = rte_pktmbuf_mtod(m, const uint8_t*) + offset;
+  const ParseStatus st =
+      Parse<true>{o, frame, m->data_len - offset, m->pkt_len - offset, m}.frame_headers(out);
+  if (st == ParseStatus::kMultiSegment) out = ParsedPacket{};
+  return st;
+}
+
 ParseStatus PacketParser::parse(const uint8_t* frame, size_t len, ParsedPacket& out) const {
   return Parse<false>{options_, frame, len, len, nullptr}.frame_headers(out);
 }

@@ -125,6 +125,10 @@ class PacketParser {
   // A chained mbuf is parsed from its first segment, where its headers must be; the lengths
   // are checked against the whole packet.
   ParseStatus parse(const rte_mbuf* m, ParsedPacket& out) const;
+  // The frame that starts `offset` bytes into m's first segment (a tunnel's inner frame), its
+  // lengths checked against the rest of the packet and offsets from its own first byte. The
+  // ICRC is not verified here, whatever the options say.
+  ParseStatus parse_at(const rte_mbuf* m, size_t offset, ParsedPacket& out) const;
 
  private:
   ParseOptions options_;

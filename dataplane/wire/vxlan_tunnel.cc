@@ -5,6 +5,8 @@
 #include <cstring>
 
 #include "dataplane/wire/byte_order.h"
+#include "dataplane/wire/conga_overlay.h"
+#include "dataplane/wire/conweave_overlay.h"
 
 namespace spraynet {
 
@@ -86,6 +88,21 @@ const uint8_t* vxlan_word(const rte_mbuf* m, uint8_t flags, size_t after) {
   const uint8_t* v = f + kVxlanWordOffset;
   if ((v[0] & flags) != flags) return nullptr;
   return v;
+}
+
+size_t vxlan_inner_frame_offset(const uint8_t* f, size_t len) {
+  if (len < kVxlanOuterBytes || load_be16(f + 12) != 0x0800) return 0;
+  const uint8_t* ip = f + kVxlanOuterIpOffset;
+  if (ip[0] != 0x45 || ip[9] != 17 || load_be16(f + kOuterUdp + 2) != kVxlanUdpPort) return 0;
+  const uint8_t* v = f + kVxlanWordOffset;
+  size_t inner = 0;
+  if ((v[0] & (kVxlanFlagI | kVxlanFlagConga)) == (kVxlanFlagI | kVxlanFlagConga)) {
+    inner = kCongaOverlayBytes;
+  } else if ((v[0] & (kVxlanFlagI | kVxlanFlagConweave)) == (kVxlanFlagI | kVxlanFlagConweave) &&
+             (v[1] >> 6) == 0) {  // message 0: data (the control messages carry no frame)
+    inner = kConweaveOverlayBytes;
+  }
+  return inner != 0 && len >= inner + 14 ? inner : 0;
 }
 
 uint32_t vxlan_dst_vtep(const rte_mbuf* m) {

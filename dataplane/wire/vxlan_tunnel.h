@@ -48,6 +48,12 @@ uint8_t* vxlan_control_frame(rte_mbuf* m, const uint8_t macs[12], const VxlanTun
 // every bit of `flags` set, and `after` more bytes in the first segment), or null.
 const uint8_t* vxlan_word(const rte_mbuf* m, uint8_t flags, size_t after);
 
+// Where the inner frame begins in a data frame of either leaf overlay (CONGA: 50 bytes in, after
+// the VXLAN word; ConWeave: 58, after its 8 extra bytes), or 0 for anything else (not VXLAN to
+// 4789 on untagged outer IPv4 without options, another VXLAN use, a ConWeave control message,
+// or a frame too short to hold an inner Ethernet header there).
+size_t vxlan_inner_frame_offset(const uint8_t* frame, size_t len);
+
 // The outer IPv4 destination (host order) of a frame vxlan_word accepted.
 uint32_t vxlan_dst_vtep(const rte_mbuf* m);
 

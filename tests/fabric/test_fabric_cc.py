@@ -218,6 +218,27 @@ class FabricCc(unittest.TestCase):
             self.assertLessEqual(total, 0.97 * 98.1, (seed, f))
             self.assertGreaterEqual(f["min_gbps"], 20.0, (seed, f))
 
+    def test_hpcc_int_through_leaf_overlays(self):
+        # Under CONGA's and ConWeave's VXLAN overlays the leaf uplink and the spine push their
+        # records on the inner packet's INT, as without the overlay: one sender across the spines,
+        # so every ACK echoes exactly three records (leaf uplink, spine downlink, leaf downlink),
+        # and the NICs leave the leaf room for its overlay in front of the INT (nothing dropped
+        # for want of headroom, no record refused).
+        for mode in ("ecmp", "conga", "conweave"):
+            rep = run("--leaves", "2", "--spines", "2", "--hosts-per-leaf", "1", "--workload",
+                      "incast", "--incast-senders", "1", "--bytes", "2000000", "--duration", "1ms",
+                      "--mode", mode, "--cc", "hpcc", "--seeds", "1")
+            self.check_whole(rep)
+            r = rep["runs"][0]
+            self.assertTrue(r["completed"], mode)
+            h, i = r["cc"]["hpcc"]["total"], r["cc"]["int"]
+            self.assertGreater(h["acks"], 400, mode)
+            self.assertEqual(h["int_hops_seen"], 3 * h["acks"], (mode, h))
+            self.assertEqual(i["records_pushed"], 3 * i["inserted"], (mode, i))
+            self.assertEqual((i["mtu_exceeded"], i["no_room"], i["hops_exceeded"]), (0, 0, 0))
+            self.assertEqual(r["drops"]["overlay_no_headroom"], 0, mode)
+            self.assertEqual(r["network_drops"], 0, mode)
+
     def test_run_sh_fabric_ecmp_meets_the_collision_bound(self):
         # The run.sh fabric (2 leaves x 8 spines x 8 hosts, one QP per host), 10 seeds here
         # (scripts/run.sh runs 20, the docs 50): with DCQCN, colliding flows share their uplink instead of

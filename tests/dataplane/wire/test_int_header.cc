@@ -10,8 +10,12 @@
 #include <random>
 #include <vector>
 
+#include "dataplane/wire/conga_overlay.h"
+#include "dataplane/wire/conweave_overlay.h"
 #include "dataplane/wire/icrc.h"
 #include "dataplane/wire/packet_builder.h"
+#include "dataplane/wire/packet_parser.h"
+#include "dataplane/wire/vxlan_tunnel.h"
 #include "tests/support/dpdk_test.h"
 #include "tests/support/ipv4_checksum.h"
 #include "tests/support/roce_vector.h"
@@ -511,5 +515,117 @@ TEST_CASE("int: a source makes headroom for the header and every hop, when the b
   CHECK_FALSE(int_make_headroom(m, before + 8));
   rte_mbuf_refcnt_update(m, -1);
   rte_pktmbuf_free(m);
+  CHECK(pool.whole());
+}
+
+TEST_CASE("int: inside a leaf overlay, a hop pushes on the inner packet's INT") {
+  TestPool pool;
+  const std::vector<uint8_t> orig = test::roce_vector_frame();
+  std::vector<uint8_t> plain = orig;
+  REQUIRE(int_insert(plain, 5));
+  REQUIRE(int_push_hop(plain, hop_a()) == IntPushResult::kPushed);
+  auto bytes = [](const rte_mbuf* m) {
+    const auto* p = rte_pktmbuf_mtod(m, const uint8_t*);
+    return std::vector<uint8_t>(p, p + rte_pktmbuf_data_len(m));
+  };
+  struct Overlay {
+    const char* name;
+    size_t outer;  // bytes before the inner frame
+    bool (*wrap)(rte_mbuf*);
+    bool (*unwrap)(rte_mbuf*);
+  };
+  const Overlay overlays[] = {
+      {"conga", 50,
+       [](rte_mbuf* m) {
+         return conga_encapsulate(m, CongaTunnel{1, 2, 3}, {});
+       },
+       conga_decapsulate},
+      {"conweave", 58,
+       [](rte_mbuf* m) {
+         return conweave_encapsulate(m, VxlanTunnel{1, 2, 3}, {}, 4, 0x77);
+       },
+       conweave_decapsulate},
+  };
+  for (const Overlay& o : overlays) {
+    SECTION(o.name) {
+      // The source NIC inserted INT and the first hop pushed, then the leaf wrapped the frame;
+      // the mbuf has the headroom a source makes (int_make_headroom) for the overlay and hops.
+      rte_mbuf* m = pool.make(plain);
+      REQUIRE(int_make_headroom(m, o.outer + 2 * kIntHopBytes));
+      REQUIRE(o.wrap(m));
+      const std::vector<uint8_t> wrapped = bytes(m);
+      REQUIRE(wrapped.size() == plain.size() + o.outer);
+      REQUIRE(vxlan_inner_frame_offset(wrapped.data(), wrapped.size()) == o.outer);
+      REQUIRE(int_parse(m).has_value());
+      CHECK(int_parse(m)->nhop == 1);
+      // A spine pushes: the inner packet as it would be without the overlay, the outer lengths
+      // 24 bytes longer, the outer checksum still valid; the vector form does the same.
+      REQUIRE(int_push_hop(m, hop_b()) == IntPushResult::kPushed);
+      std::vector<uint8_t> v = wrapped;
+      REQUIRE(int_push_hop(v, hop_b()) == IntPushResult::kPushed);
+      const std::vector<uint8_t> b = bytes(m);
+      CHECK(b == v);
+      std::vector<uint8_t> two = plain;
+      REQUIRE(int_push_hop(two, hop_b()) == IntPushResult::kPushed);
+      CHECK(tail(b, o.outer) == two);
+      CHECK(be16(b, 16) == be16(wrapped, 16) + 24);  // outer IPv4 total length
+      CHECK(be16(b, 38) == be16(wrapped, 38) + 24);  // outer UDP length
+      CHECK(test::ipv4_checksum_ok(b.data() + 14));
+      CHECK(slice(b, 18, 6) == slice(wrapped, 18, 6));    // outer IPv4: id, flags, TTL, proto
+      CHECK(slice(b, 26, 12) == slice(wrapped, 26, 12));  // addresses, UDP ports
+      const auto s = int_parse(m);
+      REQUIRE(s.has_value());
+      REQUIRE(s->nhop == 2);
+      CHECK(s->hop[1].egress_ts_ns == hop_b().egress_ts_ns);
+      CHECK(s->shim_offset == kShim);  // in the inner frame
+      // Too long for the egress MTU: M set in the inner header, nothing pushed.
+      CHECK(int_push_hop(m, hop_a(), kIntUdpPort, b.size() + 23) == IntPushResult::kMtuExceeded);
+      CHECK(int_parse(m)->mtu_exceeded);
+      // The destination leaf unwraps: the inner frame is the plain one's, its ICRC valid after
+      // the NIC strips the INT.
+      REQUIRE(o.unwrap(m));
+      std::vector<uint8_t> inner = bytes(m);
+      inner[kMd] &= static_cast<uint8_t>(~0x02);  // M
+      CHECK(inner == two);
+      REQUIRE(int_strip(m));
+      CHECK(bytes(m) == orig);
+      CHECK(verify_icrc(m, kL3, orig.size() - kL3, nullptr));
+      rte_pktmbuf_free(m);
+    }
+  }
+  // As fabric_emu's NICs build them: the headers in one segment, the payload chained behind.
+  {
+    ParsedPacket pp;
+    REQUIRE(PacketParser().parse(plain.data(), plain.size(), pp) == ParseStatus::kOk);
+    const auto cut = static_cast<long>(pp.payload_offset);
+    rte_mbuf* h = pool.make(std::vector<uint8_t>(plain.begin(), plain.begin() + cut));
+    REQUIRE(rte_pktmbuf_chain(
+                h, pool.make(std::vector<uint8_t>(plain.begin() + cut, plain.end()))) == 0);
+    REQUIRE(int_make_headroom(h, 50 + kIntHopBytes));
+    REQUIRE(overlays[0].wrap(h));
+    REQUIRE(int_push_hop(h, hop_b()) == IntPushResult::kPushed);
+    CHECK(int_parse(h)->nhop == 2);
+    CHECK(rte_pktmbuf_pkt_len(h) == plain.size() + 50 + kIntHopBytes);
+    CHECK(be16(bytes(h), 16) == rte_pktmbuf_pkt_len(h) - 14);  // outer IPv4 total length
+    REQUIRE(conga_decapsulate(h));
+    std::vector<uint8_t> two = plain;
+    REQUIRE(int_push_hop(two, hop_b()) == IntPushResult::kPushed);
+    std::vector<uint8_t> all(rte_pktmbuf_pkt_len(h));
+    const auto* r = static_cast<const uint8_t*>(rte_pktmbuf_read(h, 0, all.size(), all.data()));
+    REQUIRE(r != nullptr);
+    CHECK(std::vector<uint8_t>(r, r + all.size()) == two);
+    rte_pktmbuf_free(h);
+  }
+  // A ConWeave control message and plain VXLAN are not overlays with an inner frame.
+  rte_mbuf* c = pool.alloc();
+  const uint8_t macs[12] = {};
+  ConweaveWire clear;
+  clear.message = ConweaveMessage::kClear;
+  clear.flow_key = 0x0123456789ABCDEF;
+  REQUIRE(conweave_control(c, macs, VxlanTunnel{1, 2, 3}, 0, clear));
+  CHECK(vxlan_inner_frame_offset(rte_pktmbuf_mtod(c, const uint8_t*), rte_pktmbuf_data_len(c)) ==
+        0);
+  CHECK(int_push_hop(c, hop_a()) == IntPushResult::kNotInt);
+  rte_pktmbuf_free(c);
   CHECK(pool.whole());
 }
