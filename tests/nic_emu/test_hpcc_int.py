@@ -1,6 +1,7 @@
 """HPCC's in-band telemetry on captures, end to end through the real programs on pcap ports,
 checked byte by byte here against the INT-MD spec (P4.org INT v2.1, dataplane/wire/int_header.h)
-and by scapy's own ICRC.
+and by scapy's own ICRC; then the same packets through a CONGA leaf, whose uplinks push their
+record on the inner packet's INT inside the VXLAN overlay.
 
 A (nic_emu requester, cc hpcc) sends RDMA WRITEs with an empty INT stack: UDP port 4792, the shim
 (type INT-MD, NPT 1, the original port 4791), the INT-MD header (version 2, 6 words per hop,
@@ -124,6 +125,30 @@ int: {{}}
         cls.sw_stats = os.path.join(t, "sw-stats.json")
         cls.sw = run_dpdk([SWITCH_EMU, "--config", sw, "--idle-exit-ms", "300", "--stats",
                       cls.sw_stats], t, f"hpccintsw{os.getpid()}")
+        # A CONGA leaf with INT on: it wraps A's packets in its VXLAN overlay for leaf 1 and its
+        # uplink pushes the record on the inner packet's INT.
+        cls.u_pcaps = [os.path.join(t, f"u{k}.pcap") for k in range(2)]
+        leaf = os.path.join(t, "leaf.yaml")
+        with open(leaf, "w") as f:
+            f.write(f"""name: leaf0
+ports:
+  - {{name: h0, device: "net_pcap0,rx_pcap={cls.a_pcap}"}}
+  - {{name: u0, device: "net_pcap1,tx_pcap={cls.u_pcaps[0]}", link: {{rate_gbps: 100}}}}
+  - {{name: u1, device: "net_pcap2,tx_pcap={cls.u_pcaps[1]}", link: {{rate_gbps: 100}}}}
+groups:
+  - {{name: to_leaf1, mode: conga, leaf: 1, ports: [u0, u1], dlb_gap_ns: 10000000000}}
+routes:
+  - {{prefix: 10.0.0.1/32, port: h0}}
+  - {{prefix: 10.0.0.2/32, group: to_leaf1}}
+conga:
+  leaf: 0
+  vtep: 10.0.0.255
+  leaves: [{{leaf: 1, vtep: 10.0.1.255}}]
+int: {{}}
+""")
+        cls.leaf_stats = os.path.join(t, "leaf-stats.json")
+        cls.leaf = run_dpdk([SWITCH_EMU, "--config", leaf, "--idle-exit-ms", "300", "--stats",
+                             cls.leaf_stats], t, f"hpccintleaf{os.getpid()}")
         cls.b_pcap = os.path.join(t, "b.pcap")
         cls.b = run_nic(t, "b", cls.s_pcap, cls.b_pcap, responder)
         cls.a2 = run_nic(t, "a2", cls.b_pcap, os.path.join(t, "a2.pcap"), requester)
@@ -211,6 +236,41 @@ int: {{}}
         self.assertEqual(c["int_stripped"], PACKETS)
         self.assertEqual(c["int_acks_received"], PACKETS)
 
+    def test_a_conga_leaf_pushes_on_the_inner_packets_int(self):
+        self.assertEqual(self.leaf.returncode, 0, self.leaf.stdout + self.leaf.stderr)
+        self.assertIn("mempool: 0 mbufs in use at exit", self.leaf.stdout)
+        sent = {}
+        for k, path in enumerate(self.u_pcaps):
+            frames = [bytes(p) for p in rdpcap(path)] if os.path.getsize(path) > 24 else []
+            sent[k] = len(frames)
+            on_wire = 0
+            for f in frames:
+                # The overlay: outer IPv4 (checksum valid, lengths of this frame), UDP to 4789
+                # with checksum 0, VXLAN flags I and C; then the frame A sent, one record more.
+                self.assertEqual(struct.unpack_from("!H", f, 12)[0], 0x0800)
+                self.assertTrue(ip_ok(f))
+                self.assertEqual(struct.unpack_from("!H", f, 16)[0], len(f) - 14)
+                dport, ulen, ucsum = struct.unpack_from("!HHH", f, 36)
+                self.assertEqual((dport, ulen, ucsum), (4789, len(f) - 34, 0))
+                self.assertEqual(f[42], 0x48)
+                inner = f[50:]
+                port, h, records, plain = parse_int(inner)
+                self.assertEqual(port, INT_PORT)
+                self.assertEqual((h["length"], h["rhc"], h["e"], h["m"]), (3 + 6, 4, 0, 0))
+                (r,) = records
+                self.assertEqual(r["rate_mbps"], 100_000)
+                self.assertEqual(r["tx_bytes"], on_wire)  # this uplink's bytes before it
+                on_wire += len(f)
+                self.assertTrue(ip_ok(inner))
+                self.assertTrue(icrc_ok(plain))
+        self.assertEqual(sum(sent.values()), PACKETS)
+        with open(self.leaf_stats) as f:
+            st = json.load(f)
+        ports = {p["name"]: p for p in st["ports"]}
+        pushed = sum(ports[u].get("int", {}).get("records_pushed", 0) for u in ("u0", "u1"))
+        self.assertEqual(pushed, PACKETS)
+        self.assertEqual(st["conga"]["encapsulated"], PACKETS)
+
     def test_the_dissector_decodes_the_records(self):
         if shutil.which("tshark") is None:
             self.skipTest("tshark is not installed")
@@ -237,6 +297,23 @@ int: {{}}
             self.assertEqual(int(row[3]), records[0]["ts"])
             # The RoCE packet after the INT is Wireshark's own InfiniBand dissection.
             self.assertEqual((int(row[4], 0), int(row[5])), (qp, psn))
+        # Inside the CONGA leaf's overlay: the CONGA fields, then the inner packet's INT.
+        for path in self.u_pcaps:
+            if os.path.getsize(path) <= 24:
+                continue
+            out = subprocess.run(
+                ["tshark", "-X", f"lua_script:{LUA}", "-r", path, "-T", "fields",
+                 "-E", "separator=\t", "-e", "spraynet.conga.src_leaf", "-e", "spraynet.int.rhc",
+                 "-e", "spraynet.int.hop.tx_bytes", "-e", "infiniband.bth.psn"],
+                capture_output=True, text=True, timeout=TIMEOUT_S, env=dict(os.environ, HOME=home))
+            self.assertEqual(out.returncode, 0, out.stderr)
+            frames = [bytes(p) for p in rdpcap(path)]
+            rows = [line.split("\t") for line in out.stdout.splitlines()]
+            self.assertEqual(len(rows), len(frames))
+            for row, f in zip(rows, frames):
+                _, h, records, plain = parse_int(f[50:])
+                self.assertEqual((int(row[0]), int(row[1]), int(row[2]), int(row[3])),
+                                 (0, h["rhc"], records[0]["tx_bytes"], bth(plain)[2]))
 
 
 if __name__ == "__main__":
