@@ -105,7 +105,6 @@
 // failure is counted and the requester waits alloc_retry_ns before trying again (no spinning).
 #pragma once
 
-#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -114,10 +113,11 @@
 #include <string>
 #include <vector>
 
+#include "dataplane/rc_endpoint/completion_time_stats.h"
 #include "dataplane/rc_endpoint/oblivious_entropy.h"
+#include "dataplane/rc_endpoint/rc_write_segmenter.h"
 #include "dataplane/rc_endpoint/reps_entropy.h"
 #include "dataplane/rc_endpoint/sequence_bits.h"
-#include "dataplane/rc_endpoint/rc_write_segmenter.h"
 #include "dataplane/wire/packet_builder.h"
 
 struct rte_mbuf;
@@ -168,45 +168,6 @@ struct RcQpAddress {
 rte_mbuf* build_rc_ack(rte_mempool* pool, const RcQpAddress& a, uint16_t ip_id, uint32_t psn,
                        uint8_t syndrome, uint32_t msn, uint16_t src_port = 0,
                        bool becn = false, std::span<const uint8_t> extension = {});
-
-// Count, min, max and sum of durations.
-struct DurationSummary {
-  uint64_t count = 0;
-  uint64_t sum_ns = 0;
-  uint64_t min_ns = 0;  // 0 while count == 0
-  uint64_t max_ns = 0;
-
-  void add(uint64_t ns);
-  void merge(const DurationSummary& o);
-  double mean_ns() const { return count == 0 ? 0.0 : static_cast<double>(sum_ns) / count; }
-};
-
-// Message completion times: exact count/min/max/sum plus a log-linear histogram (8 buckets per
-// power of two, so a percentile is within 12.5% of the true value; below 8 ns it is exact).
-// Fixed size (about 4 KB), no allocation per sample.
-class CompletionTimeStats {
- public:
-  void add(uint64_t ns);
-  void merge(const CompletionTimeStats& o);
-
-  const DurationSummary& summary() const { return summary_; }
-  uint64_t count() const { return summary_.count; }
-  uint64_t min_ns() const { return summary_.min_ns; }
-  uint64_t max_ns() const { return summary_.max_ns; }
-  double mean_ns() const { return summary_.mean_ns(); }
-  // The q-quantile (q in [0, 1], e.g. 0.5, 0.99): the upper edge of the bucket holding the
-  // ceil(q * count)-th smallest sample, clamped to [min, max]. 0 when empty.
-  uint64_t percentile_ns(double q) const;
-
-  static constexpr size_t kSubBucketBits = 3;
-  static constexpr size_t kBuckets = (64 - kSubBucketBits + 1) << kSubBucketBits;
-  static size_t bucket_of(uint64_t ns);
-  static uint64_t bucket_upper_ns(size_t bucket);
-
- private:
-  DurationSummary summary_;
-  std::array<uint64_t, kBuckets> buckets_{};
-};
 
 struct RcRequesterConfig {
   uint32_t message_bytes = 65536;  // fixed mode only
