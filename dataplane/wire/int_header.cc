@@ -269,6 +269,16 @@ IntPushResult push(Frame frame, const IntHopRecord& record, uint16_t port, size_
   return IntPushResult::kPushed;
 }
 
+// push on the frame, or, when it is no INT frame, on a leaf overlay's inner frame in it.
+template <typename Frame>
+IntPushResult push_here_or_inner(Frame frame, const IntHopRecord& record, uint16_t port,
+                                 size_t max_frame_len) {
+  const IntPushResult r = push(frame, record, port, max_frame_len);
+  if (r != IntPushResult::kNotInt) return r;
+  const size_t inner = vxlan_inner_frame_offset(frame.data(), frame.head_len());
+  return inner == 0 ? r : push(InnerFrame(frame, inner), record, port, max_frame_len);
+}
+
 template <typename Frame>
 bool strip(Frame frame, uint16_t port, IntStack* taken) {
   ParsedPacket pp;
@@ -304,11 +314,7 @@ bool int_insert(std::vector<uint8_t>& frame, uint8_t max_hops, uint16_t port) {
 
 IntPushResult int_push_hop(std::vector<uint8_t>& frame, const IntHopRecord& record, uint16_t port,
                            size_t max_frame_len) {
-  const IntPushResult r = push(VectorFrame(frame), record, port, max_frame_len);
-  const size_t inner =
-      r == IntPushResult::kNotInt ? vxlan_inner_frame_offset(frame.data(), frame.size()) : 0;
-  if (inner == 0) return r;
-  return push(InnerFrame(VectorFrame(frame), inner), record, port, max_frame_len);
+  return push_here_or_inner(VectorFrame(frame), record, port, max_frame_len);
 }
 
 std::optional<IntStack> int_parse(std::span<const uint8_t> frame, uint16_t port) {
@@ -328,13 +334,7 @@ bool int_insert(rte_mbuf* m, uint8_t max_hops, uint16_t port) {
 
 IntPushResult int_push_hop(rte_mbuf* m, const IntHopRecord& record, uint16_t port,
                            size_t max_frame_len) {
-  const IntPushResult r = push(MbufFrame(m), record, port, max_frame_len);
-  const size_t inner =
-      r == IntPushResult::kNotInt
-          ? vxlan_inner_frame_offset(rte_pktmbuf_mtod(m, const uint8_t*), rte_pktmbuf_data_len(m))
-          : 0;
-  if (inner == 0) return r;
-  return push(InnerFrame(MbufFrame(m), inner), record, port, max_frame_len);
+  return push_here_or_inner(MbufFrame(m), record, port, max_frame_len);
 }
 
 bool int_make_headroom(rte_mbuf* m, size_t bytes) {
@@ -353,13 +353,10 @@ std::optional<IntStack> int_parse(const rte_mbuf* m, uint16_t port) {
   ParsedPacket pp;
   IntStack st;
   // Read only: the frame wrapper's mutators are not used.
-  if (parse_frame(MbufFrame(const_cast<rte_mbuf*>(m)), port, pp, st)) return st;
-  const size_t inner =
-      vxlan_inner_frame_offset(rte_pktmbuf_mtod(m, const uint8_t*), rte_pktmbuf_data_len(m));
-  if (inner == 0) return std::nullopt;
-  if (!parse_frame(InnerFrame(MbufFrame(const_cast<rte_mbuf*>(m)), inner), port, pp, st)) {
-    return std::nullopt;
-  }
+  const MbufFrame frame(const_cast<rte_mbuf*>(m));
+  if (parse_frame(frame, port, pp, st)) return st;
+  const size_t inner = vxlan_inner_frame_offset(frame.data(), frame.head_len());
+  if (inner == 0 || !parse_frame(InnerFrame(frame, inner), port, pp, st)) return std::nullopt;
   return st;
 }
 

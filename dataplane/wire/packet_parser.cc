@@ -309,10 +309,12 @@ bool roce_packet_in_mbuf(const rte_mbuf* m, const ParsedPacket& p, size_t header
 namespace {
 // A chained mbuf (pkt_len >= data_len), out of line: the call in it would otherwise make the
 // one-segment parse save and restore registers on every packet.
+// `offset`: where the frame starts in the first segment (parse_at), at most data_len.
 [[gnu::noinline]] ParseStatus parse_chain(const ParseOptions& options, const rte_mbuf* m,
-                                          ParsedPacket& out) {
-  const uint8_t* frame = rte_pktmbuf_mtod(m, const uint8_t*);
-  const ParseStatus st = Parse<true>{options, frame, m->data_len, m->pkt_len, m}.frame_headers(out);
+                                          size_t offset, ParsedPacket& out) {
+  const uint8_t* frame = rte_pktmbuf_mtod(m, const uint8_t*) + offset;
+  const ParseStatus st =
+      Parse<true>{options, frame, m->data_len - offset, m->pkt_len - offset, m}.frame_headers(out);
   if (st == ParseStatus::kMultiSegment) out = ParsedPacket{};  // nothing half-read is kept
   return st;
 }
@@ -333,7 +335,7 @@ ParseStatus PacketParser::parse(const rte_mbuf* m, ParsedPacket& out) const {
     out = ParsedPacket{};
     return ParseStatus::kMultiSegment;
   }
-  return parse_chain(options_, m, out);
+  return parse_chain(options_, m, 0, out);
 }
 
 ParseStatus PacketParser::parse_at(const rte_mbuf* m, size_t offset, ParsedPacket& out) const {
@@ -343,11 +345,7 @@ ParseStatus PacketParser::parse_at(const rte_mbuf* m, size_t offset, ParsedPacke
   }
   ParseOptions o = options_;
   o.verify_icrc = false;  // its offsets would be the inner frame's, the mbuf's are the outer's
-  const uint8_t* frame = rte_pktmbuf_mtod(m, const uint8_t*) + offset;
-  const ParseStatus st =
-      Parse<true>{o, frame, m->data_len - offset, m->pkt_len - offset, m}.frame_headers(out);
-  if (st == ParseStatus::kMultiSegment) out = ParsedPacket{};
-  return st;
+  return parse_chain(o, m, offset, out);
 }
 
 ParseStatus PacketParser::parse(const uint8_t* frame, size_t len, ParsedPacket& out) const {

@@ -78,9 +78,10 @@ uint8_t* vxlan_control_frame(rte_mbuf* m, const uint8_t macs[12], const VxlanTun
   return f + kVxlanWordOffset;
 }
 
-const uint8_t* vxlan_word(const rte_mbuf* m, uint8_t flags, size_t after) {
-  if (rte_pktmbuf_data_len(m) < kVxlanOuterBytes + after) return nullptr;
-  const uint8_t* f = rte_pktmbuf_mtod(m, const uint8_t*);
+namespace {
+// vxlan_word on the frame's first `len` bytes.
+const uint8_t* word_in(const uint8_t* f, size_t len, uint8_t flags, size_t after) {
+  if (len < kVxlanOuterBytes + after) return nullptr;
   if (load_be16(f + 12) != 0x0800) return nullptr;
   const uint8_t* ip = f + kVxlanOuterIpOffset;
   if (ip[0] != 0x45 || ip[9] != 17) return nullptr;
@@ -89,20 +90,22 @@ const uint8_t* vxlan_word(const rte_mbuf* m, uint8_t flags, size_t after) {
   if ((v[0] & flags) != flags) return nullptr;
   return v;
 }
+}  // namespace
+
+const uint8_t* vxlan_word(const rte_mbuf* m, uint8_t flags, size_t after) {
+  return word_in(rte_pktmbuf_mtod(m, const uint8_t*), rte_pktmbuf_data_len(m), flags, after);
+}
 
 size_t vxlan_inner_frame_offset(const uint8_t* f, size_t len) {
-  if (len < kVxlanOuterBytes || load_be16(f + 12) != 0x0800) return 0;
-  const uint8_t* ip = f + kVxlanOuterIpOffset;
-  if (ip[0] != 0x45 || ip[9] != 17 || load_be16(f + kOuterUdp + 2) != kVxlanUdpPort) return 0;
-  const uint8_t* v = f + kVxlanWordOffset;
-  size_t inner = 0;
-  if ((v[0] & (kVxlanFlagI | kVxlanFlagConga)) == (kVxlanFlagI | kVxlanFlagConga)) {
-    inner = kCongaOverlayBytes;
-  } else if ((v[0] & (kVxlanFlagI | kVxlanFlagConweave)) == (kVxlanFlagI | kVxlanFlagConweave) &&
-             (v[1] >> 6) == 0) {  // message 0: data (the control messages carry no frame)
-    inner = kConweaveOverlayBytes;
+  constexpr size_t kInnerEthernet = 14;
+  if (word_in(f, len, kVxlanFlagI | kVxlanFlagConga,
+              kCongaOverlayBytes - kVxlanOuterBytes + kInnerEthernet) != nullptr) {
+    return kCongaOverlayBytes;
   }
-  return inner != 0 && len >= inner + 14 ? inner : 0;
+  const uint8_t* v = word_in(f, len, kVxlanFlagI | kVxlanFlagConweave,
+                             kConweaveOverlayBytes - kVxlanOuterBytes + kInnerEthernet);
+  // Message 0 is data; the control messages carry no frame.
+  return v != nullptr && (v[1] >> 6) == 0 ? kConweaveOverlayBytes : 0;
 }
 
 uint32_t vxlan_dst_vtep(const rte_mbuf* m) {
